@@ -1,0 +1,62 @@
+"""dynlab: numerical dynamics and gradient analysis of recurrent networks.
+
+The public surface, re-exported explicitly.  Names are imported on first use (PEP 562) so
+that ``import dynlab`` and ``dynlab --help`` stay fast; the table below is the whole API.
+"""
+from __future__ import annotations
+
+import importlib
+
+from ._version import __version__
+
+_EXPORTS = {
+    # models
+    "make_model": "dynlab.models",
+    "get_model_class": "dynlab.models",
+    "model_options": "dynlab.models",
+    "MODELS": "dynlab.models",
+    "Model": "dynlab.models",
+    "RNN": "dynlab.models",
+    "FastRNN": "dynlab.models",
+    "AntisymmetricRNN": "dynlab.models",
+    "RIN": "dynlab.models",
+    "IRNN": "dynlab.models",
+    "CTRNN": "dynlab.models",
+    # simulation
+    "simulate": "dynlab.simulation",
+    # analyses
+    "irnn_equilibrium": "dynlab.analysis.equilibria",
+    "equilibrium_curve": "dynlab.analysis.equilibria",
+    # io
+    "save_model": "dynlab.io",
+    "load_model": "dynlab.io",
+    "write_dataset": "dynlab.io",
+    "read_dataset": "dynlab.io",
+    "model_from_dataset": "dynlab.io",
+    # errors
+    "DynlabError": "dynlab.errors",
+    "ParameterError": "dynlab.errors",
+    "DivergenceError": "dynlab.errors",
+    "ConvergenceError": "dynlab.errors",
+    # activations
+    "ACTIVATIONS": "dynlab.activations",
+}
+_SUBMODULES = ("tasks", "models", "activations", "analysis", "kernels", "io", "plot", "errors")
+
+__all__ = sorted(_EXPORTS) + list(_SUBMODULES) + ["__version__"]
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        module = importlib.import_module(f"dynlab.{name}")
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'dynlab' has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__

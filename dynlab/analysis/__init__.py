@@ -1,0 +1,1 @@
+"""What we compute: equilibria, Jacobians, spectra, partitions (one module per question)."""

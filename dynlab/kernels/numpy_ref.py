@@ -1,0 +1,126 @@
+"""NumPy reference kernels: plain transcriptions of the model equations, batched over B."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..activations import phi
+
+
+def _finite_rows(h):
+    return np.isfinite(h).all(axis=1)
+
+
+def _record(H, bad, t, h, stop, alive):
+    ok = _finite_rows(h)
+    newly = alive & ~ok
+    bad[newly] = t
+    if stop:
+        alive &= ok
+        if alive.any():
+            H[alive, t] = h[alive]
+    else:
+        H[:, t] = h
+        alive &= ok
+    return alive
+
+
+def gated(R, c, h0, a, gain, act, leak, stop=True):
+    """h_t = a h_{t-1} + gain φ(R h_{t-1} + c_t), c_t = W x_t + b precomputed, c (B, T, D)."""
+    B, T, D = c.shape
+    H = np.full((B, T, D), np.nan)
+    bad = np.full(B, T, dtype=np.int64)
+    alive = np.ones(B, dtype=bool)
+    h = h0.copy()
+    with np.errstate(all="ignore"):
+        for t in range(T):
+            h = a * h + gain * phi(act, h @ R.T + c[:, t], leak)
+            alive = _record(H, bad, t, h, stop, alive)
+            if stop and not alive.any():
+                break
+    return H, bad
+
+
+def irnn(U, c, h0, eta, alpha, K, g0prev, sign, act, leak, stop=True):
+    """iRNN eq. 5: K Euler steps from g_0 ∈ {0, h_{m-1}}; eta is a (rows, K) table."""
+    B, T, D = c.shape
+    H = np.full((B, T, D), np.nan)
+    bad = np.full(B, T, dtype=np.int64)
+    alive = np.ones(B, dtype=bool)
+    h = h0.copy()
+    with np.errstate(all="ignore"):
+        for t in range(T):
+            e = eta[t] if eta.shape[0] > 1 else eta[0]
+            g = h.copy() if g0prev else np.zeros_like(h)
+            for k in range(K):
+                s = g + sign * h
+                g = g + e[k] * (phi(act, s @ U.T + c[:, t], leak) - alpha * s)
+            h = g
+            alive = _record(H, bad, t, h, stop, alive)
+            if stop and not alive.any():
+                break
+    return H, bad
+
+
+def ctrnn(U, c, h0, tau, alpha, dt, substeps, method, act, leak, stop=True):
+    """Fixed-step Euler or RK4 on τ ġ = −α g + φ(U g + c_m), c_m held over each interval."""
+    B, T, D = c.shape
+    H = np.full((B, T, D), np.nan)
+    bad = np.full(B, T, dtype=np.int64)
+    alive = np.ones(B, dtype=bool)
+    g = h0.copy()
+    step = dt / substeps
+
+    def f(y, ct):
+        return (-alpha * y + phi(act, y @ U.T + ct, leak)) / tau
+
+    with np.errstate(all="ignore"):
+        for t in range(T):
+            ct = c[:, t]
+            for _ in range(substeps):
+                if method == "euler":
+                    g = g + step * f(g, ct)
+                else:
+                    k1 = f(g, ct)
+                    k2 = f(g + 0.5 * step * k1, ct)
+                    k3 = f(g + 0.5 * step * k2, ct)
+                    k4 = f(g + step * k3, ct)
+                    g = g + (step / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+            alive = _record(H, bad, t, g, stop, alive)
+            if stop and not alive.any():
+                break
+    return H, bad
+
+
+def ctrnn_scipy(U, c, h0, tau, alpha, dt, method, rtol, atol, act, leak, stop=True):
+    """Reference CTRNN integration with scipy's ``solve_ivp``, interval by interval."""
+    from scipy.integrate import solve_ivp
+
+    B, T, D = c.shape
+    H = np.full((B, T, D), np.nan)
+    bad = np.full(B, T, dtype=np.int64)
+    alive = np.ones(B, dtype=bool)
+    g = h0.copy()
+
+    def rhs(_t, y, ct):
+        Y = y.reshape(B, D)
+        return ((-alpha * Y + phi(act, Y @ U.T + ct, leak)) / tau).ravel()
+
+    def jac(_t, y, ct):  # block-diagonal Jacobian, only for implicit methods
+        from ..activations import dphi
+        Y = y.reshape(B, D)
+        dp = dphi(act, Y @ U.T + ct, leak)
+        J = np.zeros((B * D, B * D))
+        for i in range(B):
+            J[i * D:(i + 1) * D, i * D:(i + 1) * D] = (dp[i][:, None] * U - alpha * np.eye(D)) / tau
+        return J
+
+    use_jac = method in ("Radau", "BDF", "LSODA")
+    with np.errstate(all="ignore"):
+        for t in range(T):
+            sol = solve_ivp(rhs, (0.0, dt), g.ravel(), method=method, rtol=rtol, atol=atol,
+                            args=(c[:, t],), **({"jac": jac} if use_jac else {}))
+            g = sol.y[:, -1].reshape(B, D) if sol.success else np.full((B, D), np.nan)
+            alive = _record(H, bad, t, g, stop, alive)
+            if stop and not alive.any():
+                break
+    return H, bad

@@ -1,0 +1,154 @@
+"""What a system is: the frozen parameter dataclass every model derives from.
+
+A model holds its parameters as read-only NumPy arrays (or Python scalars) and its
+settings (activation, K, ...) as plain values.  It is validated once, at construction:
+shapes, finiteness and ranges, each failure a ``ParameterError`` naming the parameter.
+Models know nothing about backends; kernels receive the plain arrays that
+``kernel_args`` prepares.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..activations import DEFAULT_LEAK, check_activation
+from ..errors import ParameterError
+
+
+def as_matrix(value, param: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """A read-only float64 copy of ``value`` with the given shape (None entries: any)."""
+    try:
+        arr = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ParameterError(param, f"must be numeric ({exc})") from None
+    if shape is not None:
+        if arr.ndim != len(shape) or any(s is not None and s != a for s, a in zip(shape, arr.shape)):
+            want = "×".join("?" if s is None else str(s) for s in shape) or "scalar"
+            raise ParameterError(param, f"must have shape {want}, got {arr.shape or 'scalar'}")
+    if not np.all(np.isfinite(arr)):
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        raise ParameterError(param, f"contains a non-finite value at index {tuple(int(i) for i in bad)}")
+    arr.setflags(write=False)
+    return arr
+
+
+def as_scalar(value, param: str, *, low: float | None = None, low_open: bool = False,
+              high: float | None = None) -> float:
+    """A finite float within [low, high] (or (low, high] when ``low_open``)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(param, f"must be a number, got {value!r}") from None
+    if not np.isfinite(v):
+        raise ParameterError(param, f"must be finite, got {v}")
+    if low is not None and (v <= low if low_open else v < low):
+        raise ParameterError(param, f"must be {'>' if low_open else '≥'} {low:g}, got {v:g}")
+    if high is not None and v > high:
+        raise ParameterError(param, f"must be ≤ {high:g}, got {v:g}")
+    return v
+
+
+def as_int(value, param: str, *, low: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, (float, np.floating)) and float(value).is_integer():
+            value = int(value)
+        else:
+            raise ParameterError(param, f"must be an integer, got {value!r}")
+    value = int(value)
+    if low is not None and value < low:
+        raise ParameterError(param, f"must be ≥ {low}, got {value}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Model:
+    """Base class of the model zoo.
+
+    Subclasses declare ``name`` (the registry key), ``PARAMS`` (names of the parameters
+    saved to ``.npz`` and Datasets, arrays or scalars) and ``SETTINGS`` (names of the
+    non-array settings, written as Dataset attrs).  ``seed`` and ``weight_scale`` record how
+    a random model was made (``None`` for a model built from explicit arrays).
+    """
+
+    name: ClassVar[str] = "model"
+    PARAMS: ClassVar[tuple[str, ...]] = ()
+    SETTINGS: ClassVar[tuple[str, ...]] = ("activation", "leak")
+    DEFAULT_ACTIVATION: ClassVar[str] = "tanh"
+    DEFAULT_WEIGHT_SCALE: ClassVar[float] = 1.0
+    DESCRIPTION: ClassVar[str] = ""
+
+    def _set(self, field: str, value: Any) -> None:
+        object.__setattr__(self, field, value)
+
+    def _check_common(self) -> tuple[int, int]:
+        """Validate U/W/b-like fields shared by most models; return (hidden, inputs)."""
+        self._set("activation", check_activation(self.activation))
+        self._set("leak", as_scalar(self.leak, "leak", low=0.0, high=1.0))
+        W = as_matrix(self.W, "W", (None, None))
+        D, d = W.shape
+        if D < 1 or d < 1:
+            raise ParameterError("W", f"must be non-empty, got shape {W.shape}")
+        self._set("W", W)
+        self._set("b", as_matrix(self.b, "b", (D,)))
+        if self.seed is not None:
+            self._set("seed", as_int(self.seed, "seed", low=0))
+        return D, d
+
+    # ----------------------------------------------------------------- sizes
+    @property
+    def hidden(self) -> int:
+        return int(self.W.shape[0])
+
+    @property
+    def inputs(self) -> int:
+        return int(self.W.shape[1])
+
+    @property
+    def recurrent(self) -> np.ndarray:
+        """The matrix that multiplies h_{t-1} inside φ (e.g. U + I for the RIN)."""
+        return self.U
+
+    # ------------------------------------------------------- introspection
+    def params(self) -> dict[str, Any]:
+        """Parameters by name (arrays and scalars), as saved to ``.npz`` and Datasets."""
+        return {k: getattr(self, k) for k in self.PARAMS}
+
+    def settings(self) -> dict[str, Any]:
+        """Scalar settings by name (activation, K, …), as written to Dataset attrs."""
+        return {k: getattr(self, k) for k in self.SETTINGS}
+
+    def replace(self, **changes) -> "Model":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def __repr__(self) -> str:  # arrays would flood the screen
+        s = ", ".join(f"{k}={v!r}" for k, v in self.settings().items())
+        return f"{type(self).__name__}(hidden={self.hidden}, inputs={self.inputs}, {s})"
+
+    # ---------------------------------------------------------------- random
+    @classmethod
+    def random(cls, hidden: int, inputs: int, *, seed: int | None = None,
+               weight_scale: float | None = None, **settings) -> "Model":
+        raise NotImplementedError  # every registered model overrides it
+
+    @staticmethod
+    def _rng_and_sizes(hidden, inputs, seed, weight_scale, default_scale):
+        hidden = as_int(hidden, "hidden", low=1)
+        inputs = as_int(inputs, "inputs", low=1)
+        if seed is not None:
+            seed = as_int(seed, "seed", low=0)
+        ws = default_scale if weight_scale is None else as_scalar(weight_scale, "weight_scale", low=0.0)
+        return np.random.default_rng(seed), hidden, inputs, seed, ws
+
+    @staticmethod
+    def _gaussian_weights(rng, D, d, ws):
+        """U ~ N(0, ws²/D), W ~ N(0, 1/d), b ~ N(0, 0.1²) (the documented default)."""
+        U = rng.standard_normal((D, D)) * (ws / np.sqrt(D))
+        W = rng.standard_normal((D, d)) / np.sqrt(d)
+        b = rng.standard_normal(D) * 0.1
+        return U, W, b
+
+
+LEAK_FIELD = dataclasses.field(default=DEFAULT_LEAK)

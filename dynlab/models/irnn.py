@@ -1,0 +1,141 @@
+"""The incremental RNN (Kag, Zhang & Saligrama 2020, eq. 5); SiRNN is K = 1.
+
+At time m, starting from g_0 (0 or h_{m-1}), K Euler steps
+
+    g_k = g_{k-1} + η_m^k ( φ(U(g_{k-1} ± h_{m-1}) + W x_m + b) − α(g_{k-1} ± h_{m-1}) ),
+
+and h_m = g_K.  With the + sign, s = g + h_{m-1} is driven toward the equilibrium
+α s = φ(U s + W x_m + b) (the paper's equilibrium manifold), so ∂h_m/∂h_{m-1} → −I; the
+− sign variant (eq. 3's ±) gives +I.  U is dense, or the paper's §3.2 low-rank form
+U = I + V H with V (D×r), H (r×D).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+import numpy as np
+
+from ..errors import ParameterError
+from .base import Model, as_int, as_matrix, as_scalar
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class IRNN(Model):
+    """Incremental RNN with K inner Euler steps.
+
+    Parameters
+    ----------
+    U : (D, D) array or None
+        Dense recurrent matrix; None when ``V`` and ``H`` give the low-rank U = I + V H.
+    W : (D, d) array;  b : (D,) array
+    eta : float, (K,) or (T, K) array
+        Step sizes η_m^k > 0: one for all, one per inner step k, or one per (time, k).
+    alpha : float ≥ 0
+    K : int ≥ 1
+    g0 : "zero" or "previous"
+    sign : +1 or −1, the ± in front of h_{m-1}.
+    """
+
+    U: np.ndarray | None
+    W: np.ndarray
+    b: np.ndarray
+    eta: float | np.ndarray = 1.0
+    alpha: float = 1.0
+    K: int = 1
+    g0: str = "zero"
+    sign: int = 1
+    activation: str = "tanh"
+    leak: float = 0.01
+    V: np.ndarray | None = None
+    H: np.ndarray | None = None
+    seed: int | None = None
+    weight_scale: float | None = None
+
+    name: ClassVar[str] = "irnn"
+    SETTINGS: ClassVar[tuple[str, ...]] = ("activation", "leak", "K", "g0", "sign", "lowrank")
+    DEFAULT_WEIGHT_SCALE: ClassVar[float] = 0.5
+    DESCRIPTION: ClassVar[str] = ("incremental RNN: K Euler steps g_k = g_{k-1} + η(φ(U(g_{k-1}+h) + W x + b) − α(g_{k-1}+h)), "
+                                  "h_m = g_K (SiRNN: K=1)")
+
+    def __post_init__(self):
+        D, _ = self._check_common()
+        self._set("K", as_int(self.K, "K", low=1))
+        self._set("alpha", as_scalar(self.alpha, "alpha", low=0.0))
+        if self.g0 not in ("zero", "previous"):
+            raise ParameterError("g0", f"must be 'zero' or 'previous', got {self.g0!r}")
+        sign = {"+": 1, "-": -1, "+1": 1, "-1": -1}.get(self.sign, self.sign) if isinstance(self.sign, str) else self.sign
+        if sign not in (1, -1):
+            raise ParameterError("sign", f"must be +1 or -1, got {self.sign!r}")
+        self._set("sign", int(sign))
+        if self.V is not None or self.H is not None:
+            if self.U is not None:
+                raise ParameterError("U", "give either a dense U or the low-rank factors V and H, not both")
+            if self.V is None or self.H is None:
+                raise ParameterError("V" if self.V is None else "H", "the low-rank form U = I + V H needs both V and H")
+            V = as_matrix(self.V, "V", (D, None))
+            H = as_matrix(self.H, "H", (V.shape[1], D))
+            self._set("V", V)
+            self._set("H", H)
+            U = np.eye(D) + V @ H
+            U.setflags(write=False)
+            self._set("U", U)
+        else:
+            if self.U is None:
+                raise ParameterError("U", "is required (or the low-rank factors V and H)")
+            self._set("U", as_matrix(self.U, "U", (D, D)))
+        eta = as_matrix(self.eta, "eta")
+        if eta.ndim > 2:
+            raise ParameterError("eta", f"must be a scalar, a (K,) or a (T, K) array, got shape {eta.shape}")
+        if eta.ndim >= 1 and eta.shape[-1] != self.K:
+            raise ParameterError("eta", f"last axis must have length K={self.K}, got shape {eta.shape}")
+        if eta.size == 0 or np.any(eta <= 0):
+            raise ParameterError("eta", "every step size must be > 0")
+        self._set("eta", float(eta) if eta.ndim == 0 else eta)
+
+    @property
+    def lowrank(self) -> int:
+        """Rank r of the low-rank form, 0 for a dense U."""
+        return 0 if self.V is None else int(self.V.shape[1])
+
+    def params(self):
+        names = ("V", "H") if self.V is not None else ("U",)
+        return {k: getattr(self, k) for k in names + ("W", "b", "eta", "alpha")}
+
+    def eta_table(self, steps: int) -> np.ndarray:
+        """η as a (rows, K) float64 array, rows = 1 (shared over time) or ``steps``."""
+        eta = np.asarray(self.eta, dtype=np.float64)
+        if eta.ndim == 0:
+            return np.full((1, self.K), float(eta))
+        if eta.ndim == 1:
+            return eta.reshape(1, self.K).copy()
+        if eta.shape[0] not in (1, steps):
+            raise ParameterError("eta", f"has {eta.shape[0]} rows (time steps) but the input has {steps} steps")
+        return np.ascontiguousarray(eta)
+
+    def equilibrium_residual(self, s, x):
+        """α s − φ(U s + W x + b), the residual of the equilibrium equation (batched rows)."""
+        from ..activations import phi
+        s = np.asarray(s, dtype=np.float64)
+        x = np.asarray(x, dtype=np.float64)
+        return self.alpha * s - phi(self.activation, s @ self.U.T + x @ self.W.T + self.b, self.leak)
+
+    @classmethod
+    def random(cls, hidden, inputs, *, seed=None, weight_scale=None, K=1, eta=1.0, alpha=1.0,
+               g0="zero", sign=1, rank=None, activation=None, leak=0.01):
+        """Random iRNN: U ~ N(0, weight_scale²/D) (default 0.5, so ‖U‖ < α = 1 typically, as
+        the paper's small-variance initialisation intends); with ``rank=r`` the low-rank form
+        U = I + V H, V ~ N(0, weight_scale²/D), H ~ N(0, 1/r).  W ~ N(0, 1/d), b ~ N(0, 0.1²).
+        η = 1 and α = 1 make the inner recursion the Picard iteration s ← φ(U s + W x + b).
+        """
+        rng, D, d, seed, ws = cls._rng_and_sizes(hidden, inputs, seed, weight_scale, cls.DEFAULT_WEIGHT_SCALE)
+        U, W, b = cls._gaussian_weights(rng, D, d, ws)
+        V = H = None
+        if rank is not None:
+            r = as_int(rank, "rank", low=1)
+            V = rng.standard_normal((D, r)) * (ws / np.sqrt(D))
+            H = rng.standard_normal((r, D)) / np.sqrt(r)
+            U = None
+        return cls(U, W, b, eta=eta, alpha=alpha, K=K, g0=g0, sign=sign,
+                   activation=activation or cls.DEFAULT_ACTIVATION, leak=leak, V=V, H=H,
+                   seed=seed, weight_scale=ws)

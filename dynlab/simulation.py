@@ -1,0 +1,245 @@
+"""``simulate``: run a model over input sequences and return the states as a Dataset.
+
+Two layers, as in DESIGN §2: ``simulate`` validates once, picks the backend once and wraps
+the result; ``run_states`` is the lower layer on prepared arrays that analyses loop over.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import config
+from .activations import ACTIVATION_IDS
+from .backends import namespace, resolve_backend, to_numpy
+from .errors import DivergenceError, ParameterError
+from .models import CTRNN, IRNN, Model
+from .models.ctrnn import FIXED_STEP
+
+ON_DIVERGENCE = ("raise", "flag")
+
+
+def check_model(model) -> Model:
+    if not isinstance(model, Model):
+        raise ParameterError("model", f"must be a dynlab model (see dynlab.make_model), got {type(model).__name__}")
+    return model
+
+
+def check_input(x, inputs: int, param: str = "x") -> tuple[np.ndarray, bool]:
+    """x as a (B, T, d) float64 array, and whether it came batched.
+
+    Accepts (T, d) for one sequence or (B, T, d); a 1-D x is read as (T,) with d = 1.
+    """
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ParameterError(param, f"must be a numeric array ({exc})") from None
+    if arr.ndim == 1 and inputs == 1:
+        arr = arr[:, None]
+    if arr.ndim not in (2, 3):
+        raise ParameterError(param, f"must have shape (T, d) or (B, T, d), got {arr.shape}")
+    batched = arr.ndim == 3
+    if not batched:
+        arr = arr[None]
+    if arr.shape[2] != inputs:
+        raise ParameterError(param, f"has {arr.shape[2]} input features per step but the model takes inputs={inputs}")
+    if arr.shape[1] < 1 or arr.shape[0] < 1:
+        raise ParameterError(param, f"must have at least one step and one sequence, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        b, t, i = np.argwhere(~np.isfinite(arr))[0]
+        where = f"step t={t + 1}, feature {i}" + (f", batch {b}" if batched else "")
+        raise ParameterError(param, f"contains a non-finite value ({arr[b, t, i]}) at {where}")
+    return np.ascontiguousarray(arr), batched
+
+
+def check_h0(h0, batch: int, hidden: int, param: str = "h0") -> np.ndarray:
+    if h0 is None:
+        return np.zeros((batch, hidden))
+    arr = np.asarray(h0, dtype=np.float64)
+    if arr.ndim == 1:
+        arr = np.broadcast_to(arr, (batch, arr.shape[0]))
+    if arr.shape != (batch, hidden):
+        raise ParameterError(param, f"must have shape ({hidden},) or ({batch}, {hidden}), got {np.shape(h0)}")
+    if not np.all(np.isfinite(arr)):
+        raise ParameterError(param, "contains a non-finite value")
+    return np.ascontiguousarray(arr, dtype=np.float64)
+
+
+def kernel_path(model: Model, batch: int, backend: str) -> str:
+    """Which kernel family runs: 'numpy_ref', 'numba_cpu', 'vectorised' or 'scipy'."""
+    if isinstance(model, CTRNN) and model.method not in FIXED_STEP:
+        return "scipy"
+    if backend == "numpy":
+        return "numpy_ref"
+    if backend == "cupy":
+        return "vectorised"
+    return "vectorised" if batch * model.hidden ** 2 >= config.VECTORISE_MIN_WORK else "numba_cpu"
+
+
+def run_states(model: Model, x: np.ndarray, h0: np.ndarray, backend: str, *, stop: bool = True,
+               dtype=np.float64) -> tuple[np.ndarray, np.ndarray, str]:
+    """States h_1..h_T for prepared inputs: x (B, T, d), h0 (B, D).  Returns (H, bad, path)."""
+    B, T, _ = x.shape
+    D = model.hidden
+    act = ACTIVATION_IDS[model.activation]
+    leak = float(model.leak)
+    path = kernel_path(model, B, backend)
+    dtype = np.dtype(dtype)
+    if path == "scipy":
+        from .kernels import numpy_ref
+        c = x @ model.W.T + model.b
+        H, bad = numpy_ref.ctrnn_scipy(model.U, c, h0, model.tau, model.alpha, model.dt, model.method,
+                                       model.rtol, model.atol, model.activation, leak, stop)
+        return H, bad, path
+
+    if path == "numpy_ref":
+        from .kernels import numpy_ref
+        c = (x @ model.W.T + model.b).astype(dtype)
+        h0c = h0.astype(dtype)
+        if isinstance(model, IRNN):
+            H, bad = numpy_ref.irnn(model.U.astype(dtype), c, h0c, model.eta_table(T), model.alpha, model.K,
+                                    model.g0 == "previous", model.sign, model.activation, leak, stop)
+        elif isinstance(model, CTRNN):
+            H, bad = numpy_ref.ctrnn(model.U.astype(dtype), c, h0c, model.tau, model.alpha, model.dt,
+                                     model.substeps, model.method, model.activation, leak, stop)
+        else:
+            a, gain, R = model.gated_form()
+            H, bad = numpy_ref.gated(R.astype(dtype), c, h0c, a, gain, model.activation, leak, stop)
+        return H, bad, path
+
+    if path == "numba_cpu":
+        from .kernels import numba_cpu
+        c = np.ascontiguousarray((x @ model.W.T + model.b).astype(dtype))
+        h0c = np.ascontiguousarray(h0.astype(dtype))
+        H = np.empty((B, T, D), dtype=dtype)
+        bad = np.empty(B, dtype=np.int64)
+        if isinstance(model, IRNN):
+            numba_cpu.irnn(np.ascontiguousarray(model.U, dtype=dtype), c, h0c, model.eta_table(T),
+                           float(model.alpha), model.K, model.g0 == "previous", float(model.sign), act, leak,
+                           stop, H, bad)
+        elif isinstance(model, CTRNN):
+            numba_cpu.ctrnn(np.ascontiguousarray(model.U, dtype=dtype), c, h0c, float(model.tau),
+                            float(model.alpha), float(model.dt), model.substeps, model.method == "rk4", act,
+                            leak, stop, H, bad)
+        else:
+            a, gain, R = model.gated_form()
+            numba_cpu.gated(np.ascontiguousarray(R, dtype=dtype), c, h0c, float(a), float(gain), act, leak,
+                            stop, H, bad)
+        if stop:  # rows past a sequence's failure were never written
+            for i in np.flatnonzero(bad < T):
+                H[i, bad[i] + 1:] = np.nan
+        return H, bad, path
+
+    # vectorised: NumPy (numba backend, large work) or CuPy
+    from .kernels import vectorised
+    xp = namespace(backend)
+    check_every = 1 if xp is np else 64
+    xs = xp.asarray(x, dtype=dtype)
+    h0x = xp.asarray(h0, dtype=dtype)
+    W = xp.asarray(model.W, dtype=dtype)
+    b = xp.asarray(model.b, dtype=dtype)
+    common = dict(stop=stop, check_every=check_every, xp=xp)
+    if isinstance(model, IRNN):
+        H, bad = vectorised.irnn(xp.asarray(model.U, dtype=dtype), W, b, xs, h0x, model.eta_table(T),
+                                 float(model.alpha), model.K, model.g0 == "previous", model.sign, act, leak, **common)
+    elif isinstance(model, CTRNN):
+        H, bad = vectorised.ctrnn(xp.asarray(model.U, dtype=dtype), W, b, xs, h0x, float(model.tau),
+                                  float(model.alpha), float(model.dt), model.substeps, model.method == "rk4",
+                                  act, leak, **common)
+    else:
+        a, gain, R = model.gated_form()
+        H, bad = vectorised.gated(xp.asarray(R, dtype=dtype), W, b, xs, h0x, float(a), float(gain), act, leak,
+                                  **common)
+    H = to_numpy(H)
+    if stop and bad.min() < T:
+        H[:, int(bad.min()) + 1:] = np.nan  # not computed
+    return H, bad, path
+
+
+def simulate(model: Model, x, h0=None, *, backend: str | None = None, dtype=np.float64,
+             on_divergence: str = "raise", command: str | None = None):
+    """Run ``model`` over the input sequence(s) ``x`` and return the states as a Dataset.
+
+    Parameters
+    ----------
+    model : dynlab model (``make_model`` / ``load_model``)
+    x : (T, d) or (B, T, d) array
+        Inputs x_1..x_T; (T,) is accepted when d = 1.
+    h0 : (D,) or (B, D) array, optional
+        Initial state h_0 (zeros by default).
+    backend : "numpy" | "numba" | "cupy", optional
+        numba (default) runs jitted loops for small per-step work and the vectorised BLAS
+        kernel for large batches; numpy is the plain reference; cupy runs the vectorised
+        kernel on a GPU.
+    dtype : float64 (default) or float32
+    on_divergence : "raise" (default) or "flag"
+        "raise": a non-finite state raises ``DivergenceError`` naming the step and batch,
+        with the finite steps before it in ``err.partial``.  "flag": the run completes and
+        the Dataset gets ``diverged_at`` (per sequence: first non-finite step, 0 if none).
+
+    Returns
+    -------
+    xarray.Dataset with ``h`` (batch, time, unit) — (time, unit) for an unbatched x — the
+    input ``x``, the initial state ``h0``, the model's parameters, and attrs with every
+    setting (DESIGN §3).
+
+    Example
+    -------
+    >>> m = make_model("irnn", hidden=2, inputs=1, K=5, seed=0)
+    >>> ds = simulate(m, random_walk(steps=1000, inputs=1, variance=10.0, seed=0))
+    """
+    model = check_model(model)
+    backend = resolve_backend(backend)
+    if on_divergence not in ON_DIVERGENCE:
+        raise ParameterError("on_divergence", f"must be 'raise' or 'flag', got {on_divergence!r}")
+    if np.dtype(dtype) not in (np.float64, np.float32):
+        raise ParameterError("dtype", f"must be float64 or float32, got {dtype}")
+    xa, batched = check_input(x, model.inputs)
+    h0a = check_h0(h0, xa.shape[0], model.hidden)
+    B, T, _ = xa.shape
+    if isinstance(model, IRNN):
+        model.eta_table(T)  # shape check of a per-time η before any work
+    H, bad, path = run_states(model, xa, h0a, backend, stop=on_divergence == "raise", dtype=dtype)
+    used = "scipy" if path == "scipy" else backend
+    ds = wrap_states(model, xa, h0a, H, batched=batched, backend=used, command=command, path=path)
+    first = int(bad.min())
+    if first < T:
+        if on_divergence == "raise":
+            which = int(np.argmin(bad))
+            raise DivergenceError(step=first + 1, batch=which, model=model.name,
+                                  partial=ds.isel(time=slice(0, first)))
+    if on_divergence == "flag":
+        import xarray as xr
+        at = np.where(bad < T, bad + 1, 0)
+        ds["diverged_at"] = xr.Variable(("batch",) if batched else (), at if batched else at[0],
+                                        {"long_name": "first step with a non-finite state (0: none)",
+                                         "units": "step"})
+    return ds
+
+
+def wrap_states(model: Model, x: np.ndarray, h0: np.ndarray, H: np.ndarray, *, batched: bool,
+                backend: str, command: str | None, path: str = "", prefix: str = ""):
+    """The Dataset of a simulation (DESIGN §3)."""
+    import xarray as xr
+
+    from ._dataset import base_attrs, model_attrs, model_variables
+
+    T = H.shape[1]
+    lead = ("batch",) if batched else ()
+    sel = slice(None) if batched else 0
+    data_vars = {
+        "h": xr.Variable(lead + ("time", "unit"), H[sel], {"long_name": "hidden state h_t", "units": "1"}),
+        "x": xr.Variable(lead + ("time", "unit_in"), x[sel], {"long_name": "input x_t", "units": "1"}),
+        "h0": xr.Variable(lead + ("unit",), h0[sel], {"long_name": "initial state h_0", "units": "1"}),
+    }
+    data_vars.update(model_variables(model, prefix))
+    coords = {"time": ("time", np.arange(1, T + 1), {"long_name": "time step t", "units": "step"}),
+              "unit": ("unit", np.arange(model.hidden), {"long_name": "hidden unit", "units": "1"}),
+              "unit_from": ("unit_from", np.arange(model.hidden), {"long_name": "presynaptic unit", "units": "1"}),
+              "unit_in": ("unit_in", np.arange(model.inputs), {"long_name": "input feature", "units": "1"})}
+    if batched:
+        coords["batch"] = ("batch", np.arange(H.shape[0]), {"long_name": "sequence", "units": "1"})
+    if isinstance(model, CTRNN):
+        coords["t"] = ("time", np.arange(1, T + 1) * model.dt, {"long_name": "continuous time", "units": "time"})
+    attrs = model_attrs(model)
+    attrs.update(base_attrs(backend, command))
+    attrs["kernel"] = path
+    return xr.Dataset(data_vars, coords=coords, attrs=attrs)
