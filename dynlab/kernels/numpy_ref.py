@@ -27,7 +27,7 @@ def _record(H, bad, t, h, stop, alive):
 def gated(R, c, h0, a, gain, act, leak, stop=True):
     """h_t = a h_{t-1} + gain φ(R h_{t-1} + c_t), c_t = W x_t + b precomputed, c (B, T, D)."""
     B, T, D = c.shape
-    H = np.full((B, T, D), np.nan)
+    H = np.full((B, T, D), np.nan, dtype=c.dtype)  # the requested precision (float32 or float64)
     bad = np.full(B, T, dtype=np.int64)
     alive = np.ones(B, dtype=bool)
     h = h0.copy()
@@ -43,7 +43,7 @@ def gated(R, c, h0, a, gain, act, leak, stop=True):
 def irnn(U, c, h0, eta, alpha, K, g0prev, sign, act, leak, stop=True):
     """iRNN eq. 5: K Euler steps from g_0 ∈ {0, h_{m-1}}; eta is a (rows, K) table."""
     B, T, D = c.shape
-    H = np.full((B, T, D), np.nan)
+    H = np.full((B, T, D), np.nan, dtype=c.dtype)  # the requested precision (float32 or float64)
     bad = np.full(B, T, dtype=np.int64)
     alive = np.ones(B, dtype=bool)
     h = h0.copy()
@@ -53,7 +53,7 @@ def irnn(U, c, h0, eta, alpha, K, g0prev, sign, act, leak, stop=True):
             g = h.copy() if g0prev else np.zeros_like(h)
             for k in range(K):
                 s = g + sign * h
-                g = g + e[k] * (phi(act, s @ U.T + c[:, t], leak) - alpha * s)
+                g = g + float(e[k]) * (phi(act, s @ U.T + c[:, t], leak) - alpha * s)
             h = g
             alive = _record(H, bad, t, h, stop, alive)
             if stop and not alive.any():
@@ -64,7 +64,7 @@ def irnn(U, c, h0, eta, alpha, K, g0prev, sign, act, leak, stop=True):
 def ctrnn(U, c, h0, tau, alpha, dt, substeps, method, act, leak, stop=True):
     """Fixed-step Euler or RK4 on τ ġ = −α g + φ(U g + c_m), c_m held over each interval."""
     B, T, D = c.shape
-    H = np.full((B, T, D), np.nan)
+    H = np.full((B, T, D), np.nan, dtype=c.dtype)  # the requested precision (float32 or float64)
     bad = np.full(B, T, dtype=np.int64)
     alive = np.ones(B, dtype=bool)
     g = h0.copy()

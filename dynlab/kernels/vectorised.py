@@ -88,13 +88,13 @@ def gated(R, W, b, x, h0, a, gain, act, leak, stop=True, check_every=1, xp=np, H
     def step(t, h, out):
         _drive(x, WT, b, t, ct, xp)
         xp.matmul(h, RT, out=z)
-        z += ct
+        xp.add(z, ct, out=z)
         phi_inplace(z, act, leak, xp, tmp)
         if a == 0.0:
             xp.multiply(z, gain, out=out)
         else:
             xp.multiply(h, a, out=out)
-            z *= gain
+            xp.multiply(z, gain, out=z)
             out += z
 
     bad = _run(step, x, h0, H, stop, check_every, xp)
@@ -128,11 +128,11 @@ def irnn(U, W, b, x, h0, eta, alpha, K, g0prev, sign, act, leak, stop=True, chec
         xp.multiply(h, start, out=s)
         for k in range(K):
             xp.matmul(s, UT, out=z)
-            z += ct
+            xp.add(z, ct, out=z)
             phi_inplace(z, act, leak, xp, tmp)
-            s *= 1.0 - e[k] * alpha
-            z *= e[k]
-            s += z
+            xp.multiply(s, 1.0 - e[k] * alpha, out=s)
+            xp.multiply(z, e[k], out=z)
+            xp.add(s, z, out=s)
         if sign == 1:
             xp.subtract(s, h, out=out)
         else:
@@ -173,17 +173,17 @@ def ctrnn(U, W, b, x, h0, tau, alpha, dt, substeps, rk4, act, leak, stop=True, c
             f(g, k1)
             if not rk4:
                 k1 *= hstep
-                g += k1
+                xp.add(g, k1, out=g)
                 continue
-            xp.multiply(k1, 0.5 * hstep, out=y); y += g; f(y, k2)
-            xp.multiply(k2, 0.5 * hstep, out=y); y += g; f(y, k3)
-            xp.multiply(k3, hstep, out=y); y += g; f(y, k4)
+            xp.multiply(k1, 0.5 * hstep, out=y); xp.add(y, g, out=y); f(y, k2)
+            xp.multiply(k2, 0.5 * hstep, out=y); xp.add(y, g, out=y); f(y, k3)
+            xp.multiply(k3, hstep, out=y); xp.add(y, g, out=y); f(y, k4)
             k2 += k3
             k2 *= 2.0
             k1 += k2
             k1 += k4
             k1 *= hstep / 6.0
-            g += k1
+            xp.add(g, k1, out=g)
         out[...] = g
 
     bad = _run(step, x, h0, H, stop, check_every, xp)

@@ -1,0 +1,83 @@
+"""The ``dynlab`` command line (click).  No numerics here: commands build a spec and call the library.
+
+Exit status: 0 success; 2 a user error (bad value, unknown name, unreadable file), printed
+as one line naming the option; 1 a numerical failure (divergence), printed as one line
+saying where it happened, with the results computed so far written to ``--data``.
+
+Only click and dynlab's light modules are imported at import time, so ``dynlab --help``
+answers quickly; numpy, xarray and matplotlib load inside the command that needs them.
+"""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .._version import __version__
+from ..errors import DivergenceError, ParameterError
+from .options import option_for
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _usage_message(exc: click.UsageError) -> str:
+    """``--opt: what is wrong`` for click's own parameter errors, else click's message."""
+    param = getattr(exc, "param", None)
+    if isinstance(exc, click.BadParameter) and not isinstance(exc, click.MissingParameter) and param is not None:
+        name = param.opts[0] if getattr(param, "opts", None) else (exc.param_hint or param.name)
+        return f"{name}: {exc.message}"
+    return exc.format_message()
+
+
+class DynlabGroup(click.Group):
+    """A click Group whose errors come out as one line on stderr (no usage block, no traceback)."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Run the command line; translate errors to one line and an exit status (0, 1 or 2)."""
+        argv = list(sys.argv[1:] if args is None else args)
+        obj = extra.pop("obj", None)
+        obj = {"argv": argv} if obj is None else obj
+        try:
+            code = super().main(argv, prog_name or "dynlab", complete_var, standalone_mode=False, obj=obj, **extra)
+        except ParameterError as exc:
+            code = _fail(f"{option_for(exc.param, obj.get('set_keys', ()))}: {exc.message}", 2)
+        except DivergenceError as exc:
+            kept = getattr(exc, "written_to", None)
+            where = f"partial results written to {kept}" if kept else "give --data FILE to keep the partial results"
+            code = _fail(f"{exc}; {where}", 1)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            exc.show()
+            code = exc.exit_code
+        except click.UsageError as exc:
+            code = _fail(_usage_message(exc), 2)
+        except click.Abort:
+            code = _fail("aborted", 1)
+        except click.ClickException as exc:
+            code = _fail(exc.format_message(), 2)
+        code = code if isinstance(code, int) else 0  # a command's return value is not a status
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+def _fail(message: str, code: int) -> int:
+    click.echo(f"Error: {_one_line(message)}", err=True)
+    return code
+
+
+@click.group(cls=DynlabGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="dynlab", message="%(prog)s %(version)s")
+def main():
+    """dynlab: numerical dynamics and gradient analysis of recurrent networks.
+
+    Every command builds one model from the shared options (--model, --hidden, --K, …),
+    runs it through the library, writes the Dataset with --data FILE.nc and the picture
+    with --out FILE.png.  A user error exits with status 2, a numerical failure with 1.
+    """
+
+
+from . import commands  # noqa: E402  (registers the commands on ``main``)
+
+__all__ = ["main", "DynlabGroup", "commands"]

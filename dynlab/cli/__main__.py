@@ -1,0 +1,4 @@
+"""``python -m dynlab.cli``: the same as the ``dynlab`` console script."""
+from . import main
+
+main()

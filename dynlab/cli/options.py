@@ -1,0 +1,195 @@
+"""Shared click options, bundled as decorators so that ``--model`` means the same everywhere.
+
+Every option here becomes a field of ``dynlab.spec.RunSpec`` under the same name (``--K`` →
+``K``, ``--weight-scale`` → ``weight_scale``, ``--set`` → ``settings``); ``make_spec`` turns
+a command's keyword arguments into that one frozen spec.  An option left unset is ``None``,
+so the model's own default applies.  Nothing heavy is imported here: ``--help`` stays fast.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+
+import click
+
+#: Registry names (tests check this equals ``dynlab.MODELS``).
+MODEL_NAMES = ("rnn", "fastrnn", "antisymmetric", "rin", "irnn", "ctrnn")
+#: Activation names (tests check this equals ``dynlab.ACTIVATIONS``).
+ACTIVATION_NAMES = ("tanh", "relu", "sigmoid", "identity", "leaky-relu", "abs")
+#: Input kinds (tests check this equals ``dynlab.tasks.INPUTS``).
+INPUT_KINDS = ("random-walk", "constant", "sine", "noise")
+BACKEND_NAMES = ("numpy", "numba", "cupy")
+G0_CHOICES = ("zero", "previous")
+
+#: Python parameter name (as a ``ParameterError`` spells it) → the option that sets it.
+OPTION_OF = {
+    "model": "--model", "hidden": "--hidden", "inputs": "--inputs", "activation": "--activation",
+    "K": "--K", "eta": "--eta", "alpha": "--alpha", "g0": "--g0", "weight_scale": "--weight-scale",
+    "seed": "--seed", "weights": "--weights", "steps": "--steps", "batch": "--batch",
+    "input": "--input", "x": "--input", "variance": "--variance", "backend": "--backend",
+    "out": "--out", "data": "--data", "compare": "--compare", "settings": "--set",
+}
+#: Settings with an option of their own may not be given through ``--set``.
+_OWN_OPTION = ("activation", "K", "eta", "alpha", "g0", "weight_scale", "seed", "hidden", "inputs")
+
+
+def option_for(param: str, set_keys=()) -> str:
+    """The command-line spelling of a library parameter name (``weight_scale`` → ``--weight-scale``)."""
+    if param in OPTION_OF:
+        return OPTION_OF[param]
+    if param in set_keys:
+        return f"--set {param}"
+    return param
+
+
+def _stack(*decorators):
+    """One decorator applying several click options, listed in the order they appear in --help."""
+    def apply(func):
+        for dec in reversed(decorators):
+            func = dec(func)
+        return func
+    return apply
+
+
+def _literal(text: str):
+    """A ``--set`` value: int, float, true/false, none, or the string itself."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "none":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _parse_settings(ctx, param, values):
+    out = []
+    for item in values:
+        name, eq, value = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not eq or not name:
+            raise click.BadParameter(f"expected NAME=VALUE, got {item!r}", ctx, param)
+        if name in _OWN_OPTION:
+            raise click.BadParameter(f"{name} has its own option, {OPTION_OF[name]}", ctx, param)
+        if name in dict(out):
+            raise click.BadParameter(f"{name} is given twice", ctx, param)
+        out.append((name, _literal(value)))
+    if ctx.obj is not None:
+        ctx.obj.setdefault("set_keys", set()).update(dict(out))
+    return tuple(out)
+
+
+def _parse_compare(ctx, param, value):
+    if value is None:
+        return ()
+    names = tuple(n.strip().lower() for n in value.split(",") if n.strip())
+    if not names:
+        raise click.BadParameter("expected a comma-separated list of models, e.g. rnn,fastrnn", ctx, param)
+    for n in names:
+        if n not in MODEL_NAMES:
+            raise click.BadParameter(f"unknown model {n!r}; choose from {', '.join(MODEL_NAMES)}", ctx, param)
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise click.BadParameter(f"{', '.join(map(repr, dup))} listed more than once; each model appears once",
+                                 ctx, param)
+    return names
+
+
+def _check_parent(path: str, ctx, param) -> str:
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise click.BadParameter(f"the folder {os.path.dirname(path) or '.'!r} of {path!r} does not exist",
+                                 ctx, param)
+    return path
+
+
+def _parse_out(ctx, param, value):
+    if value is None:
+        return None
+    from ..plot.style import FORMATS
+
+    if os.path.splitext(value)[1].lower() not in FORMATS:
+        raise click.BadParameter(f"must end in {', '.join(FORMATS)} (the picture format is read from the "
+                                 f"suffix), got {value!r}", ctx, param)
+    return _check_parent(value, ctx, param)
+
+
+def _parse_data(ctx, param, value):
+    return None if value is None else _check_parent(value, ctx, param)
+
+
+_CHOICE = dict(case_sensitive=False)
+
+model_options = _stack(
+    click.option("--model", type=click.Choice(MODEL_NAMES, **_CHOICE), default=None,
+                 help="Model kind (see `dynlab models`). [default: irnn]"),
+    click.option("--hidden", type=int, default=None, metavar="D",
+                 help="Hidden-state size D. [default: 2]"),
+    click.option("--inputs", type=int, default=None, metavar="d",
+                 help="Input size d. [default: 1]"),
+    click.option("--activation", type=click.Choice(ACTIVATION_NAMES, **_CHOICE), default=None,
+                 help="Activation φ. [default: the model's own; relu for rin, tanh otherwise]"),
+    click.option("--K", "K", type=int, default=None,
+                 help="irnn: number of inner Euler steps K (K=1 is SiRNN). [default: 1]"),
+    click.option("--eta", type=float, default=None,
+                 help="irnn: inner step size η > 0. [default: 1]"),
+    click.option("--alpha", type=float, default=None,
+                 help="irnn, ctrnn: the leak α ≥ 0; fastrnn: its raw gate α. [default: the model's]"),
+    click.option("--g0", type=click.Choice(G0_CHOICES, **_CHOICE), default=None,
+                 help="irnn: inner start g_0 = 0 or h_{m-1}. [default: zero]"),
+    click.option("--weight-scale", "weight_scale", type=float, default=None, metavar="S",
+                 help="Scale of the random recurrent weights, U ~ N(0, S²/D). "
+                      "[default: the model's; 0.5 irnn, 0.1 rin, 1 otherwise]"),
+    click.option("--set", "settings", multiple=True, metavar="NAME=VALUE", callback=_parse_settings,
+                 help="Any other model setting listed by `dynlab models` (beta, eps, rank, …); repeatable."),
+    click.option("--seed", type=int, default=0, show_default=True, metavar="N",
+                 help="Seed of the random weights and of the input sequence."),
+    click.option("--weights", type=str, default=None, metavar="FILE.npz",
+                 help="Load the model from a dynlab.save_model file instead of drawing random weights."),
+)
+
+
+def input_options(*, batch: bool = True, variance_default: str = "1", steps: int = 1000):
+    """The input-sequence options; ``variance_default`` describes the command's default in --help.
+
+    ``--variance`` stays None when not given, so it never clashes with an input kind that
+    takes no variance; the library fills in the default.
+    """
+    opts = [
+        click.option("--steps", type=int, default=steps, show_default=True, metavar="T",
+                     help="Sequence length T."),
+    ]
+    if batch:
+        opts.append(click.option("--batch", type=int, default=None, metavar="B",
+                                 help="Number of independent sequences B. [default: one, unbatched]"))
+    opts += [
+        click.option("--input", "input", type=click.Choice(INPUT_KINDS, **_CHOICE), default="random-walk",
+                     show_default=True, help="Input sequence kind."),
+        click.option("--variance", type=float, default=None, metavar="V",
+                     help=f"Step variance of random-walk, variance of noise. [default: {variance_default}]"),
+    ]
+    return _stack(*opts)
+
+
+backend_option = click.option("--backend", type=click.Choice(BACKEND_NAMES, **_CHOICE), default=None,
+                              help="Where the kernels run. [default: numba]")
+out_option = click.option("--out", type=str, default=None, metavar="FILE", callback=_parse_out,
+                          help="Write the picture (.png, .pdf or .svg, by suffix).")
+data_option = click.option("--data", type=str, default=None, metavar="FILE.nc", callback=_parse_data,
+                           help="Write the results as a NetCDF Dataset.")
+compare_option = click.option("--compare", type=str, default=None, metavar="NAMES", callback=_parse_compare,
+                              help="Comma-separated models drawn beside --model on the same input "
+                                   "(same seed, sizes, activation), e.g. rnn,fastrnn.")
+
+
+def make_spec(ctx: click.Context, options: dict):
+    """The frozen ``RunSpec`` of a command's options (unknown keys are a bug, not a user error)."""
+    from ..spec import RunSpec
+
+    argv = (ctx.obj or {}).get("argv")
+    command = None if argv is None else "dynlab " + shlex.join(argv)
+    return RunSpec(command=command, **options)

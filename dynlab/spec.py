@@ -1,0 +1,160 @@
+"""One frozen description of a run: which model, which input, where it runs.
+
+The command line turns its options into a single ``RunSpec`` (black's ``Mode``) and the
+library functions take only that object: ``build_model(spec)``, ``build_input(spec)``,
+``dynlab.plot.phase.phase_dataset(spec)``.  A field left at ``None`` means "not given":
+the model's (or the generator's) own default applies, so ``irnn`` keeps weight_scale 0.5
+and ``rin`` keeps ReLU unless asked otherwise.
+
+This module imports nothing heavy at import time (the CLI reads it to answer ``--help``).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+#: The model a spec builds when ``model`` is not given.
+DEFAULT_MODEL = "irnn"
+#: Sizes used when neither the options nor a weights file give them (the iRNN paper's Fig. 2).
+DEFAULT_HIDDEN = 2
+DEFAULT_INPUTS = 1
+#: Input kinds that take a ``variance``.
+VARIANCE_INPUTS = ("random-walk", "noise")
+#: Model settings with a field of their own (the rest go through ``settings``).
+SETTING_FIELDS = ("activation", "K", "eta", "alpha", "g0")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """Everything needed to build a model and its input sequence, and to run it.
+
+    Parameters
+    ----------
+    model : str or None
+        Registry name (``dynlab.MODELS``); None means ``DEFAULT_MODEL`` (or the weights file's).
+    hidden, inputs : int or None
+        D and d; None means 2 and 1 (or the weights file's).
+    activation, K, eta, alpha, g0 : optional model settings; None means the model's default.
+    weight_scale : float or None
+        Scale of the random recurrent weights; None means the model's default.
+    settings : tuple of (name, value) pairs
+        Further model settings by name (``beta``, ``eps``, ``rank``, ...; see ``model_options``).
+    seed : int
+        Seeds both the random weights and the input sequence.
+    weights : str or None
+        A ``.npz`` written by ``dynlab.save_model``; replaces random construction.
+    steps, batch : int, int or None
+        Sequence length T and number of sequences B (None: one unbatched sequence).
+    input : str
+        Input kind (``dynlab.tasks.INPUTS``); ``variance`` (None: the generator's default)
+        applies to ``random-walk`` and ``noise``.
+    backend : str or None
+        ``numpy``, ``numba`` or ``cupy``; None means the library default.
+    compare : tuple of str
+        Further models run on the same input beside the primary one (``phase``).
+    command : str or None
+        The command line recorded in the Dataset attrs.
+    """
+
+    model: str | None = None
+    hidden: int | None = None
+    inputs: int | None = None
+    activation: str | None = None
+    K: int | None = None
+    eta: float | None = None
+    alpha: float | None = None
+    g0: str | None = None
+    weight_scale: float | None = None
+    settings: tuple = ()
+    seed: int = 0
+    weights: str | None = None
+    steps: int = 1000
+    batch: int | None = None
+    input: str = "random-walk"
+    variance: float | None = None
+    backend: str | None = None
+    compare: tuple = ()
+    command: str | None = None
+
+    def given_settings(self) -> dict:
+        """The model settings the user gave (fields that are not None, then ``settings``)."""
+        out = {k: getattr(self, k) for k in SETTING_FIELDS if getattr(self, k) is not None}
+        out.update(dict(self.settings))
+        return out
+
+
+def build_model(spec: RunSpec, name: str | None = None, *, like=None):
+    """The model a spec describes.
+
+    Parameters
+    ----------
+    spec : RunSpec
+    name : str, optional
+        Build this compared model instead of the primary one.  A compared model shares
+        ``seed``, ``activation`` and the sizes of ``like`` (the primary model) and keeps its
+        own defaults for everything else, so its weights are drawn as a fresh model would be.
+    like : Model, optional
+        The primary model, whose ``hidden``/``inputs`` a compared model takes.
+
+    Returns
+    -------
+    dynlab model.  Raises ``ParameterError`` naming the offending setting, including a setting
+    the chosen model does not take, or a model setting given together with ``weights``.
+    """
+    from .errors import ParameterError
+    from .models import get_model_class, make_model
+
+    if name is not None:
+        cls = get_model_class(name, "compare")
+        hidden = like.hidden if like is not None else (spec.hidden or DEFAULT_HIDDEN)
+        inputs = like.inputs if like is not None else (spec.inputs or DEFAULT_INPUTS)
+        extra = {} if spec.activation is None else {"activation": spec.activation}
+        return make_model(cls.name, hidden, inputs, seed=spec.seed, **extra)
+
+    if spec.weights is not None:
+        from .io import load_model
+
+        fixed = {"hidden": spec.hidden, "inputs": spec.inputs, "weight_scale": spec.weight_scale,
+                 **spec.given_settings()}
+        for key, value in fixed.items():
+            if value is not None:
+                raise ParameterError(key, "cannot be combined with weights: the weights file fixes the model")
+        model = load_model(spec.weights)
+        if spec.model is not None and get_model_class(spec.model).name != model.name:
+            raise ParameterError("model", f"is {spec.model!r} but {spec.weights} holds a {model.name!r} model")
+        return model
+
+    return make_model(spec.model or DEFAULT_MODEL,
+                      DEFAULT_HIDDEN if spec.hidden is None else spec.hidden,
+                      DEFAULT_INPUTS if spec.inputs is None else spec.inputs,
+                      seed=spec.seed, weight_scale=spec.weight_scale, **spec.given_settings())
+
+
+def build_input(spec: RunSpec, inputs: int):
+    """The input sequence(s) a spec describes: (T, d), or (B, T, d) when ``spec.batch`` is set.
+
+    ``inputs`` is d, taken from the model so a weights file's size wins.
+    """
+    from .errors import ParameterError
+    from .tasks import make_input
+
+    options = {}
+    if spec.variance is not None:
+        kind = str(spec.input).strip().lower().replace("_", "-")
+        if kind not in VARIANCE_INPUTS:
+            raise ParameterError("variance", f"applies to the {' and '.join(VARIANCE_INPUTS)} inputs, "
+                                             f"not to {spec.input!r}")
+        options["variance"] = spec.variance
+    return make_input(spec.input, spec.steps, inputs, batch=spec.batch, seed=spec.seed, **options)
+
+
+def simulate_spec(spec: RunSpec):
+    """Build the spec's model and input and run ``dynlab.simulate`` on them.
+
+    Returns the simulation Dataset (``h`` ([batch,] time, unit), ``x``, parameters, attrs
+    with ``command = spec.command``); raises ``DivergenceError`` with the finite steps in
+    ``err.partial`` when a state becomes non-finite.
+    """
+    from .simulation import simulate
+
+    model = build_model(spec)
+    return simulate(model, build_input(spec, model.inputs), backend=spec.backend, command=spec.command)

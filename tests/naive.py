@@ -1,0 +1,240 @@
+"""Slow, obviously-correct references for the dynlab kernels.
+
+Everything here is written with Python floats and ``math``: explicit loops over units, no
+matrix products, no NumPy ufuncs in the updates.  NumPy appears only to turn arrays into
+nested lists on the way in (``.tolist()``) and back into an array on the way out.  The
+equations are typed in straight from the papers / model docstrings, reading the model's own
+fields (``M`` for the AntisymmetricRNN, ``alpha``/``beta`` for FastRNN, ``U`` for the RIN, the
+factors ``V``/``H`` for a low-rank iRNN) — never the derived matrices the kernels use
+(``gated_form()``, ``recurrent``, ``IRNN.U`` of a low-rank model), so a mistake in those
+derivations shows up as a mismatch.
+
+Each ``simulate_*`` function runs ONE sequence: x is (T, d), h0 is (D,) (zeros if None), and
+the result is a (T, D) NumPy array of h_1..h_T.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+# --------------------------------------------------------------------------- activations
+def phi(name: str, z: float, leak: float = 0.01) -> float:
+    """φ(z) for one Python float."""
+    if name == "tanh":
+        return math.tanh(z)
+    if name == "relu":
+        return z if z > 0.0 else 0.0
+    if name == "sigmoid":
+        # 1/(1+e^{-z}); written with e^{-|z|} so math.exp never overflows
+        if z >= 0.0:
+            return 1.0 / (1.0 + math.exp(-z))
+        e = math.exp(z)
+        return e / (1.0 + e)
+    if name == "identity":
+        return z
+    if name == "leaky-relu":
+        return z if z >= 0.0 else leak * z
+    if name == "abs":
+        return math.fabs(z)
+    raise ValueError(name)
+
+
+def dphi(name: str, z: float, leak: float = 0.01) -> float:
+    """φ'(z) for one Python float (right derivative at kinks)."""
+    if name == "tanh":
+        t = math.tanh(z)
+        return 1.0 - t * t
+    if name == "relu":
+        return 1.0 if z >= 0.0 else 0.0
+    if name == "sigmoid":
+        s = phi("sigmoid", z)
+        return s * (1.0 - s)
+    if name == "identity":
+        return 1.0
+    if name == "leaky-relu":
+        return 1.0 if z >= 0.0 else leak
+    if name == "abs":
+        return 1.0 if z >= 0.0 else -1.0
+    raise ValueError(name)
+
+
+def sigmoid(v: float) -> float:
+    return phi("sigmoid", v)
+
+
+# --------------------------------------------------------------------------- helpers
+def _lists(x, h0, D):
+    xs = np.asarray(x, dtype=np.float64).tolist()
+    h = [0.0] * D if h0 is None else [float(v) for v in np.asarray(h0, dtype=np.float64).tolist()]
+    return xs, h
+
+
+def _drive(W, b, xt):
+    """c_i = Σ_j W_ij x_j + b_i, one unit at a time."""
+    D, d = len(W), len(xt)
+    out = []
+    for i in range(D):
+        acc = b[i]
+        for j in range(d):
+            acc += W[i][j] * xt[j]
+        out.append(acc)
+    return out
+
+
+def _matvec(R, v):
+    D = len(v)
+    out = []
+    for i in range(D):
+        acc = 0.0
+        for j in range(D):
+            acc += R[i][j] * v[j]
+        out.append(acc)
+    return out
+
+
+def _gated(R, W, b, a, gain, act, leak, x, h0):
+    """h_t = a h_{t-1} + gain φ(R h_{t-1} + W x_t + b)."""
+    D = len(R)
+    xs, h = _lists(x, h0, D)
+    out = []
+    for xt in xs:
+        c = _drive(W, b, xt)
+        Rh = _matvec(R, h)
+        h = [a * h[i] + gain * phi(act, Rh[i] + c[i], leak) for i in range(D)]
+        out.append(h)
+    return np.array(out, dtype=np.float64).reshape(len(xs), D)
+
+
+# --------------------------------------------------------------------------- models
+def simulate_rnn(m, x, h0=None):
+    """Elman RNN: h_t = φ(U h_{t-1} + W x_t + b)."""
+    return _gated(m.U.tolist(), m.W.tolist(), m.b.tolist(), 0.0, 1.0, m.activation, m.leak, x, h0)
+
+
+def simulate_fastrnn(m, x, h0=None):
+    """FastRNN: h_t = σ(β) h_{t-1} + σ(α) φ(U h_{t-1} + W x_t + b)."""
+    return _gated(m.U.tolist(), m.W.tolist(), m.b.tolist(), sigmoid(m.beta), sigmoid(m.alpha),
+                  m.activation, m.leak, x, h0)
+
+
+def simulate_antisymmetric(m, x, h0=None):
+    """AntisymmetricRNN: h_t = h_{t-1} + ε φ((M − Mᵀ − γI) h_{t-1} + W x_t + b), A built entrywise."""
+    M = m.M.tolist()
+    D = len(M)
+    A = [[M[i][j] - M[j][i] - (m.gamma if i == j else 0.0) for j in range(D)] for i in range(D)]
+    return _gated(A, m.W.tolist(), m.b.tolist(), 1.0, m.eps, m.activation, m.leak, x, h0)
+
+
+def simulate_rin(m, x, h0=None):
+    """RIN: h_t = φ(W x_t + (U + I) h_{t-1} + b), U + I built entrywise."""
+    U = m.U.tolist()
+    D = len(U)
+    R = [[U[i][j] + (1.0 if i == j else 0.0) for j in range(D)] for i in range(D)]
+    return _gated(R, m.W.tolist(), m.b.tolist(), 0.0, 1.0, m.activation, m.leak, x, h0)
+
+
+def irnn_matrix(m):
+    """The iRNN's U as nested lists: the dense U, or I + V H summed entrywise from the factors."""
+    if m.V is None:
+        return m.U.tolist()
+    V, H = m.V.tolist(), m.H.tolist()
+    D, r = len(V), len(H)
+    U = []
+    for i in range(D):
+        row = []
+        for j in range(D):
+            acc = 1.0 if i == j else 0.0
+            for q in range(r):
+                acc += V[i][q] * H[q][j]
+            row.append(acc)
+        U.append(row)
+    return U
+
+
+def _eta(m, t, k):
+    """η_t^k from a scalar, a (K,) or a (T, K) table (0-based t and k)."""
+    eta = m.eta
+    if isinstance(eta, float):
+        return eta
+    e = np.asarray(eta)
+    if e.ndim == 1:
+        return float(e[k])
+    return float(e[t if e.shape[0] > 1 else 0, k])
+
+
+def simulate_irnn(m, x, h0=None):
+    """iRNN eq. 5: g_0 = 0 or h_{m-1};
+    g_k = g_{k-1} + η_m^k (φ(U(g_{k-1} ± h_{m-1}) + W x_m + b) − α(g_{k-1} ± h_{m-1})), h_m = g_K."""
+    U = irnn_matrix(m)
+    W, b = m.W.tolist(), m.b.tolist()
+    D = len(U)
+    sgn = float(m.sign)
+    xs, h = _lists(x, h0, D)
+    out = []
+    for t, xt in enumerate(xs):
+        c = _drive(W, b, xt)
+        g = list(h) if m.g0 == "previous" else [0.0] * D
+        for k in range(m.K):
+            e = _eta(m, t, k)
+            s = [g[i] + sgn * h[i] for i in range(D)]
+            Us = _matvec(U, s)
+            g = [g[i] + e * (phi(m.activation, Us[i] + c[i], m.leak) - m.alpha * s[i]) for i in range(D)]
+        h = g
+        out.append(h)
+    return np.array(out, dtype=np.float64).reshape(len(xs), D)
+
+
+def _ctrnn_f(U, c, y, tau, alpha, act, leak):
+    Uy = _matvec(U, y)
+    return [(-alpha * y[i] + phi(act, Uy[i] + c[i], leak)) / tau for i in range(len(y))]
+
+
+def simulate_ctrnn(m, x, h0=None):
+    """CTRNN τ ġ = −α g + φ(U g + W x_m + b), x held constant over each interval of length dt,
+    integrated with ``substeps`` fixed steps of explicit Euler or classical RK4 per interval."""
+    if m.method not in ("euler", "rk4"):
+        raise ValueError("naive CTRNN covers the fixed-step methods only")
+    U, W, b = m.U.tolist(), m.W.tolist(), m.b.tolist()
+    D = len(U)
+    xs, g = _lists(x, h0, D)
+    hs = m.dt / m.substeps
+    out = []
+
+    def f(y, c):
+        return _ctrnn_f(U, c, y, m.tau, m.alpha, m.activation, m.leak)
+
+    for xt in xs:
+        c = _drive(W, b, xt)
+        for _ in range(m.substeps):
+            k1 = f(g, c)
+            if m.method == "euler":
+                g = [g[i] + hs * k1[i] for i in range(D)]
+                continue
+            k2 = f([g[i] + 0.5 * hs * k1[i] for i in range(D)], c)
+            k3 = f([g[i] + 0.5 * hs * k2[i] for i in range(D)], c)
+            k4 = f([g[i] + hs * k3[i] for i in range(D)], c)
+            g = [g[i] + hs / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]) for i in range(D)]
+        out.append(g)
+    return np.array(out, dtype=np.float64).reshape(len(xs), D)
+
+
+SIMULATE = {
+    "rnn": simulate_rnn,
+    "fastrnn": simulate_fastrnn,
+    "antisymmetric": simulate_antisymmetric,
+    "rin": simulate_rin,
+    "irnn": simulate_irnn,
+    "ctrnn": simulate_ctrnn,
+}
+
+
+def simulate(m, x, h0=None):
+    """Naive simulation of one sequence (x (T, d)) or a batch (x (B, T, d), h0 (B, D) or None)."""
+    x = np.asarray(x, dtype=np.float64)
+    fn = SIMULATE[m.name]
+    if x.ndim == 2:
+        return fn(m, x, h0)
+    h0s = [None] * x.shape[0] if h0 is None else np.asarray(h0, dtype=np.float64)
+    return np.stack([fn(m, x[i], h0s[i]) for i in range(x.shape[0])])
