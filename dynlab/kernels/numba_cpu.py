@@ -150,3 +150,64 @@ def ctrnn(U, c, h0, tau, alpha, dt, substeps, rk4, act, leak, stop, H, bad):
                     bad[bi] = t
                 if stop:
                     break
+
+
+# ----------------------------------------------------------------------------------------
+# Fused element-wise passes for the vectorised kernels (dynlab.kernels.vectorised): each is
+# one pass over the state block s = buf[:, :D] of the C-contiguous product operand
+# buf = [s, x_t, 1] (indexing buf itself keeps the inner loop unit-stride, so LLVM
+# vectorises it; a strided view of it would not be), and the finishing passes also report
+# whether what they wrote is finite.  The check accumulates v − v (0 for a finite v, NaN for
+# ±inf or NaN), which keeps the loop free of branches.
+
+@njit(cache=NUMBA_CACHE)
+def fused_axpby(buf, D, z, a, e):
+    """s ← a·s + e·z for s = buf[:, :D]."""
+    B = buf.shape[0]
+    for i in range(B):
+        for j in range(D):
+            buf[i, j] = a * buf[i, j] + e * z[i, j]
+
+
+@njit(cache=NUMBA_CACHE)
+def fused_irnn_finish(buf, D, z, a, e, hprev, sign, start, out):
+    """out ← a·s + e·z − sign·hprev;  s ← start·out;  returns all(out finite)."""
+    B = buf.shape[0]
+    acc = 0.0
+    for i in range(B):
+        for j in range(D):
+            v = a * buf[i, j] + e * z[i, j] - sign * hprev[i, j]
+            out[i, j] = v
+            buf[i, j] = start * v
+            acc += v - v
+    return acc == 0.0
+
+
+@njit(cache=NUMBA_CACHE)
+def fused_gated_finish(buf, D, z, a, gain, out):
+    """out ← a·h + gain·z;  h ← out for h = buf[:, :D];  returns all(out finite)."""
+    B = buf.shape[0]
+    acc = 0.0
+    for i in range(B):
+        for j in range(D):
+            v = a * buf[i, j] + gain * z[i, j]
+            out[i, j] = v
+            buf[i, j] = v
+            acc += v - v
+    return acc == 0.0
+
+
+class FusedOps:
+    """The ``ops`` of ``dynlab.kernels.vectorised`` as single fused numba passes."""
+
+    @staticmethod
+    def axpby(buf, D, z, a, e):
+        fused_axpby(buf, D, z, a, e)
+
+    @staticmethod
+    def irnn_finish(buf, D, z, a, e, hprev, sign, start, out):
+        return bool(fused_irnn_finish(buf, D, z, a, e, hprev, sign, start, out))
+
+    @staticmethod
+    def gated_finish(buf, D, z, a, gain, out):
+        return bool(fused_gated_finish(buf, D, z, a, gain, out))

@@ -1,11 +1,14 @@
 """Batch-vectorised kernels written once against an array namespace ``xp`` (NumPy or CuPy).
 
 Each inner step is one matrix product over the whole batch (BLAS / cuBLAS) and a few
-in-place ufunc passes, with every buffer allocated once.  The input drive W x_t + b is
-formed per step (never a (B, T, D) temporary).  Finiteness is checked every
-``check_every`` steps through a single reduction (a sum is non-finite iff an entry is, or
-it overflowed, which the exact check then rules out); on a GPU a larger interval avoids a
-device synchronisation per step.
+in-place element-wise passes, with every buffer allocated once.  For the one-line cells and
+the iRNN the product takes the stacked operand [h, x_t, 1] against [U W b]ᵀ, so the input
+drive W x_t + b costs nothing extra (never a (B, T, D) temporary either).  The element-wise
+updates come from an ``ops`` object: plain ufuncs of ``xp`` (CuPy, or NumPy without numba),
+or, on the CPU, numba's fused single passes that also check finiteness as they write.
+Without a fused check, finiteness is checked every ``check_every`` steps through a single
+reduction (a sum is non-finite iff an entry is, or it overflowed, which the exact check then
+rules out); on a GPU a larger interval avoids a device synchronisation per step.
 """
 from __future__ import annotations
 
@@ -58,85 +61,153 @@ def _drive(x, WT, b, t, out, xp):
     return out
 
 
-def _run(step, x, h0, H, stop, check_every, xp):
-    """Drive ``step(t, h_prev, out)`` over t, with the finiteness protocol; returns bad."""
-    B, T, _ = x.shape[0], x.shape[1], None
-    h = h0
-    last = 0
-    for t in range(T):
-        step(t, h, H[:, t])
-        h = H[:, t]
-        if (t + 1) % check_every == 0 or t == T - 1:
-            if not _finite(H[:, last:t + 1], xp):
-                if stop:
-                    return _first_bad(H, t + 1, xp, T)
-            last = t + 1
-    return _first_bad(H, T, xp, T) if not stop else np.full(B, T, dtype=np.int64)
+class UfuncOps:
+    """The element-wise updates as plain in-place ufunc passes of ``xp`` (NumPy or CuPy).
 
+    The state lives in the first D columns of the product operand ``buf`` = [s, x_t, 1]
+    (see ``_augmented``).  ``finish`` methods return None: finiteness is then checked by
+    ``_run`` every ``check_every`` steps.  ``dynlab.kernels.numba_cpu.FusedOps`` offers the
+    same methods as single fused passes that also report finiteness.
+    """
 
-def gated(R, W, b, x, h0, a, gain, act, leak, stop=True, check_every=1, xp=np, H=None):
-    """h_t = a h_{t-1} + gain φ(R h_{t-1} + W x_t + b), whole batch per step."""
-    B, T = x.shape[0], x.shape[1]
-    D = R.shape[0]
-    RT = xp.ascontiguousarray(R.T)
-    WT = xp.ascontiguousarray(W.T)
-    H = xp.empty((B, T, D), dtype=x.dtype) if H is None else H
-    z = xp.empty((B, D), dtype=x.dtype)
-    ct = xp.empty((B, D), dtype=x.dtype)
-    tmp = xp.empty((B, D), dtype=x.dtype)
+    def __init__(self, xp):
+        self.xp = xp
 
-    def step(t, h, out):
-        _drive(x, WT, b, t, ct, xp)
-        xp.matmul(h, RT, out=z)
-        xp.add(z, ct, out=z)
-        phi_inplace(z, act, leak, xp, tmp)
+    def axpby(self, buf, D, z, a, e):
+        """s ← a·s + e·z for s = buf[:, :D] (z is overwritten)."""
+        xp = self.xp
+        s = buf[:, :D]
+        xp.multiply(s, a, out=s)
+        xp.multiply(z, e, out=z)
+        xp.add(s, z, out=s)
+
+    def irnn_finish(self, buf, D, z, a, e, hprev, sign, start, out):
+        """out ← a·s + e·z − sign·h_{m-1} (= h_m);  s ← start·out (the next step's s_0)."""
+        xp = self.xp
+        s = buf[:, :D]
+        self.axpby(buf, D, z, a, e)
+        if sign == 1:
+            xp.subtract(s, hprev, out=out)
+        else:
+            xp.add(s, hprev, out=out)
+        xp.multiply(out, start, out=s)
+
+    def gated_finish(self, buf, D, z, a, gain, out):
+        """out ← a·h + gain·z;  h ← out, for h = buf[:, :D]."""
+        xp = self.xp
+        h = buf[:, :D]
         if a == 0.0:
             xp.multiply(z, gain, out=out)
         else:
             xp.multiply(h, a, out=out)
             xp.multiply(z, gain, out=z)
-            out += z
+            xp.add(out, z, out=out)
+        h[...] = out
+
+
+def _ops(xp, fused):
+    if fused and xp is np:
+        from .numba_cpu import FusedOps
+        return FusedOps()
+    return UfuncOps(xp)
+
+
+def _augmented(R, W, b, B, dtype, xp):
+    """The stacked product matrix [R W b]ᵀ ((D+d+1) × D) and its operand buffer (B × (D+d+1)).
+
+    With buf = [h, x_t, 1] one matrix product buf·[R W b]ᵀ gives R h + W x_t + b: the input
+    drive costs no separate product and no separate addition pass.
+    """
+    D, d = W.shape
+    AT = xp.empty((D + d + 1, D), dtype=dtype)
+    AT[:D] = R.T
+    AT[D:D + d] = W.T
+    AT[D + d] = b
+    buf = xp.empty((B, D + d + 1), dtype=dtype)
+    buf[:, D + d] = 1.0
+    return AT, buf
+
+
+def _run(step, x, h0, H, stop, check_every, xp):
+    """Drive ``step(t, h_prev, out) -> finite`` over t; returns bad (first non-finite step per sequence).
+
+    ``step`` returns True/False when it checked its own output for finiteness (fused
+    kernels do so in the same pass), or None; then the states are checked every
+    ``check_every`` steps through a single reduction.
+    """
+    B, T = x.shape[0], x.shape[1]
+    h = h0
+    last = 0
+    for t in range(T):
+        ok = step(t, h, H[:, t])
+        h = H[:, t]
+        if ok is None:
+            if (t + 1) % check_every == 0 or t == T - 1:
+                ok = _finite(H[:, last:t + 1], xp)
+                last = t + 1
+        if ok is False and stop:
+            return _first_bad(H, t + 1, xp, T)
+    return _first_bad(H, T, xp, T) if not stop else np.full(B, T, dtype=np.int64)
+
+
+def gated(R, W, b, x, h0, a, gain, act, leak, stop=True, check_every=1, xp=np, H=None, fused=True):
+    """h_t = a h_{t-1} + gain φ(R h_{t-1} + W x_t + b), whole batch per step.
+
+    Per step: one product [h, x_t, 1]·[R W b]ᵀ, φ in place, and one combining pass (fused
+    with the finiteness check when ``fused`` and xp is NumPy).
+    """
+    B, T = x.shape[0], x.shape[1]
+    D = R.shape[0]
+    d = W.shape[1]
+    AT, buf = _augmented(R, W, b, B, x.dtype, xp)
+    H = xp.empty((B, T, D), dtype=x.dtype) if H is None else H
+    z = xp.empty((B, D), dtype=x.dtype)
+    tmp = xp.empty((B, D), dtype=x.dtype)
+    buf[:, :D] = h0
+    ops = _ops(xp, fused)
+
+    def step(t, h, out):
+        buf[:, D:D + d] = x[:, t]
+        xp.matmul(buf, AT, out=z)
+        phi_inplace(z, act, leak, xp, tmp)
+        return ops.gated_finish(buf, D, z, a, gain, out)
 
     bad = _run(step, x, h0, H, stop, check_every, xp)
     return H, bad
 
 
 def irnn(U, W, b, x, h0, eta, alpha, K, g0prev, sign, act, leak, stop=True, check_every=1,
-         xp=np, H=None):
+         xp=np, H=None, fused=True):
     """iRNN eq. 5 in the equivalent s-form: with s_k = g_k ± h_{m-1},
 
         s_k = (1 − η_k α) s_{k−1} + η_k φ(U s_{k−1} + W x_m + b),   h_m = s_K ∓ h_{m-1},
 
-    which needs one matrix product and four in-place passes per inner step.
-    ``eta`` is a host (rows, K) table.
+    which needs one matrix product ([s, x_m, 1]·[U W b]ᵀ), φ in place and one combining
+    pass per inner step.  ``eta`` is a host (rows, K) table.
     """
     B, T = x.shape[0], x.shape[1]
     D = U.shape[0]
-    UT = xp.ascontiguousarray(U.T)
-    WT = xp.ascontiguousarray(W.T)
+    d = W.shape[1]
+    AT, buf = _augmented(U, W, b, B, x.dtype, xp)
     H = xp.empty((B, T, D), dtype=x.dtype) if H is None else H
-    s = xp.empty((B, D), dtype=x.dtype)
     z = xp.empty((B, D), dtype=x.dtype)
-    ct = xp.empty((B, D), dtype=x.dtype)
     tmp = xp.empty((B, D), dtype=x.dtype)
     eta = np.asarray(eta, dtype=np.float64)
     start = (1.0 + sign) if g0prev else float(sign)
+    xp.multiply(h0, start, out=buf[:, :D])
+    ops = _ops(xp, fused)
 
     def step(t, h, out):
-        _drive(x, WT, b, t, ct, xp)
+        buf[:, D:D + d] = x[:, t]
         e = eta[t] if eta.shape[0] > 1 else eta[0]
-        xp.multiply(h, start, out=s)
         for k in range(K):
-            xp.matmul(s, UT, out=z)
-            xp.add(z, ct, out=z)
+            xp.matmul(buf, AT, out=z)
             phi_inplace(z, act, leak, xp, tmp)
-            xp.multiply(s, 1.0 - e[k] * alpha, out=s)
-            xp.multiply(z, e[k], out=z)
-            xp.add(s, z, out=s)
-        if sign == 1:
-            xp.subtract(s, h, out=out)
-        else:
-            xp.add(s, h, out=out)
+            a_k, e_k = 1.0 - float(e[k]) * alpha, float(e[k])
+            if k < K - 1:
+                ops.axpby(buf, D, z, a_k, e_k)
+            else:
+                return ops.irnn_finish(buf, D, z, a_k, e_k, h, float(sign), start, out)
 
     bad = _run(step, x, h0, H, stop, check_every, xp)
     return H, bad

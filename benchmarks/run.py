@@ -1,0 +1,87 @@
+"""Run benchmark workloads: ``python -m benchmarks.run [NAME ...] [--repeat N] [--quick] [--markdown FILE]``.
+
+Prints, per workload, every implementation's median and best time and its speed relative to
+the baseline, all measured in this one run, after checking each result against the
+reference.  ``--markdown FILE`` appends the tables (with the machine and versions) to FILE.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+
+from .harness import format_rows, run_workload
+
+
+def all_workloads():
+    from . import forward
+
+    found = []
+    for module in (forward,):
+        found.extend(module.WORKLOADS)
+    return {w.name: w for w in found}
+
+
+def machine() -> str:
+    import numpy as np
+
+    import dynlab
+
+    try:
+        import numba
+        nb = numba.__version__
+    except ImportError:
+        nb = "absent"
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    blas = ""
+    try:
+        cfg = np.show_config(mode="dicts")
+        blas = cfg.get("Build Dependencies", {}).get("blas", {}).get("name", "")
+    except Exception:
+        pass
+    return (f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, NumPy {np.__version__}"
+            f"{' (' + blas + ')' if blas else ''}, Numba {nb}, dynlab {dynlab.__version__}")
+
+
+def main(argv=None) -> int:
+    known = all_workloads()
+    p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
+    p.add_argument("names", nargs="*", help=f"workloads (default: all): {', '.join(known)}")
+    p.add_argument("--repeat", type=int, default=None, help="timed calls per implementation")
+    p.add_argument("--quick", action="store_true", help="reduced sizes (a smoke run)")
+    p.add_argument("--markdown", metavar="FILE", help="append the result tables to FILE")
+    args = p.parse_args(argv)
+    names = args.names or list(known)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        p.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(known)}")
+    header = f"Machine: {machine()}"
+    print(header)
+    tables = []
+    for n in names:
+        w = known[n]
+        print(f"\n{w.name}: {w.description}")
+        rows, info = run_workload(w, repeat=args.repeat, quick=args.quick)
+        table = format_rows(w, rows, info)
+        print(table)
+        tables.append(table)
+        bad = [r.name for r in rows if r.agrees is False]
+        if bad:
+            print(f"WARNING: {', '.join(bad)} disagree with the reference", file=sys.stderr)
+    if args.markdown:
+        with open(args.markdown, "a") as f:
+            f.write(header + ("  (--quick)" if args.quick else "") + "\n\n" + "\n\n".join(tables) + "\n\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
