@@ -27,6 +27,8 @@ _EXPORTS = {
     # analyses
     "irnn_equilibrium": "dynlab.analysis.equilibria",
     "equilibrium_curve": "dynlab.analysis.equilibria",
+    "jacobians": "dynlab.analysis.jacobians",
+    "jacobian_at": "dynlab.analysis.jacobians",
     # io
     "save_model": "dynlab.io",
     "load_model": "dynlab.io",

@@ -12,3 +12,29 @@ VECTORISE_MIN_WORK = 1 << 16
 
 #: ``cache=True`` for every @njit kernel, so the compiled code survives the process.
 NUMBA_CACHE = True
+
+#: Jacobians (dynlab.analysis.jacobians) under the numba backend: the jitted per-point loops
+#: do the D×D·D×D products of the iRNN's inner steps and the CTRNN's stages as plain loops,
+#: the batched NumPy/BLAS form does them as einsum/matmul over all N points plus several
+#: (N, D, D) element-wise passes.  The NumPy form is used when D reaches this size *and*
+#: N·D² reaches ``VECTORISE_MIN_WORK``.  Measured on the 2 cores (shared, loaded; iRNN K=5,
+#: J only, best of 3, loops vs NumPy form): D=2, N=2·10⁴: 22 vs 30 ms; D=64, N=100: 34 vs
+#: 56 ms; D=128, N=50: 164 vs 404 ms; D=256, N=10: 195 vs 406 ms.  The loops won at every D
+#: tried, so the switch sits past that range; re-measure on a quiet machine before lowering it.
+JACOBIAN_VECTORISE_MIN_HIDDEN = 512
+
+#: Gradient flow (dynlab.analysis.gradients) under the numba backend: up to this D the whole
+#: backward pass (products P_t = P_{t+1} J_{t+1}, norms) runs in one jitted loop; past it the
+#: products are batched BLAS matmuls and only the norms are jitted.
+GRADIENT_NUMBA_MAX_HIDDEN = 32
+
+#: Relative accuracy to which the numba backend certifies ‖P‖₂ by warm-started power iteration
+#: (Kato–Temple bound, see dynlab.kernels.grad_numba); an uncertified norm falls back to
+#: LAPACK's SVD, so every reported 2-norm is within this of the exact one (plus rounding).
+NORM_RTOL = 1e-12
+#: Power iterations tried per matrix before falling back to the SVD.
+NORM_MAXIT = 12
+
+#: Memory budget of one time chunk of Jacobians in the gradient and Lyapunov analyses
+#: (float64 entries: chunk · B · D² ≤ this), so T = 10⁵ never holds all J_t at once.
+JACOBIAN_CHUNK_ENTRIES = 1 << 21

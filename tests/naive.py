@@ -238,3 +238,76 @@ def simulate(m, x, h0=None):
         return fn(m, x, h0)
     h0s = [None] * x.shape[0] if h0 is None else np.asarray(h0, dtype=np.float64)
     return np.stack([fn(m, x[i], h0s[i]) for i in range(x.shape[0])])
+
+
+# =========================================================================================
+# One-step pre-activations (for tests/test_jacobians.py)
+# =========================================================================================
+def _gated_matrix(m):
+    """(a, gain, R) from the model's own fields, R as nested lists (as ``simulate_*`` above)."""
+    if m.name in ("rnn", "fastrnn"):
+        a, gain = (0.0, 1.0) if m.name == "rnn" else (sigmoid(m.beta), sigmoid(m.alpha))
+        return a, gain, m.U.tolist()
+    if m.name == "antisymmetric":
+        M = m.M.tolist()
+        D = len(M)
+        return 1.0, m.eps, [[M[i][j] - M[j][i] - (m.gamma if i == j else 0.0) for j in range(D)] for i in range(D)]
+    if m.name == "rin":
+        U = m.U.tolist()
+        D = len(U)
+        return 0.0, 1.0, [[U[i][j] + (1.0 if i == j else 0.0) for j in range(D)] for i in range(D)]
+    raise ValueError(m.name)
+
+
+def step_preactivations(m, x, h, t=0, ctrnn_substeps=64):
+    """Every argument z that φ sees in one step h_{t-1} → h_t, as a list of per-stage lists.
+
+    x (d,), h (D,); ``t`` is the 0-based time index (for a per-time η).  Gated cells: the one
+    z = R h + W x + b; iRNN: z_1..z_K of the inner steps; CTRNN (Euler/RK4): every stage of
+    every substep, in order.  A CTRNN integrated by scipy has no fixed stages: its trajectory
+    is sampled by RK4 with ``ctrnn_substeps`` substeps instead.  The Jacobian tests use these
+    to keep the points away from the kinks of relu, leaky-relu and abs.
+    """
+    xt = [float(v) for v in np.asarray(x, dtype=np.float64).tolist()]
+    hv = [float(v) for v in np.asarray(h, dtype=np.float64).tolist()]
+    D = len(hv)
+    c = _drive(m.W.tolist(), m.b.tolist(), xt)
+    out = []
+    if m.name == "irnn":
+        U = irnn_matrix(m)
+        g = list(hv) if m.g0 == "previous" else [0.0] * D
+        sgn = float(m.sign)
+        for k in range(m.K):
+            e = _eta(m, t, k)
+            s = [g[i] + sgn * hv[i] for i in range(D)]
+            Us = _matvec(U, s)
+            z = [Us[i] + c[i] for i in range(D)]
+            out.append(z)
+            g = [g[i] + e * (phi(m.activation, z[i], m.leak) - m.alpha * s[i]) for i in range(D)]
+        return out
+    if m.name == "ctrnn":
+        U = m.U.tolist()
+        rk4 = m.method != "euler"
+        n = m.substeps if m.method in ("euler", "rk4") else ctrnn_substeps
+        hs = m.dt / n
+        g = list(hv)
+
+        def f(y):
+            Uy = _matvec(U, y)
+            z = [Uy[i] + c[i] for i in range(D)]
+            out.append(z)
+            return [(-m.alpha * y[i] + phi(m.activation, z[i], m.leak)) / m.tau for i in range(D)]
+
+        for _ in range(n):
+            k1 = f(g)
+            if not rk4:
+                g = [g[i] + hs * k1[i] for i in range(D)]
+                continue
+            k2 = f([g[i] + 0.5 * hs * k1[i] for i in range(D)])
+            k3 = f([g[i] + 0.5 * hs * k2[i] for i in range(D)])
+            k4 = f([g[i] + hs * k3[i] for i in range(D)])
+            g = [g[i] + hs / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]) for i in range(D)]
+        return out
+    _, _, R = _gated_matrix(m)
+    Rh = _matvec(R, hv)
+    return [[Rh[i] + c[i] for i in range(D)]]

@@ -1,0 +1,430 @@
+"""Closed-form one-step Jacobians J_t = ∂h_t/∂h_{t-1} (and ∂h_t/∂x_t) for every model.
+
+Two layers, as everywhere in dynlab: ``jacobians`` simulates and wraps J_1..J_T into a
+Dataset; ``jacobian_at`` is the lower layer that evaluates the Jacobians at N prepared
+points (x_n, h_{n,prev}) — the products, norms and Lyapunov analyses loop over it.
+
+The closed forms (derived from each model's update, see the model docstrings):
+
+* gated cells  h_t = a h_{t-1} + c φ(R h_{t-1} + W x_t + b)   (RNN, FastRNN, Antisymmetric, RIN):
+      J = a I + c diag(φ'(z)) R,   Jx = c diag(φ'(z)) W,   z = R h_{t-1} + W x_t + b.
+* iRNN (eq. 5), s_k = g_k + σ h_{m-1} (σ = ``sign``), carried through the K inner steps:
+      G_0 = ∂g_0/∂h = I (g0 = "previous") or 0 (g0 = "zero"),   Gx_0 = 0,
+      G_k  = G_{k-1}  + η_k ( diag(φ'(z_k)) U − α I ) (G_{k-1} + σ I),
+      Gx_k = Gx_{k-1} + η_k ( diag(φ'(z_k)) (U Gx_{k-1} + W) − α Gx_{k-1} ),
+      z_k = U s_{k-1} + W x_m + b;   J = G_K,  Jx = Gx_K.
+* CTRNN, fixed-step Euler / RK4: the exact derivative of the discrete scheme — every stage
+  y_i = g + h Σ a_ij k_j carries its tangent Y_i = G + h Σ a_ij K_j with
+  K_j = (1/τ)(diag(φ'(U y_j + c)) U Y_j − α Y_j)  (input: + diag(φ') W inside).
+* CTRNN, scipy method: the Jacobian of the flow over the interval Δt, from the variational
+  equation dΦ/dt = (1/τ)(diag(φ'(U g + c)) U − α I) Φ, Φ(0) = I, integrated together with g
+  by ``solve_ivp`` at the model's rtol/atol (``flow_jacobian``).
+
+Backends: ``numpy`` (the reference: the formulas above, vectorised over N with batched
+matmuls), ``numba`` (default: @njit loops in ``dynlab.kernels.jac_numba`` for small D, the
+NumPy form past ``config.JACOBIAN_VECTORISE_MIN_HIDDEN``), ``cupy`` (the NumPy form on the
+``cupy`` namespace; not for a scipy-integrated CTRNN).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import config
+from ..activations import dphi, phi
+from ..backends import namespace, resolve_backend, to_numpy
+from ..errors import ConvergenceError, DivergenceError, ParameterError
+from ..models import CTRNN, IRNN, Model
+from ..models.ctrnn import FIXED_STEP
+
+IMPLICIT_METHODS = ("Radau", "BDF", "LSODA")
+
+
+# ============================================================================ validation
+def _check_model(model) -> Model:
+    if not isinstance(model, Model):
+        raise ParameterError("model", f"must be a dynlab model (see dynlab.make_model), got {type(model).__name__}")
+    return model
+
+
+def _check_points(x, n_cols: int, param: str, N: int | None = None) -> np.ndarray:
+    """A (N, n_cols) float64 C-contiguous array with finite entries, or a ParameterError."""
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ParameterError(param, f"must be a numeric array ({exc})") from None
+    if arr.ndim != 2 or arr.shape[1] != n_cols or (N is not None and arr.shape[0] != N):
+        want = f"({'N' if N is None else N}, {n_cols})"
+        raise ParameterError(param, f"must have shape {want}, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        n, i = np.argwhere(~np.isfinite(arr))[0]
+        raise ParameterError(param, f"contains a non-finite value ({arr[n, i]}) at point {n}, entry {i}")
+    return np.ascontiguousarray(arr)
+
+
+def _eta_rows(model: IRNN, N: int, t) -> np.ndarray:
+    """η for each point as an (N, K) table; a per-time η is indexed by the 0-based ``t``."""
+    eta = np.asarray(model.eta, dtype=np.float64)
+    table = model.eta_table(eta.shape[0] if eta.ndim == 2 else 1)
+    if table.shape[0] == 1:
+        return np.ascontiguousarray(np.broadcast_to(table, (N, model.K)))
+    if t is None:
+        raise ParameterError("t", f"the model's η varies over {table.shape[0]} time steps; give the 0-based "
+                                  "time index of every point")
+    ti = _check_t(t, N, table.shape[0])
+    return np.ascontiguousarray(table[ti])
+
+
+def _check_t(t, N: int, rows: int) -> np.ndarray:
+    arr = np.asarray(t)
+    if arr.ndim == 0:
+        arr = np.broadcast_to(arr, (N,))
+    if arr.shape != (N,) or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
+        raise ParameterError("t", f"must be an integer array of shape ({N},), got {arr.dtype} {arr.shape}")
+    if arr.size and (arr.min() < 0 or arr.max() >= rows):
+        raise ParameterError("t", f"time indices must lie in [0, {rows}) (rows of the η table), "
+                                  f"got [{int(arr.min())}, {int(arr.max())}]")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def jacobian_path(model: Model, n_points: int, backend: str) -> str:
+    """Which implementation runs: 'scipy', 'numpy', 'numba_cpu', 'vectorised' (NumPy form under
+    the numba backend) or 'cupy'."""
+    if isinstance(model, CTRNN) and model.method not in FIXED_STEP:
+        if backend == "cupy":
+            raise ParameterError("backend", f"cupy has no Jacobian for a CTRNN integrated by scipy "
+                                            f"(method={model.method!r}); use backend='numpy' or 'numba', "
+                                            "or method='euler'/'rk4'")
+        return "scipy"
+    if backend == "numpy":
+        return "numpy"
+    if backend == "cupy":
+        return "cupy"
+    D = model.hidden
+    if D >= config.JACOBIAN_VECTORISE_MIN_HIDDEN and n_points * D * D >= config.VECTORISE_MIN_WORK:
+        return "vectorised"
+    return "numba_cpu"
+
+
+# ============================================================================ public
+def jacobian_at(model, x, hprev, *, backend=None, inputs=False, t=None):
+    """Closed-form one-step Jacobians at N points.
+
+    J[n] = ∂h_t/∂h_{t-1} at (x_t, h_{t-1}) = (x[n], hprev[n]); the closed forms are in the
+    module docstring (gated cells: J = a I + c diag(φ'(z)) R; iRNN: the product through the K
+    inner steps; CTRNN: the derivative of the Euler/RK4 scheme or of the flow).
+
+    Parameters
+    ----------
+    model : dynlab model
+    x : (N, d) array — inputs x_t
+    hprev : (N, D) array — states h_{t-1}
+    backend : "numpy" | "numba" (default) | "cupy"
+    inputs : bool — also return Jx = ∂h_t/∂x_t
+    t : (N,) int array, optional — 0-based time index of every point; used only by an iRNN
+        whose η is a per-time (T, K) table (then it is required), to pick the row η_t.
+
+    Returns
+    -------
+    J : (N, D, D) float64 NumPy array, J[n, i, j] = ∂h_{t,i}/∂h_{t-1,j};
+    with ``inputs=True`` the pair (J, Jx), Jx : (N, D, d), Jx[n, i, j] = ∂h_{t,i}/∂x_{t,j}.
+
+    Example
+    -------
+    >>> m = make_model("irnn", hidden=2, inputs=1, K=5, seed=0)
+    >>> J = jacobian_at(m, np.zeros((1, 1)), np.zeros((1, 2)))     # (1, 2, 2)
+    """
+    model = _check_model(model)
+    backend = resolve_backend(backend)
+    hprev = _check_points(hprev, model.hidden, "hprev")
+    N = hprev.shape[0]
+    x = _check_points(x, model.inputs, "x", N)
+    path = jacobian_path(model, N, backend)
+    eta = _eta_rows(model, N, t) if isinstance(model, IRNN) else None
+    J, Jx = _dispatch(model, x, hprev, eta, bool(inputs), path, backend)
+    return (J, Jx) if inputs else J
+
+
+def flow_jacobian(model, x, g, interval, *, inputs=False):
+    """Jacobian of the CTRNN flow over an interval of length ``interval`` with x held constant.
+
+    dg/dt = (1/τ)(−α g + φ(U g + W x + b)),  dΦ/dt = (1/τ)(diag(φ'(U g + W x + b)) U − α I) Φ,
+    Φ(0) = I;  with ``inputs`` also dΦx/dt = (1/τ)(diag(φ')(U Φx + W) − α Φx), Φx(0) = 0.
+    Integrated together by ``scipy.integrate.solve_ivp`` with the model's method (DOP853 when
+    the model uses a fixed-step method) at the model's rtol/atol.
+
+    Parameters
+    ----------
+    model : CTRNN;  x : (N, d) inputs;  g : (N, D) initial states;  interval : float > 0
+
+    Returns
+    -------
+    Φ : (N, D, D) = ∂g(interval)/∂g(0); with ``inputs=True`` (Φ, Φx), Φx : (N, D, d).
+    """
+    model = _check_model(model)
+    if not isinstance(model, CTRNN):
+        raise ParameterError("model", f"flow_jacobian needs a ctrnn model, got {model.name}")
+    g = _check_points(g, model.hidden, "g")
+    x = _check_points(x, model.inputs, "x", g.shape[0])
+    try:
+        interval = float(interval)
+    except (TypeError, ValueError):
+        raise ParameterError("interval", f"must be a number, got {interval!r}") from None
+    if not (np.isfinite(interval) and interval > 0):
+        raise ParameterError("interval", f"must be finite and > 0, got {interval}")
+    method = model.method if model.method not in FIXED_STEP else "DOP853"
+    J, Jx = _ctrnn_flow(model, x, g, interval, method, bool(inputs))
+    return (J, Jx) if inputs else J
+
+
+def jacobians(model, x, h0=None, *, backend=None, inputs=True, command=None):
+    """Simulate, then the one-step Jacobians J_t = ∂h_t/∂h_{t-1} for t = 1..T.
+
+    J_t = jacobian_at(model, x_t, h_{t-1}) along the simulated trajectory (closed forms in
+    the module docstring).
+
+    Parameters
+    ----------
+    model : dynlab model
+    x : (T, d) or (B, T, d) array — inputs ((T,) when d = 1)
+    h0 : (D,) or (B, D) array, optional — initial state (zeros)
+    backend : "numpy" | "numba" (default) | "cupy"
+    inputs : bool — also compute ``jac_x`` (default True)
+    command : str, optional — recorded in the attrs
+
+    Returns
+    -------
+    xarray.Dataset: ``jac`` ((batch,) time, unit, unit_from) = ∂h_t/∂h_{t-1};
+    ``jac_x`` ((batch,) time, unit, unit_in) = ∂h_t/∂x_t; ``h``, ``x``, ``h0``, the model's
+    parameters and the attrs of DESIGN §3.  A non-finite state raises ``DivergenceError``.
+
+    Example
+    -------
+    >>> ds = jacobians(make_model("irnn", 2, 1, K=5, seed=0), np.zeros((100, 1)))
+    >>> ds.jac.shape     # (100, 2, 2)
+    """
+    from ..simulation import check_h0, check_input, run_states, wrap_states
+
+    model = _check_model(model)
+    backend = resolve_backend(backend)
+    xa, batched = check_input(x, model.inputs)
+    h0a = check_h0(h0, xa.shape[0], model.hidden)
+    B, T, d = xa.shape
+    D = model.hidden
+    if isinstance(model, IRNN):
+        model.eta_table(T)  # a per-time η must have T rows
+    H, bad, sim_path = run_states(model, xa, h0a, backend, stop=True)
+    used = "scipy" if sim_path == "scipy" else backend
+    ds = wrap_states(model, xa, h0a, H, batched=batched, backend=used, command=command, path=sim_path)
+    first = int(bad.min())
+    if first < T:
+        raise DivergenceError(step=first + 1, batch=int(np.argmin(bad)), model=model.name,
+                              partial=ds.isel(time=slice(0, first)))
+    hprev = np.concatenate([h0a[:, None, :], H[:, :-1]], axis=1).reshape(B * T, D)
+    tidx = np.tile(np.arange(T, dtype=np.int64), B)
+    J = jacobian_at(model, xa.reshape(B * T, d), hprev, backend=backend, inputs=inputs, t=tidx)
+    J, Jx = J if inputs else (J, None)
+    lead = ("batch",) if batched else ()
+    sel = slice(None) if batched else 0
+    import xarray as xr
+
+    ds["jac"] = xr.Variable(lead + ("time", "unit", "unit_from"), J.reshape(B, T, D, D)[sel],
+                            {"long_name": "one-step Jacobian ∂h_t/∂h_{t-1}", "units": "1"})
+    if inputs:
+        ds["jac_x"] = xr.Variable(lead + ("time", "unit", "unit_in"), Jx.reshape(B, T, D, d)[sel],
+                                  {"long_name": "input Jacobian ∂h_t/∂x_t", "units": "1"})
+    ds.attrs["jacobian_kernel"] = jacobian_path(model, B * T, backend)
+    return ds
+
+
+# ============================================================================ dispatch
+def _dispatch(model, x, hprev, eta, want_x, path, backend):
+    act = model.activation
+    leak = float(model.leak)
+    if path == "scipy":
+        return _ctrnn_flow(model, x, hprev, model.dt, model.method, want_x)
+    if path == "numba_cpu":
+        from ..kernels import jac_numba
+        return jac_numba.jacobian(model, x, hprev, eta, want_x)
+    xp = namespace("cupy" if path == "cupy" else "numpy")
+    X, Hp = xp.asarray(x), xp.asarray(hprev)
+    Wm, b = xp.asarray(model.W), xp.asarray(model.b)
+    if isinstance(model, IRNN):
+        J, Jx = irnn_xp(xp.asarray(model.U), Wm, b, xp.asarray(eta), float(model.alpha), model.K,
+                        model.g0 == "previous", float(model.sign), act, leak, X, Hp, want_x, xp)
+    elif isinstance(model, CTRNN):
+        J, Jx = ctrnn_fixed_xp(xp.asarray(model.U), Wm, b, float(model.tau), float(model.alpha), float(model.dt),
+                               model.substeps, model.method == "rk4", act, leak, X, Hp, want_x, xp)
+    else:
+        a, gain, R = model.gated_form()
+        J, Jx = gated_xp(xp.asarray(R), Wm, b, float(a), float(gain), act, leak, X, Hp, want_x, xp)
+    return to_numpy(J), (to_numpy(Jx) if want_x else None)
+
+
+# ============================================================================ NumPy form
+# Written once against the array namespace ``xp`` (NumPy or CuPy); batched over the N points.
+
+def _lmul(U, S, xp):
+    """U @ S[n] for every n: U (D, D), S (N, D, m) → (N, D, m).
+
+    NumPy's broadcasting matmul of a shared U against a stack is quick for small D but falls
+    far behind BLAS for large D (≈3× at D = 128 on 2 cores); einsum's tensordot path is one
+    BLAS product over the whole stack.
+    """
+    if xp is np and U.shape[0] > 64:
+        return np.einsum("ij,njk->nik", U, S, optimize=True)
+    return U @ S
+
+def gated_xp(R, W, b, a, gain, act, leak, x, hprev, want_x, xp=np):
+    """J = a I + gain·diag(φ'(z)) R,  Jx = gain·diag(φ'(z)) W,  z = R h + W x + b.
+
+    R (D, D), W (D, d), b (D,), x (N, d), hprev (N, D) → J (N, D, D), Jx (N, D, d) or None.
+    """
+    D = R.shape[0]
+    z = hprev @ R.T + x @ W.T + b
+    dp = gain * dphi(act, z, leak, xp)                      # (N, D)
+    J = dp[:, :, None] * R[None]
+    idx = xp.arange(D)
+    J[:, idx, idx] += a
+    Jx = dp[:, :, None] * W[None] if want_x else None
+    return J, Jx
+
+
+def irnn_xp(U, W, b, eta, alpha, K, g0prev, sign, act, leak, x, hprev, want_x, xp=np):
+    """iRNN: G_k = G_{k-1} + η_k (diag(φ'(z_k)) U − α I)(G_{k-1} + σ I), J = G_K (module docstring).
+
+    eta (N, K) per-point step sizes, x (N, d), hprev (N, D) → J (N, D, D), Jx (N, D, d) or None.
+    """
+    N, D = hprev.shape
+    d = W.shape[1]
+    c = x @ W.T + b
+    eye = xp.eye(D)
+    g = hprev.copy() if g0prev else xp.zeros_like(hprev)
+    G = xp.broadcast_to(eye, (N, D, D)).copy() if g0prev else xp.zeros((N, D, D))
+    Gx = xp.zeros((N, D, d)) if want_x else None
+    for k in range(K):
+        e = eta[:, k]
+        s = g + sign * hprev
+        z = s @ U.T + c
+        dp = dphi(act, z, leak, xp)[:, :, None]
+        S = G + sign * eye                                   # ∂s_{k-1}/∂h
+        G = G + e[:, None, None] * (dp * _lmul(U, S, xp) - alpha * S)
+        if want_x:
+            Gx = Gx + e[:, None, None] * (dp * (_lmul(U, Gx, xp) + W) - alpha * Gx)
+        g = g + e[:, None] * (phi(act, z, leak, xp) - alpha * s)
+    return G, Gx
+
+
+def ctrnn_fixed_xp(U, W, b, tau, alpha, dt, substeps, rk4, act, leak, x, hprev, want_x, xp=np):
+    """Derivative of ``substeps`` Euler or RK4 steps of τ ġ = −α g + φ(U g + c), c = W x + b.
+
+    Each stage value y carries its tangents Y = ∂y/∂h, Yx = ∂y/∂x; the stage slope's are
+    F = (diag(φ'(U y + c)) U Y − α Y)/τ and Fx = (diag(φ')(U Yx + W) − α Yx)/τ.
+    x (N, d), hprev (N, D) → J (N, D, D), Jx (N, D, d) or None.
+    """
+    N, D = hprev.shape
+    d = W.shape[1]
+    c = x @ W.T + b
+    hs = dt / substeps
+
+    def f(y, Y, Yx):
+        z = y @ U.T + c
+        dp = dphi(act, z, leak, xp)[:, :, None]
+        fy = (phi(act, z, leak, xp) - alpha * y) / tau
+        FY = (dp * _lmul(U, Y, xp) - alpha * Y) / tau
+        FX = (dp * (_lmul(U, Yx, xp) + W) - alpha * Yx) / tau if want_x else None
+        return fy, FY, FX
+
+    def axpy(a, u, v):  # v + a·u on each of the triple (None stays None)
+        return tuple(None if vi is None else vi + a * ui for ui, vi in zip(u, v))
+
+    state = (hprev.copy(), xp.broadcast_to(xp.eye(D), (N, D, D)).copy(),
+             xp.zeros((N, D, d)) if want_x else None)
+    for _ in range(substeps):
+        k1 = f(*state)
+        if not rk4:
+            state = axpy(hs, k1, state)
+            continue
+        k2 = f(*axpy(0.5 * hs, k1, state))
+        k3 = f(*axpy(0.5 * hs, k2, state))
+        k4 = f(*axpy(hs, k3, state))
+        incr = tuple(None if a is None else a + 2.0 * b2 + 2.0 * b3 + b4 for a, b2, b3, b4 in zip(k1, k2, k3, k4))
+        state = axpy(hs / 6.0, incr, state)
+    return state[1], state[2]
+
+
+# ============================================================================ scipy (variational equation)
+def _ctrnn_flow(model, x, g, interval, method, want_x):
+    """Integrate [g, Φ, Φx] over [0, interval] with solve_ivp.
+
+    Explicit methods integrate all N points in one call (the error norm then spans all of
+    them, as in the simulation's scipy path); implicit ones one point at a time, with the
+    block Jacobian (A, A ⊗ I, A ⊗ I), A = (diag(φ') U − α I)/τ, for their Newton iterations
+    (the second-derivative coupling of Φ to g is left out: it only slows Newton, never the
+    accuracy, which is set by rtol/atol).
+    """
+    from scipy.integrate import solve_ivp
+
+    N, D = g.shape
+    d = model.inputs
+    U, W, tau, alpha = model.U, model.W, float(model.tau), float(model.alpha)
+    act, leak = model.activation, float(model.leak)
+    c_all = x @ W.T + model.b
+    nx = D * d if want_x else 0
+    width = D + D * D + nx
+
+    def rhs_block(Y, c):  # Y (n, width) → (n, width)
+        gg = Y[:, :D]
+        Phi = Y[:, D:D + D * D].reshape(-1, D, D)
+        z = gg @ U.T + c
+        dp = dphi(act, z, leak)[:, :, None]
+        out = np.empty_like(Y)
+        out[:, :D] = (phi(act, z, leak) - alpha * gg) / tau
+        out[:, D:D + D * D] = ((dp * _lmul(U, Phi, np) - alpha * Phi) / tau).reshape(-1, D * D)
+        if want_x:
+            Px = Y[:, D + D * D:].reshape(-1, D, d)
+            out[:, D + D * D:] = ((dp * (_lmul(U, Px, np) + W) - alpha * Px) / tau).reshape(-1, D * d)
+        return out
+
+    y0 = np.zeros((N, width))
+    y0[:, :D] = g
+    y0[:, D:D + D * D] = np.eye(D).ravel()
+    J = np.empty((N, D, D))
+    Jx = np.empty((N, D, d)) if want_x else None
+
+    def fail(n, sol):
+        raise ConvergenceError(f"{model.name}: solve_ivp ({method}) failed on the variational equation "
+                               f"at point {n}: {sol.message}")
+
+    with np.errstate(all="ignore"):
+        if method not in IMPLICIT_METHODS:
+            sol = solve_ivp(lambda _t, y: rhs_block(y.reshape(N, width), c_all).ravel(), (0.0, interval),
+                            y0.ravel(), method=method, rtol=model.rtol, atol=model.atol)
+            if not sol.success:
+                fail(0, sol)
+            Y = sol.y[:, -1].reshape(N, width)
+            J[:] = Y[:, D:D + D * D].reshape(N, D, D)
+            if want_x:
+                Jx[:] = Y[:, D + D * D:].reshape(N, D, d)
+        else:
+            from scipy.linalg import block_diag
+
+            for n in range(N):
+                c = c_all[n:n + 1]
+
+                def jac(_t, y, c=c):
+                    A = (dphi(act, y[:D] @ U.T + c[0], leak)[:, None] * U - alpha * np.eye(D)) / tau
+                    blocks = [A, np.kron(A, np.eye(D))] + ([np.kron(A, np.eye(d))] if want_x else [])
+                    return block_diag(*blocks)
+
+                sol = solve_ivp(lambda _t, y, c=c: rhs_block(y[None], c)[0], (0.0, interval), y0[n],
+                                method=method, rtol=model.rtol, atol=model.atol, jac=jac)
+                if not sol.success:
+                    fail(n, sol)
+                yn = sol.y[:, -1]
+                J[n] = yn[D:D + D * D].reshape(D, D)
+                if want_x:
+                    Jx[n] = yn[D + D * D:].reshape(D, d)
+    return J, Jx
+
+
+__all__ = ["jacobian_at", "jacobians", "flow_jacobian", "jacobian_path"]

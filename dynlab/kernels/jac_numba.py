@@ -1,0 +1,261 @@
+"""@njit kernels for the closed-form one-step Jacobians, one point at a time, ``cache=True``.
+
+The default for small D (the iRNN paper's 2-D cells, long horizons), where NumPy's batched
+matmuls over tiny matrices cost more in overhead than in arithmetic.  The equations are
+those of ``dynlab.analysis.jacobians`` (its module docstring); ``jacobian`` is the wrapper
+that prepares plain arrays, the ``_``-free kernels only compute.  Every kernel writes
+J (N, D, D) and Jx (N, D, dx); dx = 0 when the input Jacobian is not wanted, so its loops
+run zero times.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ..activations import ACTIVATION_IDS
+from ..config import NUMBA_CACHE
+from .numba_cpu import act_scalar
+
+
+@njit(cache=NUMBA_CACHE, inline="always")
+def dact_scalar(act, z, leak):
+    """φ'(z) for the activation id ``act`` (right derivative at kinks, as dynlab.activations)."""
+    if act == 0:
+        t = math.tanh(z)
+        return 1.0 - t * t
+    elif act == 1:
+        return 1.0 if z >= 0.0 else 0.0
+    elif act == 2:
+        e = math.exp(-abs(z))
+        s = 1.0 / (1.0 + e) if z >= 0.0 else e / (1.0 + e)
+        return s * (1.0 - s)
+    elif act == 3:
+        return 1.0
+    elif act == 4:
+        return 1.0 if z >= 0.0 else leak
+    else:
+        return 1.0 if z >= 0.0 else -1.0
+
+
+@njit(cache=NUMBA_CACHE, inline="always")
+def _drive(W, b, xn, c):
+    """c = W x + b."""
+    D, d = W.shape
+    for i in range(D):
+        acc = b[i]
+        for j in range(d):
+            acc += W[i, j] * xn[j]
+        c[i] = acc
+
+
+@njit(cache=NUMBA_CACHE)
+def gated(R, W, b, a, gain, act, leak, x, hprev, J, Jx):
+    """J = a I + gain·diag(φ'(z)) R,  Jx = gain·diag(φ'(z)) W,  z = R h + W x + b."""
+    N, D = hprev.shape
+    dx = Jx.shape[2]
+    c = np.empty(D)
+    for n in range(N):
+        _drive(W, b, x[n], c)
+        for i in range(D):
+            z = c[i]
+            for j in range(D):
+                z += R[i, j] * hprev[n, j]
+            q = gain * dact_scalar(act, z, leak)
+            for j in range(D):
+                J[n, i, j] = q * R[i, j]
+            J[n, i, i] += a
+            for j in range(dx):
+                Jx[n, i, j] = q * W[i, j]
+
+
+@njit(cache=NUMBA_CACHE)
+def irnn(U, W, b, eta, alpha, K, g0prev, sign, act, leak, x, hprev, J, Jx):
+    """iRNN eq. 5 with its tangents: s = g + σh, z = U s + c,
+    G ← G + η_k (diag(φ'(z)) U (G + σI) − α (G + σI)),  Gx ← Gx + η_k (diag(φ'(z))(U Gx + W) − α Gx),
+    g ← g + η_k (φ(z) − α s);  J = G_K, Jx = Gx_K.  eta is the per-point (N, K) table."""
+    N, D = hprev.shape
+    dx = Jx.shape[2]
+    c = np.empty(D)
+    g = np.empty(D)
+    s = np.empty(D)
+    dp = np.empty(D)
+    ph = np.empty(D)
+    G = np.empty((D, D))
+    T = np.empty((D, D))
+    Gx = np.empty((D, dx))
+    Tx = np.empty((D, dx))
+    for n in range(N):
+        _drive(W, b, x[n], c)
+        for i in range(D):
+            g[i] = hprev[n, i] if g0prev else 0.0
+            for j in range(D):
+                G[i, j] = 1.0 if (g0prev and i == j) else 0.0
+            for j in range(dx):
+                Gx[i, j] = 0.0
+        for k in range(K):
+            e = eta[n, k]
+            for i in range(D):
+                s[i] = g[i] + sign * hprev[n, i]
+            for i in range(D):
+                z = c[i]
+                for j in range(D):
+                    z += U[i, j] * s[j]
+                dp[i] = dact_scalar(act, z, leak)
+                ph[i] = act_scalar(act, z, leak)
+            # T = U (G + σI), Tx = U Gx + W
+            for i in range(D):
+                for j in range(D):
+                    T[i, j] = sign * U[i, j]
+                for j in range(dx):
+                    Tx[i, j] = W[i, j]
+                for m in range(D):
+                    u = U[i, m]
+                    for j in range(D):
+                        T[i, j] += u * G[m, j]
+                    for j in range(dx):
+                        Tx[i, j] += u * Gx[m, j]
+            for i in range(D):
+                for j in range(D):
+                    S = G[i, j] + (sign if i == j else 0.0)
+                    G[i, j] = G[i, j] + e * (dp[i] * T[i, j] - alpha * S)
+                for j in range(dx):
+                    Gx[i, j] = Gx[i, j] + e * (dp[i] * Tx[i, j] - alpha * Gx[i, j])
+                g[i] = g[i] + e * (ph[i] - alpha * s[i])
+        for i in range(D):
+            for j in range(D):
+                J[n, i, j] = G[i, j]
+            for j in range(dx):
+                Jx[n, i, j] = Gx[i, j]
+
+
+@njit(cache=NUMBA_CACHE, inline="always")
+def _ctrnn_stage(U, W, c, tau, alpha, act, leak, y, Y, Yx, fy, FY, FX):
+    """The slope at a stage and its tangents: fy = (φ(z) − αy)/τ, z = U y + c,
+    FY = (diag(φ'(z)) U Y − αY)/τ,  FX = (diag(φ'(z))(U Yx + W) − αYx)/τ."""
+    D = y.shape[0]
+    dx = Yx.shape[1]
+    for i in range(D):
+        z = c[i]
+        for j in range(D):
+            z += U[i, j] * y[j]
+        q = dact_scalar(act, z, leak)
+        fy[i] = (act_scalar(act, z, leak) - alpha * y[i]) / tau
+        for j in range(D):
+            FY[i, j] = 0.0
+        for j in range(dx):
+            FX[i, j] = W[i, j]
+        for m in range(D):
+            u = U[i, m]
+            for j in range(D):
+                FY[i, j] += u * Y[m, j]
+            for j in range(dx):
+                FX[i, j] += u * Yx[m, j]
+        for j in range(D):
+            FY[i, j] = (q * FY[i, j] - alpha * Y[i, j]) / tau
+        for j in range(dx):
+            FX[i, j] = (q * FX[i, j] - alpha * Yx[i, j]) / tau
+
+
+@njit(cache=NUMBA_CACHE)
+def ctrnn(U, W, b, tau, alpha, dt, substeps, rk4, act, leak, x, hprev, J, Jx):
+    """``substeps`` Euler or RK4 steps of τ ġ = −α g + φ(U g + c), each stage carrying its
+    tangents (Y, Yx); J = ∂g(Δt)/∂g(0), Jx = ∂g(Δt)/∂x of the discrete scheme."""
+    N, D = hprev.shape
+    dx = Jx.shape[2]
+    hs = dt / substeps
+    c = np.empty(D)
+    g = np.empty(D)
+    G = np.empty((D, D))
+    Gx = np.empty((D, dx))
+    y = np.empty(D)                 # stage input
+    Y = np.empty((D, D))
+    Yx = np.empty((D, dx))
+    fy = np.empty(D)                # stage slope
+    FY = np.empty((D, D))
+    FX = np.empty((D, dx))
+    ay = np.empty(D)                # Σ weight · slope
+    AY = np.empty((D, D))
+    AX = np.empty((D, dx))
+    nst = 4 if rk4 else 1
+    # RK4: stage j reads g + a_j·hs·(slope j−1) and adds w_j·slope to the sum; Euler: one stage
+    a_in = np.array([0.0, 0.5, 0.5, 1.0])
+    w = np.array([1.0, 2.0, 2.0, 1.0]) if rk4 else np.array([1.0, 0.0, 0.0, 0.0])
+    scale = hs / 6.0 if rk4 else hs
+    for n in range(N):
+        _drive(W, b, x[n], c)
+        for i in range(D):
+            g[i] = hprev[n, i]
+            for j in range(D):
+                G[i, j] = 1.0 if i == j else 0.0
+            for j in range(dx):
+                Gx[i, j] = 0.0
+        for _ in range(substeps):
+            for i in range(D):
+                ay[i] = 0.0
+                for j in range(D):
+                    AY[i, j] = 0.0
+                for j in range(dx):
+                    AX[i, j] = 0.0
+            for st in range(nst):
+                f = a_in[st] * hs
+                for i in range(D):
+                    y[i] = g[i] + f * fy[i] if st > 0 else g[i]
+                    for j in range(D):
+                        Y[i, j] = G[i, j] + f * FY[i, j] if st > 0 else G[i, j]
+                    for j in range(dx):
+                        Yx[i, j] = Gx[i, j] + f * FX[i, j] if st > 0 else Gx[i, j]
+                _ctrnn_stage(U, W, c, tau, alpha, act, leak, y, Y, Yx, fy, FY, FX)
+                ws = w[st]
+                for i in range(D):
+                    ay[i] += ws * fy[i]
+                    for j in range(D):
+                        AY[i, j] += ws * FY[i, j]
+                    for j in range(dx):
+                        AX[i, j] += ws * FX[i, j]
+            for i in range(D):
+                g[i] += scale * ay[i]
+                for j in range(D):
+                    G[i, j] += scale * AY[i, j]
+                for j in range(dx):
+                    Gx[i, j] += scale * AX[i, j]
+        for i in range(D):
+            for j in range(D):
+                J[n, i, j] = G[i, j]
+            for j in range(dx):
+                Jx[n, i, j] = Gx[i, j]
+
+
+def _plain(a):
+    """A writable C-contiguous float64 array: model arrays are read-only, and numba types a
+    read-only array differently, so without this each kernel would compile twice."""
+    a = np.asarray(a, dtype=np.float64)
+    return a if (a.flags.c_contiguous and a.flags.writeable) else np.array(a, dtype=np.float64, order="C")
+
+
+def jacobian(model, x, hprev, eta, want_x):
+    """Wrapper: plain arrays for the kernel of ``model``'s family; returns (J, Jx or None).
+
+    x (N, d), hprev (N, D) float64 C-contiguous (validated by the caller); eta the (N, K)
+    per-point η table for an iRNN (None otherwise).
+    """
+    from ..models import CTRNN, IRNN
+
+    N, D = hprev.shape
+    d = model.inputs
+    act = ACTIVATION_IDS[model.activation]
+    leak = float(model.leak)
+    J = np.empty((N, D, D))
+    Jx = np.empty((N, D, d if want_x else 0))
+    x, hprev, W, b = _plain(x), _plain(hprev), _plain(model.W), _plain(model.b)
+    if isinstance(model, IRNN):
+        irnn(_plain(model.U), W, b, _plain(eta), float(model.alpha), model.K, model.g0 == "previous",
+             float(model.sign), act, leak, x, hprev, J, Jx)
+    elif isinstance(model, CTRNN):
+        ctrnn(_plain(model.U), W, b, float(model.tau), float(model.alpha), float(model.dt), model.substeps,
+              model.method == "rk4", act, leak, x, hprev, J, Jx)
+    else:
+        a, gain, R = model.gated_form()
+        gated(_plain(R), W, b, float(a), float(gain), act, leak, x, hprev, J, Jx)
+    return J, (Jx if want_x else None)
