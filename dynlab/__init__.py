@@ -27,6 +27,8 @@ _EXPORTS = {
     # analyses
     "irnn_equilibrium": "dynlab.analysis.equilibria",
     "equilibrium_curve": "dynlab.analysis.equilibria",
+    "gradient_norms": "dynlab.analysis.gradients",
+    "lyapunov": "dynlab.analysis.lyapunov",
     "jacobians": "dynlab.analysis.jacobians",
     "jacobian_at": "dynlab.analysis.jacobians",
     # io

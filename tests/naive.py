@@ -311,3 +311,43 @@ def step_preactivations(m, x, h, t=0, ctrnn_substeps=64):
     _, _, R = _gated_matrix(m)
     Rh = _matvec(R, hv)
     return [[Rh[i] + c[i] for i in range(D)]]
+
+
+# =========================================================================================
+# Gradient flow (for tests/test_gradients.py and tests/test_lyapunov.py)
+# =========================================================================================
+def backward_products(J):
+    """P_t = ∂h_T/∂h_t = J_T ⋯ J_{t+1} for t = 1..T (P_T = I), each built from scratch.
+
+    J (T, D, D), J[t-1] = ∂h_t/∂h_{t-1}.  O(T²) matrix products, no reuse between t, no
+    scaling: the obviously-correct twin of the one-pass backward recursion.  Returns (T, D, D).
+    """
+    T, D, _ = J.shape
+    out = np.empty((T, D, D))
+    for t in range(1, T + 1):
+        P = np.eye(D)
+        for s in range(T, t, -1):
+            P = P @ J[s - 1]
+        out[t - 1] = P
+    return out
+
+
+def norm2(M):
+    """The spectral norm by np.linalg.norm(ord=2) (LAPACK SVD), one matrix at a time."""
+    return np.array([np.linalg.norm(m, ord=2) for m in M])
+
+
+def fd_final_state_jacobian(m, x, h, eps=1e-6):
+    """∂h_T/∂h by central differences of ``simulate`` (the slow reference above) started at h.
+
+    x (n, d) the inputs after the state h; returns the (D, D) matrix ∂h_n/∂h.  Error
+    O(eps²) truncation + O(2⁻⁵³/eps) rounding, ≈ 1e-9 relative for eps = 1e-6.
+    """
+    h = np.asarray(h, dtype=np.float64)
+    D = h.shape[0]
+    out = np.empty((D, D))
+    for j in range(D):
+        e = np.zeros(D)
+        e[j] = eps
+        out[:, j] = (simulate(m, x, h + e)[-1] - simulate(m, x, h - e)[-1]) / (2 * eps)
+    return out

@@ -73,6 +73,10 @@ class UfuncOps:
     def __init__(self, xp):
         self.xp = xp
 
+    def phi(self, z, act, leak, xp, tmp):
+        """z ← φ(z) with the namespace's ufuncs."""
+        phi_inplace(z, act, leak, xp, tmp)
+
     def axpby(self, buf, D, z, a, e):
         """s ← a·s + e·z for s = buf[:, :D] (z is overwritten)."""
         xp = self.xp
@@ -169,7 +173,7 @@ def gated(R, W, b, x, h0, a, gain, act, leak, stop=True, check_every=1, xp=np, H
     def step(t, h, out):
         buf[:, D:D + d] = x[:, t]
         xp.matmul(buf, AT, out=z)
-        phi_inplace(z, act, leak, xp, tmp)
+        ops.phi(z, act, leak, xp, tmp)
         return ops.gated_finish(buf, D, z, a, gain, out)
 
     bad = _run(step, x, h0, H, stop, check_every, xp)
@@ -202,7 +206,7 @@ def irnn(U, W, b, x, h0, eta, alpha, K, g0prev, sign, act, leak, stop=True, chec
         e = eta[t] if eta.shape[0] > 1 else eta[0]
         for k in range(K):
             xp.matmul(buf, AT, out=z)
-            phi_inplace(z, act, leak, xp, tmp)
+            ops.phi(z, act, leak, xp, tmp)
             a_k, e_k = 1.0 - float(e[k]) * alpha, float(e[k])
             if k < K - 1:
                 ops.axpby(buf, D, z, a_k, e_k)
@@ -214,7 +218,7 @@ def irnn(U, W, b, x, h0, eta, alpha, K, g0prev, sign, act, leak, stop=True, chec
 
 
 def ctrnn(U, W, b, x, h0, tau, alpha, dt, substeps, rk4, act, leak, stop=True, check_every=1,
-          xp=np, H=None):
+          xp=np, H=None, fused=True):
     """Fixed-step Euler or RK4 for τ ġ = −α g + φ(U g + W x_m + b), whole batch per step."""
     B, T = x.shape[0], x.shape[1]
     D = U.shape[0]
@@ -227,11 +231,12 @@ def ctrnn(U, W, b, x, h0, tau, alpha, dt, substeps, rk4, act, leak, stop=True, c
     ks = [xp.empty((B, D), dtype=x.dtype) for _ in range(4)]
     tmp = xp.empty((B, D), dtype=x.dtype)
     hstep = dt / substeps
+    ops = _ops(xp, fused)
 
     def f(v, out):
         xp.matmul(v, UT, out=out)
         out += ct
-        phi_inplace(out, act, leak, xp, tmp)
+        ops.phi(out, act, leak, xp, tmp)
         xp.multiply(v, alpha, out=tmp)
         out -= tmp
         out /= tau

@@ -1,0 +1,213 @@
+"""Finite-time Lyapunov exponents of a driven recurrent network (Benettin's QR method).
+
+The tangent dynamics δh_t = J_t δh_{t-1} (J_t = ∂h_t/∂h_{t-1}) carry k orthonormal
+deviation vectors Q_0 (D × k); each step re-orthonormalises them,
+
+    Q_t R_t = J_t Q_{t-1}   (QR, R_t upper triangular),
+
+and the i-th exponent is the mean growth rate of the i-th direction over the kept steps,
+
+    λ_i = (1/(T − transient)) Σ_{t > transient} ln |R_t[i, i]|      (per step).
+
+Nothing overflows at any horizon (only logs are summed).  With k = D, Σ_i λ_i is the mean of
+ln|det J_t| over the kept steps, exactly (|det J_t| = Π_i |R_t[i, i]|).  Q_0 is the first k
+columns of a fixed random orthogonal matrix (seed 0), so the exponents come out in
+descending order once the directions have converged (a Q_0 aligned with an invariant
+subspace, such as I for a diagonal map, would keep them in that subspace's order).
+
+Two layers: ``lyapunov(model, x, …)`` simulates and uses the closed-form J_t of
+``jacobian_at`` a chunk of steps at a time; ``TangentQR`` / ``lyapunov_spectrum(J)`` work on
+J stacks.  Backends: ``numpy`` (LAPACK QR, batched over sequences), ``numba`` (default:
+classical Gram–Schmidt twice in a jitted loop, ``dynlab.kernels.grad_numba.qr_chunk``, for
+D ≤ ``config.GRADIENT_NUMBA_MAX_HIDDEN``; LAPACK QR past it).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import config
+from ..backends import resolve_backend
+from ..errors import ParameterError
+from ..models import CTRNN
+from ..models.base import as_int
+
+
+def initial_frame(D: int, k: int, seed: int = 0) -> np.ndarray:
+    """The first k columns of a random orthogonal D × D matrix (QR of a Gaussian, seeded)."""
+    q, r = np.linalg.qr(np.random.default_rng(seed).standard_normal((D, D)))
+    return np.ascontiguousarray(q[:, :k] * np.sign(np.diag(r))[:k])
+
+
+class TangentQR:
+    """Benettin's QR on J stacks fed in time order, in chunks; the lower layer.
+
+    Parameters
+    ----------
+    batch, hidden, k : int — B, D and the number of exponents (1 ≤ k ≤ D)
+    backend : "numpy" | "numba"
+
+    ``feed(J)`` with J (B, n, D, D) returns ln|R_t[i, i]| (B, n, k) for those n steps and
+    carries Q on.
+
+    Example
+    -------
+    >>> qr = TangentQR(1, 2, 2)
+    >>> logr = qr.feed(J[None])            # (1, T, 2); λ = logr.mean(axis=1)
+    """
+
+    def __init__(self, batch: int, hidden: int, k: int, *, backend: str = "numba"):
+        self.B, self.D, self.k = int(batch), int(hidden), int(k)
+        self.Q = np.broadcast_to(initial_frame(self.D, self.k), (self.B, self.D, self.k)).copy()
+        self.path = "numba_cpu" if (backend != "numpy" and self.D <= config.GRADIENT_NUMBA_MAX_HIDDEN) else "numpy"
+
+    def feed(self, J) -> np.ndarray:
+        J = np.ascontiguousarray(J, dtype=np.float64)
+        B, n, D, _ = J.shape
+        out = np.empty((B, n, self.k))
+        if self.path == "numba_cpu":
+            from ..kernels import grad_numba
+
+            grad_numba.qr_chunk(J, self.Q, out)
+            return out
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for j in range(n):
+                Q, R = np.linalg.qr(np.matmul(J[:, j], self.Q))
+                out[:, j] = np.log(np.abs(np.diagonal(R, axis1=1, axis2=2)))
+                self.Q = Q
+        return out
+
+
+def _check_k(k, D: int) -> int:
+    if k is None:
+        return D
+    k = as_int(k, "k", low=1)
+    if k > D:
+        raise ParameterError("k", f"must be ≤ the hidden size D={D}, got {k}")
+    return k
+
+
+def _check_transient(transient, T: int) -> int:
+    transient = as_int(transient, "transient", low=0)
+    if transient >= T:
+        raise ParameterError("transient", f"must leave at least one step: transient < T={T}, got {transient}")
+    return transient
+
+
+def _summarise(logr: np.ndarray, transient: int):
+    """(exponents (B, k), running means (B, T, k), NaN for the discarded steps)."""
+    B, T, k = logr.shape
+    kept = logr[:, transient:]
+    with np.errstate(invalid="ignore"):
+        running = np.full((B, T, k), np.nan)
+        running[:, transient:] = np.cumsum(kept, axis=1) / np.arange(1, T - transient + 1)[None, :, None]
+    return running[:, -1], running
+
+
+def lyapunov_spectrum(J, *, k=None, transient=0, backend=None) -> dict:
+    """Finite-time Lyapunov exponents of a given Jacobian stack (the array-level layer).
+
+    Q_t R_t = J_t Q_{t-1};  λ_i = mean_{t > transient} ln|R_t[i, i]|  (module docstring).
+
+    Parameters
+    ----------
+    J : (T, D, D) or (B, T, D, D) array — J[..., t−1, :, :] = ∂h_t/∂h_{t-1}
+    k : int, optional — number of exponents (default D)
+    transient : int — steps discarded before averaging (default 0)
+    backend : "numpy" | "numba" (default)
+
+    Returns
+    -------
+    dict: ``lyapunov`` (…, k) per step; ``lyapunov_running`` (…, T, k), the running mean
+    (NaN for t ≤ transient); ``log_r`` (…, T, k) the ln|R_t[i, i]|.
+
+    Example
+    -------
+    >>> J = np.tile(np.diag([0.5, 0.25]), (1000, 1, 1))
+    >>> lyapunov_spectrum(J)["lyapunov"]       # ≈ [ln 0.5, ln 0.25]
+    """
+    backend = resolve_backend(backend)
+    arr = np.asarray(J, dtype=np.float64)
+    if arr.ndim not in (3, 4) or arr.shape[-1] != arr.shape[-2]:
+        raise ParameterError("J", f"must have shape (T, D, D) or (B, T, D, D), got {arr.shape}")
+    batched = arr.ndim == 4
+    if not batched:
+        arr = arr[None]
+    B, T, D, _ = arr.shape
+    k = _check_k(k, D)
+    transient = _check_transient(transient, T)
+    logr = TangentQR(B, D, k, backend=backend).feed(arr)
+    lam, running = _summarise(logr, transient)
+    res = {"lyapunov": lam, "lyapunov_running": running, "log_r": logr}
+    return res if batched else {k_: v[0] for k_, v in res.items()}
+
+
+def lyapunov(model, x, h0=None, *, k=None, transient=0, backend=None, command=None):
+    """Finite-time Lyapunov exponents of ``model`` driven by ``x`` (Benettin's QR method).
+
+    Q_t R_t = J_t Q_{t-1},  λ_i = mean over t > ``transient`` of ln|R_t[i, i]|, with the
+    closed-form J_t = ∂h_t/∂h_{t-1} along the simulated trajectory (module docstring).
+
+    Parameters
+    ----------
+    model : dynlab model
+    x : (T, d) or (B, T, d) array ((T,) when d = 1)
+    h0 : (D,) or (B, D) array, optional (zeros)
+    k : int, optional — the first k ≤ D exponents (default all D)
+    transient : int — initial steps discarded (default 0); must be < T
+    backend : "numpy" | "numba" (default) | "cupy" (the Jacobians on the GPU)
+    command : str, optional — recorded in the attrs
+
+    Returns
+    -------
+    xarray.Dataset: ``lyapunov`` ((batch,) exponent), per step; ``lyapunov_running``
+    ((batch,) time, exponent), the mean over the kept steps up to t (NaN for t ≤ transient),
+    to judge convergence; for a CTRNN also ``lyapunov_rate`` = λ / dt per unit of time; plus
+    ``h``, ``x``, ``h0``, the parameters and the attrs (``transient``, ``k``).
+
+    Example
+    -------
+    >>> m = make_model("rnn", hidden=2, inputs=1, seed=0)
+    >>> float(lyapunov(m, random_walk(2000, 1, seed=0), transient=100).lyapunov[0])
+    """
+    import xarray as xr
+
+    from .._dataset import base_attrs
+    from ..simulation import check_input, check_model
+    from .gradients import jacobian_blocks, prepared_states
+
+    backend = resolve_backend(backend)
+    model = check_model(model)
+    xa, _ = check_input(x, model.inputs)
+    B, T, _ = xa.shape
+    D = model.hidden
+    k = _check_k(k, D)
+    transient = _check_transient(transient, T)
+    xa, batched, h0a, H, ds = prepared_states(model, x, h0, backend)
+    qr = TangentQR(B, D, k, backend=backend)
+    get = jacobian_blocks(model, xa, h0a, H, backend)
+    n = int(max(1, min(T, config.JACOBIAN_CHUNK_ENTRIES // max(1, B * D * D))))
+    logr = np.empty((B, T, k))
+    for lo in range(0, T, n):
+        hi = min(T, lo + n)
+        logr[:, lo:hi] = qr.feed(get(lo, hi))
+    lam, running = _summarise(logr, transient)
+
+    lead = ("batch",) if batched else ()
+    sel = slice(None) if batched else 0
+    ds = ds.assign_coords(exponent=("exponent", np.arange(1, k + 1), {"long_name": "exponent index i", "units": "1"}))
+    ds["lyapunov"] = xr.Variable(lead + ("exponent",), lam[sel],
+                                 {"long_name": "finite-time Lyapunov exponent λ_i", "units": "1/step"})
+    ds["lyapunov_running"] = xr.Variable(lead + ("time", "exponent"), running[sel],
+                                         {"long_name": "running mean of ln|R_t[i,i]| (λ_i up to t)",
+                                          "units": "1/step"})
+    if isinstance(model, CTRNN):
+        ds["lyapunov_rate"] = xr.Variable(lead + ("exponent",), lam[sel] / model.dt,
+                                          {"long_name": "Lyapunov exponent per unit time λ_i/Δt",
+                                           "units": "1/time"})
+    ds.attrs.update(base_attrs(backend, command))
+    ds.attrs.update({"transient": transient, "k": k, "lyapunov_kernel": qr.path,
+                     "lyapunov_method": "Benettin QR re-orthonormalisation, random orthogonal Q_0 (seed 0)"})
+    return ds
+
+
+__all__ = ["lyapunov", "lyapunov_spectrum", "TangentQR", "initial_frame"]

@@ -1,0 +1,228 @@
+"""Gradient flow: ‖∂h_T/∂h_t‖₂ from the one-pass backward products against independent references.
+
+References: explicit products rebuilt from scratch for every t with np.linalg.norm(ord=2)
+(``naive.backward_products``/``naive.norm2``); central differences of the slow simulation in
+tests/naive.py; closed forms (a rotation-scaled U at a fixed point, the iRNN's J → −σI);
+the top Lyapunov exponent from the separate QR method.
+
+Tolerances.  1e-10 relative where the same J_t are multiplied in another order: the
+backward recursion differs from the from-scratch products by rounding only (≈ T·D·2⁻⁵³ ≈
+1e-13 for T ≤ 60), and the numba backend's norms are certified to 1e-12 (config.NORM_RTOL).
+1e-6 against central differences (truncation + rounding ≈ 1e-9, see naive.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dynlab
+import dynlab.config
+import naive
+from conftest import MODEL_CASES, inputs
+from dynlab.analysis.gradients import jacobian_norms
+from dynlab.errors import ParameterError
+
+BACKENDS = ("numpy", "numba")
+RTOL = 1e-10
+
+
+def _rotation(angle):
+    c, s = np.cos(angle), np.sin(angle)
+    return np.array([[c, -s], [s, c]])
+
+
+def _stack(B, T, D, seed):
+    """Random Jacobian-like stacks around 0.5·I (norms near 1, products that shrink and grow)."""
+    rng = np.random.default_rng(seed)
+    return 0.5 * np.eye(D) + 0.6 * rng.standard_normal((B, T, D, D)) / np.sqrt(D)
+
+
+def _reference(J):
+    P = naive.backward_products(J)
+    jac = naive.norm2(P)
+    return jac, naive.norm2(J), jac[0] / jac[-2], P
+
+
+# ------------------------------------------------------------------------ array layer
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("D", [1, 2, 3, 6, 40])  # 40 > GRADIENT_NUMBA_MAX_HIDDEN: the BLAS product path
+def test_array_layer_equals_explicit_products(backend, D):
+    B, T = 2, 40
+    J = _stack(B, T, D, seed=D)
+    g = np.random.default_rng(1).standard_normal((B, D))
+    out = jacobian_norms(J, dL_dhT=g, backend=backend)
+    for b in range(B):
+        jac, step, ratio, P = _reference(J[b])
+        np.testing.assert_allclose(out["jac_norm"][b], jac, rtol=RTOL, atol=0)
+        np.testing.assert_allclose(out["step_norm"][b], step, rtol=RTOL, atol=0)
+        np.testing.assert_allclose(out["ratio"][b], ratio, rtol=RTOL, atol=0)
+        assert out["jac_norm"][b, -1] == pytest.approx(1.0, rel=1e-15)  # P_T = I
+        # ∂L/∂h_t = g P_t, its norm from the explicit products
+        dl = np.linalg.norm(np.einsum("i,tij->tj", g[b], P), axis=1)
+        np.testing.assert_allclose(out["dL_dh_norm"][b], dl, rtol=RTOL, atol=0)
+        assert out["dL_dh1_norm"][b] == pytest.approx(dl[0], rel=RTOL)
+    np.testing.assert_allclose(out["log_jac_norm"], np.log(out["jac_norm"]), rtol=0, atol=1e-12)
+    # the products really vary over many orders of magnitude (not a trivially flat curve)
+    assert np.ptp(out["log_jac_norm"]) > 3
+
+
+def test_array_layer_unbatched_and_errors():
+    J = _stack(1, 30, 3, seed=0)[0]
+    out = jacobian_norms(J)
+    assert out["jac_norm"].shape == (30,) and np.ndim(out["ratio"]) == 0
+    with pytest.raises(ParameterError) as err:
+        jacobian_norms(J[:1])
+    assert err.value.param == "J"
+    with pytest.raises(ParameterError) as err:
+        jacobian_norms(J, dL_dhT=np.ones(4))
+    assert err.value.param == "dL_dhT"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_chunking_changes_nothing(monkeypatch, backend):
+    """Feeding the backward pass in blocks of 7 steps gives the same numbers as one block."""
+    J = _stack(2, 50, 40, seed=3)  # D = 40: the BLAS path, warm starts carried across blocks
+    whole = jacobian_norms(J, backend=backend)
+    monkeypatch.setattr(dynlab.config, "JACOBIAN_CHUNK_ENTRIES", 7 * 2 * 40 * 40)
+    parts = jacobian_norms(J, backend=backend)
+    for k in ("log_jac_norm", "step_norm"):
+        np.testing.assert_allclose(parts[k], whole[k], rtol=1e-12, atol=1e-12)
+
+
+def test_norm_certificate_falls_back_on_clustered_spectra():
+    """Near P_T = I every singular value is ≈ 1: the power iteration cannot certify and the
+    SVD must answer; the result is still the exact norm (a wrong fallback would show here)."""
+    rng = np.random.default_rng(5)
+    D, T = 48, 12
+    J = np.eye(D) + 1e-3 * rng.standard_normal((T, D, D))
+    out = jacobian_norms(J, backend="numba")
+    jac, step, _, _ = _reference(J)
+    np.testing.assert_allclose(out["jac_norm"], jac, rtol=RTOL)
+    np.testing.assert_allclose(out["step_norm"], step, rtol=RTOL)
+
+
+# ------------------------------------------------------------------------ model layer
+CASES = ["rnn", "fastrnn", "antisymmetric", "rin", "irnn-K5-zero-plus", "irnn-K5-previous-minus",
+         "irnn-K5-etaTK", "ctrnn-rk4"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", CASES)
+def test_gradient_norms_equal_explicit_products(case, backend):
+    T = 30
+    m = MODEL_CASES[case]("tanh", T)
+    x = inputs(2, T, seed=2)
+    g = np.random.default_rng(0).standard_normal(m.hidden)
+    ds = dynlab.gradient_norms(m, x, backend=backend, dL_dhT=g)
+    J = dynlab.jacobians(m, x, backend="numpy", inputs=False)["jac"].values
+    for b in range(2):
+        jac, step, ratio, P = _reference(J[b])
+        np.testing.assert_allclose(ds["jac_norm"].values[b], jac, rtol=RTOL, atol=0)
+        np.testing.assert_allclose(ds["step_norm"].values[b], step, rtol=RTOL, atol=0)
+        np.testing.assert_allclose(ds["ratio"].values[b], ratio, rtol=RTOL, atol=0)
+        naive_dl1 = np.linalg.norm(g @ P[0])  # ‖dL/dh_T · ∂h_T/∂h_1‖
+        assert ds["dL_dh1_norm"].values[b] == pytest.approx(naive_dl1, rel=RTOL)
+    np.testing.assert_array_equal(ds["h"].values, dynlab.simulate(m, x, backend=backend)["h"].values)
+
+
+@pytest.mark.parametrize("case", ["rnn", "irnn-K5-zero-plus", "irnn-K5-lowrank1"])
+def test_products_equal_finite_differences_of_the_simulation(case):
+    """‖∂h_T/∂h_t‖₂ against central differences of naive.simulate restarted at h_t."""
+    T = 12
+    m = MODEL_CASES[case]("tanh", T)
+    x = inputs(None, T, seed=4)
+    ds = dynlab.gradient_norms(m, x)
+    h = ds["h"].values
+    for t in (8, 10, 11):
+        fd = naive.fd_final_state_jacobian(m, x[t:], h[t - 1])
+        # 1e-6 relative; 1e-10 absolute covers the differences' rounding floor (2⁻⁵³·|h|/eps)
+        assert ds["jac_norm"].values[t - 1] == pytest.approx(np.linalg.norm(fd, 2), rel=1e-6, abs=1e-10)
+        assert ds["jac_norm"].values[t - 1] > 1e-4  # a norm the differences resolve
+
+
+def test_dataset_contract(tmp_path):
+    m = dynlab.make_model("irnn", 3, 2, K=5, eta=0.5, seed=0)
+    ds = dynlab.gradient_norms(m, inputs(None, 40), dL_dhT=np.ones(3), command="test")
+    for v in ("jac_norm", "log_jac_norm", "step_norm", "ratio", "dL_dh_norm", "dL_dh1_norm", "h", "x", "U", "eta"):
+        assert v in ds
+    assert ds["jac_norm"].dims == ("time",) and ds["ratio"].dims == ()
+    assert all("long_name" in ds[v].attrs and "units" in ds[v].attrs for v in ds.data_vars)
+    assert ds.attrs["command"] == "test" and ds.attrs["K"] == 5 and ds.attrs["backend"] == "numba"
+    back = dynlab.read_dataset(dynlab.write_dataset(ds, tmp_path / "g.nc"))
+    again = dynlab.gradient_norms(dynlab.model_from_dataset(back), back["x"].values, dL_dhT=back["dL_dhT"].values)
+    np.testing.assert_array_equal(back["jac_norm"].values, again["jac_norm"].values)
+
+
+def test_bad_input_names_the_parameter():
+    m = dynlab.make_model("rnn", 2, 1, seed=0)
+    with pytest.raises(ParameterError) as err:
+        dynlab.gradient_norms(m, np.zeros((1, 1)))
+    assert err.value.param == "x" and "T ≥ 2" in err.value.message
+    with pytest.raises(ParameterError) as err:
+        dynlab.gradient_norms(m, np.zeros((5, 1)), dL_dhT=np.ones(3))
+    assert err.value.param == "dL_dhT"
+
+
+def test_divergence_is_reported():
+    m = dynlab.make_model("rnn", 2, 1, seed=0, activation="identity", weight_scale=1e3)
+    with pytest.raises(dynlab.DivergenceError):
+        dynlab.gradient_norms(m, np.ones((400, 1)))
+
+
+# ------------------------------------------------------------------------ the science
+@pytest.mark.parametrize("sign, limit", [(1, -1.0), (-1, 1.0)])
+def test_irnn_large_K_makes_the_step_jacobian_minus_sigma_identity(sign, limit):
+    """G_K + σI = Π_k (I + η_k(diag φ' U − αI)) (G_0 + σI), so with ‖U‖₂ < α and g_0 = 0,
+    ‖J_t + σI‖ ≤ q^K, q = 1 − ηα + η‖U‖₂ (tanh: φ' ≤ 1).  K = 100, η = 0.5, ‖U‖₂ = 0.5:
+    q^K = 0.75¹⁰⁰ ≈ 3e-13.  Hence ∂h_T/∂h_1 → (−σ)^{T−1} I and the ratio → 1."""
+    D, T, K = 3, 40, 100
+    rng = np.random.default_rng(0)
+    U = rng.standard_normal((D, D))
+    U *= 0.5 / np.linalg.norm(U, 2)
+    m = dynlab.IRNN(U, rng.standard_normal((D, 1)), 0.1 * rng.standard_normal(D), eta=0.5, alpha=1.0, K=K,
+                    sign=sign)
+    x = dynlab.tasks.random_walk(T, 1, variance=1.0, seed=0)
+    J = dynlab.jacobians(m, x, inputs=False)["jac"].values
+    bound = 0.75 ** K
+    assert naive.norm2(J - limit * np.eye(D)).max() <= bound * (1 + 1e-6) + 1e-15
+    P1 = naive.backward_products(J)[0]
+    np.testing.assert_allclose(P1, limit ** (T - 1) * np.eye(D), rtol=0, atol=T * bound + 1e-13)
+    ds = dynlab.gradient_norms(m, x)
+    assert abs(float(ds["ratio"]) - 1) < 1e-6
+    np.testing.assert_allclose(ds["jac_norm"].values, 1.0, rtol=0, atol=1e-6)
+    # not vacuous: with K = 1 the same cell's gradients vanish
+    assert float(dynlab.gradient_norms(m.replace(K=1), x)["ratio"]) < 1e-3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("scale", [0.5, 2.0])
+def test_long_horizon_log_norm_is_exact_past_under_and_overflow(backend, scale):
+    """tanh RNN at its fixed point h = 0 (b = 0, x = 0): J_t = U = scale·rotation, so
+    ‖∂h_T/∂h_t‖₂ = scale^(T−t) exactly.  At T = 10⁵ that is 10^(∓30103): jac_norm under- or
+    overflows, log_jac_norm = (T−t)·ln(scale) stays exact (1e-10 relative: a running sum of T
+    rounded logs is good to T·2⁻⁵³ ≈ 1e-11 relative)."""
+    T = 100_000 if backend == "numba" else 5000  # the NumPy reference loops in Python
+    U = scale * _rotation(0.7)
+    m = dynlab.RNN(U, np.ones((2, 1)), np.zeros(2))
+    ds = dynlab.gradient_norms(m, np.zeros((T, 1)), backend=backend)
+    lag = T - np.arange(1, T + 1)
+    L = ds["log_jac_norm"].values
+    assert np.all(np.isfinite(L))
+    np.testing.assert_allclose(L, lag * np.log(scale), rtol=1e-10, atol=1e-12)
+    assert ds["jac_norm"].values[0] == (0.0 if scale < 1 else np.inf)
+    np.testing.assert_allclose(ds["step_norm"].values, scale, rtol=1e-14)
+
+
+def test_vanishing_gradients_decay_at_the_top_lyapunov_rate():
+    """A driven tanh RNN with small weights (D = 2, T = 10⁵): ln‖∂h_T/∂h_t‖ falls linearly in
+    T − t; its fitted slope is the top Lyapunov exponent of the separate QR method (1e-3
+    relative: both are finite-time estimates of one limit, differing by O(1/T))."""
+    T = 100_000
+    m = dynlab.make_model("rnn", 2, 1, seed=0, weight_scale=0.5)
+    x = dynlab.tasks.make_input("noise", T, 1, seed=0)
+    L = dynlab.gradient_norms(m, x)["log_jac_norm"].values
+    assert np.all(np.isfinite(L)) and L[0] < -1000  # the norm itself underflowed long ago
+    lag = T - np.arange(1, T + 1)
+    slope = np.polyfit(lag, L, 1)[0]
+    lam = float(dynlab.lyapunov(m, x, k=1)["lyapunov"][0])
+    assert slope < 0 and slope == pytest.approx(lam, rel=1e-3)
