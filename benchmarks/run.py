@@ -15,10 +15,10 @@ from .harness import format_rows, run_workload
 
 
 def all_workloads():
-    from . import forward
+    from . import cli, forward, gradnorm
 
     found = []
-    for module in (forward,):
+    for module in (forward, cli, gradnorm):
         found.extend(module.WORKLOADS)
     return {w.name: w for w in found}
 

@@ -158,3 +158,22 @@ def simulate_spec(spec: RunSpec):
 
     model = build_model(spec)
     return simulate(model, build_input(spec, model.inputs), backend=spec.backend, command=spec.command)
+
+
+@dataclasses.dataclass(frozen=True)
+class GradientSpec:
+    """A ``dynlab gradients`` run: the shared ``RunSpec`` plus the K values and the spectrum flag.
+
+    Parameters
+    ----------
+    run : RunSpec
+        The primary model, input and backend; ``run.K`` must be None (the K values are here).
+    K_values : tuple of int
+        One primary model per value (irnn only); empty means one model with its default K.
+    lyapunov : bool
+        Compute the full finite-time Lyapunov spectrum (otherwise only the top exponent).
+    """
+
+    run: RunSpec
+    K_values: tuple = ()
+    lyapunov: bool = False

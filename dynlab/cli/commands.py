@@ -6,8 +6,8 @@ import contextlib
 import click
 
 from . import main
-from .options import (backend_option, compare_option, data_option, input_options, make_spec, model_options,
-                      out_option)
+from .options import (backend_option, compare_option, data_option, input_options, lyapunov_option, make_spec,
+                      model_options, model_options_K_list, out_option)
 
 
 def _write_data(ds, path: str) -> None:
@@ -105,3 +105,31 @@ def phase(ctx, out, data, **options):
         ds = phase_dataset(make_spec(ctx, options))
     _save(ds, data, out, plot_phase)
     click.echo(phase_summary(ds))
+
+
+@main.command(short_help="Gradient flow ‖∂h_T/∂h_t‖ over T − t for several models; ratio, Lyapunov.")
+@model_options_K_list
+@input_options(batch=False)
+@compare_option
+@lyapunov_option
+@backend_option
+@out_option
+@data_option
+@click.pass_context
+def gradients(ctx, out, data, K, lyapunov, **options):
+    """Gradient flow through time (iRNN paper Figs. 3b, 8): ‖∂h_T/∂h_t‖₂ against T − t.
+
+    One model per --K value (irnn) plus each --compare model, all on the same input; prints
+    the ratio ‖∂h_T/∂h_1‖/‖∂h_T/∂h_(T-1)‖ and the top finite-time Lyapunov exponent of each;
+    --lyapunov computes the whole spectrum and draws it in a second panel.
+
+    Example: dynlab gradients --model irnn --K 1,5,10 --compare rnn,fastrnn --out grad.png
+    """
+    from ..plot import gradients_dataset, gradients_summary, plot_gradients
+    from ..spec import GradientSpec
+
+    spec = GradientSpec(make_spec(ctx, dict(options, K=None)), K_values=K, lyapunov=lyapunov)
+    with keep_partial(data):
+        ds = gradients_dataset(spec)
+    _save(ds, data, out, plot_gradients)
+    click.echo(gradients_summary(ds))

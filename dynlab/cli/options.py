@@ -28,6 +28,7 @@ OPTION_OF = {
     "seed": "--seed", "weights": "--weights", "steps": "--steps", "batch": "--batch",
     "input": "--input", "x": "--input", "variance": "--variance", "backend": "--backend",
     "out": "--out", "data": "--data", "compare": "--compare", "settings": "--set",
+    "K_values": "--K",
 }
 #: Settings with an option of their own may not be given through ``--set``.
 _OWN_OPTION = ("activation", "K", "eta", "alpha", "g0", "weight_scale", "seed", "hidden", "inputs")
@@ -124,7 +125,7 @@ def _parse_data(ctx, param, value):
 
 _CHOICE = dict(case_sensitive=False)
 
-model_options = _stack(
+_MODEL_OPTIONS = (
     click.option("--model", type=click.Choice(MODEL_NAMES, **_CHOICE), default=None,
                  help="Model kind (see `dynlab models`). [default: irnn]"),
     click.option("--hidden", type=int, default=None, metavar="D",
@@ -151,6 +152,34 @@ model_options = _stack(
     click.option("--weights", type=str, default=None, metavar="FILE.npz",
                  help="Load the model from a dynlab.save_model file instead of drawing random weights."),
 )
+model_options = _stack(*_MODEL_OPTIONS)
+
+
+def _parse_K_list(ctx, param, value):
+    """``--K 1,5,10`` → (1, 5, 10): positive integers, each once."""
+    if value is None:
+        return ()
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise click.BadParameter("expected a comma-separated list of integers, e.g. 1,5,10", ctx, param)
+    out = []
+    for v in items:
+        try:
+            k = int(v)
+        except ValueError:
+            raise click.BadParameter(f"expected integers, got {v!r} in {value!r}", ctx, param) from None
+        if k < 1:
+            raise click.BadParameter(f"every K must be ≥ 1, got {k}", ctx, param)
+        if k in out:
+            raise click.BadParameter(f"K={k} is listed twice", ctx, param)
+        out.append(k)
+    return tuple(out)
+
+
+_K_LIST_OPTION = click.option("--K", "K", type=str, default=None, metavar="K1,K2,…", callback=_parse_K_list,
+                              help="irnn: inner Euler steps K, one model per value, e.g. 1,5,10. [default: 1]")
+#: ``model_options`` with ``--K`` taking a comma-separated list (commands that compare K values).
+model_options_K_list = _stack(*(_K_LIST_OPTION if i == 4 else opt for i, opt in enumerate(_MODEL_OPTIONS)))
 
 
 def input_options(*, batch: bool = True, variance_default: str = "1", steps: int = 1000):
@@ -181,6 +210,8 @@ out_option = click.option("--out", type=str, default=None, metavar="FILE", callb
                           help="Write the picture (.png, .pdf or .svg, by suffix).")
 data_option = click.option("--data", type=str, default=None, metavar="FILE.nc", callback=_parse_data,
                            help="Write the results as a NetCDF Dataset.")
+lyapunov_option = click.option("--lyapunov", is_flag=True, default=False,
+                               help="Also compute the full finite-time Lyapunov spectrum and draw it.")
 compare_option = click.option("--compare", type=str, default=None, metavar="NAMES", callback=_parse_compare,
                               help="Comma-separated models drawn beside --model on the same input "
                                    "(same seed, sizes, activation), e.g. rnn,fastrnn.")
