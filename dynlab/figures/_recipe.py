@@ -1,0 +1,71 @@
+"""A figure recipe: compute a Dataset, draw from it alone, check the paper's claim on it."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from typing import Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """One paper figure (DESIGN §6).
+
+    name     : ``irnn-fig6-convergence`` style; the module is the name with ``_`` for ``-``
+    source   : the paper figure(s), e.g. ``"iRNN Fig. 6"``
+    claim    : the claim, one line, as checked by ``check``
+    compute  : ``compute(quick: bool) -> xarray.Dataset`` through the public API; its attrs
+               carry ``scaling`` (how sizes differ from the paper) for the figure to print
+    draw     : ``draw(ds) -> matplotlib.figure.Figure`` from the Dataset alone
+    check    : ``check(ds) -> dict`` with ``passed`` (bool) and the measured numbers
+    """
+
+    name: str
+    source: str
+    claim: str
+    compute: Callable
+    draw: Callable
+    check: Callable
+
+
+def _plain(value):
+    """JSON-safe version of a measured number (numpy scalars → Python)."""
+    if hasattr(value, "item") and getattr(value, "size", 1) == 1:
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def run_recipe(recipe: Recipe, out_dir, *, quick: bool = False, fmt: str = "png") -> dict:
+    """Compute, write ``NAME.nc``, draw ``NAME.<fmt>`` from the Dataset, check the claim.
+
+    Returns the claim record ``{"name", "source", "claim", "passed", "measured", "seconds",
+    "quick"}``; the data is written before drawing, so nothing computed is lost if drawing fails.
+    """
+    from ..io import write_dataset
+    from ..plot.style import save_figure
+
+    os.makedirs(out_dir, exist_ok=True)
+    t0 = time.perf_counter()
+    ds = recipe.compute(quick)
+    ds.attrs.setdefault("figure", recipe.name)
+    ds.attrs["quick"] = int(bool(quick))
+    write_dataset(ds, os.path.join(out_dir, f"{recipe.name}.nc"))
+    measured = _plain(dict(recipe.check(ds)))
+    passed = bool(measured.pop("passed"))
+    fig = recipe.draw(ds)
+    save_figure(fig, os.path.join(out_dir, f"{recipe.name}.{fmt}"))
+    return {"name": recipe.name, "source": recipe.source, "claim": recipe.claim, "passed": passed,
+            "measured": measured, "seconds": round(time.perf_counter() - t0, 2), "quick": bool(quick)}
+
+
+def write_claims(records: list, out_dir) -> str:
+    """Write ``claims.json`` (a list of claim records) into ``out_dir``; returns its path."""
+    path = os.path.join(out_dir, "claims.json")
+    with open(path, "w") as f:
+        json.dump(records, f, indent=2, ensure_ascii=False)
+    return path
