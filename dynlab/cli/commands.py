@@ -133,3 +133,93 @@ def gradients(ctx, out, data, K, lyapunov, **options):
         ds = gradients_dataset(spec)
     _save(ds, data, out, plot_gradients)
     click.echo(gradients_summary(ds))
+
+
+# ----------------------------------------------------------------------------- figures
+@main.group(short_help="The papers' figures: list, make, all (claims checked on the data).")
+def figures():
+    """Reproduce the figures of the four papers (DESIGN §6), each with its claim checked.
+
+    Every figure writes NAME.png (or .pdf), its data NAME.nc, and a line in claims.json with
+    the claim, the measured numbers and pass/fail.  Exit status 1 when any claim fails (all
+    figures are still written).
+
+    Example: dynlab figures all --quick --out gallery/
+    """
+
+
+_figure_out = click.option("--out", "out_dir", type=str, default="figures", show_default=True, metavar="DIR",
+                           help="Directory for the pictures, the NetCDF data and claims.json.")
+_figure_quick = click.option("--quick", is_flag=True, default=False,
+                             help="Reduced sizes (a few seconds per figure; scaling printed on each).")
+_figure_format = click.option("--format", "fmt", type=click.Choice(["png", "pdf", "svg"]), default="png",
+                              show_default=True, help="Picture format.")
+
+
+@figures.command("list")
+def figures_list():
+    """List the figures: name, source, and the claim checked on the data."""
+    from ..figures import recipes
+
+    found = recipes()
+    width = max(map(len, found)) + 2 if found else 0
+    for name, r in found.items():
+        click.echo(f"{name:<{width}}{r.source}: {r.claim}")
+
+
+def _make_figures(ctx, names, out_dir, quick, fmt):
+    import os
+    import sys
+
+    from ..figures import get
+    from ..figures._recipe import run_recipe, write_claims
+
+    chosen = [get(n) for n in names]  # unknown names fail before anything runs
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        from ..errors import ParameterError
+        raise ParameterError("out_dir", f"cannot create {out_dir} ({exc.strerror or exc})") from None
+    records = []
+    with click.progressbar(chosen, label="figures", file=sys.stderr,
+                           item_show_func=lambda r: r.name if r else "") as bar:
+        for recipe in bar:
+            records.append(run_recipe(recipe, out_dir, quick=quick, fmt=fmt))
+            write_claims(records, out_dir)  # after every figure: nothing finished is lost
+    for r in records:
+        nums = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r["measured"].items())
+        click.echo(f"{'PASS' if r['passed'] else 'FAIL'}  {r['name']:<26} {r['seconds']:>7.1f} s  {nums}")
+    click.echo(f"wrote {len(records)} figure(s) and claims.json to {out_dir}")
+    failed = [r["name"] for r in records if not r["passed"]]
+    if failed:
+        click.echo(f"Error: claim failed for {', '.join(failed)}", err=True)
+        ctx.exit(1)
+
+
+@figures.command("make")
+@click.argument("names", nargs=-1, required=True)
+@_figure_out
+@_figure_quick
+@_figure_format
+@click.pass_context
+def figures_make(ctx, names, out_dir, quick, fmt):
+    """Make the named figures (see `dynlab figures list`).
+
+    Example: dynlab figures make irnn-fig2-phase rin-gradients --out figs/
+    """
+    _make_figures(ctx, names, out_dir, quick, fmt)
+
+
+@figures.command("all")
+@_figure_out
+@_figure_quick
+@_figure_format
+@click.pass_context
+def figures_all(ctx, out_dir, quick, fmt):
+    """Make every figure, in DESIGN §6 order.
+
+    Example: dynlab figures all --quick --out figs/
+    """
+    from ..figures import recipes
+
+    _make_figures(ctx, list(recipes()), out_dir, quick, fmt)
