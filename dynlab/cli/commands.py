@@ -167,9 +167,10 @@ def figures_list():
         click.echo(f"{name:<{width}}{r.source}: {r.claim}")
 
 
-def _make_figures(ctx, names, out_dir, quick, fmt):
+def _make_figures(ctx, names, out_dir, quick, fmt, gallery=False):
     import os
     import sys
+    import time
 
     from ..figures import get
     from ..figures._recipe import run_recipe, write_claims
@@ -181,6 +182,7 @@ def _make_figures(ctx, names, out_dir, quick, fmt):
         from ..errors import ParameterError
         raise ParameterError("out_dir", f"cannot create {out_dir} ({exc.strerror or exc})") from None
     records = []
+    t0 = time.perf_counter()
     with click.progressbar(chosen, label="figures", file=sys.stderr,
                            item_show_func=lambda r: r.name if r else "") as bar:
         for recipe in bar:
@@ -189,7 +191,13 @@ def _make_figures(ctx, names, out_dir, quick, fmt):
     for r in records:
         nums = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r["measured"].items())
         click.echo(f"{'PASS' if r['passed'] else 'FAIL'}  {r['name']:<26} {r['seconds']:>7.1f} s  {nums}")
-    click.echo(f"wrote {len(records)} figure(s) and claims.json to {out_dir}")
+    extra = ""
+    if gallery:
+        from ..figures._gallery import write_gallery
+
+        write_gallery(records, out_dir, fmt=fmt, total_seconds=time.perf_counter() - t0)
+        extra = ", README.md"
+    click.echo(f"wrote {len(records)} figure(s), claims.json{extra} to {out_dir}")
     failed = [r["name"] for r in records if not r["passed"]]
     if failed:
         click.echo(f"Error: claim failed for {', '.join(failed)}", err=True)
@@ -216,10 +224,10 @@ def figures_make(ctx, names, out_dir, quick, fmt):
 @_figure_format
 @click.pass_context
 def figures_all(ctx, out_dir, quick, fmt):
-    """Make every figure, in DESIGN §6 order.
+    """Make every figure, in DESIGN §6 order, and the gallery page README.md beside them.
 
     Example: dynlab figures all --quick --out figs/
     """
     from ..figures import recipes
 
-    _make_figures(ctx, list(recipes()), out_dir, quick, fmt)
+    _make_figures(ctx, list(recipes()), out_dir, quick, fmt, gallery=True)
