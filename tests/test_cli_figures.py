@@ -39,3 +39,14 @@ def test_unknown_figure_is_one_line_exit_2(tmp_path):
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and "NAME" in lines[0] and "no-such-figure" in lines[0]
     assert not (tmp_path / "claims.json").exists()
+
+
+def test_gallery_page_lists_records_and_errata(tmp_path):
+    from dynlab.figures._gallery import ERRATA, write_gallery
+
+    run(["figures", "make", "rin-gradients", "--quick", "--out", str(tmp_path)])
+    records = json.loads((tmp_path / "claims.json").read_text())
+    text = open(write_gallery(records, tmp_path, total_seconds=12.0)).read()
+    assert "## rin-gradients" in text and "(rin-gradients.png)" in text
+    assert "rnn_tanh_log10_at_t1" in text and "--quick" in text
+    assert "## Errata" in text and all(src in text for src, _, _ in ERRATA)
