@@ -63,7 +63,14 @@ def compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool =
 
 
 def _region_task(spec, region, backend, batched, path, variables):
-    """One Dask task: compute a region; write it to the store (return its size) or return it."""
+    """One Dask task: compute a region; write it to the store (return None) or return it.
+
+    Dask supplies the parallelism (one task per worker thread), so numba's own threads are
+    set to 1 for this thread: a worker per core then uses every core without oversubscribing.
+    """
+    import numba
+
+    numba.set_num_threads(1)
     values = compute_region(spec, region, backend, batched)
     if path is None:
         return values
@@ -173,7 +180,8 @@ def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=Non
     store : path, optional
         A Zarr store written region by region as points finish (module ``dynlab.sweep.store``).
         An existing path is never overwritten: it is an error unless ``resume=True``, and then
-        it must hold this same sweep; only its missing regions are computed.
+        it must hold this same sweep; only its missing regions are computed (``resume=True``
+        on a path that does not exist yet starts the sweep there).
     backend : "numba" (default) | "numpy" | "cupy"
         Batched kernels: numba's prange kernel, or the array-namespace kernel on NumPy/CuPy;
         targets without one call the public analysis with this backend per point.
@@ -207,6 +215,8 @@ def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=Non
         raise ParameterError("region_size", f"must be a positive integer, got {region_size!r}")
     path = None if store is None else os.fspath(store)
     fingerprint = spec.fingerprint()
+    if path is not None and resume and not os.path.exists(path):
+        resume = False  # killed before the store existed: nothing to continue, start it
     if path is not None and resume:
         _store.open_existing(path, fingerprint)
         chunks = _store.store_chunks(path)

@@ -245,7 +245,7 @@ def batched_gradient_summaries(models, xs, backend):
         M = np.full((S, D, D), np.nan)
         J = np.full((S, D, D), np.nan)
         bad = np.zeros(S, dtype=np.int64)
-        sb.tangent_numba(gated, R, C, eta, K, alpha, sign, g0prev, act, leak, logs, M, J, bad)
+        sb.run_tangent_numba(gated, R, C, eta, K, alpha, sign, g0prev, act, leak, logs, M, J, bad)
         xp = np
     else:
         xp = namespace(backend)
