@@ -181,7 +181,7 @@ def test_per_point_targets_equal_public_calls(analysis, fixed):
         if analysis == "simulate":
             h = dl.simulate(m, x)["h"].values
             assert res["final_norm"].values[idx] == np.linalg.norm(h[-1])
-            assert res["mean_abs_h"].values[idx] == np.abs(h).mean()
+            assert abs(res["mean_abs_h"].values[idx] / np.abs(h).mean() - 1) <= 1e-14  # scaled mean: rounding
             assert res["max_abs_h"].values[idx] == np.abs(h).max()
         elif analysis == "lyapunov":
             lam = dl.lyapunov(m, x, k=2, transient=5)["lyapunov"].values
@@ -488,3 +488,38 @@ def test_xarray_region_writes_equal_the_direct_zarr_writes(tmp_path):
     for v in ("lyapunov", "diverged_at", "done"):
         np.testing.assert_array_equal(via_xr[v].values, direct[v].values)
         assert via_xr[v].dtype == direct[v].dtype
+
+
+def test_simulate_target_reports_divergence_like_simulate():
+    fixed = {"model": "rnn", "hidden": 3, "steps": 900, "activation": "identity", "weight_scale": 3.0}
+    res = dl.sweep("simulate", {"seed": [0, 2]}, fixed=fixed)
+    assert res.attrs["input"] == "random-walk" and res.attrs["inputs"] == 1
+    for settings, idx in _points(res):
+        m, x = _run({**fixed, **settings})
+        with pytest.raises(DivergenceError) as err:
+            dl.simulate(m, x)
+        assert res["diverged_at"].values[idx] == err.value.step > 0
+        h = err.value.partial["h"].values  # the finite steps before it
+        # |h| reaches ≈ 1e308 here: the plain mean overflows; scaled by 2^-1000 it does not
+        want = np.abs(h * 2.0 ** -1000).mean() * 2.0 ** 1000
+        assert np.isfinite(want) and abs(res["mean_abs_h"].values[idx] / want - 1) <= 1e-12
+        assert res["max_abs_h"].values[idx] == np.abs(h).max()
+        assert np.isnan(res["final_norm"].values[idx])
+
+
+def test_spec_file_zip_and_seed_list(tmp_path):
+    spec = tmp_path / "z.toml"
+    spec.write_text('analysis = "lyapunov"\n[model]\nname = "irnn"\nhidden = 3\n[input]\nsteps = 30\n'
+                    '[options]\nk = 2\n[grid]\nK = [1, 3]\n[zip.sched]\neta = [0.2, 0.9]\nalpha = [1.0, 0.5]\n'
+                    '[repeat]\nseeds = [3, 7]\n')
+    from dynlab.sweep import sweep_from_file
+
+    got = sweep_from_file(spec)
+    ref = dl.sweep("lyapunov", {"K": [1, 3]}, zipped={"sched": {"eta": [0.2, 0.9], "alpha": [1.0, 0.5]}},
+                   fixed={"model": "irnn", "hidden": 3, "steps": 30, "k": 2}, seeds=[3, 7])
+    assert got["lyapunov"].dims == ("K", "sched", "seed", "exponent")
+    assert list(got["seed"].values) == [3, 7]
+    np.testing.assert_array_equal(got["lyapunov"].values, ref["lyapunov"].values)
+    m, x = _run({"hidden": 3, "steps": 30, "K": 3, "eta": 0.9, "alpha": 0.5, "seed": 7})
+    np.testing.assert_array_equal(got["lyapunov"].sel(K=3, sched=1, seed=7).values,
+                                  dl.lyapunov(m, x, k=2)["lyapunov"].values)

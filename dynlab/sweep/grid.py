@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from .. import spec as _spec
 from ..errors import ParameterError
 
 #: Run settings and their types (float settings accept ints).
@@ -32,8 +33,10 @@ RUN_SETTINGS = {
     "model": str, "hidden": int, "inputs": int, "activation": str, "K": int, "eta": float, "alpha": float,
     "g0": str, "weight_scale": float, "seed": int, "steps": int, "input": str, "variance": float,
 }
-#: Defaults of the run settings a sweep fills in when they are not given (RunSpec's).
-RUN_DEFAULTS = {"model": "irnn", "seed": 0}
+#: Defaults of the run settings a sweep fills in when they are not given (RunSpec's), so the
+#: attrs of a result name the whole run.
+RUN_DEFAULTS = {"model": _spec.DEFAULT_MODEL, "hidden": _spec.DEFAULT_HIDDEN, "inputs": _spec.DEFAULT_INPUTS,
+                **{f.name: f.default for f in dataclasses.fields(_spec.RunSpec) if f.name in ("seed", "steps", "input")}}
 
 
 @dataclasses.dataclass(frozen=True)

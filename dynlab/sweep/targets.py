@@ -135,12 +135,12 @@ def _simulate(run, opts, backend):
     ds = simulate(model, x, backend=backend, on_divergence="flag")
     h = ds["h"].values
     at = int(ds["diverged_at"])
-    finite = h if at == 0 else h[:at - 1]
-    out = {"final_norm": float(np.linalg.norm(h[-1])) if at == 0 else np.nan,
-           "mean_abs_h": float(np.abs(finite).mean()) if finite.size else np.nan,
-           "max_abs_h": float(np.abs(finite).max()) if finite.size else np.nan,
-           "diverged_at": at}
-    return out
+    finite = np.abs(h if at == 0 else h[:at - 1])
+    top = float(finite.max()) if finite.size else np.nan
+    # the mean of values near overflow (the steps just before a divergence) scaled by the max
+    mean = float((finite / top).mean() * top) if finite.size and top > 0 else (0.0 if finite.size else np.nan)
+    return {"final_norm": float(np.linalg.norm(h[-1])) if at == 0 else np.nan,
+            "mean_abs_h": mean, "max_abs_h": top, "diverged_at": at}
 
 
 # ============================================================================ gradient_norms
