@@ -30,8 +30,8 @@ from ..errors import ParameterError
 BOOKKEEPING = ("done", "computed_at")
 
 
-def _int_fill(dtype) -> int:
-    return -1
+#: Integer variables of a point not yet computed (``done`` = 0) hold this value.
+INT_NOT_COMPUTED = -1
 
 
 def template(spec, target, chunks, attrs: dict):
@@ -58,7 +58,7 @@ def template(spec, target, chunks, attrs: dict):
         extra = tuple(d for d, _ in var.dims)
         full = shape + tuple(n for _, n in var.dims)
         dt = np.dtype(var.dtype)
-        fill = np.nan if dt.kind == "f" else _int_fill(dt)
+        fill = np.nan if dt.kind == "f" else INT_NOT_COMPUTED
         data[name] = xr.Variable(dims + extra, np.full(full, fill, dtype=dt),
                                  {"long_name": var.long_name, "units": var.units})
     data["done"] = xr.Variable(dims, np.zeros(shape, dtype=np.int8),
