@@ -102,33 +102,10 @@ def validate_points(spec: SweepSpec, target) -> None:
             run, opts = split_settings(settings, target)
             try:
                 model, x = model_and_input(run)
-                check = getattr(target, "validate", None)
-                if check is not None:
-                    check(model, x, opts)
-                _generic_option_checks(target, model, x, opts)
+                if target.validate is not None:
+                    target.validate(model, x, opts)
             except ParameterError as exc:
                 raise ParameterError(_where(spec, exc.param), exc.message) from None
-
-
-def _generic_option_checks(target, model, x, opts):
-    """Checks of the built-in targets' options that the analyses would only make mid-sweep."""
-    from ..models import IRNN
-
-    T = x.shape[0]
-    if target.name == "gradient_norms" and T < 2:
-        raise ParameterError("steps", f"gradient_norms needs T ≥ 2 steps, got {T}")
-    if target.name == "lyapunov":
-        k = opts.get("k", 1)
-        if not 1 <= k <= model.hidden:
-            raise ParameterError("k", f"must be between 1 and hidden={model.hidden}, got {k}")
-        if not 0 <= opts.get("transient", 0) < T:
-            raise ParameterError("transient", f"must be ≥ 0 and < steps={T}, got {opts.get('transient')}")
-    if target.name == "irnn_equilibrium":
-        if not isinstance(model, IRNN):
-            raise ParameterError("model", f"irnn_equilibrium needs model irnn, got {model.name!r}")
-        from ..analysis.equilibria import METHODS
-        if opts.get("method", "newton") not in METHODS:
-            raise ParameterError("method", f"must be one of {', '.join(METHODS)}, got {opts.get('method')!r}")
 
 
 def _attrs(spec: SweepSpec, backend: str, command, chunks) -> dict:

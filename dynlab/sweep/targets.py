@@ -22,7 +22,8 @@ fixed extra dimension) that a sweep stores along its grid.  Adding a target is a
 depends on a (fixed) option: name those options in ``shape_settings`` so a sweep refuses to
 vary them, and give ``coords`` for the extra dimensions.  ``batched(points, backend)`` may
 compute many points at once (a list of (run, opts) → a list of result dicts); a target
-without it is computed point by point.  A numerical failure of one point is recorded in its
+without it is computed point by point.  ``validate(model, x, opts)`` may reject a bad option
+before any work (it runs on every axis value when the sweep starts).  A numerical failure of one point is recorded in its
 variables (e.g. ``diverged_at``), never raised: the sweep goes on.
 """
 from __future__ import annotations
@@ -59,6 +60,9 @@ class Target:
     batched : (points: list of (run, opts), backend) → list of dicts, optional
     shape_settings : options that fix a variable's shape (may not be swept)
     coords : settings → {dim: (values, attrs)} for the extra dimensions, optional
+    validate : (model, x, opts) → None, optional — raise ParameterError for a bad option or
+        model before any work (run on every axis value; the analysis itself may only find
+        out mid-sweep)
     """
 
     name: str
@@ -69,6 +73,7 @@ class Target:
     batched: Callable | None = None
     shape_settings: tuple = ()
     coords: Callable | None = None
+    validate: Callable | None = None
 
     def variables_for(self, settings: dict) -> dict:
         return self.variables(settings) if callable(self.variables) else dict(self.variables)
@@ -315,19 +320,44 @@ def _irnn_equilibrium(run, opts, backend):
             "h_gap": float(np.abs(h - eq["h_eq"].values).max()), "diverged_at": 0}
 
 
+def _check_grad(model, x, opts):
+    if x.shape[0] < 2:
+        raise ParameterError("steps", f"gradient_norms needs T ≥ 2 steps, got {x.shape[0]}")
+
+
+def _check_lyap(model, x, opts):
+    k, transient = opts.get("k", 1), opts.get("transient", 0)
+    if not 1 <= k <= model.hidden:
+        raise ParameterError("k", f"must be between 1 and hidden={model.hidden}, got {k}")
+    if not 0 <= transient < x.shape[0]:
+        raise ParameterError("transient", f"must be ≥ 0 and < steps={x.shape[0]}, got {transient}")
+
+
+def _check_eq(model, x, opts):
+    from ..analysis.equilibria import METHODS
+    from ..models import IRNN
+
+    if not isinstance(model, IRNN):
+        raise ParameterError("model", f"irnn_equilibrium needs model irnn, got {model.name!r}")
+    if opts.get("method", "newton") not in METHODS:
+        raise ParameterError("method", f"must be one of {', '.join(METHODS)}, got {opts.get('method')!r}")
+    if opts.get("tol", 1e-12) <= 0 or (opts.get("max_iter") is not None and opts["max_iter"] < 1):
+        raise ParameterError("tol" if opts.get("tol", 1e-12) <= 0 else "max_iter", "must be > 0")
+
+
 register_target(Target(
     "simulate", _simulate, _SIM_VARS,
     description="dynlab.simulate: ‖h_T‖₂, mean and max |h|, the step where the state diverged"))
 register_target(Target(
-    "gradient_norms", _gradient_norms, _GRAD_VARS, batched=_gradient_norms_batched,
+    "gradient_norms", _gradient_norms, _GRAD_VARS, batched=_gradient_norms_batched, validate=_check_grad,
     description="dynlab.gradient_norms: ratio ‖∂h_T/∂h_1‖/‖∂h_T/∂h_(T-1)‖ and its logs; batched kernels "
                 "for the iRNN and the gated cells"))
 register_target(Target(
     "lyapunov", _lyapunov, _lyap_vars, options={"k": (1, int), "transient": (0, int)},
-    shape_settings=("k",), coords=_lyap_coords,
+    shape_settings=("k",), coords=_lyap_coords, validate=_check_lyap,
     description="dynlab.lyapunov: the top k finite-time Lyapunov exponents"))
 register_target(Target(
     "irnn_equilibrium", _irnn_equilibrium, _EQ_VARS,
-    options={"method": ("newton", str), "tol": (1e-12, float), "max_iter": (None, int)},
+    options={"method": ("newton", str), "tol": (1e-12, float), "max_iter": (None, int)}, validate=_check_eq,
     description="dynlab.irnn_equilibrium at every step of the iRNN's own trajectory (h_prev = h_(m-1)): "
                 "residual, iterations, converged, distance of h_m from the equilibrium"))
