@@ -45,8 +45,8 @@ _EXPORTS = {
     # activations
     "ACTIVATIONS": "dynlab.activations",
 }
-_SUBMODULES = ("tasks", "models", "activations", "analysis", "kernels", "io", "plot", "errors",
-               "sweep")  # dynlab.sweep is callable: dl.sweep(analysis, grid, ...)
+_SUBMODULES = ("tasks", "models", "activations", "analysis", "kernels", "io", "plot", "errors")
+_SUBMODULES += ("sweep",)  # dynlab.sweep is a callable package: dl.sweep(analysis, grid, ...)
 
 __all__ = sorted(_EXPORTS) + list(_SUBMODULES) + ["__version__"]
 
