@@ -46,6 +46,7 @@ _EXPORTS = {
     "ACTIVATIONS": "dynlab.activations",
 }
 _SUBMODULES = ("tasks", "models", "activations", "analysis", "kernels", "io", "plot", "errors")
+_SUBMODULES += ("sweep",)  # dynlab.sweep is a callable package: dl.sweep(analysis, grid, ...)
 
 __all__ = sorted(_EXPORTS) + list(_SUBMODULES) + ["__version__"]
 

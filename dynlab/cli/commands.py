@@ -8,6 +8,7 @@ import click
 from . import main
 from .options import (backend_option, compare_option, data_option, input_options, lyapunov_option, make_spec,
                       model_options, model_options_K_list, out_option)
+from .options import sweep_options
 
 
 def _write_data(ds, path: str) -> None:
@@ -231,3 +232,66 @@ def figures_all(ctx, out_dir, quick, fmt):
     from ..figures import recipes
 
     _make_figures(ctx, list(recipes()), out_dir, quick, fmt, gallery=True)
+class _Progress:
+    """A one-line progress bar on stderr: points done, rate (points/s) and ETA."""
+
+    def __init__(self, width: int = 30):
+        import time
+
+        self.clock = time.monotonic
+        self.t0 = self.clock()
+        self.last = -1.0
+        self.width = width
+        self.shown = False
+
+    def __call__(self, done: int, total: int, computed: int) -> None:
+        now = self.clock()
+        if done < total and now - self.last < 0.2:
+            return
+        self.last = now
+        rate = computed / (now - self.t0) if computed and now > self.t0 else 0.0
+        eta = "--:--" if rate == 0 else "{:d}:{:02d}".format(*divmod(int(round((total - done) / rate)), 60))
+        fill = int(self.width * done / max(total, 1))
+        click.echo(f"\r[{'#' * fill}{'.' * (self.width - fill)}] {done}/{total} points, {rate:.3g} points/s, "
+                   f"ETA {eta}", err=True, nl=False)
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            click.echo("", err=True)
+
+
+@main.command(short_help="Sweep one analysis over a grid of settings (TOML spec) into a Zarr store.")
+@click.argument("spec_file", metavar="SPEC.toml", type=str)
+@sweep_options
+@backend_option
+@data_option
+@click.pass_context
+def sweep(ctx, spec_file, store, resume, scheduler, region_size, backend, data):
+    """Run the sweep SPEC.toml describes (see `dynlab.sweep.specfile`): analysis, [model],
+    [input], [options], [grid], [zip.NAME], [repeat] seeds.  Prints a progress bar; --out
+    keeps every finished region in a Zarr store, --resume continues it, --data exports NetCDF.
+
+    Example: dynlab sweep grad.toml --out results.zarr --data results.nc
+    """
+    import shlex
+
+    from ..errors import ParameterError
+    from ..sweep import sweep_from_file
+
+    if resume and store is None:
+        raise ParameterError("store", "--resume needs the store to continue (--out STORE.zarr)")
+    argv = (ctx.obj or {}).get("argv")
+    bar = _Progress()
+    try:
+        ds = sweep_from_file(spec_file, store=store, resume=resume, scheduler=scheduler, region_size=region_size,
+                             backend=backend, progress=bar,
+                             command=None if argv is None else "dynlab " + shlex.join(argv))
+    finally:
+        bar.close()
+    if data is not None:
+        _write_data(ds, data)
+    click.echo(f"{ds.attrs['analysis']}: {int(ds['done'].sum())}/{ds['done'].size} points over "
+               f"{', '.join(f'{d}={n}' for d, n in ds['done'].sizes.items())}; "
+               f"{ds.attrs['points_computed']} computed now" + (f"; store {store}" if store else "")
+               + (f"; wrote {data}" if data else ""))

@@ -225,3 +225,29 @@ def make_spec(ctx: click.Context, options: dict):
     argv = (ctx.obj or {}).get("argv")
     command = None if argv is None else "dynlab " + shlex.join(argv)
     return RunSpec(command=command, **options)
+
+
+# ---------------------------------------------------------------- dynlab sweep
+OPTION_OF.update({"store": "--out", "scheduler": "--scheduler", "region_size": "--region-size",
+                  "spec": "SPEC.toml", "analysis": "SPEC.toml analysis"})
+
+
+def _parse_store(ctx, param, value):
+    if value is None:
+        return None
+    if not value.rstrip("/").endswith(".zarr"):
+        raise click.BadParameter(f"must be a Zarr store path ending in .zarr, got {value!r}", ctx, param)
+    return _check_parent(value.rstrip("/"), ctx, param)
+
+
+sweep_options = _stack(
+    click.option("--out", "store", type=str, default=None, metavar="STORE.zarr", callback=_parse_store,
+                 help="The Zarr store, written region by region as points finish (never overwritten)."),
+    click.option("--resume", is_flag=True, default=False,
+                 help="Continue the sweep in --out (killed or interrupted): compute only the missing points."),
+    click.option("--scheduler", type=str, default=None, metavar="local|ADDRESS",
+                 help="Run regions as Dask tasks: `local` (a LocalCluster) or a scheduler address. "
+                      "[default: in process]"),
+    click.option("--region-size", "region_size", type=click.IntRange(min=1), default=None, metavar="N",
+                 help="Points per region (the store's chunk). [default: 64 batched, 8 otherwise]"),
+)

@@ -1,0 +1,264 @@
+"""``sweep``: run a target over a grid of settings, in process or on a Dask cluster, with resume.
+
+The grid is cut into regions (N-D boxes of points = the store's chunks, ``grid.region_chunks``).
+A region is computed as one unit — in one batch when the target has a batched kernel — and,
+with a store, written as soon as it is finished (``store.write_region``), so progress is
+durable region by region.  ``resume=True`` recomputes only the regions whose ``done`` mask is
+not set.  With a Dask scheduler each missing region is one task; workers write their own
+regions to the shared store (or, without a store, return them to the client).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from ..errors import ParameterError
+from . import store as _store
+from .grid import RUN_SETTINGS, SweepSpec, make_sweep_spec, region_chunks, region_points, regions
+from .targets import get_target, model_and_input
+
+#: Points per region when the target has a batched kernel (one batch per region) and when not.
+REGION_SIZE_BATCHED = 64
+REGION_SIZE = 8
+
+
+def split_settings(settings: dict, target) -> tuple[dict, dict]:
+    """(run settings for ``model_and_input``, the target's own options)."""
+    opts = {k: v for k, v in settings.items() if k in target.options}
+    run = {k: v for k, v in settings.items() if k not in target.options}
+    return run, opts
+
+
+def compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool = True) -> dict:
+    """The values of one region: name → array (region shape + extra dims), with ``computed_at``."""
+    target = get_target(spec.analysis)
+    pts = region_points(spec, region)
+    shape = tuple(s.stop - s.start for s in region)
+    pairs = [split_settings(s, target) for _, s in pts]
+    if batched and target.batched is not None:
+        results = target.batched(pairs, backend)
+        stamps = [time.time()] * len(pts)
+    else:
+        results, stamps = [], []
+        for run, opts in pairs:
+            results.append(target.compute(run, opts, backend))
+            stamps.append(time.time())
+    variables = target.variables_for(pts[0][1])
+    out = {}
+    for name, var in variables.items():
+        extra = tuple(n for _, n in var.dims)
+        arr = np.empty((len(pts),) + extra, dtype=np.dtype(var.dtype))
+        for i, res in enumerate(results):
+            if name not in res:
+                raise ValueError(f"sweep target {target.name!r} returned no {name!r} for {pts[i][1]}")
+            v = np.asarray(res[name])
+            if v.shape != extra:
+                raise ValueError(f"sweep target {target.name!r}: {name!r} has shape {v.shape}, declared {extra}")
+            arr[i] = v
+        out[name] = arr.reshape(shape + extra)
+    out["computed_at"] = np.asarray(stamps, dtype=np.float64).reshape(shape)
+    return out
+
+
+def _region_task(spec, region, backend, batched, path, variables):
+    """One Dask task: compute a region; write it to the store (return None) or return it.
+
+    Dask supplies the parallelism (one task per worker thread), so numba's own threads are
+    set to 1 for this thread: a worker per core then uses every core without oversubscribing.
+    """
+    import numba
+
+    numba.set_num_threads(1)
+    values = compute_region(spec, region, backend, batched)
+    if path is None:
+        return values
+    _store.write_region(path, spec.dims, region, values, variables)
+    return None
+
+
+def _where(spec: SweepSpec, name: str) -> str:
+    for axis in spec.axes:
+        if name in axis.names:
+            return f"grid.{name}" if not axis.zipped else f"zip.{axis.dim}.{name}"
+    return f"fixed.{name}" if name in dict(spec.fixed) else name
+
+
+def validate_points(spec: SweepSpec, target) -> None:
+    """Build the model and input of every axis value (others at their first value), and run the
+    target's option checks, so a bad value fails before any work, naming where it was given."""
+    base = [0] * len(spec.axes)
+    seen = set()
+    for a, axis in enumerate(spec.axes):
+        for i in range(axis.size):
+            idx = list(base)
+            idx[a] = i
+            settings = spec.point(tuple(idx))
+            key = tuple(sorted((k, v) for k, v in settings.items()))
+            if key in seen:
+                continue
+            seen.add(key)
+            run, opts = split_settings(settings, target)
+            try:
+                model, x = model_and_input(run)
+                if target.validate is not None:
+                    target.validate(model, x, opts)
+            except ParameterError as exc:
+                raise ParameterError(_where(spec, exc.param), exc.message) from None
+
+
+def _attrs(spec: SweepSpec, backend: str, command, chunks) -> dict:
+    from .._dataset import base_attrs, clean_attr
+
+    attrs = {k: clean_attr(v) for k, v in spec.fixed}
+    attrs.update(base_attrs(backend, command))
+    attrs.update({"analysis": spec.analysis, "sweep_dims": ",".join(spec.dims), "sweep_spec": spec.fingerprint(),
+                  "sweep_chunks": ",".join(map(str, chunks))})
+    return attrs
+
+
+def _client(scheduler, dask_options):
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise ParameterError("scheduler", "needs dask.distributed (pip install 'dynlab[dask]')") from None
+    if isinstance(scheduler, Client):
+        return scheduler, None
+    if scheduler == "local":
+        opts = {"n_workers": os.cpu_count() or 1, "threads_per_worker": 1, "dashboard_address": None}
+        opts.update(dask_options or {})
+        cluster = LocalCluster(**opts)
+        return Client(cluster), cluster
+    try:
+        return Client(str(scheduler), timeout="10s"), None
+    except Exception as exc:
+        raise ParameterError("scheduler", f"cannot connect to {scheduler!r} ({type(exc).__name__}: {exc})") from None
+
+
+def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=None, resume=False, backend=None,
+          scheduler=None, region_size=None, batched=True, progress=None, dask_options=None, command=None):
+    """Compute one analysis target over a grid of settings; one dimension per swept setting.
+
+    Parameters
+    ----------
+    analysis : str
+        A registered target (``dynlab.sweep.TARGETS``): ``simulate``, ``gradient_norms``,
+        ``lyapunov``, ``irnn_equilibrium``, … (see ``dynlab.sweep.targets`` to add one).
+    grid : dict setting → list of values
+        Cartesian axes, e.g. ``{"K": [1, 5, 10], "eta": [0.1, 0.5]}`` (``dynlab.sweep.grid``
+        lists the settings: model, input and the target's options).
+    fixed : dict setting → value
+        Settings held fixed (attrs of the result); ``model`` defaults to irnn, ``seed`` to 0.
+    zipped : dict dim → {setting: values}, optional
+        Settings varied together along one dimension ``dim``.
+    seeds : int or list of int, optional
+        Repeats: a ``seed`` dimension (n → seeds 0..n−1); the seed draws weights and input.
+    store : path, optional
+        A Zarr store written region by region as points finish (module ``dynlab.sweep.store``).
+        An existing path is never overwritten: it is an error unless ``resume=True``, and then
+        it must hold this same sweep; only its missing regions are computed (``resume=True``
+        on a path that does not exist yet starts the sweep there).
+    backend : "numba" (default) | "numpy" | "cupy"
+        Batched kernels: numba's prange kernel, or the array-namespace kernel on NumPy/CuPy;
+        targets without one call the public analysis with this backend per point.
+    scheduler : None (in process) | "local" (a distributed.LocalCluster) | address | Client
+    region_size : int — points per region (chunk); default 64 for batched targets, else 8.
+    batched : bool — False computes every point through the target's per-point function.
+    progress : callable(done, total, computed_now), optional — called after every region.
+    dask_options : dict, optional — keyword arguments of the LocalCluster for "local".
+
+    Returns
+    -------
+    xarray.Dataset: the target's variables over the sweep dimensions (then their own), the
+    swept values as coordinates, ``done`` and ``computed_at`` per point, attrs with the fixed
+    settings, ``analysis``, ``backend``, ``dynlab_version``, ``command``, ``sweep_spec``; the
+    attr ``points_computed`` counts the points this call computed.
+
+    Example
+    -------
+    >>> res = dl.sweep("gradient_norms", {"K": [1, 5, 10], "eta": [0.1, 0.5]},
+    ...                fixed={"model": "irnn", "hidden": 8, "steps": 200}, seeds=2)
+    >>> res.ratio.sel(K=10).mean("seed")
+    """
+    from ..backends import resolve_backend
+
+    spec = make_sweep_spec(analysis, grid, fixed=fixed, zipped=zipped, seeds=seeds)
+    target = get_target(spec.analysis)
+    backend = resolve_backend(backend)
+    if region_size is None:
+        region_size = REGION_SIZE_BATCHED if (batched and target.batched is not None) else REGION_SIZE
+    if isinstance(region_size, bool) or not isinstance(region_size, (int, np.integer)) or region_size < 1:
+        raise ParameterError("region_size", f"must be a positive integer, got {region_size!r}")
+    path = None if store is None else os.fspath(store)
+    fingerprint = spec.fingerprint()
+    if path is not None and resume and not os.path.exists(path):
+        resume = False  # killed before the store existed: nothing to continue, start it
+    if path is not None and resume:
+        _store.open_existing(path, fingerprint)
+        chunks = _store.store_chunks(path)
+        done = _store.read_done(path)
+    else:
+        if path is not None and os.path.exists(path):
+            raise ParameterError("store", f"{path} already exists; resume it (--resume) or choose another path")
+        validate_points(spec, target)
+        chunks = region_chunks(spec.shape, region_size)
+        done = np.zeros(spec.shape, dtype=bool)
+    variables = target.variables_for(spec.point((0,) * len(spec.axes)))
+    tmpl, var_chunks = _store.template(spec, target, chunks, _attrs(spec, backend, command, chunks))
+    if path is not None and not resume:
+        _store.create(path, tmpl, var_chunks, chunks)
+    todo = [r for r in regions(spec.shape, chunks) if not done[r].all()]
+    total = spec.size
+    n_done = int(done.sum())
+    # without a store, results are assembled in memory
+    mem = None if path is not None else {name: tmpl[name].values.copy() for name in list(variables) + ["computed_at"]}
+    computed = 0
+
+    def finished(region, values):
+        nonlocal n_done, computed
+        if mem is not None:
+            for name, arr in values.items():
+                mem[name][region] = arr
+            done[region] = True
+        npts = int(np.prod([s.stop - s.start for s in region]))
+        n_done += npts
+        computed += npts
+        if progress is not None:
+            progress(n_done, total, computed)
+
+    if progress is not None:
+        progress(n_done, total, 0)
+    if scheduler is None:
+        for region in todo:
+            values = compute_region(spec, region, backend, batched)
+            if path is not None:
+                _store.write_region(path, spec.dims, region, values, variables)
+            finished(region, values)
+    else:
+        from distributed import as_completed
+
+        client, cluster = _client(scheduler, dask_options)
+        try:
+            futures = {client.submit(_region_task, spec, region, backend, batched, path, variables, pure=False): region
+                       for region in todo}
+            for fut in as_completed(futures):
+                finished(futures[fut], fut.result())
+        finally:
+            if cluster is not None:
+                client.close()
+                cluster.close()
+    if path is not None:
+        ds = _store.load(path)
+    else:
+        ds = tmpl.copy()
+        for name, arr in mem.items():
+            ds[name].values[...] = arr
+        ds["done"].values[...] = done.astype(np.int8)
+    ds.attrs["points_computed"] = computed
+    return ds
+
+
+def sweep_spec_settings() -> tuple:
+    """The run settings every target understands (for --help and error messages)."""
+    return tuple(RUN_SETTINGS)

@@ -1,0 +1,363 @@
+"""The registry of sweep targets: analysis name → the summary variables of one point.
+
+A target turns one point's settings into a few numbers (scalars, or short arrays along a
+fixed extra dimension) that a sweep stores along its grid.  Adding a target is a few lines:
+
+.. code-block:: python
+
+    from dynlab.sweep import Target, Var, register_target, model_and_input
+
+    def _convergence(run, opts, backend):             # run: model/input settings, opts: options
+        model, x = model_and_input(run)                # the point's model and input sequence
+        ds = dynlab.convergence(model, x[0], K=opts["K_max"])
+        return {"rate": float(ds.rate), "bound_rate": float(ds.bound_rate)}
+
+    register_target(Target(
+        "convergence", _convergence,
+        variables={"rate": Var("fitted linear rate"), "bound_rate": Var("contraction bound ρ")},
+        options={"K_max": (50, int)},                  # name → (default, type); sweepable
+    ))
+
+``variables`` is a dict name → ``Var`` or a function settings → such a dict, when a shape
+depends on a (fixed) option: name those options in ``shape_settings`` so a sweep refuses to
+vary them, and give ``coords`` for the extra dimensions.  ``batched(points, backend)`` may
+compute many points at once (a list of (run, opts) → a list of result dicts); a target
+without it is computed point by point.  ``validate(model, x, opts)`` may reject a bad option
+before any work (it runs on every axis value when the sweep starts).  A numerical failure of one point is recorded in its
+variables (e.g. ``diverged_at``), never raised: the sweep goes on.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+
+from ..errors import ParameterError
+
+
+@dataclasses.dataclass(frozen=True)
+class Var:
+    """One summary variable: labels, dtype and extra dimensions ((name, size) pairs)."""
+
+    long_name: str
+    units: str = "1"
+    dtype: str = "float64"
+    dims: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A sweep target (module docstring).
+
+    Parameters
+    ----------
+    name : str — the registry key (``dynlab sweep``'s ``analysis = "…"``)
+    compute : (run: dict, opts: dict, backend: str) → dict name → value
+    variables : dict name → Var, or settings → such a dict
+    options : dict name → (default, type) — the target's own settings (None: not passed)
+    description : str
+    batched : (points: list of (run, opts), backend) → list of dicts, optional
+    shape_settings : options that fix a variable's shape (may not be swept)
+    coords : settings → {dim: (values, attrs)} for the extra dimensions, optional
+    validate : (model, x, opts) → None, optional — raise ParameterError for a bad option or
+        model before any work (run on every axis value; the analysis itself may only find
+        out mid-sweep)
+    """
+
+    name: str
+    compute: Callable
+    variables: object
+    options: dict = dataclasses.field(default_factory=dict)
+    description: str = ""
+    batched: Callable | None = None
+    shape_settings: tuple = ()
+    coords: Callable | None = None
+    validate: Callable | None = None
+
+    def variables_for(self, settings: dict) -> dict:
+        return self.variables(settings) if callable(self.variables) else dict(self.variables)
+
+
+#: name → Target.
+TARGETS: dict[str, Target] = {}
+
+
+def register_target(target: Target, *, replace: bool = False) -> Target:
+    """Add a target to ``TARGETS`` (``replace=True`` to redefine an existing name)."""
+    if not isinstance(target, Target):
+        raise TypeError("register_target takes a dynlab.sweep.Target")
+    if target.name in TARGETS and not replace:
+        raise ValueError(f"sweep target {target.name!r} is already registered")
+    TARGETS[target.name] = target
+    return target
+
+
+def get_target(name) -> Target:
+    key = str(name).strip().lower().replace("-", "_")
+    if key not in TARGETS:
+        raise ParameterError("analysis", f"unknown analysis {name!r}; choose from {', '.join(sorted(TARGETS))}")
+    return TARGETS[key]
+
+
+def model_and_input(run: dict):
+    """The model and input sequence (T, d) of a point's run settings (``dynlab.spec`` rules)."""
+    from ..spec import RunSpec, build_input, build_model
+    from .grid import RUN_SETTINGS
+
+    fields = {k: v for k, v in run.items() if k in RUN_SETTINGS}
+    extra = tuple(sorted((k, v) for k, v in run.items() if k not in RUN_SETTINGS))
+    spec = RunSpec(settings=extra, **fields)
+    model = build_model(spec)
+    return model, build_input(spec, model.inputs)
+
+
+def _nan_result(variables: dict, diverged_at: int) -> dict:
+    out = {}
+    for name, var in variables.items():
+        shape = tuple(n for _, n in var.dims)
+        out[name] = np.full(shape, np.nan) if var.dtype.startswith("float") else np.zeros(shape, dtype=var.dtype)
+    out["diverged_at"] = int(diverged_at)
+    return out
+
+
+_DIVERGED = Var("first step with a non-finite state (0: none)", "step", "int64")
+
+
+# ============================================================================ simulate
+_SIM_VARS = {
+    "final_norm": Var("‖h_T‖₂ (NaN when the run diverged)"),
+    "mean_abs_h": Var("mean |h_t,i| over the finite steps and units"),
+    "max_abs_h": Var("max |h_t,i| over the finite steps and units"),
+    "diverged_at": _DIVERGED,
+}
+
+
+def _simulate(run, opts, backend):
+    from ..simulation import simulate
+
+    model, x = model_and_input(run)
+    ds = simulate(model, x, backend=backend, on_divergence="flag")
+    h = ds["h"].values
+    at = int(ds["diverged_at"])
+    finite = np.abs(h if at == 0 else h[:at - 1])
+    top = float(finite.max()) if finite.size else np.nan
+    # the mean of values near overflow (the steps just before a divergence) scaled by the max
+    mean = float((finite / top).mean() * top) if finite.size and top > 0 else (0.0 if finite.size else np.nan)
+    return {"final_norm": float(np.linalg.norm(h[-1])) if at == 0 else np.nan,
+            "mean_abs_h": mean, "max_abs_h": top, "diverged_at": at}
+
+
+# ============================================================================ gradient_norms
+_GRAD_VARS = {
+    "ratio": Var("‖∂h_T/∂h_1‖₂ / ‖∂h_T/∂h_(T-1)‖₂"),
+    "log_ratio": Var("ln of ‖∂h_T/∂h_1‖₂ / ‖∂h_T/∂h_(T-1)‖₂"),
+    "log_jac_norm_1": Var("ln ‖∂h_T/∂h_1‖₂"),
+    "log_step_norm_T": Var("ln ‖∂h_T/∂h_(T-1)‖₂"),
+    "diverged_at": _DIVERGED,
+}
+
+
+def _grad_summary(log1, logT, diverged_at=0):
+    with np.errstate(over="ignore", invalid="ignore"):
+        lr = log1 - logT
+        return {"ratio": float(np.exp(lr)), "log_ratio": float(lr), "log_jac_norm_1": float(log1),
+                "log_step_norm_T": float(logT), "diverged_at": int(diverged_at)}
+
+
+def _gradient_norms(run, opts, backend):
+    from ..analysis.gradients import gradient_norms
+    from ..errors import DivergenceError
+
+    model, x = model_and_input(run)
+    try:
+        ds = gradient_norms(model, x, backend=backend)
+    except DivergenceError as err:
+        return _nan_result(_GRAD_VARS, err.step)
+    lj = ds["log_jac_norm"].values
+    return _grad_summary(lj[0], lj[-2])
+
+
+def _gradient_norms_batched(points, backend):
+    """Settings with the same shapes run as one batch (``dynlab.kernels.sweep_batched``)."""
+    from ..models import CTRNN, IRNN
+
+    built = [model_and_input(run) for run, _ in points]
+    out = [None] * len(points)
+    groups = {}
+    for i, (m, x) in enumerate(built):
+        if isinstance(m, CTRNN) or x.shape[0] < 2:
+            out[i] = _gradient_norms(points[i][0], points[i][1], backend)
+            continue
+        key = (isinstance(m, IRNN), m.hidden, m.inputs, x.shape[0], m.activation, m.leak)
+        groups.setdefault(key, []).append(i)
+    for (is_irnn, D, d, T, act, leak), idx in groups.items():
+        log1, logT, bad = batched_gradient_summaries([built[i][0] for i in idx], [built[i][1] for i in idx],
+                                                     backend)
+        for j, i in enumerate(idx):
+            out[i] = _nan_result(_GRAD_VARS, bad[j]) if bad[j] else _grad_summary(log1[j], logT[j])
+    return out
+
+
+def stack_settings(models, xs):
+    """The batched kernels' arrays for models of one family and shape (see sweep_batched)."""
+    from ..activations import ACTIVATION_IDS
+    from ..models import IRNN
+
+    S = len(models)
+    m0 = models[0]
+    T = xs[0].shape[0]
+    D = m0.hidden
+    gated = not isinstance(m0, IRNN)
+    Kmax = 1 if gated else max(m.K for m in models)
+    R = np.empty((S, D, D))
+    C = np.empty((S, T, D))
+    eta = np.zeros((S, Kmax))
+    K = np.ones(S, dtype=np.int64)
+    alpha = np.empty(S)
+    sign = np.ones(S)
+    g0prev = np.zeros(S, dtype=np.bool_)
+    act = np.empty(S, dtype=np.int64)
+    leak = np.empty(S)
+    for n, (m, x) in enumerate(zip(models, xs)):
+        C[n] = np.asarray(x, dtype=np.float64).reshape(T, -1) @ m.W.T + m.b
+        act[n] = ACTIVATION_IDS[m.activation]
+        leak[n] = m.leak
+        if gated:
+            a, gain, Rm = m.gated_form()
+            R[n], alpha[n], eta[n, 0] = Rm, a, gain
+        else:
+            R[n] = m.U
+            eta[n, :m.K] = m.eta_table(T)[0]
+            K[n], alpha[n], sign[n], g0prev[n] = m.K, m.alpha, m.sign, m.g0 == "previous"
+    return gated, R, C, eta, K, alpha, sign, g0prev, act, leak
+
+
+def batched_gradient_summaries(models, xs, backend):
+    """(ln‖∂h_T/∂h_1‖₂, ln‖∂h_T/∂h_(T−1)‖₂, diverged step) per setting, as one batch.
+
+    ``models``: one family (iRNN, or gated cells) with one activation, hidden size and input
+    size; ``xs``: their inputs (T, d), one T.  ``backend``: numba (prange kernel), numpy or
+    cupy (the array-namespace kernel).
+    """
+    from ..backends import namespace, to_numpy
+    from ..kernels import sweep_batched as sb
+
+    gated, R, C, eta, K, alpha, sign, g0prev, act, leak = stack_settings(models, xs)
+    S, D = R.shape[0], R.shape[1]
+    if backend == "numba":
+        logs = np.empty(S)
+        M = np.full((S, D, D), np.nan)
+        J = np.full((S, D, D), np.nan)
+        bad = np.zeros(S, dtype=np.int64)
+        sb.run_tangent_numba(gated, R, C, eta, K, alpha, sign, g0prev, act, leak, logs, M, J, bad)
+        xp = np
+    else:
+        xp = namespace(backend)
+        a = [xp.asarray(v) for v in (R, C, eta, alpha, sign, g0prev)]
+        logs, M, J, bad = sb.tangent_xp(gated, a[0], a[1], a[2], a[3], a[4], a[5], models[0].activation,
+                                        float(leak[0]), xp)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log1 = to_numpy(logs + xp.log(sb.top_singular(M, xp)))
+        logT = to_numpy(xp.log(sb.top_singular(J, xp)))
+    return log1, logT, to_numpy(bad)
+
+
+# ============================================================================ lyapunov
+def _lyap_vars(settings):
+    k = settings.get("k", 1)
+    return {"lyapunov": Var("finite-time Lyapunov exponent λ_i", "1/step", dims=(("exponent", k),)),
+            "diverged_at": _DIVERGED}
+
+
+def _lyap_coords(settings):
+    k = settings.get("k", 1)
+    return {"exponent": (np.arange(1, k + 1), {"long_name": "exponent index i", "units": "1"})}
+
+
+def _lyapunov(run, opts, backend):
+    from ..analysis.lyapunov import lyapunov
+    from ..errors import DivergenceError
+
+    model, x = model_and_input(run)
+    try:
+        ds = lyapunov(model, x, k=opts.get("k", 1), transient=opts.get("transient", 0), backend=backend)
+    except DivergenceError as err:
+        return _nan_result(_lyap_vars(opts), err.step)
+    return {"lyapunov": ds["lyapunov"].values, "diverged_at": 0}
+
+
+# ============================================================================ irnn_equilibrium
+_EQ_VARS = {
+    "residual": Var("max over steps of the max-abs residual of α s − φ(U s + W x + b)"),
+    "iterations": Var("max over steps of the solver iterations", "1", "int64"),
+    "converged": Var("1 when every step's solve reached tol", "1", "int8"),
+    "n_unconverged": Var("steps whose solve did not reach tol", "1", "int64"),
+    "h_gap": Var("max over steps of max |h_m − h_eq,m| (K-step state vs equilibrium)"),
+    "diverged_at": _DIVERGED,
+}
+
+
+def _irnn_equilibrium(run, opts, backend):
+    from ..analysis.equilibria import irnn_equilibrium
+    from ..errors import DivergenceError
+    from ..models import IRNN
+    from ..simulation import simulate
+
+    model, x = model_and_input(run)
+    if not isinstance(model, IRNN):
+        raise ParameterError("model", f"irnn_equilibrium needs the irnn model, got {model.name!r}")
+    try:
+        h = simulate(model, x, backend=backend)["h"].values
+    except DivergenceError as err:
+        return _nan_result(_EQ_VARS, err.step)
+    h_prev = np.vstack([np.zeros((1, model.hidden)), h[:-1]])
+    kw = {k: opts[k] for k in ("method", "tol", "max_iter") if opts.get(k) is not None}
+    eq = irnn_equilibrium(model, x, h_prev, **kw)
+    conv = eq["converged"].values.astype(bool)
+    return {"residual": float(eq["residual"].max()), "iterations": int(eq["iterations"].max()),
+            "converged": int(conv.all()), "n_unconverged": int((~conv).sum()),
+            "h_gap": float(np.abs(h - eq["h_eq"].values).max()), "diverged_at": 0}
+
+
+def _check_grad(model, x, opts):
+    if x.shape[0] < 2:
+        raise ParameterError("steps", f"gradient_norms needs T ≥ 2 steps, got {x.shape[0]}")
+
+
+def _check_lyap(model, x, opts):
+    k, transient = opts.get("k", 1), opts.get("transient", 0)
+    if not 1 <= k <= model.hidden:
+        raise ParameterError("k", f"must be between 1 and hidden={model.hidden}, got {k}")
+    if not 0 <= transient < x.shape[0]:
+        raise ParameterError("transient", f"must be ≥ 0 and < steps={x.shape[0]}, got {transient}")
+
+
+def _check_eq(model, x, opts):
+    from ..analysis.equilibria import METHODS
+    from ..models import IRNN
+
+    if not isinstance(model, IRNN):
+        raise ParameterError("model", f"irnn_equilibrium needs model irnn, got {model.name!r}")
+    if opts.get("method", "newton") not in METHODS:
+        raise ParameterError("method", f"must be one of {', '.join(METHODS)}, got {opts.get('method')!r}")
+    if opts.get("tol", 1e-12) <= 0 or (opts.get("max_iter") is not None and opts["max_iter"] < 1):
+        raise ParameterError("tol" if opts.get("tol", 1e-12) <= 0 else "max_iter", "must be > 0")
+
+
+register_target(Target(
+    "simulate", _simulate, _SIM_VARS,
+    description="dynlab.simulate: ‖h_T‖₂, mean and max |h|, the step where the state diverged"))
+register_target(Target(
+    "gradient_norms", _gradient_norms, _GRAD_VARS, batched=_gradient_norms_batched, validate=_check_grad,
+    description="dynlab.gradient_norms: ratio ‖∂h_T/∂h_1‖/‖∂h_T/∂h_(T-1)‖ and its logs; batched kernels "
+                "for the iRNN and the gated cells"))
+register_target(Target(
+    "lyapunov", _lyapunov, _lyap_vars, options={"k": (1, int), "transient": (0, int)},
+    shape_settings=("k",), coords=_lyap_coords, validate=_check_lyap,
+    description="dynlab.lyapunov: the top k finite-time Lyapunov exponents"))
+register_target(Target(
+    "irnn_equilibrium", _irnn_equilibrium, _EQ_VARS,
+    options={"method": ("newton", str), "tol": (1e-12, float), "max_iter": (None, int)}, validate=_check_eq,
+    description="dynlab.irnn_equilibrium at every step of the iRNN's own trajectory (h_prev = h_(m-1)): "
+                "residual, iterations, converged, distance of h_m from the equilibrium"))
