@@ -84,7 +84,9 @@ def create(path: str, ds, var_chunks: dict, chunks: tuple) -> None:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise ParameterError("store", f"the folder {parent} of {path} does not exist")
-    ds.to_zarr(path, mode="w-", encoding=_encoding(ds, var_chunks, chunks), consolidated=False)
+    # Consolidated metadata is written once here: region writes change chunk data only, never
+    # the metadata, so the consolidated copy stays valid and xr.open_zarr(path) opens it quietly.
+    ds.to_zarr(path, mode="w-", encoding=_encoding(ds, var_chunks, chunks), consolidated=True)
 
 
 def open_existing(path: str, fingerprint: str):
