@@ -21,6 +21,7 @@ existing store is never overwritten.
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 
@@ -86,7 +87,10 @@ def create(path: str, ds, var_chunks: dict, chunks: tuple) -> None:
         raise ParameterError("store", f"the folder {parent} of {path} does not exist")
     # Consolidated metadata is written once here: region writes change chunk data only, never
     # the metadata, so the consolidated copy stays valid and xr.open_zarr(path) opens it quietly.
-    ds.to_zarr(path, mode="w-", encoding=_encoding(ds, var_chunks, chunks), consolidated=True)
+    # (zarr 3 warns that consolidation is outside its format spec; xarray and zarr-python read it.)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Consolidated metadata", category=UserWarning)
+        ds.to_zarr(path, mode="w-", encoding=_encoding(ds, var_chunks, chunks), consolidated=True)
 
 
 def open_existing(path: str, fingerprint: str):
