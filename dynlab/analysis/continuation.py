@@ -176,7 +176,9 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
     lo, hi : the range of λ; the branch starts at λ = lo and is followed until λ leaves [lo, hi]
     x : (d,) the constant input (zeros by default); the swept component is replaced by λ
     start : (D,) first guess of the equilibrium at λ = lo (default: one Picard step from 0)
-    ds, ds_max : first and largest arclength step (default (hi − lo)/200 and (hi − lo)/25)
+    ds, ds_max : first and largest arclength step (default (hi − lo)/200 and (hi − lo)/50); a
+        step is halved when the corrector lands farther than 0.3·ds from the predictor or the
+        tangent turns by more than ~18°, so the branch is not lost at sharp folds
 
     Returns
     -------
@@ -212,7 +214,7 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
     D = model.hidden
     span = hi - lo
     h = span / 200.0 if ds is None else float(ds)
-    h_max = span / 25.0 if ds_max is None else float(ds_max)
+    h_max = span / 50.0 if ds_max is None else float(ds_max)
     if not (h > 0 and h_max >= h):
         raise ParameterError("ds", f"needs 0 < ds ≤ ds_max, got {h}, {h_max}")
     h_min = 1e-10 * span
@@ -237,17 +239,20 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
     folds = []
     reason = "max_points reached"
     while len(pts) < max_points:
-        Xn, ok, its = _correct(fam, X + h * t, t, tol)
-        if ok and np.linalg.norm(Xn - X) > 2.0 * h:
-            ok = False  # jumped to another branch
+        Xp = X + h * t
+        Xn, ok, its = _correct(fam, Xp, t, tol)
+        if ok and np.linalg.norm(Xn - Xp) > 0.3 * h:
+            ok = False  # the corrector went far from the predictor: maybe another branch
+        if ok:
+            _, Fy, Fl, _ = fam.derivs(Xn[:D], Xn[D])
+            tn = _tangent(np.column_stack([Fy, Fl]), t)
+            ok = tn @ t >= 0.95  # the branch turned by more than ~18° in one step: too coarse
         if not ok:
             h *= 0.5
             if h < h_min:
                 reason = f"step size fell below {h_min:.3g} at {over} = {X[D]:.6g} (no corrector convergence)"
                 break
             continue
-        _, Fy, Fl, _ = fam.derivs(Xn[:D], Xn[D])
-        tn = _tangent(np.column_stack([Fy, Fl]), t)
         if tn[-1] * t[-1] < 0:  # λ turned back: a fold between X and Xn
             w = t[-1] / (t[-1] - tn[-1])
             guess = (1 - w) * X + w * Xn

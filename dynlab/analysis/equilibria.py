@@ -580,7 +580,7 @@ def _check_tol(tol):
 
 
 def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1e-12, max_iter=None,
-                step_size=None, stability_tol: float = 1e-9, command=None):
+                step_size=None, stability_tol: float = 1e-9, derivatives: bool = False, command=None):
     """Equilibria at constant inputs, batched: the iRNN step's, or a fixed point of any other model.
 
     iRNN: s = h_eq + sign·h_prev solves α s = φ(U s + W x + b), and h_eq is the state the
@@ -597,6 +597,10 @@ def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1
         dy/dt = F(y), at most ``max_iter`` steps; 30 by default) or "scipy" (``root``, reference)
     tol : the solve stops when ‖F‖∞ ≤ tol; ``converged`` records whether it got there
     step_size : η of "euler"/"rk4" (default: the iRNN's η, the CTRNN's τ, 1 for the maps)
+    derivatives : also the implicit-function derivatives at the solution: ``dh_dx`` ([batch,]
+        unit, unit_in) = −F_y⁻¹ ∂F/∂x (for the iRNN (αI − ∇φU)⁻¹ ∇φ W), and for the iRNN
+        ``dh_dhprev`` ([batch,] unit, unit_from) = −F_y⁻¹ ∂F/∂h_prev, which is −sign·I: at the
+        equilibrium the step forgets h_{m-1} except for the sign (iRNN paper, §3)
 
     Returns
     -------
@@ -655,11 +659,35 @@ def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1
     data["stability"] = xr.Variable(lead, stab[sel], dict(STABILITY_ATTRS))
     if system.kind == "irnn":
         data["s_eq"] = xr.Variable(lead + ("unit",), y[sel], {"long_name": "equilibrium s = h_eq ± h_prev", "units": "1"})
+    if derivatives:
+        dx, dhp = implicit_derivatives(system, y, c)
+        data["dh_dx"] = xr.Variable(lead + ("unit", "unit_in"), dx[sel], {"long_name": "∂h_eq/∂x (implicit function)",
+                                                                           "units": "1"})
+        if dhp is not None:
+            data["dh_dhprev"] = xr.Variable(lead + ("unit", "unit_from"), dhp[sel],
+                                            {"long_name": "∂h_eq/∂h_(m-1) (implicit function)", "units": "1"})
     attrs = {**model_attrs(model), **base_attrs("numpy", command), "method": method, "tol": tol,
              "step_size": float(system.step_size if step_size is None else step_size),
              "n_converged": int(conv.sum()), "n_points": int(N), "system": system.kind,
              "equation": _EQUATIONS[system.kind]}
     return xr.Dataset(data, attrs=attrs)
+
+
+def implicit_derivatives(system: System, y, c):
+    """Derivatives of the equilibrium by the implicit function theorem, by linear solves.
+
+    F(y; x) = 0 with F_y = ∂F/∂y gives ∂y/∂x = −F_y⁻¹ γ ∇φ W (iRNN: (αI − ∇φU)⁻¹ ∇φ W).  For the
+    iRNN, G(h_eq, h_prev) = F(h_eq + sign·h_prev) = 0 gives ∂h_eq/∂h_prev = −F_y⁻¹ (sign·F_y),
+    computed as written (so that a test sees −sign·I come out of the solve).  Returns
+    (dy_dx (N, D, d), dh_dhprev (N, D, D) or None).
+    """
+    model = system.model
+    Fy = system.jac(y, c)
+    d = dphi(system.activation, y @ system.R.T + c, system.leak)
+    dFdx = (system.gamma * d)[:, :, None] * model.W[None]
+    dx = -np.linalg.solve(Fy, dFdx)
+    dhp = -np.linalg.solve(Fy, model.sign * Fy) if system.kind == "irnn" else None
+    return dx, dhp
 
 
 _EQUATIONS = {"irnn": "α s = φ(U s + W x + b), s = h_eq + sign·h_prev",
