@@ -224,3 +224,44 @@ def make_spec(ctx: click.Context, options: dict):
     argv = (ctx.obj or {}).get("argv")
     command = None if argv is None else "dynlab " + shlex.join(argv)
     return RunSpec(command=command, **options)
+
+
+# ------------------------------------------------- equilibria, spectrum, converge (issue 4)
+OPTION_OF.update({"method": "--method", "tol": "--tol", "n_starts": "--fixed-points", "over": "--continue-over",
+                  "continue_over": "--continue-over", "range": "--range", "param_range": "--range",
+                  "K_max": "--K-max", "at": "--at", "field": "--field"})
+EQ_METHOD_NAMES = ("newton", "euler", "rk4", "scipy")
+
+
+def _parse_range(ctx, param, value):
+    """``--range LO,HI`` → (lo, hi) with lo < hi."""
+    if value is None:
+        return None
+    parts = [p.strip() for p in value.split(",")]
+    try:
+        lo, hi = (float(p) for p in parts)
+    except ValueError:
+        raise click.BadParameter(f"expected two numbers LO,HI, got {value!r}", ctx, param) from None
+    if not lo < hi:
+        raise click.BadParameter(f"needs LO < HI, got {value!r}", ctx, param)
+    return (lo, hi)
+
+
+equilibria_options = _stack(
+    click.option("--method", type=click.Choice(EQ_METHOD_NAMES, **_CHOICE), default="newton", show_default=True,
+                 help="Solver: Newton with the analytic Jacobian, the Euler (iRNN) recursion, fixed-step RK4 "
+                      "on the flow, or scipy's root (the reference)."),
+    click.option("--tol", type=float, default=1e-12, show_default=True, help="Residual tolerance ‖F‖∞."),
+    click.option("--fixed-points", "n_starts", type=int, default=None, metavar="N",
+                 help="Multi-start search for every equilibrium at the first input, from N starts."),
+    click.option("--continue-over", "continue_over", type=str, default=None, metavar="NAME",
+                 help="Continue the equilibria over x, x<j>, b, b<i> or alpha (pseudo-arclength; "
+                      "bifurcation diagram with folds); needs --range."),
+    click.option("--range", "param_range", type=str, default=None, metavar="LO,HI", callback=_parse_range,
+                 help="Range of the --continue-over parameter."),
+)
+spectrum_at_option = click.option("--at", "at", type=click.Choice(("trajectory", "equilibrium"), **_CHOICE),
+                                  default="trajectory", show_default=True,
+                                  help="Spectra at the simulated states, or at each input's equilibrium.")
+K_max_option = click.option("--K-max", "K_max", type=int, default=50, show_default=True,
+                            help="Last inner iteration k of the recursion.")
