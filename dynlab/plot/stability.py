@@ -235,10 +235,10 @@ def plot_spectrum(ds):
     fig, axes = new_figure(3 if step else 2, height=2.9)
     ev = eigenvalues_from(ds, "eig")
     ax = axes[0]
-    ax.hist(ev.real.ravel(), bins=60, color=COLORS["blue"], alpha=0.85)
+    ax.hist(ev.real.ravel(), bins=60, color=COLORS["blue"], alpha=0.85, log=True)
     ax.axvline(0, color=COLORS["vermillion"], lw=0.8)
     ax.set_xlabel("Re λ")
-    ax.set_ylabel("count")
+    ax.set_ylabel("count (log scale)")
     ax.set_title(f"{ds['eig_real'].attrs['long_name'].replace('real part of the ', '')}\n"
                  f"{ds.sizes['point']} points ({ds.attrs.get('at', '')})")
     _complex_plane(ds, axes[1], "eig")
