@@ -113,3 +113,32 @@ def test_user_errors_name_the_option(args, option):
     r = run(*args)
     assert r.exit_code == 2, (r.stdout, r.stderr)
     assert r.stderr.startswith(f"Error: {option}") and r.stderr.count("\n") == 1
+
+
+def test_phase_field_of_a_2d_ctrnn_matches_the_model_vector_field(tmp_path):
+    """``dynlab phase`` on a 2-D CTRNN with constant input draws its field by default: the stored
+    field is the model's own ``vector_field`` (1e-15), the equilibria are zeros of it (1e-12),
+    and the labels agree with the simulation (a stable one attracts a nearby start)."""
+    data = tmp_path / "ph.nc"
+    r = ok("phase", "--model", "ctrnn", "--weight-scale", 3, "--seed", 3, "--input", "constant", "--steps", 50,
+           "--data", data, "--out", tmp_path / "ph.png")
+    assert "3 equilibria (2 stable, 1 unstable)" in r.stdout
+    ds = dl.read_dataset(data)
+    m = dl.model_from_dataset(ds)
+    x = ds.x.values[0]
+    g1, g2 = np.meshgrid(ds.field_x1.values, ds.field_x2.values)
+    V = m.vector_field(np.stack([g1, g2], axis=-1).reshape(-1, 2), x[None]).reshape(g1.shape + (2,))
+    np.testing.assert_allclose(ds.field_F1.values, V[..., 0], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(ds.field_F2.values, V[..., 1], rtol=0, atol=1e-15)
+    assert np.abs(m.vector_field(ds.fp_h.values, x[None])).max() <= 1e-12
+    for h, st in zip(ds.fp_h.values, ds.fp_stability.values):
+        end = dl.simulate(m, np.tile(x, (300, 1)), h0=h + 1e-4, backend="numpy")["h"].values[-1]
+        assert (np.linalg.norm(end - h) < 1e-6) == (st == 1)
+    # the nullclines cross at every equilibrium: each F_i changes sign on the grid
+    assert (np.diff(np.sign(ds.field_F1.values), axis=1) != 0).any()
+
+
+def test_phase_field_errors_and_default_off():
+    assert run("phase", "--model", "irnn", "--field", "--input", "constant").exit_code == 2
+    r = run("phase", "--model", "ctrnn", "--field")
+    assert r.exit_code == 2 and r.stderr.startswith("Error: --field: ")

@@ -86,11 +86,14 @@ def simulate(ctx, out, data, **options):
 @model_options
 @input_options(batch=False, variance_default="10, as in the iRNN paper's Fig. 2")
 @compare_option
+@click.option("--field/--no-field", "field", default=None,
+              help="Draw the vector field (streamlines), nullclines and equilibria (by stability) of a 2-D "
+                   "ctrnn or cell at a constant input. [default: on for ctrnn with --input constant]")
 @backend_option
 @out_option
 @data_option
 @click.pass_context
-def phase(ctx, out, data, **options):
+def phase(ctx, out, data, field, **options):
     """Phase portrait of the hidden state (iRNN paper, Fig. 2).
 
     Draws the trajectory h_m from h_0 (black circle) and, for an iRNN, the equilibrium
@@ -102,7 +105,7 @@ def phase(ctx, out, data, **options):
     from ..plot import phase_dataset, phase_summary, plot_phase
 
     with keep_partial(data):
-        ds = phase_dataset(make_spec(ctx, options))
+        ds = phase_dataset(make_spec(ctx, options), field=field)
     _save(ds, data, out, plot_phase)
     click.echo(phase_summary(ds))
 
