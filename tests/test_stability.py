@@ -305,3 +305,15 @@ def test_continuation_over_an_input_of_a_2d_ctrnn_agrees_with_newton():
         dl.continuation(m, "gamma", 0, 1)
     with pytest.raises(ParameterError, match="range"):
         dl.continuation(m, "x", 1, 0)
+
+
+def test_no_equilibrium_is_reported_not_hidden():
+    """ġ = tanh(b) with α = 0, U = 0 has no equilibrium for b ≠ 0: every solver says so
+    (converged 0, residual tanh(1) ≈ 0.76), and continuation refuses to start."""
+    m = CTRNN([[0.0]], [[1.0]], [1.0], alpha=0.0)
+    for method in ("newton", "euler", "scipy"):
+        eq = equilibrium(m, [0.0], method=method, max_iter=20)
+        assert int(eq.converged) == 0
+        assert float(eq.residual) == pytest.approx(np.tanh(1.0), rel=1e-12)
+    with pytest.raises(ConvergenceError, match="no equilibrium found at b = 1"):
+        dl.continuation(m, "b", 1.0, 2.0)

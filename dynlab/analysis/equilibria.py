@@ -596,7 +596,8 @@ def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1
         forward Euler / plain iteration, step ``step_size``), "rk4" (fixed-step RK4 on
         dy/dt = F(y), at most ``max_iter`` steps; 30 by default) or "scipy" (``root``, reference)
     tol : the solve stops when ‖F‖∞ ≤ tol; ``converged`` records whether it got there
-    step_size : η of "euler"/"rk4" (default: the iRNN's η, the CTRNN's τ, 1 for the maps)
+    step_size : η of "euler"/"rk4" (default: the iRNN's η — its mean when η varies with k or
+        time —, the CTRNN's τ, 1 for the maps)
     derivatives : also the implicit-function derivatives at the solution: ``dh_dx`` ([batch,]
         unit, unit_in) = −F_y⁻¹ ∂F/∂x (for the iRNN (αI − ∇φU)⁻¹ ∇φ W), and for the iRNN
         ``dh_dhprev`` ([batch,] unit, unit_from) = −F_y⁻¹ ∂F/∂h_prev, which is −sign·I: at the
