@@ -227,7 +227,9 @@ def make_spec(ctx: click.Context, options: dict):
 
 
 # ------------------------------------------------- equilibria, spectrum, converge (issue 4)
-OPTION_OF.update({"method": "--method", "tol": "--tol", "n_starts": "--fixed-points", "over": "--continue-over",
+# ("method" is left out: it is also the ctrnn's integration setting, given with --set method=…;
+# the solver's --method is a click Choice, checked before the library sees it)
+OPTION_OF.update({"tol": "--tol", "n_starts": "--fixed-points", "over": "--continue-over",
                   "continue_over": "--continue-over", "range": "--range", "param_range": "--range",
                   "K_max": "--K-max", "at": "--at", "field": "--field"})
 EQ_METHOD_NAMES = ("newton", "euler", "rk4", "scipy")
