@@ -317,3 +317,26 @@ def test_no_equilibrium_is_reported_not_hidden():
         assert float(eq.residual) == pytest.approx(np.tanh(1.0), rel=1e-12)
     with pytest.raises(ConvergenceError, match="no equilibrium found at b = 1"):
         dl.continuation(m, "b", 1.0, 2.0)
+
+
+def test_kantorovich_certificate_contains_the_true_root():
+    """Near a root (brentq's, independent) a perturbed point is certified and its radius holds
+    the true root; a point far from any root (where h = βLη > ½) is not certified.  For relu
+    a root inside one linear region is certified with radius = the Newton step."""
+    w, b = 8.0, -4.0
+    f = lambda g: -g + 1.0 / (1.0 + np.exp(-(w * g + b)))  # noqa: E731
+    root = brentq(f, 0.9, 1.0, xtol=1e-15)
+    system = System(_neuron(w, b))
+    c = np.array([[b]])
+    for delta in (1e-8, 1e-4, 1e-2):
+        ok, radius = system.certify(np.array([[root + delta]]), c)
+        assert ok[0] and abs(delta) <= radius[0] * (1 + 1e-9)
+    ok, _ = system.certify(np.array([[0.7]]), c)
+    assert not ok[0]
+    m = _irnn(D=3, d=1, activation="relu", norm=0.5)
+    eq = equilibrium(m, [1.5])
+    rs = System(m)
+    z = m.U @ eq.s_eq.values + m.W @ [1.5] + m.b
+    assert np.min(np.abs(z)) > 1e-3  # the root is inside a linear region
+    ok, radius = rs.certify(eq.s_eq.values[None] + 1e-7, rs.c(np.array([[1.5]])))
+    assert ok[0] and radius[0] >= 1e-7 * np.sqrt(3) * 0.999
