@@ -713,6 +713,10 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
     q ≤ ``slow_tol`` are kept as slow points (``kind`` 0).  A second pass starts halfway
     between every pair of distinct minima of the first, where saddles usually lie.
 
+    For the iRNN the roots are those of the step equation α s = φ(U s + W x + b) in s (with
+    h_prev = 0, h_eq = s); for the CTRNN the zeros of the flow; for the cells the fixed points
+    of the map.
+
     Parameters
     ----------
     model : dynlab model;  x : (d,) constant input (zeros by default)
