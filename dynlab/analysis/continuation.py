@@ -183,7 +183,7 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
     Returns
     -------
     xarray.Dataset along ``arc`` (the branch, in order): ``param`` λ, ``h_eq`` (arc, unit),
-    ``residual``, ``stability``, ``max_real``, ``eig_real``/``eig_imag`` (arc, eig),
+    ``residual``, ``converged``, ``iterations``, ``stability``, ``max_real``, ``eig_real``/``eig_imag`` (arc, eig),
     ``tangent_param`` (the λ-component of the unit tangent); along ``fold``: ``fold_param``,
     ``fold_h`` (fold, unit), ``fold_refined`` (1: Moore–Spence converged), ``fold_residual``;
     attrs ``over``, ``lo``, ``hi``, ``n_folds``, ``stop_reason``.
@@ -228,14 +228,14 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
         system_lo = System(model.replace(alpha=lo))
     else:
         system_lo = system
-    y, r, _, ok = run_solver(system_lo, c0[None], y0[None], "newton", tol=tol, max_iter=100)
+    y, r, its0, ok = run_solver(system_lo, c0[None], y0[None], "newton", tol=tol, max_iter=100)
     if not ok[0]:
         raise ConvergenceError(f"continuation: no equilibrium found at {over} = {lo:g} to start from "
                                f"(Newton's residual {r[0]:.3g}); give a start")
     X = np.concatenate([y[0], [lo]])
     _, Fy, Fl, _ = fam.derivs(X[:D], X[D])
     t = _tangent(np.column_stack([Fy, Fl]), None)
-    pts, tans = [X], [t]
+    pts, tans, iters = [X], [t], [int(its0[0])]
     folds = []
     reason = "max_points reached"
     while len(pts) < max_points:
@@ -268,6 +268,7 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
         X, t = Xn, tn
         pts.append(X)
         tans.append(t)
+        iters.append(its)
         if its <= 3:
             h = min(1.5 * h, h_max)
         if X[D] > hi or X[D] < lo:
@@ -289,6 +290,11 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
         "param": xr.Variable(("arc",), lam, {"long_name": f"continuation parameter {over}", "units": "1"}),
         "h_eq": xr.Variable(("arc", "unit"), Y, {"long_name": f"equilibrium ({system.variable})", "units": "1"}),
         "residual": xr.Variable(("arc",), res, {"long_name": "max-abs residual ‖F‖∞", "units": "1"}),
+        "converged": xr.Variable(("arc",), (res <= tol).astype(np.int8), {"long_name": f"residual ≤ {tol:g}",
+                                                                         "units": "1"}),
+        "iterations": xr.Variable(("arc",), np.array(iters, dtype=np.int64),
+                                  {"long_name": "corrector Newton iterations (the first point: its Newton solve)",
+                                   "units": "1"}),
         "in_range": xr.Variable(("arc",), inside.astype(np.int8), {"long_name": f"lo ≤ {over} ≤ hi", "units": "1"}),
         "stability": xr.Variable(("arc",), stab, dict(STABILITY_ATTRS)),
         "max_real": xr.Variable(("arc",), eigs.real.max(axis=1), {"long_name": "largest real part of the eigenvalues",

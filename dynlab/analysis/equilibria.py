@@ -724,7 +724,7 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
 
     Returns
     -------
-    xarray.Dataset along ``point``: ``h_eq`` (point, unit), ``q``, ``residual``, ``converged``,
+    xarray.Dataset along ``point``: ``h_eq`` (point, unit), ``q``, ``residual``, ``iterations``, ``converged``,
     ``certified``, ``certified_radius``, ``kind`` (1 root, 0 slow point), ``eig_real``/``eig_imag``
     (point, eig), ``max_real``, ``stability``, ``hits`` (how many starts ended there); ``x``.
     Roots come first, ordered by their first coordinate.
@@ -783,13 +783,13 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
     cand = q <= max(slow_tol, tol)
     Yp, rp, itp, okp = newton_batched(system, c[cand], Y[cand], tol=tol, max_iter=50)
     roots, slow = [], []
-    for yv, r, ok, y_lm, q_lm in zip(Yp, rp, okp, Y[cand], q[cand]):
+    for yv, r, it, ok, y_lm, q_lm in zip(Yp, rp, itp, okp, Y[cand], q[cand]):
         if ok:
-            roots.append(yv)
+            roots.append((yv, it))
         else:
-            slow.append((y_lm, q_lm))
-    pts, hits, kinds = [], [], []
-    for yv in roots:
+            slow.append((y_lm, q_lm, it))
+    pts, hits, kinds, iters = [], [], [], []
+    for yv, it in roots:
         for i, p in enumerate(pts):
             if kinds[i] == 1 and np.linalg.norm(yv - p) <= dedup_tol * (1.0 + np.linalg.norm(p)):
                 hits[i] += 1
@@ -798,15 +798,18 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
             pts.append(yv)
             hits.append(1)
             kinds.append(1)
+            iters.append(it)
     order = sorted(range(len(pts)), key=lambda i: tuple(pts[i]))
-    pts, hits, kinds = [pts[i] for i in order], [hits[i] for i in order], [kinds[i] for i in order]
+    pts, hits, kinds, iters = ([pts[i] for i in order], [hits[i] for i in order], [kinds[i] for i in order],
+                               [iters[i] for i in order])
     slow_pts = []
-    for yv, qv in sorted(slow, key=lambda t: t[1]):
+    for yv, qv, it in sorted(slow, key=lambda t: t[1]):
         if all(np.linalg.norm(yv - p) > 1e-3 * (1.0 + np.linalg.norm(p)) for p in pts + slow_pts):
             slow_pts.append(yv)
             pts.append(yv)
             hits.append(1)
             kinds.append(0)
+            iters.append(it)
         else:
             for i, p in enumerate(pts):
                 if np.linalg.norm(yv - p) <= 1e-3 * (1.0 + np.linalg.norm(p)):
@@ -830,6 +833,8 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
         "residual": xr.Variable(("point",), resP, {"long_name": "max-abs residual ‖F‖∞", "units": "1"}),
         "converged": xr.Variable(("point",), (resP <= tol).astype(np.int8), {"long_name": f"residual ≤ {tol:g}",
                                                                             "units": "1"}),
+        "iterations": xr.Variable(("point",), np.array(iters, dtype=np.int64),
+                                  {"long_name": "Newton polish iterations after the q minimisation", "units": "1"}),
         "certified": xr.Variable(("point",), cert.astype(np.int8),
                                  {"long_name": "a unique true root proven nearby (Newton–Kantorovich)", "units": "1"}),
         "certified_radius": xr.Variable(("point",), radius, {"long_name": "radius of the ball holding the true root",
