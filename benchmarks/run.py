@@ -15,10 +15,10 @@ from .harness import format_rows, run_workload
 
 
 def all_workloads():
-    from . import cli, forward, gradnorm, sweep
+    from . import cli, forward, gradnorm, spectra, sweep
 
     found = []
-    for module in (forward, cli, gradnorm, sweep):
+    for module in (forward, cli, gradnorm, spectra, sweep):
         found.extend(module.WORKLOADS)
     return {w.name: w for w in found}
 

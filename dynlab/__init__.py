@@ -31,6 +31,12 @@ _EXPORTS = {
     "lyapunov": "dynlab.analysis.lyapunov",
     "jacobians": "dynlab.analysis.jacobians",
     "jacobian_at": "dynlab.analysis.jacobians",
+    "equilibrium": "dynlab.analysis.equilibria",
+    "fixed_points": "dynlab.analysis.equilibria",
+    "eigenvalues_from": "dynlab.analysis.equilibria",
+    "spectrum": "dynlab.analysis.spectra",
+    "convergence": "dynlab.analysis.convergence",
+    "continuation": "dynlab.analysis.continuation",
     # io
     "save_model": "dynlab.io",
     "load_model": "dynlab.io",

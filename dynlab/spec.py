@@ -177,3 +177,41 @@ class GradientSpec:
     run: RunSpec
     K_values: tuple = ()
     lyapunov: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class EquilibriaSpec:
+    """A ``dynlab equilibria`` run: the shared ``RunSpec`` plus the solve and its mode.
+
+    Parameters
+    ----------
+    run : RunSpec (one sequence: ``batch`` None)
+    method : "newton", "euler", "rk4" or "scipy" (``dynlab.equilibrium``)
+    tol : residual tolerance ‖F‖∞
+    n_starts : int or None — multi-start search (``dynlab.fixed_points``) at the first input
+    continue_over : str or None — continuation (``dynlab.continuation``) over x, x<j>, b, b<i>, alpha
+    param_range : (lo, hi) of the continuation
+    """
+
+    run: RunSpec
+    method: str = "newton"
+    tol: float = 1e-12
+    n_starts: int | None = None
+    continue_over: str | None = None
+    param_range: tuple | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SpectrumSpec:
+    """A ``dynlab spectrum`` run: ``run`` plus where the spectra are taken (``at``)."""
+
+    run: RunSpec
+    at: str = "trajectory"
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvergeSpec:
+    """A ``dynlab converge`` run: ``run`` (an irnn) plus the last inner iteration ``K_max``."""
+
+    run: RunSpec
+    K_max: int = 50

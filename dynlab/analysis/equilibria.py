@@ -205,3 +205,688 @@ def irnn_equilibrium(model: IRNN, x, h_prev=None, *, method: str = "newton", tol
         attrs={**model_attrs(model), **base_attrs("numpy", None), "method": method, "tol": tol},
     )
     return ds
+
+
+# =============================================================================================
+# Equilibria and fixed points of every model: one residual form, four solvers, batched.
+# =============================================================================================
+#
+# Every system whose equilibria dynlab finds is written as
+#
+#     F(y) = γ φ(R y + c) − β y = 0,        ∂F/∂y = γ diag(φ'(R y + c)) R − β I,
+#
+# with c = W x + b for a constant input x:
+#
+#   irnn     y = s = h_eq + sign·h_prev (the step equilibrium), R = U, γ = 1, β = α:
+#            F is the iRNN's own increment, so ∂F/∂y = ∇φ U − α I;
+#   ctrnn    y = g, R = U, γ = 1/τ, β = α/τ: F is the flow τ⁻¹(−α g + φ(U g + W x + b));
+#   rnn, fastrnn, antisymmetric, rin (gated form h ← a h + c·φ(R h + W x + b))
+#            y = h, γ = c, β = 1 − a: F(h) = step(h) − h, a fixed point of the map.
+#
+# The "euler" method is y ← y + η F(y): the iRNN recursion itself for the iRNN (η its step
+# size), forward Euler on the CTRNN flow (η = τ by default), plain iteration h ← step(h) for
+# the maps (η = 1).  "rk4" integrates dy/dt = F(y) with fixed steps.
+
+
+#: Solvers of ``equilibrium``.
+EQ_METHODS = ("newton", "euler", "rk4", "scipy")
+#: Stability codes (CF flag_values): stable, marginal (within ``stability_tol``), unstable.
+STABLE, MARGINAL, UNSTABLE = 1, 0, -1
+STABILITY_ATTRS = {"long_name": "stability (1 stable, 0 marginal, -1 unstable)", "units": "1",
+                   "flag_values": np.array([-1, 0, 1], dtype=np.int8),
+                   "flag_meanings": "unstable marginal stable"}
+#: sup |φ''| of the smooth activations (Lipschitz constant of φ'), for the Kantorovich certificate.
+_DPHI_LIPSCHITZ = {"tanh": 4.0 / (3.0 * np.sqrt(3.0)), "sigmoid": 1.0 / (6.0 * np.sqrt(3.0)), "identity": 0.0}
+#: Lipschitz constant of φ itself (the contraction bound of ``dynlab.convergence``).
+PHI_LIPSCHITZ = {"tanh": 1.0, "relu": 1.0, "sigmoid": 0.25, "identity": 1.0, "leaky-relu": 1.0, "abs": 1.0}
+
+
+def d2phi(name: str, z, leak: float = 0.01):
+    """φ''(z) elementwise (0 on the pieces of the piecewise-affine activations)."""
+    if name == "tanh":
+        t = np.tanh(z)
+        return -2.0 * t * (1.0 - t * t)
+    if name == "sigmoid":
+        s = phi("sigmoid", z)
+        return s * (1.0 - s) * (1.0 - 2.0 * s)
+    return np.zeros_like(z)
+
+
+class System:
+    """F(y) = γ φ(R y + c) − β y for one model (see the comment above), on row-batched y.
+
+    Attributes: ``kind`` ("irnn", "ctrnn" or "map"), ``R``, ``gamma``, ``beta``,
+    ``activation``, ``leak``, ``step_size`` (the natural Euler step η), ``discrete``
+    (stability judged by the map's step Jacobian, not the flow), ``variable`` (the unknown's
+    name in the papers).
+    """
+
+    def __init__(self, model):
+        from ..models import CTRNN as _CTRNN
+
+        self.model = model
+        self.activation, self.leak = model.activation, model.leak
+        if isinstance(model, IRNN):
+            eta = np.asarray(model.eta, dtype=np.float64)
+            self.kind, self.R, self.gamma, self.beta = "irnn", model.U, 1.0, float(model.alpha)
+            self.step_size = float(eta.ravel()[0]) if eta.size == 1 or np.all(eta == eta.ravel()[0]) else float(eta.mean())
+            self.variable = "s = h_eq + sign·h_prev"
+        elif isinstance(model, _CTRNN):
+            self.kind, self.R = "ctrnn", model.U
+            self.gamma, self.beta = 1.0 / model.tau, model.alpha / model.tau
+            self.step_size = float(model.tau)
+            self.variable = "g"
+        elif hasattr(model, "gated_form"):
+            a, gain, R = model.gated_form()
+            self.kind, self.R, self.gamma, self.beta = "map", np.asarray(R), float(gain), 1.0 - float(a)
+            self.step_size = 1.0
+            self.variable = "h"
+        else:
+            raise ParameterError("model", f"equilibria are not defined for model {getattr(model, 'name', model)!r}")
+        self.discrete = self.kind == "map"
+        self.D = model.hidden
+
+    def c(self, x):
+        """c = W x + b for row-batched x (N, d) → (N, D)."""
+        return np.asarray(x, dtype=np.float64) @ self.model.W.T + self.model.b
+
+    def F(self, y, c):
+        return self.gamma * phi(self.activation, y @ self.R.T + c, self.leak) - self.beta * y
+
+    def jac(self, y, c):
+        """∂F/∂y (N, D, D)."""
+        d = dphi(self.activation, y @ self.R.T + c, self.leak)
+        J = (self.gamma * d)[:, :, None] * self.R[None]
+        idx = np.arange(self.D)
+        J[:, idx, idx] -= self.beta
+        return J
+
+    # ------------------------------------------------------------------ certificate
+    def certify(self, y, c, F=None, J=None):
+        """A posteriori certificate that a true root lies near each y.
+
+        Smooth φ: the Newton–Kantorovich theorem.  With β_K = ‖J(y)⁻¹‖₂, η_K = ‖J(y)⁻¹F(y)‖₂
+        and L = γ·sup|φ''|·‖R‖₂² a Lipschitz constant of ∂F, h = β_K L η_K ≤ ½ proves a unique
+        root within r = (1 − √(1 − 2h))/(β_K L) of y (r = η_K when L = 0).  Piecewise-affine φ:
+        F is affine inside the region where no R y + c changes sign; when the ball of radius
+        2η_K about y lies inside it (‖R‖₂·2η_K < min_i |z_i|) the Newton point y − J⁻¹F is an
+        exact root within η_K.  Returns (certified (N,) bool, radius (N,), NaN if not certified).
+        """
+        y = np.atleast_2d(y)
+        F = self.F(y, c) if F is None else F
+        J = self.jac(y, c) if J is None else J
+        N = y.shape[0]
+        ok = np.zeros(N, dtype=bool)
+        radius = np.full(N, np.nan)
+        normR = float(np.linalg.norm(self.R, 2))
+        for n in range(N):
+            if not (np.all(np.isfinite(y[n])) and np.all(np.isfinite(J[n]))):
+                continue
+            svals = np.linalg.svd(J[n], compute_uv=False)
+            if svals[-1] <= 1e-14 * max(svals[0], 1e-300):
+                continue
+            try:
+                step = np.linalg.solve(J[n], F[n])
+            except np.linalg.LinAlgError:
+                continue
+            beta_k, eta_k = 1.0 / svals[-1], float(np.linalg.norm(step))
+            if self.activation in _DPHI_LIPSCHITZ:
+                L = self.gamma * _DPHI_LIPSCHITZ[self.activation] * normR ** 2
+                if L == 0.0:
+                    ok[n], radius[n] = True, eta_k
+                    continue
+                h = beta_k * L * eta_k
+                if h <= 0.5:
+                    ok[n], radius[n] = True, (1.0 - np.sqrt(1.0 - 2.0 * h)) / (beta_k * L)
+            else:
+                z = self.R @ y[n] + c[n]
+                if normR * 2.0 * eta_k < np.min(np.abs(z)):
+                    ok[n], radius[n] = True, eta_k
+        return ok, radius
+
+
+def _maxabs(F):
+    with np.errstate(invalid="ignore"):
+        r = np.max(np.abs(F), axis=-1)
+    return np.where(np.isfinite(r), r, np.inf)
+
+
+def _solve_batched(J, rhs):
+    """J⁻¹ rhs for a stack; a singular matrix falls back to its least-squares solution."""
+    try:
+        return np.linalg.solve(J, rhs[..., None])[..., 0]
+    except np.linalg.LinAlgError:
+        out = np.empty_like(rhs)
+        for n in range(J.shape[0]):
+            out[n] = np.linalg.lstsq(J[n], rhs[n], rcond=None)[0]
+        return out
+
+
+def newton_batched(system: System, c, y0, *, tol=1e-12, max_iter=50):
+    """Newton's method with the analytic Jacobian and a backtracking line search on ‖F‖₂,
+    for every row at once.  Returns (y, residual ‖F‖∞, iterations, converged)."""
+    y = np.array(y0, dtype=np.float64)
+    F = system.F(y, c)
+    res = _maxabs(F)
+    its = np.zeros(y.shape[0], dtype=np.int64)
+    active = res > tol
+    for _ in range(max_iter):
+        idx = np.flatnonzero(active & np.isfinite(res))
+        if idx.size == 0:
+            break
+        yi, ci, Fi = y[idx], c[idx], F[idx]
+        step = _solve_batched(system.jac(yi, ci), -Fi)
+        n0 = np.linalg.norm(Fi, axis=1)
+        lam = np.ones(idx.size)
+        y_new = yi + step
+        F_new = system.F(y_new, ci)
+        for _ in range(40):  # backtracking: halve λ where ‖F‖₂ did not decrease enough
+            with np.errstate(invalid="ignore"):
+                bad = ~(np.linalg.norm(F_new, axis=1) < (1.0 - 1e-4 * lam) * n0)
+            if not bad.any():
+                break
+            lam[bad] *= 0.5
+            y_new[bad] = yi[bad] + lam[bad, None] * step[bad]
+            F_new[bad] = system.F(y_new[bad], ci[bad])
+        y[idx], F[idx] = y_new, F_new
+        res[idx] = _maxabs(F_new)
+        its[idx] += 1
+        active[idx] = res[idx] > tol
+    return y, res, its, res <= tol
+
+
+def euler_batched(system: System, c, y0, *, step_size, tol=1e-12, max_iter=10_000):
+    """y ← y + η F(y) (the iRNN recursion for the iRNN) until ‖F‖∞ ≤ tol, every row at once."""
+    y = np.array(y0, dtype=np.float64)
+    F = system.F(y, c)
+    res = _maxabs(F)
+    its = np.zeros(y.shape[0], dtype=np.int64)
+    active = res > tol
+    for _ in range(max_iter):
+        idx = np.flatnonzero(active & np.isfinite(res))
+        if idx.size == 0:
+            break
+        y[idx] += step_size * F[idx]
+        F[idx] = system.F(y[idx], c[idx])
+        res[idx] = _maxabs(F[idx])
+        its[idx] += 1
+        active[idx] = res[idx] > tol
+    return y, res, its, res <= tol
+
+
+def rk4_batched(system: System, c, y0, *, step_size, tol=1e-12, max_iter=30):
+    """Classical RK4 with fixed step η on dy/dt = F(y), at most ``max_iter`` steps, stopping a
+    row once ‖F‖∞ ≤ tol (the implicit-networks paper's fixed-step solve)."""
+    y = np.array(y0, dtype=np.float64)
+    F = system.F(y, c)
+    res = _maxabs(F)
+    its = np.zeros(y.shape[0], dtype=np.int64)
+    active = res > tol
+    h = step_size
+    for _ in range(max_iter):
+        idx = np.flatnonzero(active & np.isfinite(res))
+        if idx.size == 0:
+            break
+        yi, ci = y[idx], c[idx]
+        k1 = F[idx]
+        k2 = system.F(yi + 0.5 * h * k1, ci)
+        k3 = system.F(yi + 0.5 * h * k2, ci)
+        k4 = system.F(yi + h * k3, ci)
+        y[idx] = yi + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+        F[idx] = system.F(y[idx], ci)
+        res[idx] = _maxabs(F[idx])
+        its[idx] += 1
+        active[idx] = res[idx] > tol
+    return y, res, its, res <= tol
+
+
+def scipy_roots(system: System, c, y0, *, tol=1e-12):
+    """``scipy.optimize.root`` (MINPACK hybrd, i.e. ``fsolve``) per row with the analytic
+    Jacobian — the independent reference; Levenberg–Marquardt ("lm") where hybr stalls.
+    Returns (y, residual, function evaluations, converged)."""
+    from scipy.optimize import root
+
+    N = y0.shape[0]
+    y = np.empty_like(y0, dtype=np.float64)
+    res = np.empty(N)
+    its = np.zeros(N, dtype=np.int64)
+    for n in range(N):
+        cn = c[n:n + 1]
+
+        def fun(v, cn=cn):
+            return system.F(v[None], cn)[0]
+
+        def jac(v, cn=cn):
+            return system.jac(v[None], cn)[0]
+
+        best = None
+        for method, opts in (("hybr", {"xtol": 1e-15}), ("lm", {"xtol": 1e-15, "ftol": 1e-15})):
+            sol = root(fun, np.asarray(y0[n], dtype=np.float64), jac=jac, method=method, options=opts)
+            r = float(_maxabs(fun(sol.x)[None])[0])
+            its[n] += int(getattr(sol, "nfev", 0))
+            if best is None or r < best[1]:
+                best = (sol.x, r)
+            if r <= tol:
+                break
+        y[n], res[n] = best
+    return y, res, its, res <= tol
+
+
+def run_solver(system: System, c, y0, method: str, *, tol=1e-12, max_iter=None, step_size=None):
+    """Dispatch to one of ``EQ_METHODS``; returns (y, residual, iterations, converged)."""
+    if method not in EQ_METHODS:
+        raise ParameterError("method", f"must be one of {', '.join(EQ_METHODS)}, got {method!r}")
+    if step_size is None:
+        step_size = system.step_size
+    elif not (np.isfinite(step_size) and step_size > 0):
+        raise ParameterError("step_size", f"must be finite and > 0, got {step_size}")
+    if max_iter is not None and int(max_iter) < 0:
+        raise ParameterError("max_iter", f"must be ≥ 0, got {max_iter}")
+    if method == "newton":
+        return newton_batched(system, c, y0, tol=tol, max_iter=50 if max_iter is None else int(max_iter))
+    if method == "euler":
+        return euler_batched(system, c, y0, step_size=step_size, tol=tol,
+                             max_iter=10_000 if max_iter is None else int(max_iter))
+    if method == "rk4":
+        return rk4_batched(system, c, y0, step_size=step_size, tol=tol,
+                           max_iter=30 if max_iter is None else int(max_iter))
+    return scipy_roots(system, c, y0, tol=tol)
+
+
+# ------------------------------------------------------------------ eigenvalues and labels
+def flow_eigenvalues(system: System, y, c, *, chunk: int = 256):
+    """Eigenvalues of ∂F/∂y = γ ∇φ(R y + c) R − β I at every row (∇φ U − α I for the iRNN),
+    sorted by decreasing real part.  Returns a complex (N, D) array.
+
+    Built and solved a chunk of points at a time (batched LAPACK ``geev``) to bound memory.
+    """
+    y = np.atleast_2d(np.asarray(y, dtype=np.float64))
+    c = np.broadcast_to(c, y.shape)
+    N, D = y.shape
+    out = np.empty((N, D), dtype=np.complex128)
+    for lo in range(0, N, chunk):
+        hi = min(N, lo + chunk)
+        ev = np.linalg.eigvals(system.jac(y[lo:hi], c[lo:hi]))
+        out[lo:hi] = np.sort(ev, axis=-1)[:, ::-1]
+    return out
+
+
+def stability_label(eigs, *, discrete: bool, tol: float = 1e-9):
+    """Stability codes from eigenvalues: flow (continuous) — every Re λ < −tol stable, some
+    Re λ > tol unstable; map (discrete) — every |μ| < 1 − tol stable, some |μ| > 1 + tol
+    unstable; marginal otherwise."""
+    eigs = np.asarray(eigs)
+    if discrete:
+        m = np.max(np.abs(eigs), axis=-1)
+        return np.where(m < 1 - tol, STABLE, np.where(m > 1 + tol, UNSTABLE, MARGINAL)).astype(np.int8)
+    m = np.max(eigs.real, axis=-1)
+    return np.where(m < -tol, STABLE, np.where(m > tol, UNSTABLE, MARGINAL)).astype(np.int8)
+
+
+def eig_variables(eigs, lead, name="eig", what="eigenvalue of ∇φ·U − αI"):
+    """Complex eigenvalues as two real variables (NetCDF has no complex type; DESIGN §3):
+    ``{name}_real`` and ``{name}_imag`` with the ``eig`` dimension last."""
+    import xarray as xr
+
+    eigs = np.asarray(eigs)
+    return {f"{name}_real": xr.Variable(lead + ("eig",), eigs.real.copy(), {"long_name": f"real part of the {what}",
+                                                                             "units": "1"}),
+            f"{name}_imag": xr.Variable(lead + ("eig",), eigs.imag.copy(), {"long_name": f"imaginary part of the {what}",
+                                                                             "units": "1"})}
+
+
+def eigenvalues_from(ds, name="eig"):
+    """The complex eigenvalues stored by ``eig_variables`` (``ds[name_real] + 1j·ds[name_imag]``)."""
+    return ds[f"{name}_real"].values + 1j * ds[f"{name}_imag"].values
+
+
+def _flow_label(system: System) -> str:
+    if system.kind == "irnn":
+        return "eigenvalue of ∇φ·U − αI"
+    if system.kind == "ctrnn":
+        return "eigenvalue of (∇φ·U − αI)/τ"
+    return "eigenvalue of ∂step/∂h − I"
+
+
+def _inputs(model, x, param="x"):
+    xa = np.asarray(x, dtype=np.float64)
+    single = xa.ndim == 1
+    xa = np.atleast_2d(xa)
+    if xa.ndim != 2 or xa.shape[1] != model.inputs or not np.all(np.isfinite(xa)):
+        raise ParameterError(param, f"must be finite with shape ({model.inputs},) or (N, {model.inputs}), got {np.shape(x)}")
+    return xa, single
+
+
+def _states(model, h, N, param):
+    D = model.hidden
+    if h is None:
+        return np.zeros((N, D))
+    ha = np.asarray(h, dtype=np.float64)
+    if ha.shape not in ((D,), (N, D)):
+        raise ParameterError(param, f"must have shape ({D},) or ({N}, {D}), got {ha.shape}")
+    if not np.all(np.isfinite(ha)):
+        raise ParameterError(param, "must be finite")
+    return np.array(np.broadcast_to(ha, (N, D)))
+
+
+def _check_tol(tol):
+    try:
+        tol = float(tol)
+    except (TypeError, ValueError):
+        raise ParameterError("tol", f"must be a number, got {tol!r}") from None
+    if not (np.isfinite(tol) and tol > 0):
+        raise ParameterError("tol", f"must be finite and > 0, got {tol}")
+    return tol
+
+
+def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1e-12, max_iter=None,
+                step_size=None, stability_tol: float = 1e-9, derivatives: bool = False, command=None):
+    """Equilibria at constant inputs, batched: the iRNN step's, or a fixed point of any other model.
+
+    iRNN: s = h_eq + sign·h_prev solves α s = φ(U s + W x + b), and h_eq is the state the
+    inner recursion tends to as K → ∞ (started from the model's g_0).  CTRNN: −α g + φ(U g +
+    W x + b) = 0.  rnn, fastrnn, antisymmetric, rin: h = step(h, x).  For the non-iRNN models
+    ``h_prev`` is the state each solve starts from (zeros by default).
+
+    Parameters
+    ----------
+    model : dynlab model
+    x : (d,) or (N, d) constant inputs;  h_prev : (D,) or (N, D), optional
+    method : "newton" (analytic Jacobian, line search; default), "euler" (the iRNN recursion /
+        forward Euler / plain iteration, step ``step_size``), "rk4" (fixed-step RK4 on
+        dy/dt = F(y), at most ``max_iter`` steps; 30 by default) or "scipy" (``root``, reference)
+    tol : the solve stops when ‖F‖∞ ≤ tol; ``converged`` records whether it got there
+    step_size : η of "euler"/"rk4" (default: the iRNN's η — its mean when η varies with k or
+        time —, the CTRNN's τ, 1 for the maps)
+    derivatives : also the implicit-function derivatives at the solution: ``dh_dx`` ([batch,]
+        unit, unit_in) = −F_y⁻¹ ∂F/∂x (for the iRNN (αI − ∇φU)⁻¹ ∇φ W), and for the iRNN
+        ``dh_dhprev`` ([batch,] unit, unit_from) = −F_y⁻¹ ∂F/∂h_prev, which is −sign·I: at the
+        equilibrium the step forgets h_{m-1} except for the sign (iRNN paper, §3)
+
+    Returns
+    -------
+    xarray.Dataset with ``h_eq`` ([batch,] unit), ``residual`` ‖F(y)‖∞, ``iterations``,
+    ``converged`` (0/1), ``eig_real``/``eig_imag`` ([batch,] eig): eigenvalues of ∂F/∂y (for the
+    iRNN ∇φ·U − αI; sorted by decreasing real part), ``max_real``, ``stability`` (1/0/−1; for
+    the maps from the step Jacobian's spectral radius, ``step_radius``), ``x``, ``h_prev``,
+    the iRNN's ``s_eq``, the model's parameters; attrs ``method``, ``tol``, ``n_converged``.
+    Non-convergence is never hidden: ``converged`` is 0 and the residual is the one reached.
+
+    Example
+    -------
+    >>> eq = equilibrium(m, x[0], h_prev)            # one input
+    >>> eq = equilibrium(m, x, method="scipy")       # (N, d) inputs
+    """
+    import xarray as xr
+
+    from .._dataset import base_attrs, model_attrs, model_variables
+
+    system = System(model)
+    tol = _check_tol(tol)
+    xa, single = _inputs(model, x)
+    N, D = xa.shape[0], model.hidden
+    hp = _states(model, h_prev, N, "h_prev")
+    c = system.c(xa)
+    if system.kind == "irnn":
+        y0 = (1.0 + model.sign) * hp if model.g0 == "previous" else model.sign * hp
+    else:
+        y0 = hp.copy()
+    y, res, its, conv = run_solver(system, c, y0, method, tol=tol, max_iter=max_iter, step_size=step_size)
+    h_eq = y - model.sign * hp if system.kind == "irnn" else y
+    eigs = flow_eigenvalues(system, y, c)
+    lead = () if single else ("batch",)
+    sel = 0 if single else slice(None)
+    data = {
+        "h_eq": xr.Variable(lead + ("unit",), h_eq[sel], {"long_name": "equilibrium state h_eq", "units": "1"}),
+        "residual": xr.Variable(lead, res[sel], {"long_name": f"max-abs residual ‖F‖∞ of the equilibrium equation",
+                                                 "units": "1"}),
+        "iterations": xr.Variable(lead, its[sel], {"long_name": f"{method} iterations", "units": "1"}),
+        "converged": xr.Variable(lead, conv[sel].astype(np.int8), {"long_name": f"residual ≤ {tol:g}", "units": "1"}),
+        **eig_variables(eigs[sel], lead, what=_flow_label(system)),
+        "max_real": xr.Variable(lead, eigs.real.max(axis=1)[sel], {"long_name": "largest real part of the eigenvalues",
+                                                                   "units": "1"}),
+        "x": xr.Variable(lead + ("unit_in",), xa[sel], {"long_name": "constant input x", "units": "1"}),
+        "h_prev": xr.Variable(lead + ("unit",), hp[sel], {"long_name": "previous state h_{m-1}" if system.kind == "irnn"
+                                                          else "start of the solve", "units": "1"}),
+        **model_variables(model),
+    }
+    if system.discrete:
+        radius = np.abs(eigs + 1.0).max(axis=1)  # step Jacobian = ∂F/∂h + I
+        data["step_radius"] = xr.Variable(lead, radius[sel], {"long_name": "spectral radius of the step Jacobian",
+                                                              "units": "1"})
+        stab = stability_label(eigs + 1.0, discrete=True, tol=stability_tol)
+    else:
+        stab = stability_label(eigs, discrete=False, tol=stability_tol)
+    data["stability"] = xr.Variable(lead, stab[sel], dict(STABILITY_ATTRS))
+    if system.kind == "irnn":
+        data["s_eq"] = xr.Variable(lead + ("unit",), y[sel], {"long_name": "equilibrium s = h_eq ± h_prev", "units": "1"})
+    if derivatives:
+        dx, dhp = implicit_derivatives(system, y, c)
+        data["dh_dx"] = xr.Variable(lead + ("unit", "unit_in"), dx[sel], {"long_name": "∂h_eq/∂x (implicit function)",
+                                                                           "units": "1"})
+        if dhp is not None:
+            data["dh_dhprev"] = xr.Variable(lead + ("unit", "unit_from"), dhp[sel],
+                                            {"long_name": "∂h_eq/∂h_(m-1) (implicit function)", "units": "1"})
+    attrs = {**model_attrs(model), **base_attrs("numpy", command), "method": method, "tol": tol,
+             "step_size": float(system.step_size if step_size is None else step_size),
+             "n_converged": int(conv.sum()), "n_points": int(N), "system": system.kind,
+             "equation": _EQUATIONS[system.kind]}
+    return xr.Dataset(data, attrs=attrs)
+
+
+def implicit_derivatives(system: System, y, c):
+    """Derivatives of the equilibrium by the implicit function theorem, by linear solves.
+
+    F(y; x) = 0 with F_y = ∂F/∂y gives ∂y/∂x = −F_y⁻¹ γ ∇φ W (iRNN: (αI − ∇φU)⁻¹ ∇φ W).  For the
+    iRNN, G(h_eq, h_prev) = F(h_eq + sign·h_prev) = 0 gives ∂h_eq/∂h_prev = −F_y⁻¹ (sign·F_y),
+    computed as written (so that a test sees −sign·I come out of the solve).  Returns
+    (dy_dx (N, D, d), dh_dhprev (N, D, D) or None).
+    """
+    model = system.model
+    Fy = system.jac(y, c)
+    d = dphi(system.activation, y @ system.R.T + c, system.leak)
+    dFdx = (system.gamma * d)[:, :, None] * model.W[None]
+    dx = -np.linalg.solve(Fy, dFdx)
+    dhp = -np.linalg.solve(Fy, model.sign * Fy) if system.kind == "irnn" else None
+    return dx, dhp
+
+
+_EQUATIONS = {"irnn": "α s = φ(U s + W x + b), s = h_eq + sign·h_prev",
+              "ctrnn": "0 = −α g + φ(U g + W x + b)",
+              "map": "h = step(h, x)"}
+
+
+# ------------------------------------------------------------------ multi-start search
+def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 50, spread: float = 2.0,
+                 starts=None, seed: int = 0, tol: float = 1e-12, slow_tol: float = 1e-6,
+                 dedup_tol: float = 1e-6, max_iter: int = 200, stability_tol: float = 1e-9, command=None):
+    """All the equilibria a multi-start search finds at one constant input, each certified.
+
+    As the fixed-point finders for RNNs do (Sussillo & Barak 2013), starts are taken along
+    trajectories of the system itself (``n_starts`` random states y ~ N(0, spread²), each run
+    up to ``trajectory_steps`` Euler steps of the natural step size; start n is the point after
+    ⌊trajectory_steps·u_n²⌋ steps, u_n uniform, so early points — far from the attractors, near
+    saddles and slow regions — are favoured) and q(y) = ½‖F(y)‖² is minimised from each by batched
+    Levenberg–Marquardt.  Minima with ‖F‖∞ reachable to ``tol`` are polished by Newton and
+    kept as roots, deduplicated (distance ≤ ``dedup_tol``·(1 + ‖y‖)), and certified by the
+    Newton–Kantorovich test of ``System.certify``; minima that are no roots but have
+    q ≤ ``slow_tol`` are kept as slow points (``kind`` 0).  A second pass starts halfway
+    between every pair of distinct minima of the first, where saddles usually lie.
+
+    For the iRNN the roots are those of the step equation α s = φ(U s + W x + b) in s (with
+    h_prev = 0, h_eq = s); for the CTRNN the zeros of the flow; for the cells the fixed points
+    of the map.
+
+    Parameters
+    ----------
+    model : dynlab model;  x : (d,) constant input (zeros by default)
+    starts : (n, D) array, optional — extra starting points (in the solve's variable y)
+
+    Returns
+    -------
+    xarray.Dataset along ``point``: ``h_eq`` (point, unit), ``q``, ``residual``, ``iterations``, ``converged``,
+    ``certified``, ``certified_radius``, ``kind`` (1 root, 0 slow point), ``eig_real``/``eig_imag``
+    (point, eig), ``max_real``, ``stability``, ``hits`` (how many starts ended there); ``x``.
+    Roots come first, ordered by their first coordinate.
+
+    Example
+    -------
+    >>> fp = fixed_points(make_model("ctrnn", 2, 1, weight_scale=3, seed=1), [0.0])
+    """
+    import xarray as xr
+
+    from .._dataset import base_attrs, model_attrs, model_variables
+
+    system = System(model)
+    tol = _check_tol(tol)
+    xa, _ = _inputs(model, np.zeros(model.inputs) if x is None else x)
+    if xa.shape[0] != 1:
+        raise ParameterError("x", "fixed_points takes one constant input (d,)")
+    if int(n_starts) < 1 and starts is None:
+        raise ParameterError("n_starts", f"must be ≥ 1, got {n_starts}")
+    D = model.hidden
+    rng = np.random.default_rng(seed)
+    Y = [np.empty((0, D))]
+    if int(n_starts) > 0:
+        y = rng.standard_normal((int(n_starts), D)) * float(spread)
+        c = np.broadcast_to(system.c(xa), y.shape)
+        # where along its trajectory each start is taken: early points (where the dynamics is
+        # still far from the attractors, near saddles and slow regions) are favoured
+        stop = np.floor(int(trajectory_steps) * rng.random(y.shape[0]) ** 2).astype(np.int64)
+        with np.errstate(all="ignore"):
+            for k in range(int(trajectory_steps)):
+                move = stop > k
+                y[move] += system.step_size * system.F(y[move], c[move])
+        Y.append(y[np.all(np.isfinite(y), axis=1)])
+    if starts is not None:
+        s = np.asarray(starts, dtype=np.float64)
+        if s.ndim != 2 or s.shape[1] != D or not np.all(np.isfinite(s)):
+            raise ParameterError("starts", f"must be a finite (n, {D}) array, got shape {s.shape}")
+        Y.append(s)
+    Y = np.vstack(Y)
+    c = np.broadcast_to(system.c(xa), Y.shape).copy()
+    Y, q = _levenberg_marquardt(system, c, Y, max_iter=max_iter)
+    # second pass: saddles separate attractors, so start again halfway between every pair of
+    # distinct minima found (a cheap way not to miss the unstable equilibria between them)
+    good = Y[q <= max(slow_tol, tol)]
+    uniq = []
+    for yv in good:
+        if all(np.linalg.norm(yv - u) > 1e-3 * (1.0 + np.linalg.norm(u)) for u in uniq):
+            uniq.append(yv)
+    mids = [0.5 * (a + b) for i, a in enumerate(uniq) for b in uniq[i + 1:]][:1000]
+    if mids:
+        M = np.array(mids)
+        cM = np.broadcast_to(system.c(xa), M.shape).copy()
+        M, qM = _levenberg_marquardt(system, cM, M, max_iter=max_iter)
+        Y, q, c = np.vstack([Y, M]), np.concatenate([q, qM]), np.vstack([c, cM])
+    # polish every start whose q is small enough to be a root or a slow point
+    cand = q <= max(slow_tol, tol)
+    Yp, rp, itp, okp = newton_batched(system, c[cand], Y[cand], tol=tol, max_iter=50)
+    roots, slow = [], []
+    for yv, r, it, ok, y_lm, q_lm in zip(Yp, rp, itp, okp, Y[cand], q[cand]):
+        if ok:
+            roots.append((yv, it))
+        else:
+            slow.append((y_lm, q_lm, it))
+    pts, hits, kinds, iters = [], [], [], []
+    for yv, it in roots:
+        for i, p in enumerate(pts):
+            if kinds[i] == 1 and np.linalg.norm(yv - p) <= dedup_tol * (1.0 + np.linalg.norm(p)):
+                hits[i] += 1
+                break
+        else:
+            pts.append(yv)
+            hits.append(1)
+            kinds.append(1)
+            iters.append(it)
+    order = sorted(range(len(pts)), key=lambda i: tuple(pts[i]))
+    pts, hits, kinds, iters = ([pts[i] for i in order], [hits[i] for i in order], [kinds[i] for i in order],
+                               [iters[i] for i in order])
+    slow_pts = []
+    for yv, qv, it in sorted(slow, key=lambda t: t[1]):
+        if all(np.linalg.norm(yv - p) > 1e-3 * (1.0 + np.linalg.norm(p)) for p in pts + slow_pts):
+            slow_pts.append(yv)
+            pts.append(yv)
+            hits.append(1)
+            kinds.append(0)
+            iters.append(it)
+        else:
+            for i, p in enumerate(pts):
+                if np.linalg.norm(yv - p) <= 1e-3 * (1.0 + np.linalg.norm(p)):
+                    hits[i] += 1
+                    break
+    P = np.array(pts).reshape(-1, D)
+    n = P.shape[0]
+    cP = np.broadcast_to(system.c(xa), (n, D)).copy()
+    FP = system.F(P, cP) if n else np.empty((0, D))
+    resP = _maxabs(FP) if n else np.empty(0)
+    cert, radius = system.certify(P, cP, FP) if n else (np.zeros(0, bool), np.empty(0))
+    eigs = flow_eigenvalues(system, P, cP) if n else np.empty((0, D), complex)
+    if system.discrete:
+        stab = stability_label(eigs + 1.0, discrete=True, tol=stability_tol)
+    else:
+        stab = stability_label(eigs, discrete=False, tol=stability_tol)
+    kinds = np.array(kinds, dtype=np.int8)
+    data = {
+        "h_eq": xr.Variable(("point", "unit"), P, {"long_name": f"equilibrium ({system.variable})", "units": "1"}),
+        "q": xr.Variable(("point",), 0.5 * np.sum(FP ** 2, axis=1), {"long_name": "q = ½‖F‖²", "units": "1"}),
+        "residual": xr.Variable(("point",), resP, {"long_name": "max-abs residual ‖F‖∞", "units": "1"}),
+        "converged": xr.Variable(("point",), (resP <= tol).astype(np.int8), {"long_name": f"residual ≤ {tol:g}",
+                                                                            "units": "1"}),
+        "iterations": xr.Variable(("point",), np.array(iters, dtype=np.int64),
+                                  {"long_name": "Newton polish iterations after the q minimisation", "units": "1"}),
+        "certified": xr.Variable(("point",), cert.astype(np.int8),
+                                 {"long_name": "a unique true root proven nearby (Newton–Kantorovich)", "units": "1"}),
+        "certified_radius": xr.Variable(("point",), radius, {"long_name": "radius of the ball holding the true root",
+                                                             "units": "1"}),
+        "kind": xr.Variable(("point",), kinds, {"long_name": "1 root, 0 slow point", "units": "1",
+                                                "flag_values": np.array([0, 1], dtype=np.int8),
+                                                "flag_meanings": "slow_point root"}),
+        "hits": xr.Variable(("point",), np.array(hits, dtype=np.int64), {"long_name": "starts that ended here",
+                                                                          "units": "1"}),
+        **eig_variables(eigs, ("point",), what=_flow_label(system)),
+        "max_real": xr.Variable(("point",), eigs.real.max(axis=1) if n else np.empty(0),
+                                {"long_name": "largest real part of the eigenvalues", "units": "1"}),
+        "stability": xr.Variable(("point",), stab, dict(STABILITY_ATTRS)),
+        "x": xr.Variable(("unit_in",), xa[0], {"long_name": "constant input x", "units": "1"}),
+        **model_variables(model),
+    }
+    attrs = {**model_attrs(model), **base_attrs("numpy", command), "tol": tol, "slow_tol": slow_tol,
+             "n_starts": int(Y.shape[0]), "trajectory_steps": int(trajectory_steps), "spread": float(spread),
+             "search_seed": int(seed), "n_roots": int((kinds == 1).sum()), "n_slow": int((kinds == 0).sum()),
+             "system": system.kind, "equation": _EQUATIONS[system.kind]}
+    return xr.Dataset(data, attrs=attrs)
+
+
+def _levenberg_marquardt(system: System, c, y, *, max_iter=200, gtol=1e-15):
+    """Minimise q(y) = ½‖F(y)‖² from every row at once (batched Levenberg–Marquardt:
+    (JᵀJ + μI) δ = −JᵀF, μ shrunk on success and grown on failure).  Returns (y, q)."""
+    y = y.copy()
+    N, D = y.shape
+    F = system.F(y, c)
+    q = 0.5 * np.sum(F * F, axis=1)
+    mu = np.full(N, 1e-3)
+    eye = np.eye(D)
+    active = np.isfinite(q) & (q > 0)
+    for _ in range(max_iter):
+        idx = np.flatnonzero(active)
+        if idx.size == 0:
+            break
+        J = system.jac(y[idx], c[idx])
+        JT = np.swapaxes(J, 1, 2)
+        g = np.einsum("nij,ni->nj", J, F[idx])
+        A = JT @ J
+        scale = np.maximum(np.einsum("nii->n", A) / D, 1e-300)
+        step = _solve_batched(A + (mu[idx] * scale)[:, None, None] * eye, -g)
+        y_new = y[idx] + step
+        with np.errstate(all="ignore"):
+            F_new = system.F(y_new, c[idx])
+            q_new = 0.5 * np.sum(F_new * F_new, axis=1)
+        better = np.isfinite(q_new) & (q_new < q[idx])
+        b = idx[better]
+        y[b], F[b], q[b] = y_new[better], F_new[better], q_new[better]
+        mu[b] = np.maximum(mu[b] / 3.0, 1e-12)
+        mu[idx[~better]] *= 4.0
+        small = (np.max(np.abs(g), axis=1) <= gtol) | (q[idx] <= 1e-30) | (mu[idx] > 1e12)
+        active[idx[small]] = False
+    return y, q

@@ -87,11 +87,14 @@ def simulate(ctx, out, data, **options):
 @model_options
 @input_options(batch=False, variance_default="10, as in the iRNN paper's Fig. 2")
 @compare_option
+@click.option("--field/--no-field", "field", default=None,
+              help="Draw the vector field (streamlines), nullclines and equilibria (by stability) of a 2-D "
+                   "ctrnn or cell at a constant input. [default: on for ctrnn with --input constant]")
 @backend_option
 @out_option
 @data_option
 @click.pass_context
-def phase(ctx, out, data, **options):
+def phase(ctx, out, data, field, **options):
     """Phase portrait of the hidden state (iRNN paper, Fig. 2).
 
     Draws the trajectory h_m from h_0 (black circle) and, for an iRNN, the equilibrium
@@ -103,7 +106,7 @@ def phase(ctx, out, data, **options):
     from ..plot import phase_dataset, phase_summary, plot_phase
 
     with keep_partial(data):
-        ds = phase_dataset(make_spec(ctx, options))
+        ds = phase_dataset(make_spec(ctx, options), field=field)
     _save(ds, data, out, plot_phase)
     click.echo(phase_summary(ds))
 
@@ -295,3 +298,84 @@ def sweep(ctx, spec_file, store, resume, scheduler, region_size, backend, data):
                f"{', '.join(f'{d}={n}' for d, n in ds['done'].sizes.items())}; "
                f"{ds.attrs['points_computed']} computed now" + (f"; store {store}" if store else "")
                + (f"; wrote {data}" if data else ""))
+# ------------------------------------------------- equilibria, spectrum, converge (issue 4)
+from .options import K_max_option, equilibria_options, spectrum_at_option  # noqa: E402
+
+
+@main.command(short_help="Equilibria along an input sequence, multi-start fixed points, continuation.")
+@model_options
+@input_options(batch=False, steps=100)
+@equilibria_options
+@backend_option
+@out_option
+@data_option
+@click.pass_context
+def equilibria(ctx, out, data, method, tol, n_starts, continue_over, param_range, **options):
+    """Equilibria and their stability (eigenvalues of ∇φU − αI).
+
+    Default: the equilibrium at every input x_m of the sequence (iRNN: the step's, α s =
+    φ(U s + W x_m + b) with h_prev = h_(m-1); other models: the fixed point at the constant
+    input x_m).  --fixed-points N: every equilibrium a multi-start search finds at x_1.
+    --continue-over NAME --range LO,HI: the branch of equilibria over a parameter, with folds.
+    Exits 1 (data kept) when a solve did not converge.
+
+    Example: dynlab equilibria --model ctrnn --hidden 1 --continue-over b --range -10,2 --out bif.png
+    """
+    from ..plot import equilibria_dataset, equilibria_summary, plot_equilibria
+    from ..plot.stability import not_converged
+    from ..spec import EquilibriaSpec
+
+    spec = EquilibriaSpec(make_spec(ctx, options), method=method.lower(), tol=tol, n_starts=n_starts,
+                          continue_over=continue_over, param_range=param_range)
+    ds = equilibria_dataset(spec)
+    _save(ds, data, out, plot_equilibria)
+    click.echo(equilibria_summary(ds))
+    failed = not_converged(ds)
+    if failed:
+        click.echo(f"Error: {failed}", err=True)
+        ctx.exit(1)
+
+
+@main.command(short_help="Eigenvalues of ∇φU − αI along trajectories (iRNN paper Fig. 7).")
+@model_options
+@input_options(batch=True, steps=200)
+@spectrum_at_option
+@backend_option
+@out_option
+@data_option
+@click.pass_context
+def spectrum(ctx, out, data, at, **options):
+    """Stability spectra at every point of the input sequence(s): eigenvalues of ∇φU − αI
+    (histogram of real parts and complex plane) and of the step Jacobian (unit circle).
+
+    Example: dynlab spectrum --model irnn --K 5 --hidden 32 --batch 8 --out fig7.png
+    """
+    from ..plot import plot_spectrum, spectrum_dataset, spectrum_summary
+    from ..spec import SpectrumSpec
+
+    with keep_partial(data):
+        ds = spectrum_dataset(SpectrumSpec(make_spec(ctx, options), at=at.lower()))
+    _save(ds, data, out, plot_spectrum)
+    click.echo(spectrum_summary(ds))
+
+
+@main.command(short_help="Convergence of the iRNN inner recursion to its equilibrium (Fig. 6).")
+@model_options
+@input_options(batch=False, steps=20)
+@K_max_option
+@backend_option
+@out_option
+@data_option
+@click.pass_context
+def converge(ctx, out, data, K_max, **options):
+    """‖g_k − h_eq‖ against k at every step of the sequence (h_eq: scipy's root), the fitted
+    linear rate, the local rate and the bound ρ = 1 − αη + η‖U‖₂ with e_k ≤ ρ^k e_0.
+
+    Example: dynlab converge --model irnn --hidden 16 --eta 0.5 --K-max 60 --out fig6.png
+    """
+    from ..plot import converge_dataset, converge_summary, plot_convergence
+    from ..spec import ConvergeSpec
+
+    ds = converge_dataset(ConvergeSpec(make_spec(ctx, options), K_max=K_max))
+    _save(ds, data, out, plot_convergence)
+    click.echo(converge_summary(ds))

@@ -251,3 +251,44 @@ sweep_options = _stack(
     click.option("--region-size", "region_size", type=click.IntRange(min=1), default=None, metavar="N",
                  help="Points per region (the store's chunk). [default: 64 batched, 8 otherwise]"),
 )
+# ------------------------------------------------- equilibria, spectrum, converge (issue 4)
+# ("method" is left out: it is also the ctrnn's integration setting, given with --set method=…;
+# the solver's --method is a click Choice, checked before the library sees it)
+OPTION_OF.update({"tol": "--tol", "n_starts": "--fixed-points", "over": "--continue-over",
+                  "continue_over": "--continue-over", "range": "--range", "param_range": "--range",
+                  "K_max": "--K-max", "at": "--at", "field": "--field"})
+EQ_METHOD_NAMES = ("newton", "euler", "rk4", "scipy")
+
+
+def _parse_range(ctx, param, value):
+    """``--range LO,HI`` → (lo, hi) with lo < hi."""
+    if value is None:
+        return None
+    parts = [p.strip() for p in value.split(",")]
+    try:
+        lo, hi = (float(p) for p in parts)
+    except ValueError:
+        raise click.BadParameter(f"expected two numbers LO,HI, got {value!r}", ctx, param) from None
+    if not lo < hi:
+        raise click.BadParameter(f"needs LO < HI, got {value!r}", ctx, param)
+    return (lo, hi)
+
+
+equilibria_options = _stack(
+    click.option("--method", type=click.Choice(EQ_METHOD_NAMES, **_CHOICE), default="newton", show_default=True,
+                 help="Solver: Newton with the analytic Jacobian, the Euler (iRNN) recursion, fixed-step RK4 "
+                      "on the flow, or scipy's root (the reference)."),
+    click.option("--tol", type=float, default=1e-12, show_default=True, help="Residual tolerance ‖F‖∞."),
+    click.option("--fixed-points", "n_starts", type=int, default=None, metavar="N",
+                 help="Multi-start search for every equilibrium at the first input, from N starts."),
+    click.option("--continue-over", "continue_over", type=str, default=None, metavar="NAME",
+                 help="Continue the equilibria over x, x<j>, b, b<i> or alpha (pseudo-arclength; "
+                      "bifurcation diagram with folds); needs --range."),
+    click.option("--range", "param_range", type=str, default=None, metavar="LO,HI", callback=_parse_range,
+                 help="Range of the --continue-over parameter."),
+)
+spectrum_at_option = click.option("--at", "at", type=click.Choice(("trajectory", "equilibrium"), **_CHOICE),
+                                  default="trajectory", show_default=True,
+                                  help="Spectra at the simulated states, or at each input's equilibrium.")
+K_max_option = click.option("--K-max", "K_max", type=int, default=50, show_default=True,
+                            help="Last inner iteration k of the recursion.")

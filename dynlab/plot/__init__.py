@@ -10,7 +10,11 @@ matplotlib is imported only when something is drawn.
 from .gradients import gradients_dataset, gradients_summary, plot_gradients
 from .phase import phase_dataset, phase_summary, plot_phase
 from .states import plot_states, simulate_summary
+from .stability import (converge_dataset, converge_summary, equilibria_dataset, equilibria_summary, plot_convergence,
+                        plot_equilibria, plot_spectrum, spectrum_dataset, spectrum_summary)
 from .style import COLORS, PANEL_WIDTH, new_figure, save_figure
 
 __all__ = ["COLORS", "PANEL_WIDTH", "gradients_dataset", "gradients_summary", "plot_gradients", "new_figure", "phase_dataset", "phase_summary", "plot_phase",
-           "plot_states", "save_figure", "simulate_summary"]
+           "plot_states", "save_figure", "simulate_summary",
+           "converge_dataset", "converge_summary", "equilibria_dataset", "equilibria_summary", "plot_convergence",
+           "plot_equilibria", "plot_spectrum", "spectrum_dataset", "spectrum_summary"]

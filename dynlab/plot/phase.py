@@ -23,7 +23,7 @@ DEFAULT_VARIANCE = 10.0
 N_PC = 2
 _SEP = "__"
 #: Legend entries in this order (a substring of each label).
-_LEGEND_ORDER = ("trajectory", "equilibria", "s_m", "start")
+_LEGEND_ORDER = ("trajectory", "equilibria", "s_m", "start", "field", "nullcline", "equilibrium")
 
 
 def _entry_prefix(ds, name: str) -> str:
@@ -31,8 +31,11 @@ def _entry_prefix(ds, name: str) -> str:
     return "" if name == str(ds.model.values[0]) else name + _SEP
 
 
-def phase_dataset(spec):
+def phase_dataset(spec, field=None):
     """Simulate the spec's model (and ``spec.compare`` models) on one input and collect a phase portrait.
+
+    ``field``: also the primary model's vector field, nullclines and equilibria (``add_field``);
+    None (the default) means: on for a 2-D ctrnn with a constant input, off otherwise.
 
     Every model runs on the same input sequence x_1..x_T from h_0 = 0.  The compared models
     share the seed, sizes and activation of the primary one and keep their own defaults.
@@ -180,10 +183,92 @@ def phase_dataset(spec):
         attrs["projection"] = f"projected on top-{N_PC} PCs of each model's trajectory h"
 
     ds = xr.Dataset(data, coords=coords, attrs=attrs)
+    kind = str(spec.input).strip().lower().replace("_", "-")
+    if field is None:
+        field = primary.name == "ctrnn" and D == 2 and kind == "constant"
+    if field:
+        if kind != "constant":
+            raise ParameterError("field", "the vector field of a driven system changes with every input; "
+                                          "use --input constant")
+        ds = add_field(ds, primary, x[0], H[0])
     if diverged.any():  # everything computed is in the Dataset; report the first failure
         i = int(np.flatnonzero(diverged)[0])
         raise DivergenceError(step=int(diverged[i]), batch=0, model=names[i], partial=ds)
     return ds
+
+
+#: Grid points per axis of the stored vector field (streamlines and nullcline contours).
+FIELD_POINTS = 121
+#: Models whose phase portrait can carry a vector field (the iRNN draws its equilibrium curve).
+FIELD_MODELS = ("ctrnn", "rnn", "fastrnn", "antisymmetric", "rin")
+
+
+def add_field(ds, model, x, h):
+    """Add the vector field, nullclines and equilibria of a 2-D model at a constant input x.
+
+    The field is F of ``dynlab.analysis.equilibria.System``: the CTRNN's dg/dt, or for a discrete
+    cell the displacement step(h) − h (its zeros are the map's fixed points).  The nullclines
+    are the zero sets F_1 = 0 and F_2 = 0, drawn as contours of F on the grid, so every branch
+    shows; the equilibria come from ``dynlab.fixed_points`` (multi-start, certified) with their
+    stability.  The grid covers the trajectory h and the equilibria, padded by 25 %.
+
+    Adds ``field_F1``, ``field_F2`` (field_x2, field_x1) on coords ``field_x1``, ``field_x2``,
+    and ``fp_h`` (fixed_point, unit), ``fp_stability``, ``fp_certified`` (fixed_point); attr
+    ``field`` describing F.
+    """
+    import xarray as xr
+
+    from ..analysis.equilibria import STABILITY_ATTRS, System, fixed_points
+
+    if model.name not in FIELD_MODELS:
+        raise ParameterError("field", f"a vector field is drawn for {', '.join(FIELD_MODELS)}; the iRNN's "
+                                      f"portrait shows its equilibrium curve instead")
+    if model.hidden != 2:
+        raise ParameterError("field", f"a vector field needs a 2-D state, got hidden={model.hidden}")
+    system = System(model)
+    h = h[np.all(np.isfinite(h), axis=1)]
+    scale = max(1.0, float(np.abs(h).max()) if h.size else 1.0)
+    fp = fixed_points(model, x, n_starts=64, spread=scale, seed=0)
+    pts = np.vstack([h, fp["h_eq"].values, np.zeros((1, 2))])
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    pad = 0.25 * np.maximum(hi - lo, 0.2)
+    g1 = np.linspace(lo[0] - pad[0], hi[0] + pad[0], FIELD_POINTS)
+    g2 = np.linspace(lo[1] - pad[1], hi[1] + pad[1], FIELD_POINTS)
+    Y = np.stack(np.meshgrid(g1, g2), axis=-1).reshape(-1, 2)
+    F = system.F(Y, np.broadcast_to(system.c(np.asarray(x)[None]), Y.shape)).reshape(FIELD_POINTS, FIELD_POINTS, 2)
+    what = "dg/dt" if system.kind == "ctrnn" else "step(h) − h"
+    ds = ds.assign_coords(field_x1=("field_x1", g1, {"long_name": "h₁", "units": "1"}),
+                          field_x2=("field_x2", g2, {"long_name": "h₂", "units": "1"}))
+    ds["field_F1"] = xr.Variable(("field_x2", "field_x1"), F[..., 0], {"long_name": f"{what}, component 1", "units": "1"})
+    ds["field_F2"] = xr.Variable(("field_x2", "field_x1"), F[..., 1], {"long_name": f"{what}, component 2", "units": "1"})
+    roots = fp["kind"].values == 1
+    ds["fp_h"] = xr.Variable(("fixed_point", "unit"), fp["h_eq"].values[roots], {"long_name": "equilibrium", "units": "1"})
+    ds["fp_stability"] = xr.Variable(("fixed_point",), fp["stability"].values[roots], dict(STABILITY_ATTRS))
+    ds["fp_certified"] = xr.Variable(("fixed_point",), fp["certified"].values[roots],
+                                     {"long_name": "certified root (Newton–Kantorovich)", "units": "1"})
+    ds.attrs["field"] = f"{what} at the constant input x = {np.array2string(np.asarray(x), precision=4)}"
+    return ds
+
+
+def _draw_field(ds, ax) -> None:
+    g1, g2 = ds["field_x1"].values, ds["field_x2"].values
+    F1, F2 = ds["field_F1"].values, ds["field_F2"].values
+    ax.streamplot(g1, g2, F1, F2, color="0.72", density=0.9, linewidth=0.5, arrowsize=0.6, zorder=0)
+    ax.contour(g1, g2, F1, levels=[0.0], colors=[COLORS["sky"]], linewidths=1.2, zorder=1)
+    ax.contour(g1, g2, F2, levels=[0.0], colors=[COLORS["purple"]], linewidths=1.2, zorder=1)
+    ax.plot([], [], color="0.72", lw=0.8, label="vector field")
+    ax.plot([], [], color=COLORS["sky"], lw=1.2, label="h₁-nullcline")
+    ax.plot([], [], color=COLORS["purple"], lw=1.2, label="h₂-nullcline")
+    stab = ds["fp_stability"].values
+    h = ds["fp_h"].values
+    for code, face, label in ((1, COLORS["blue"], "stable equilibrium"), (0, COLORS["orange"], "marginal equilibrium"),
+                              (-1, "white", "unstable equilibrium")):
+        sel = stab == code
+        if sel.any():
+            ax.scatter(h[sel, 0], h[sel, 1], s=36, facecolors=face, edgecolors=COLORS["black"], linewidths=1.0,
+                       zorder=5, label=label)
+    ax.set_xlim(g1[0], g1[-1])
+    ax.set_ylim(g2[0], g2[-1])
 
 
 def _title(ds, name: str) -> str:
@@ -226,6 +311,8 @@ def _panel(ds, name: str, ax) -> None:
         sign = "+" if int(ds.attrs.get(_entry_prefix(ds, name) + "sign", 1)) > 0 else "-"
         ax.scatter(s[:, 0], s[:, 1], s=2, color=COLORS["green"], edgecolors="none", zorder=3,
                    label=rf"$s_m = h_m {sign} h_{{m-1}}$")
+    if "field_F1" in ds and name == str(ds.model.values[0]):
+        _draw_field(ds, ax)
     ax.plot(traj[0, 0], traj[0, 1], "o", color=COLORS["black"], ms=5, zorder=4, label=r"start $h_0$")
     at = int(ds["diverged_at"].sel(model=name))
     title = _title(ds, name)
@@ -240,7 +327,8 @@ def _panel(ds, name: str, ax) -> None:
         ax.set_xlabel("h₁")
         ax.set_ylabel("h₂")
     ax.set_title(title)
-    ax.margins(0.05)
+    if "field_F1" not in ds:
+        ax.margins(0.05)
     ax.xaxis.set_major_locator(MaxNLocator(5))
     ax.yaxis.set_major_locator(MaxNLocator(5))
 
@@ -303,6 +391,11 @@ def phase_summary(ds) -> str:
         if bad:
             lines.append(f"warning: the equilibrium curve did not converge at {bad} of "
                          f"{ds.sizes['x_grid']} inputs (max residual {float(ds['s_eq_residual'].max()):.3g})")
+    if "fp_h" in ds:
+        stab = ds["fp_stability"].values
+        lines.append(f"vector field {ds.attrs['field']}: {ds.sizes['fixed_point']} equilibria "
+                     f"({int((stab == 1).sum())} stable, {int((stab == -1).sum())} unstable): "
+                     + "; ".join(np.array2string(h, precision=4) for h in ds["fp_h"].values))
     for n, at in zip(names, ds["diverged_at"].values):
         if at:
             lines.append(f"{n}: state became non-finite at step m={int(at)}")
