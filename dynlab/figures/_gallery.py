@@ -11,7 +11,7 @@ ERRATA = (
     ("iRNN paper, Prop. 2",
      "printed as e_K ≤ ρ^K e_1 (with ‖g_1 − h_eq‖ on the right); what holds is the contraction bound "
      "e_K ≤ ρ^K e_0, ρ = 1 − αη + η‖U‖₂. The printed form fails for small K on a case the tests exhibit.",
-     "tests/test_convergence.py"),
+     "tests/test_stability.py"),
     ("iRNN paper, SiRNN vs iRNN",
      "\"SiRNN run over K steps equals iRNN(K)\" is not an identity: for φ = identity, iRNN(K) maps h to "
      "(A^K − I) h with A = I + η(U − αI), while K SiRNN steps map h to (η(U − αI))^K h.",

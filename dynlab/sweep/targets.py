@@ -361,3 +361,64 @@ register_target(Target(
     options={"method": ("newton", str), "tol": (1e-12, float), "max_iter": (None, int)}, validate=_check_eq,
     description="dynlab.irnn_equilibrium at every step of the iRNN's own trajectory (h_prev = h_(m-1)): "
                 "residual, iterations, converged, distance of h_m from the equilibrium"))
+
+
+# ------------------------------------------------------------- convergence, spectrum (issue 4)
+_CONV_VARS = {
+    "rate": Var("fitted linear rate of e_k = ‖g_k − h_eq‖ (worst over the sequence's inputs)"),
+    "local_rate": Var("spectral radius of I + η(∇φU − αI) at h_eq (worst over the inputs)"),
+    "bound_rate": Var("contraction bound ρ = 1 − αη + η‖U‖₂"),
+    "bound_holds": Var("e_k ≤ ρ^k e_0 for every k and input (1) or not (0)", "1", "int64"),
+    "final_error": Var("largest e_(K_max) over the inputs"),
+}
+
+
+def _convergence_target(run, opts, backend):
+    """dynlab.convergence at every input x_m of the point's sequence, from h_prev = 0."""
+    from ..analysis.convergence import convergence
+
+    model, x = model_and_input(run)
+    cv = convergence(model, x, K_max=opts["K_max"])
+    return {"rate": float(np.max(cv["rate"].values)), "local_rate": float(np.max(cv["local_rate"].values)),
+            "bound_rate": float(cv["bound_rate"]), "bound_holds": int(np.all(cv["bound_holds"].values)),
+            "final_error": float(np.max(cv["error"].isel(k=-1).values))}
+
+
+def _check_conv(model, x, opts):
+    from ..models import IRNN
+
+    if not isinstance(model, IRNN):
+        raise ParameterError("model", f"convergence needs model irnn, got {model.name!r}")
+    if opts.get("K_max", 50) < 1:
+        raise ParameterError("K_max", f"must be ≥ 1, got {opts.get('K_max')}")
+
+
+_SPEC_VARS = {
+    "max_real": Var("largest real part of an eigenvalue of ∇φU − αI over the trajectory"),
+    "frac_stable": Var("fraction of the trajectory's points labelled stable"),
+    "max_step_radius": Var("largest spectral radius of the step Jacobian ∂h_m/∂h_(m-1)"),
+    "diverged_at": _DIVERGED,
+}
+
+
+def _spectrum_target(run, opts, backend):
+    """dynlab.spectrum along the point's own trajectory."""
+    from ..analysis.spectra import spectrum
+    from ..errors import DivergenceError
+
+    model, x = model_and_input(run)
+    try:
+        sp = spectrum(model, x, backend=backend)
+    except DivergenceError as err:
+        return _nan_result(_SPEC_VARS, err.step)
+    return {"max_real": float(sp["max_real"].max()), "frac_stable": float(np.mean(sp["stability"].values == 1)),
+            "max_step_radius": float(sp["step_radius"].max()), "diverged_at": 0}
+
+
+register_target(Target(
+    "convergence", _convergence_target, _CONV_VARS, options={"K_max": (50, int)}, validate=_check_conv,
+    description="dynlab.convergence at every input of the sequence: fitted and local rates, the bound ρ, "
+                "whether e_k ≤ ρ^k e_0 held"))
+register_target(Target(
+    "spectrum", _spectrum_target, _SPEC_VARS,
+    description="dynlab.spectrum along the trajectory: largest real part, fraction stable, step radius"))
