@@ -367,13 +367,6 @@ def test_embedding_pca_is_the_projection_of_prefix_codes():
     assert e.value.param == "times"
 
 
-def test_tsne_embedding_when_scikit_learn_is_installed():
-    pytest.importorskip("sklearn")
-    codes = np.random.default_rng(0).integers(0, 2, (40, 6, 4))
-    emb = P.embed_codes(codes, [6], method="tsne")
-    assert emb.shape == (1, 40, 2) and np.all(np.isfinite(emb))
-
-
 # --------------------------------------------------------------------------- Dataset, model
 def test_partition_dataset_contract_and_round_trip(tmp_path):
     from dynlab.io import model_from_dataset, read_dataset, write_dataset

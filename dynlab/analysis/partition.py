@@ -861,3 +861,15 @@ def partition(model, x, h0=None, *, backend=None, reconstruction: str = "auto", 
     ds = _wrap(model, tr, data, command, backend)
     ds.attrs["reconstruction_method"] = method
     return ds
+
+
+def model_from_partition(ds):
+    """Rebuild the model of a ``partition``/``templates`` Dataset: one layer, or a ``StackedRNN``
+    from layer 1's ``U``/``W``/``b`` and the ``layer{ℓ}_`` parameters of the layers above."""
+    from ..io import model_from_dataset
+
+    L = int(ds.attrs.get("layers", 1))
+    first = model_from_dataset(ds)
+    if L == 1:
+        return first
+    return StackedRNN((first,) + tuple(model_from_dataset(ds, prefix=f"layer{ell}_") for ell in range(2, L + 1)))
