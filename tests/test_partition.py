@@ -362,6 +362,12 @@ def test_embedding_pca_is_the_projection_of_prefix_codes():
     dist_codes = np.sqrt(P.hamming_distances(codes[:, :8]))
     dist_emb = np.linalg.norm(emb[1][:, None] - emb[1][None], axis=-1)
     assert np.all(dist_emb <= dist_codes + 1e-9)
+    # the large-cloud path (leading eigenvectors of the Gram / scatter matrix) is the same
+    # projection; eigenvectors of the squared matrix carry ≈ ε·λ₁/gap error, hence 1e-8
+    for shape in ((30, 8 * 5), (300, 20)):
+        g = rng.integers(0, 2, shape).astype(float)
+        mean, comps, _ = pca(g, 2)
+        np.testing.assert_allclose(P._pca2_eigh(g), project(g, mean, comps), atol=1e-8)
     with pytest.raises(ParameterError) as e:
         P.embed_codes(codes, [9])
     assert e.value.param == "times"
