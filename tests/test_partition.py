@@ -407,3 +407,37 @@ def test_stacked_rnn_validation():
     with pytest.raises(ParameterError) as e:
         P.forward(StackedRNN.random(4, 2, layers=2, activation="relu"), np.zeros((3, 2)), h0=np.zeros(4))
     assert e.value.param == "h0"
+
+
+def test_single_sequence_regions_templates_shapes_and_bad_arguments():
+    rng = np.random.default_rng(8)
+    m = dl.make_model("rin", D, d, activation="relu", seed=1)
+    x = rng.standard_normal((T, d))
+    ds = P.partition(m, x)
+    assert ds["codes"].dims == ("time", "unit") and ds["reconstruction_error"].dims == ()
+    assert float(ds["reconstruction_error"]) < 1e-12
+    codes = ds["codes"].values
+    np.testing.assert_array_equal(ds["regions"].values,
+                                  [len({codes[s].tobytes() for s in range(t + 1)}) for t in range(T)])
+    assert np.all(ds["prefix_regions"].values == 1)
+    tp = P.templates(m, x, np.ones((2, D)))
+    assert tp["template"].dims == ("class", "time", "unit_in") and float(tp["z_error"].max()) < 1e-12
+    with pytest.raises(ParameterError) as e:
+        P.templates(m, x, np.ones((2, D + 1)))
+    assert e.value.param == "W_out"
+    with pytest.raises(ParameterError) as e:
+        P.partition(m, x, reconstruction="svd")
+    assert e.value.param == "reconstruction"
+
+
+def test_divergence_is_reported_with_its_step():
+    m = dl.make_model("rnn", D, d, activation="abs", seed=0, weight_scale=60.0)
+    with pytest.raises(dl.DivergenceError) as e:
+        P.partition(m, np.ones((400, d)))
+    assert 1 < e.value.step <= 400
+
+
+def test_tsne_of_identical_codes_is_one_point():
+    pytest.importorskip("sklearn.manifold")
+    emb = P.embed_codes(np.ones((6, 4, 3), dtype=np.int8), [2, 4], method="tsne")
+    assert np.all(emb == 0.0)

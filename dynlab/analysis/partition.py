@@ -745,6 +745,8 @@ def embed_codes(codes, times, *, method: str = "pca", seed: int = 0) -> np.ndarr
                 out[i] = project(f, mean, comps)
             else:
                 out[i] = _pca2_eigh(f)
+        elif not np.any(f != f[:1]):
+            out[i] = 0.0  # every code identical: one point (sklearn's t-SNE fails on it)
         else:
             perp = float(min(30.0, max(2.0, (c.shape[0] - 1) / 3)))
             out[i] = TSNE(n_components=2, init="pca", random_state=seed, perplexity=perp).fit_transform(f)

@@ -34,7 +34,7 @@ def _data():
     if have_digits():
         x, y = digit_sequences()
         return x, y, "digits"
-    x, y = pattern_sequences(n_per_class=100, classes=5, steps=32, noise=0.6, seed=0)
+    x, y = pattern_sequences(n_per_class=120, classes=5, steps=32, noise=0.4, max_shift=4, seed=0)
     return x, y, "patterns"
 
 
@@ -96,7 +96,7 @@ def compute(quick: bool):
     attrs = model_attrs(m)
     attrs.update(base_attrs("numba", "dynlab figures maso-fig2-codes"))
     attrs.update(dataset=kind, splits=splits, gain_spread=GAIN_SPREAD, codes_gain_invariant=int(invariant),
-                 scaling=(f"{'8x8 digits (1797, T=64)' if kind == 'digits' else 'synthetic patterns (500, T=32)'} "
+                 scaling=(f"{'8x8 digits (1797, T=64)' if kind == 'digits' else 'synthetic patterns (600, T=32)'} "
                           f"for MNIST (T=784); untrained bias-free ReLU RNN D={HIDDEN} (paper: trained, D=128); "
                           f"random contrast e^U[-{GAIN_SPREAD},{GAIN_SPREAD}]; PCA for t-SNE; "
                           f"k-NN mean of {splits} random 80/20 splits"))
@@ -130,9 +130,9 @@ def draw(ds):
         ex = ds["example_codes"].values[0]
         ax.imshow(ex.T, aspect="auto", interpolation="nearest", cmap=ListedColormap(["#f2f2f2", COLORS["blue"]]),
                   extent=(0.5, ex.shape[0] + 0.5, ex.shape[1] - 0.5, -0.5))
-        ax.set_xlabel("time step t (pixel)")
+        ax.set_xlabel("time step t" + (" (pixel)" if ds.attrs.get("dataset") == "digits" else ""))
         ax.set_ylabel("unit")
-        ax.set_title(f"codes of a '{int(labels[int(ds['example_index'].values[0])])}' (blue: ReLU on)")
+        ax.set_title(f"codes of a class-{int(labels[int(ds['example_index'].values[0])])} sequence (blue: ReLU on)")
 
         ax = rows[1][1]
         t = ds["eval_time"].values

@@ -29,7 +29,7 @@ def _data():
     if have_digits():
         x, y = digit_sequences()
         return x, y, "digits"
-    x, y = pattern_sequences(n_per_class=100, classes=5, steps=32, noise=0.6, seed=0)
+    x, y = pattern_sequences(n_per_class=120, classes=5, steps=32, noise=0.4, max_shift=4, seed=0)
     return x, y, "patterns"
 
 
