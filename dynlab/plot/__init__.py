@@ -8,9 +8,11 @@
 matplotlib is imported only when something is drawn.
 """
 from .gradients import gradients_dataset, gradients_summary, plot_gradients
+from .partition import partition_dataset, partition_summary, plot_partition
 from .phase import phase_dataset, phase_summary, plot_phase
 from .states import plot_states, simulate_summary
 from .style import COLORS, PANEL_WIDTH, new_figure, save_figure
 
 __all__ = ["COLORS", "PANEL_WIDTH", "gradients_dataset", "gradients_summary", "plot_gradients", "new_figure", "phase_dataset", "phase_summary", "plot_phase",
            "plot_states", "save_figure", "simulate_summary"]
+__all__ += ["partition_dataset", "partition_summary", "plot_partition"]

@@ -180,8 +180,13 @@ def plot_partition(ds):
     shown = np.maximum(err, 1e-18)
     ax.semilogy(np.arange(1, err.size + 1), shown, "o", ms=3, color=COLORS["green"])
     ax.axhline(1e-12, color=COLORS["black"], lw=0.6, ls="--")
-    ax.text(0.02, 0.95, "1e-12", transform=ax.transAxes, va="top", fontsize=6)
-    ax.set_ylim(1e-18, 1e-9)
+    ax.text(0.02, 1.3e-12, "1e-12", transform=ax.get_yaxis_transform(), va="bottom", fontsize=6)
+    ax.set_ylim(1e-18, max(1e-9, 10 * float(np.nanmax(shown))))
+    ax.set_xlim(0.5, err.size + 0.5)
+    if err.size <= 8:
+        ax.set_xticks(np.arange(1, err.size + 1))
+    else:
+        ax.set_xticks(np.unique(np.linspace(1, err.size, 5).round().astype(int)))
     ax.set_xlabel("sequence")
     ax.set_ylabel("max |A x + B − h|")
     ax.set_title(f"exact affine form ({ds.attrs.get('reconstruction_method', '')})")
