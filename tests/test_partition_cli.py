@@ -67,6 +67,8 @@ def test_tsne_option(tmp_path):
     assert r.exit_code == 2 and r.stderr.startswith("Error: --tsne")
     pytest.importorskip("sklearn")
     nc = tmp_path / "p.nc"
-    ok("partition", "--steps", 12, "--batch", 12, "--hidden", 3, "--embed", "--tsne", "--data", nc)
-    emb = read_dataset(nc)["embedding_tsne"].values
-    assert emb.shape == (4, 12, 2) and np.all(np.isfinite(emb))
+    ok("partition", "--steps", 2, "--batch", 8, "--hidden", 3, "--embed", "--tsne", "--data", nc)
+    ds = read_dataset(nc)
+    assert list(ds["slice_time"].values) == [1, 2]  # T = 2: the slices T/4 … T collapse to 1, 2
+    emb = ds["embedding_tsne"].values
+    assert emb.shape == (2, 8, 2) and np.all(np.isfinite(emb))
