@@ -62,9 +62,15 @@ def test_partition_user_errors_are_one_line(args, option):
     assert len(lines) == 1 and lines[0].startswith(f"Error: {option}"), r.stderr
 
 
-def test_tsne_option(tmp_path):
+def test_tsne_option(tmp_path, monkeypatch):
     r = run("partition", "--steps", 10, "--tsne")
     assert r.exit_code == 2 and r.stderr.startswith("Error: --tsne")
+    import dynlab.tasks.labelled as labelled
+
+    with monkeypatch.context() as mp:
+        mp.setattr(labelled, "have_digits", lambda: False)
+        r = run("partition", "--steps", 10, "--batch", 4, "--embed", "--tsne")
+        assert r.exit_code == 2 and r.stderr.startswith("Error: --tsne: needs scikit-learn")
     pytest.importorskip("sklearn")
     nc = tmp_path / "p.nc"
     ok("partition", "--steps", 2, "--batch", 8, "--hidden", 3, "--embed", "--tsne", "--data", nc)
