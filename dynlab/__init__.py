@@ -50,6 +50,20 @@ _EXPORTS = {
     "ConvergenceError": "dynlab.errors",
     # activations
     "ACTIVATIONS": "dynlab.activations",
+    # MASO partition analysis
+    "StackedRNN": "dynlab.models.stacked",
+    "partition": "dynlab.analysis.partition",
+    "partition_codes": "dynlab.analysis.partition",
+    "affine_form": "dynlab.analysis.partition",
+    "templates": "dynlab.analysis.partition",
+    "initial_state_jacobian": "dynlab.analysis.partition",
+    "loss_gradient_h0": "dynlab.analysis.partition",
+    "random_h0_regulariser": "dynlab.analysis.partition",
+    "random_h0_monte_carlo": "dynlab.analysis.partition",
+    "hamming_distances": "dynlab.analysis.partition",
+    "count_regions": "dynlab.analysis.partition",
+    "embed_codes": "dynlab.analysis.partition",
+    "knn_accuracy": "dynlab.analysis.partition",
 }
 _SUBMODULES = ("tasks", "models", "activations", "analysis", "kernels", "io", "plot", "errors")
 _SUBMODULES += ("sweep",)  # dynlab.sweep is a callable package: dl.sweep(analysis, grid, ...)

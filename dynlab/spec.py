@@ -215,3 +215,30 @@ class ConvergeSpec:
 
     run: RunSpec
     K_max: int = 50
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionSpec:
+    """A ``dynlab partition`` run: the shared ``RunSpec`` plus the MASO options.
+
+    Parameters
+    ----------
+    run : RunSpec
+        Model, input and backend; ``run.model`` None means ``rnn`` and ``run.activation`` None
+        means ``relu`` here (the partition needs a max-affine activation).
+    layers : int
+        Number of stacked rnn layers (``dynlab.StackedRNN``); 1 is the plain model.
+    embed : bool
+        Also embed the prefix codes of the batch in 2-D at four time slices (PCA).
+    tsne : bool
+        With ``embed``, also a t-SNE embedding (scikit-learn; slow for large batches).
+    dataset : str or None
+        ``digits`` / ``patterns`` / ``auto``: labelled sequences replace the ``--input`` sequence
+        (``--batch`` sequences of it, 500 by default; ``--steps`` is the data set's own).
+    """
+
+    run: RunSpec
+    layers: int = 1
+    embed: bool = False
+    tsne: bool = False
+    dataset: str | None = None

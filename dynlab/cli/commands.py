@@ -9,6 +9,7 @@ from . import main
 from .options import (backend_option, compare_option, data_option, input_options, lyapunov_option, make_spec,
                       model_options, model_options_K_list, out_option)
 from .options import sweep_options
+from .options import dataset_option, embed_option, layers_option, tsne_option
 
 
 def _write_data(ds, path: str) -> None:
@@ -379,3 +380,32 @@ def converge(ctx, out, data, K_max, **options):
     ds = converge_dataset(ConvergeSpec(make_spec(ctx, options), K_max=K_max))
     _save(ds, data, out, plot_convergence)
     click.echo(converge_summary(ds))
+
+
+@main.command(short_help="MASO partition codes of a piecewise-affine RNN over time; regions; exact affine form.")
+@model_options
+@input_options(batch=True, steps=200)
+@layers_option
+@embed_option
+@tsne_option
+@dataset_option
+@backend_option
+@out_option
+@data_option
+@click.pass_context
+def partition(ctx, out, data, layers, embed, tsne, dataset, **options):
+    """Partition codes of a relu / leaky-relu / abs RNN (MASO paper, Thms. 1-2, Fig. 2).
+
+    Writes `codes` (which affine piece every unit is on at every step and layer), `regions`
+    (distinct codes seen so far) and `reconstruction_error` (max |A_RNN x + B_RNN - h|).
+    Defaults here: --model rnn --activation relu.
+
+    Example: dynlab partition --dataset digits --hidden 32 --batch 300 --embed --out codes.png
+    """
+    from ..plot.partition import partition_dataset, partition_summary, plot_partition
+    from ..spec import PartitionSpec
+
+    spec = PartitionSpec(make_spec(ctx, options), layers=layers, embed=embed, tsne=tsne, dataset=dataset)
+    ds = partition_dataset(spec)
+    _save(ds, data, out, plot_partition)
+    click.echo(partition_summary(ds))

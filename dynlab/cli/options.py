@@ -292,3 +292,15 @@ spectrum_at_option = click.option("--at", "at", type=click.Choice(("trajectory",
                                   help="Spectra at the simulated states, or at each input's equilibrium.")
 K_max_option = click.option("--K-max", "K_max", type=int, default=50, show_default=True,
                             help="Last inner iteration k of the recursion.")
+# --- dynlab partition (MASO) ------------------------------------------------------------------
+OPTION_OF.update({"layers": "--layers", "embed": "--embed", "dataset": "--dataset", "tsne": "--tsne"})
+layers_option = click.option("--layers", type=int, default=1, show_default=True, metavar="L",
+                             help="Stacked rnn layers; layer ℓ > 1 reads layer ℓ−1's state at the same step.")
+embed_option = click.option("--embed", is_flag=True, default=False,
+                            help="Embed the batch's partition codes in 2-D at four time slices (PCA).")
+tsne_option = click.option("--tsne", is_flag=True, default=False,
+                           help="With --embed, also a t-SNE embedding (needs scikit-learn; slow for large batches).")
+dataset_option = click.option("--dataset", type=click.Choice(("auto", "digits", "patterns"), case_sensitive=False),
+                              default=None, help="Labelled sequences instead of --input: scikit-learn's 8×8 "
+                                                 "digits as pixel sequences, or a synthetic pattern task "
+                                                 "(auto: digits when scikit-learn is installed).")

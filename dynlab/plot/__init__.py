@@ -8,6 +8,7 @@
 matplotlib is imported only when something is drawn.
 """
 from .gradients import gradients_dataset, gradients_summary, plot_gradients
+from .partition import partition_dataset, partition_summary, plot_partition
 from .phase import phase_dataset, phase_summary, plot_phase
 from .states import plot_states, simulate_summary
 from .stability import (converge_dataset, converge_summary, equilibria_dataset, equilibria_summary, plot_convergence,
@@ -18,3 +19,4 @@ __all__ = ["COLORS", "PANEL_WIDTH", "gradients_dataset", "gradients_summary", "p
            "plot_states", "save_figure", "simulate_summary",
            "converge_dataset", "converge_summary", "equilibria_dataset", "equilibria_summary", "plot_convergence",
            "plot_equilibria", "plot_spectrum", "spectrum_dataset", "spectrum_summary"]
+__all__ += ["partition_dataset", "partition_summary", "plot_partition"]

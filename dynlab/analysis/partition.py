@@ -1,0 +1,929 @@
+"""Max-affine spline (MASO) analysis of piecewise-affine RNNs (Wang et al., MASO paper).
+
+A cell h_t = a h_{t-1} + c φ(R h_{t-1} + W x_t + b) with a max-affine activation φ (relu,
+leaky-relu, abs, identity) is, given the affine piece every unit is on, *exactly* affine:
+φ(z) = s ⊙ z with the slopes s = φ'(z) (these activations have no offset), so
+
+    h_t = J_t h_{t-1} + Jx_t x_t + β_t,   J_t = a I + c diag(s_t) R  (= A_σ W_r for the RNN),
+                                          Jx_t = c diag(s_t) W,  β_t = c s_t ⊙ b.
+
+Unrolled over t = 1..T (MASO Theorem 1) the whole state sequence is h = A_RNN x + B_RNN with
+block (t, s) of A_RNN equal to 𝒜_{s:t} Jx_s, 𝒜_{s:t} = J_t ⋯ J_{s+1}, and
+B_RNN,t = Σ_s 𝒜_{s:t} β_s + 𝒜_{0:t} h_0; L layers compose (Theorem 2):
+A_RNN = A^(L) ⋯ A^(1), B_RNN = Σ_ℓ A^(L) ⋯ A^(ℓ+1) B^(ℓ).  Stacking order: dynlab stacks
+h = [h_1; …; h_T] in *increasing* time (the paper stacks T first); A_RNN is then block lower
+triangular instead of upper — the same matrix with rows and columns reversed.
+
+What this module computes
+-------------------------
+* ``partition`` (the Dataset of ``dynlab partition``): partition ``codes`` — the affine piece
+  index of every unit at every step and layer (``dynlab.activations.piece``) — the number of
+  distinct codes seen so far (``regions``), the number of distinct prefix codes over a batch
+  (``prefix_regions``), and the exact ``reconstruction_error`` of A_RNN x + B_RNN.
+* ``affine_form``: A_RNN, B_RNN per sequence (materialised; for small T·D).
+* ``templates``: dz/dx for z = W_out h_T + b_out by reverse-mode products (never the
+  (T·D)×(T·d) matrix), with z_c = ⟨template_c, x⟩ + bias_c exactly.
+* ``initial_state_jacobian`` 𝒜_h = ∂h_T/∂h_0 (= ∏ A_σ W_r), ``loss_gradient_h0``,
+  ``random_h0_regulariser`` (Theorem 3, corrected and as printed) and
+  ``random_h0_monte_carlo`` (antithetic Monte-Carlo estimate of E[L̃] − L).
+* ``hamming_distances``, ``embed_codes`` (PCA, t-SNE), ``knn_accuracy`` (numpy k-NN).
+
+Models: ``rnn``, ``rin``, ``fastrnn``, ``antisymmetric`` (all of the gated form above) and
+``StackedRNN`` (L ``rnn`` layers); activations relu, leaky-relu, abs, identity.  A smooth
+activation (tanh, sigmoid) has no partition: asking for codes raises ``ParameterError``.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..activations import MAX_AFFINE, dphi, piece
+from ..backends import resolve_backend
+from ..errors import DivergenceError, ParameterError
+from ..models import RIN, RNN, AntisymmetricRNN, FastRNN, Model
+from ..models.stacked import StackedRNN
+
+#: Models of the gated form h_t = a h_{t-1} + c φ(R h_{t-1} + W x_t + b).
+GATED_MODELS = (RNN, RIN, FastRNN, AntisymmetricRNN)
+LOSSES = ("mse", "ce")
+#: Materialise A_RNN for the reconstruction check up to this many float64 entries (B·T·D·T·d).
+MATERIALISE_MAX_ENTRIES = 1 << 24
+#: Entries of the (B, C, T, D) cotangent block held at once by the multi-layer reverse pass.
+REVERSE_CHUNK_ENTRIES = 1 << 24
+#: ``embed_codes`` uses ``projection.pca`` (a full SVD) when min(N, F) is at most this, else the
+#: two leading eigenvectors of the Gram/scatter matrix (same projection, far cheaper).
+PCA_SVD_MAX = 400
+
+
+# ============================================================================ validation
+def model_layers(model) -> tuple:
+    """The layers of a model the MASO analysis accepts, or a ParameterError.
+
+    One-layer gated cells (rnn, rin, fastrnn, antisymmetric) and ``StackedRNN``; every layer's
+    activation must be a max-affine spline (relu, leaky-relu, abs, identity).
+    """
+    if isinstance(model, StackedRNN):
+        layers = model.layers
+    elif isinstance(model, GATED_MODELS):
+        layers = (model,)
+    elif isinstance(model, Model):
+        raise ParameterError("model", f"the MASO partition analysis takes rnn, rin, fastrnn, antisymmetric or a "
+                                      f"StackedRNN (h_t = a h_(t-1) + c φ(R h_(t-1) + W x_t + b)); "
+                                      f"got {model.name!r}")
+    else:
+        raise ParameterError("model", f"must be a dynlab model or StackedRNN, got {type(model).__name__}")
+    for ell, m in enumerate(layers):
+        if m.activation not in MAX_AFFINE:
+            where = f" (layer {ell + 1})" if len(layers) > 1 else ""
+            raise ParameterError("activation", f"{m.activation!r}{where} is not a max-affine spline: it has no "
+                                               f"partition codes or exact affine form; use one of "
+                                               f"{', '.join(MAX_AFFINE)}")
+    return tuple(layers)
+
+
+def _check_h0s(h0, layers, B: int) -> list:
+    from ..simulation import check_h0
+
+    L, D = len(layers), layers[0].hidden
+    if h0 is None:
+        return [np.zeros((B, D)) for _ in range(L)]
+    if L == 1:
+        return [check_h0(h0, B, D)]
+    if isinstance(h0, (list, tuple)) and len(h0) == L:
+        return [check_h0(h, B, D) for h in h0]
+    arr = np.asarray(h0, dtype=np.float64) if not isinstance(h0, (list, tuple)) else None
+    if arr is not None and arr.ndim in (2, 3) and arr.shape[0] == L:
+        return [check_h0(arr[ell], B, D) for ell in range(L)]
+    raise ParameterError("h0", f"a {L}-layer model takes one initial state per layer: a sequence of {L} arrays "
+                               f"of shape ({D},) or ({B}, {D}), or one array of shape ({L}, {D}) or ({L}, {B}, {D})")
+
+
+# ============================================================================ forward pass
+@dataclasses.dataclass
+class Trace:
+    """The forward pass of a (stacked) piecewise-affine RNN with everything the analyses need.
+
+    ``x`` (B, T, d); per layer ℓ (lists of length L): ``h0`` (B, D), ``H`` (B, T, D) the states
+    h^(ℓ)_1..T from dynlab's simulation kernels, ``Z`` the pre-activations
+    R h_{t-1} + W h^(ℓ-1)_t + b, ``S`` the slopes φ'(Z), ``P`` the piece indices (int8).
+    """
+
+    layers: tuple
+    x: np.ndarray
+    batched: bool
+    h0: list
+    H: list
+    Z: list
+    S: list
+    P: list
+
+    @property
+    def shape(self):
+        return self.x.shape
+
+    def layer_input(self, ell: int) -> np.ndarray:
+        return self.x if ell == 0 else self.H[ell - 1]
+
+    def codes(self) -> np.ndarray:
+        """(B, T, D) for one layer, (B, T, D, L) for several."""
+        return self.P[0] if len(self.P) == 1 else np.stack(self.P, axis=-1)
+
+    def states(self) -> np.ndarray:
+        return self.H[0] if len(self.H) == 1 else np.stack(self.H, axis=-1)
+
+
+def forward(model, x, h0=None, *, backend=None) -> Trace:
+    """Run the model (layer by layer, dynlab's kernels) and record pre-activations and pieces.
+
+    Parameters
+    ----------
+    model : rnn / rin / fastrnn / antisymmetric model or StackedRNN, max-affine activation
+    x : (T, d) or (B, T, d) array
+    h0 : initial state(s): (D,) or (B, D); for L > 1 layers a sequence of L of those
+    backend : "numpy" | "numba" (default)
+
+    Returns a ``Trace``; raises ``DivergenceError`` (step, sequence) on a non-finite state.
+    """
+    from ..simulation import check_input, run_states
+
+    layers = model_layers(model)
+    backend = resolve_backend(backend)
+    if backend == "cupy":
+        raise ParameterError("backend", "the partition analysis runs on the CPU (numpy or numba)")
+    xa, batched = check_input(x, layers[0].inputs)
+    B, T, _ = xa.shape
+    h0s = _check_h0s(h0, layers, B)
+    Hs, Zs, Ss, Ps = [], [], [], []
+    inp = xa
+    for ell, m in enumerate(layers):
+        H, bad, _ = run_states(m, inp, h0s[ell], backend, stop=True)
+        if int(bad.min()) < T:
+            where = f" in layer {ell + 1}" if len(layers) > 1 else ""
+            raise DivergenceError(step=int(bad.min()) + 1, batch=int(np.argmin(bad)), model=m.name + where)
+        _, _, R = m.gated_form()
+        Hprev = np.concatenate([h0s[ell][:, None, :], H[:, :-1]], axis=1)
+        Z = Hprev @ R.T + inp @ m.W.T + m.b
+        Hs.append(H)
+        Zs.append(Z)
+        Ss.append(dphi(m.activation, Z, m.leak))
+        Ps.append(piece(m.activation, Z))
+        inp = H
+    return Trace(layers, xa, batched, h0s, Hs, Zs, Ss, Ps)
+
+
+def partition_codes(model, x, h0=None, *, backend=None) -> np.ndarray:
+    """Affine-piece index of every unit at every step (and layer): (…, T, D[, L]) int8.
+
+    relu/leaky-relu/abs: 1 where the pre-activation is ≥ 0, 0 where it is < 0; identity: 0.
+    Leading (B,) axis only for a batched x.  A tanh/sigmoid model raises ``ParameterError``.
+    """
+    tr = forward(model, x, h0, backend=backend)
+    c = tr.codes()
+    return c if tr.batched else c[0]
+
+
+# ============================================================================ regions, distances
+def count_regions(codes) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct codes seen so far, over time.
+
+    Parameters
+    ----------
+    codes : (B, T, …) integer array (per-step codes of B sequences)
+
+    Returns
+    -------
+    regions : (T,) — the number of distinct per-step codes c_{b,s} over all b and s ≤ t (the
+        linear regions of the one-step map visited so far);
+    prefix_regions : (T,) — the number of distinct prefix codes (c_{b,1}, …, c_{b,t}) over the
+        batch: the cells of the input-sequence partition (Theorem 1) the batch occupies at t.
+    Both are non-decreasing in t.
+    """
+    c = np.asarray(codes)
+    if c.ndim < 2:
+        raise ParameterError("codes", f"must have shape (B, T, ...), got {c.shape}")
+    B, T = c.shape[:2]
+    flat = c.reshape(B * T, -1)
+    _, ids = np.unique(flat, axis=0, return_inverse=True)
+    ids = ids.reshape(B, T)
+    first = np.full(ids.max() + 1, T, dtype=np.int64)
+    np.minimum.at(first, ids.ravel(), np.broadcast_to(np.arange(T), (B, T)).ravel())
+    regions = np.cumsum(np.bincount(first, minlength=T)[:T])
+    prefix = np.empty(T, dtype=np.int64)
+    g = np.zeros(B, dtype=np.int64)
+    for t in range(T):
+        _, g = np.unique(np.stack([g, ids[:, t]], axis=1), axis=0, return_inverse=True)
+        g = g.reshape(B)
+        prefix[t] = g.max() + 1
+    return regions, prefix
+
+
+def hamming_distances(codes_a, codes_b=None) -> np.ndarray:
+    """Pairwise Hamming distances between codes: the number of entries that differ.
+
+    Parameters
+    ----------
+    codes_a : (Na, …) integer array;  codes_b : (Nb, …), default ``codes_a``
+
+    Returns (Na, Nb) int64.  Computed as K − Σ_p [a = p]·[b = p] over the piece values p (one
+    matrix product per value), exact for any number of pieces.
+    """
+    a = np.asarray(codes_a)
+    b = a if codes_b is None else np.asarray(codes_b)
+    a = a.reshape(a.shape[0], -1)
+    b = b.reshape(b.shape[0], -1)
+    if a.shape[1] != b.shape[1]:
+        raise ParameterError("codes_b", f"codes have {b.shape[1]} entries but codes_a have {a.shape[1]}")
+    same = np.zeros((a.shape[0], b.shape[0]))
+    for p in np.union1d(np.unique(a), np.unique(b)):
+        same += (a == p).astype(np.float64) @ (b == p).astype(np.float64).T
+    return (a.shape[1] - np.rint(same)).astype(np.int64)
+
+
+# ============================================================================ affine form
+def _layer_matrix(m, S, h0, din):
+    """A^(ℓ) (B, T, D, T, din) and B^(ℓ) (B, T, D) of one layer (Theorem 1), by the block recursion.
+
+    Block row t = J_t · (block row t−1) with the diagonal block Jx_t; B_t = J_t B_{t−1} + β_t.
+    """
+    a, c, R = m.gated_form()
+    B, T, D = S.shape
+    A = np.zeros((B, T, D, T, din))
+    Bv = np.empty((B, T, D))
+    prevA = np.zeros((B, D, T, din))
+    prevB = h0
+    for t in range(T):
+        s = c * S[:, t]
+        cur = a * prevA + s[:, :, None, None] * np.einsum("ij,bjsk->bisk", R, prevA)
+        cur[:, :, t, :] = s[:, :, None] * m.W[None]
+        A[:, t] = cur
+        Bv[:, t] = a * prevB + s * (prevB @ R.T) + s * m.b
+        prevA, prevB = cur, Bv[:, t]
+    return A, Bv
+
+
+def affine_form(model, x, h0=None, *, backend=None) -> dict:
+    """The exact affine form h = A_RNN x + B_RNN of each input (MASO Theorems 1–2).
+
+    Parameters
+    ----------
+    model, x, h0, backend : as ``forward``
+
+    Returns
+    -------
+    dict of NumPy arrays (leading (B,) only for a batched x):
+    ``A`` (…, T·D, T·d) and ``B`` (…, T·D) with h stacked in increasing time, index t·D + i
+    for h_{t+1, i} of the last layer; ``h`` (…, T·D) the forward pass; ``error`` (…) the
+    reconstruction error max |A x + B − h|.  Memory is O(B·T²·D·d): for long sequences use
+    ``templates`` (reverse mode) or ``partition`` (which switches to the recursion).
+
+    Example
+    -------
+    >>> m = make_model("rnn", 4, 2, activation="relu", seed=0)
+    >>> af = affine_form(m, np.random.default_rng(0).standard_normal((10, 2)))
+    >>> af["error"] < 1e-12
+    True
+    """
+    tr = forward(model, x, h0, backend=backend)
+    A, Bv = _compose(tr)
+    B, T, d = tr.x.shape
+    h = tr.H[-1].reshape(B, -1)
+    err = np.max(np.abs(np.einsum("bij,bj->bi", A, tr.x.reshape(B, -1)) + Bv - h), axis=1)
+    out = {"A": A, "B": Bv, "h": h, "error": err}
+    return out if tr.batched else {k: v[0] for k, v in out.items()}
+
+
+def _compose(tr: Trace):
+    B, T, d = tr.x.shape
+    A_tot = None
+    B_tot = None
+    for ell, m in enumerate(tr.layers):
+        din = d if ell == 0 else m.hidden
+        A, Bv = _layer_matrix(m, tr.S[ell], tr.h0[ell], din)
+        A = A.reshape(B, T * m.hidden, T * din)
+        Bv = Bv.reshape(B, T * m.hidden)
+        if A_tot is None:
+            A_tot, B_tot = A, Bv
+        else:
+            A_tot = A @ A_tot
+            B_tot = np.einsum("bij,bj->bi", A, B_tot) + Bv
+    return A_tot, B_tot
+
+
+def _reconstruct_recursion(tr: Trace) -> np.ndarray:
+    """h rebuilt from the affine pieces alone, h_t = J_t h_{t-1} + Jx_t u_t + β_t (no φ): (B, T, D)."""
+    inp = tr.x
+    for ell, m in enumerate(tr.layers):
+        a, c, R = m.gated_form()
+        S = tr.S[ell]
+        lin = inp @ m.W.T + m.b
+        out = np.empty_like(tr.H[ell])
+        h = tr.h0[ell]
+        for t in range(inp.shape[1]):
+            h = a * h + c * S[:, t] * (h @ R.T + lin[:, t])
+            out[:, t] = h
+        inp = out
+    return inp
+
+
+def reconstruction_error(tr: Trace, method: str = "auto") -> tuple[np.ndarray, str]:
+    """max |ĥ − h| per sequence with ĥ = A_RNN x + B_RNN ("matrix") or the same affine map
+    evaluated step by step ("recursion"); "auto" materialises when B·T·D·T·d is small."""
+    B, T, d = tr.x.shape
+    D = tr.layers[-1].hidden
+    if method == "auto":
+        entries = B * T * D * T * max(d, D if len(tr.layers) > 1 else d)
+        method = "matrix" if entries <= MATERIALISE_MAX_ENTRIES else "recursion"
+    if method == "matrix":
+        A, Bv = _compose(tr)
+        rec = (np.einsum("bij,bj->bi", A, tr.x.reshape(B, -1)) + Bv).reshape(B, T, D)
+    elif method == "recursion":
+        rec = _reconstruct_recursion(tr)
+    else:
+        raise ParameterError("reconstruction", f"must be 'auto', 'matrix' or 'recursion', got {method!r}")
+    return np.max(np.abs(rec - tr.H[-1]), axis=(1, 2)), method
+
+
+# ============================================================================ reverse mode
+def _check_readout(W_out, b_out, D: int):
+    Wo = np.asarray(W_out, dtype=np.float64)
+    if Wo.ndim == 1:
+        Wo = Wo[None]
+    if Wo.ndim != 2 or Wo.shape[1] != D:
+        raise ParameterError("W_out", f"must have shape (C, {D}), got {np.shape(W_out)}")
+    if not np.all(np.isfinite(Wo)):
+        raise ParameterError("W_out", "contains a non-finite value")
+    bo = np.zeros(Wo.shape[0]) if b_out is None else np.asarray(b_out, dtype=np.float64).reshape(-1)
+    if bo.shape != (Wo.shape[0],):
+        raise ParameterError("b_out", f"must have shape ({Wo.shape[0]},), got {np.shape(b_out)}")
+    if not np.all(np.isfinite(bo)):
+        raise ParameterError("b_out", "contains a non-finite value")
+    return Wo, bo
+
+
+def _layer_backward(m, S, incoming_T, incoming):
+    """Reverse pass through one layer for a (B, C, D) cotangent.
+
+    ``incoming_T`` (B, C, D) is the cotangent on h_T only (top layer), ``incoming`` (B, C, T, D)
+    the cotangent on every h_t (lower layers); one of them is None.  Returns the cotangent on
+    the layer input at every step (B, C, T, din), the offset part Σ_t λ_t β_t (B, C) and
+    λ_0 = ∂z/∂h_0 (B, C, D).
+    """
+    a, c, R = m.gated_form()
+    B, T, D = S.shape
+    C = (incoming_T if incoming_T is not None else incoming).shape[1]
+    out = np.empty((B, C, T, m.inputs))
+    offset = np.zeros((B, C))
+    lam = np.zeros((B, C, D)) if incoming_T is None else incoming_T.copy()
+    for t in range(T - 1, -1, -1):
+        if incoming is not None:
+            lam = lam + incoming[:, :, t]
+        cs = c * lam * S[:, None, t, :]
+        out[:, :, t] = cs @ m.W
+        offset += cs @ m.b
+        lam = a * lam + cs @ R
+    return out, offset, lam
+
+
+def reverse(tr: Trace, G) -> dict:
+    """Cotangents of y = G h^(L)_T (G (C, D) or (B, C, D)) through the whole stack, without A_RNN.
+
+    Returns ``dx`` (B, C, T, d) = ∂y/∂x, ``offset`` (B, C) = y − ⟨∂y/∂x, x⟩ − Σ_ℓ ∂y/∂h^ℓ_0 h^ℓ_0
+    (the β terms), ``dh0`` list of (B, C, D) = ∂y/∂h^(ℓ)_0 per layer.
+    """
+    B = tr.x.shape[0]
+    G = np.asarray(G, dtype=np.float64)
+    G = np.broadcast_to(G, (B,) + G.shape[-2:]) if G.ndim == 2 else G
+    L = len(tr.layers)
+    dh0 = [None] * L
+    offset = np.zeros((B, G.shape[1]))
+    incoming_T, incoming = np.ascontiguousarray(G), None
+    for ell in range(L - 1, -1, -1):
+        out, off, lam = _layer_backward(tr.layers[ell], tr.S[ell], incoming_T, incoming)
+        offset += off
+        dh0[ell] = lam
+        incoming_T, incoming = None, out
+    return {"dx": incoming, "offset": offset, "dh0": dh0}
+
+
+def _chunks(B: int, per_item: int):
+    step = max(1, REVERSE_CHUNK_ENTRIES // max(1, per_item))
+    return [(lo, min(B, lo + step)) for lo in range(0, B, step)]
+
+
+def _reverse_chunked(tr: Trace, G) -> dict:
+    """``reverse`` over blocks of sequences so the (B, C, T, D) cotangents stay bounded."""
+    B, T, _ = tr.x.shape
+    G = np.asarray(G, dtype=np.float64)
+    C = G.shape[-2]
+    per = C * T * max(tr.layers[0].hidden, tr.x.shape[2])
+    parts = []
+    for lo, hi in _chunks(B, per):
+        sub = Trace(tr.layers, tr.x[lo:hi], True, [h[lo:hi] for h in tr.h0], [h[lo:hi] for h in tr.H],
+                    [z[lo:hi] for z in tr.Z], [s[lo:hi] for s in tr.S], [p[lo:hi] for p in tr.P])
+        parts.append(reverse(sub, G if G.ndim == 2 else G[lo:hi]))
+    return {"dx": np.concatenate([p["dx"] for p in parts]),
+            "offset": np.concatenate([p["offset"] for p in parts]),
+            "dh0": [np.concatenate([p["dh0"][ell] for p in parts]) for ell in range(len(tr.layers))]}
+
+
+def template_arrays(tr: Trace, W_out, b_out=None) -> dict:
+    """Templates of a prepared forward pass: see ``templates``.  Arrays with a leading (B,) axis."""
+    Wo, bo = _check_readout(W_out, b_out, tr.layers[-1].hidden)
+    r = _reverse_chunked(tr, Wo)
+    B = tr.x.shape[0]
+    inner = np.einsum("bctk,btk->bc", r["dx"], tr.x)
+    bias = bo + r["offset"] + sum(np.einsum("bcd,bd->bc", g, h) for g, h in zip(r["dh0"], tr.h0))
+    z = tr.H[-1][:, -1] @ Wo.T + bo
+    return {"template": r["dx"], "inner": inner, "bias": bias, "z": z, "W_out": Wo, "b_out": bo,
+            "dz_dh0": np.concatenate(r["dh0"], axis=-1).reshape(B, Wo.shape[0], -1)}
+
+
+def templates(model, x, W_out, b_out=None, h0=None, *, backend=None, command=None):
+    """Matched-filter templates dz/dx of a linear read-out z = W_out h_T + b_out (MASO §5).
+
+    The template of class c is the row c of dz/dx = W_out ∂h_T/∂x, a (T, d) array, computed by
+    reverse-mode products λ_{t-1} = λ_t J_t from λ_T = W_out (cost O(T·C·D²), the (T·D)×(T·d)
+    matrix A_RNN is never formed).  Because the network is affine on the input's region,
+    z_c = ⟨template_c, x⟩ + bias_c exactly, with bias_c = b_out,c + W_out,c B_RNN,T (the β terms
+    and 𝒜_h h_0).
+
+    Parameters
+    ----------
+    model, x, h0, backend : as ``forward``
+    W_out : (C, D) read-out of the last layer's h_T;  b_out : (C,), default 0
+
+    Returns
+    -------
+    xarray.Dataset: ``template`` ([batch,] class, time, unit_in); ``inner_product``
+    ⟨template_c, x⟩, ``bias``, ``z`` (forward pass) and ``z_error`` |⟨template_c, x⟩ + bias_c − z_c|
+    ([batch,] class); ``W_out``, ``b_out``, ``x`` and the model's parameters.
+
+    Example
+    -------
+    >>> ds = templates(m, x, W_out=np.eye(3, m.hidden))
+    >>> float(ds["z_error"].max()) < 1e-12
+    True
+    """
+    import xarray as xr
+
+    tr = forward(model, x, h0, backend=backend)
+    r = template_arrays(tr, W_out, b_out)
+    sel = slice(None) if tr.batched else 0
+    lead = ("batch",) if tr.batched else ()
+    err = np.abs(r["inner"] + r["bias"] - r["z"])
+    data = {
+        "template": xr.Variable(lead + ("class", "time", "unit_in"), r["template"][sel],
+                                {"long_name": "template dz_c/dx_t", "units": "1"}),
+        "inner_product": xr.Variable(lead + ("class",), r["inner"][sel],
+                                     {"long_name": "⟨template_c, x⟩", "units": "1"}),
+        "bias": xr.Variable(lead + ("class",), r["bias"][sel], {"long_name": "bias_c = z_c − ⟨template_c, x⟩",
+                                                               "units": "1"}),
+        "z": xr.Variable(lead + ("class",), r["z"][sel], {"long_name": "read-out z = W_out h_T + b_out (forward)",
+                                                           "units": "1"}),
+        "z_error": xr.Variable(lead + ("class",), err[sel],
+                               {"long_name": "|⟨template_c, x⟩ + bias_c − z_c|", "units": "1"}),
+        "W_out": xr.Variable(("class", "unit"), r["W_out"], {"long_name": "read-out weights W_out", "units": "1"}),
+        "b_out": xr.Variable(("class",), r["b_out"], {"long_name": "read-out bias b_out", "units": "1"}),
+    }
+    return _wrap(model, tr, data, command, backend)
+
+
+# ============================================================================ random initial state
+def initial_state_jacobian(model, x, h0=None, *, backend=None) -> np.ndarray:
+    """𝒜_h = ∂h_T/∂h_0 = ∏_{s=T}^{1} A_σ^(s) W_r (MASO §6) for each sequence.
+
+    For a gated cell the factor is J_s = a I + c diag(φ'(z_s)) R.  For L layers h_0 is the
+    concatenation of every layer's initial state and 𝒜_h = ∂h^(L)_T/∂[h^(1)_0, …, h^(L)_0].
+
+    Returns (…, D, L·D) (leading (B,) only for a batched x).
+    """
+    tr = forward(model, x, h0, backend=backend)
+    D = tr.layers[-1].hidden
+    r = _reverse_chunked(tr, np.eye(D))
+    Ah = np.concatenate(r["dh0"], axis=-1)
+    return Ah if tr.batched else Ah[0]
+
+
+def _check_targets(y, N: int, C: int, loss: str) -> np.ndarray:
+    if loss == "mse":
+        arr = np.asarray(y, dtype=np.float64)
+        if arr.ndim == 1 and C == 1:
+            arr = arr[:, None]
+        if arr.shape != (N, C):
+            raise ParameterError("y", f"½-MSE targets must have shape ({N}, {C}), got {np.shape(y)}")
+        if not np.all(np.isfinite(arr)):
+            raise ParameterError("y", "contains a non-finite value")
+        return arr
+    arr = np.asarray(y)
+    if arr.shape != (N,) or not np.issubdtype(arr.dtype, np.integer):
+        raise ParameterError("y", f"cross-entropy targets must be {N} integer class labels, got shape "
+                                  f"{np.shape(y)}, dtype {arr.dtype}")
+    if arr.min() < 0 or arr.max() >= C:
+        raise ParameterError("y", f"class labels must lie in 0..{C - 1}")
+    return arr.astype(np.int64)
+
+
+def _check_loss(loss: str) -> str:
+    key = str(loss).strip().lower()
+    if key not in LOSSES:
+        raise ParameterError("loss", f"must be 'mse' (½‖z − y‖²) or 'ce' (softmax cross-entropy), got {loss!r}")
+    return key
+
+
+def _softmax(z):
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def losses(z, y, loss: str) -> np.ndarray:
+    """Per-sequence losses: ½‖z − y‖² (``mse``) or −log softmax(z)_y (``ce``); (…, C) → (…)."""
+    if loss == "mse":
+        return 0.5 * np.sum((z - y) ** 2, axis=-1)
+    zmax = z.max(axis=-1, keepdims=True)
+    lse = zmax[..., 0] + np.log(np.sum(np.exp(z - zmax), axis=-1))
+    return lse - np.take_along_axis(z, y[..., None], axis=-1)[..., 0]
+
+
+def _prepare(model, x, y, W_out, b_out, loss, h0, backend):
+    loss = _check_loss(loss)
+    tr = forward(model, x, h0, backend=backend)
+    Wo, bo = _check_readout(W_out, b_out, tr.layers[-1].hidden)
+    yy = _check_targets(y, tr.x.shape[0], Wo.shape[0], loss)
+    return loss, tr, Wo, bo, yy
+
+
+def loss_gradient_h0(model, x, y, W_out, b_out=None, *, loss: str = "mse", h0=None, backend=None) -> dict:
+    """∂L/∂h_0 = (∂L/∂z) W_out 𝒜_h for L = (1/N) Σ_n ℓ(z_n, y_n), z_n = W_out h_T + b_out (eq. 10).
+
+    Parameters
+    ----------
+    model, x (N sequences), h0, backend : as ``forward``
+    y : (N, C) targets (``mse``) or (N,) integer labels (``ce``)
+    W_out (C, D), b_out (C,) : the read-out;  loss : "mse" (½‖z − y‖²) or "ce"
+
+    Returns dict: ``dL_dh0`` (N, L·D), ``dL_dz`` (N, C), ``M`` (N, C, L·D) = ∂z/∂h_0 = W_out 𝒜_h,
+    ``loss`` (the mean loss L).
+    """
+    loss, tr, Wo, bo, yy = _prepare(model, x, y, W_out, b_out, loss, h0, backend)
+    N = tr.x.shape[0]
+    z = tr.H[-1][:, -1] @ Wo.T + bo
+    if loss == "mse":
+        dz = (z - yy) / N
+    else:
+        dz = _softmax(z)
+        dz[np.arange(N), yy] -= 1.0
+        dz /= N
+    M = np.concatenate(_reverse_chunked(tr, Wo)["dh0"], axis=-1)
+    return {"dL_dh0": np.einsum("nc,ncj->nj", dz, M), "dL_dz": dz, "M": M,
+            "loss": float(np.mean(losses(z, yy, loss)))}
+
+
+def random_h0_regulariser(model, x, y, W_out, b_out=None, *, sigma: float, loss: str = "mse", h0=None,
+                          printed: bool = False, backend=None) -> dict:
+    """The regulariser ℛ = E_ε[L̃] − L of a random initial state h_0 + ε, ε ~ N(0, σ² I) (MASO Thm. 3).
+
+    Corrected forms (M_n = ∂z_n/∂h_0 = W_out 𝒜_h, the output layer included):
+
+    * ½-MSE:  ℛ = σ²/(2N) Σ_n ‖M_n‖²_F — exact for a piecewise-linear network as long as ε
+      leaves the partition unchanged (z is then affine in ε);
+    * cross-entropy:  ℛ ≈ σ²/(2N) Σ_n Tr(M_nᵀ (diag p_n − p_n p_nᵀ) M_n), p_n = softmax(z_n):
+      the second-order term (the Hessian of log Σ exp is diag p − ppᵀ); error O(σ⁴).
+
+    ``printed=True`` evaluates the theorem as printed: ½-MSE σ²/(2N) Σ ‖𝒜_h‖²_F and
+    cross-entropy σ²/(2N) Σ_n ‖diag(p_n,i (1 − p_n,i)) 𝒜_h‖²_F.  Both omit W_out; the
+    cross-entropy form is defined only when the number of classes C equals D (the paper's 𝒜_h
+    stands where W_out 𝒜_h belongs) and, even with W_out = I, it squares the diagonal of the
+    softmax Jacobian and drops the −ppᵀ coupling, so it does not equal E[L̃] − L (README,
+    errata).
+
+    Returns dict: ``value`` ℛ, ``per_sequence`` (N,) the summands σ²/2·(…), ``loss`` L.
+    """
+    sigma = float(sigma)
+    if not np.isfinite(sigma) or sigma < 0:
+        raise ParameterError("sigma", f"must be a finite number ≥ 0, got {sigma}")
+    loss, tr, Wo, bo, yy = _prepare(model, x, y, W_out, b_out, loss, h0, backend)
+    N = tr.x.shape[0]
+    z = tr.H[-1][:, -1] @ Wo.T + bo
+    p = _softmax(z)
+    if printed:
+        D = tr.layers[-1].hidden
+        Ah = np.concatenate(_reverse_chunked(tr, np.eye(D))["dh0"], axis=-1)
+        if loss == "mse":
+            per = np.sum(Ah ** 2, axis=(1, 2))
+        else:
+            if Wo.shape[0] != D:
+                raise ParameterError("W_out", f"the printed cross-entropy form ‖diag(p(1−p)) 𝒜_h‖² needs as many "
+                                              f"classes as hidden units (C = D = {D}), got C = {Wo.shape[0]}")
+            per = np.sum(((p * (1 - p))[:, :, None] * Ah) ** 2, axis=(1, 2))
+    else:
+        M = np.concatenate(_reverse_chunked(tr, Wo)["dh0"], axis=-1)
+        if loss == "mse":
+            per = np.sum(M ** 2, axis=(1, 2))
+        else:
+            pM = np.einsum("nc,ncj->nj", p, M)
+            per = np.einsum("nc,ncj,ncj->n", p, M, M) - np.sum(pM ** 2, axis=1)
+    per = 0.5 * sigma ** 2 * per
+    return {"value": float(per.sum() / N), "per_sequence": per, "loss": float(np.mean(losses(z, yy, loss)))}
+
+
+def random_h0_monte_carlo(model, x, y, W_out, b_out=None, *, sigma: float, loss: str = "mse", pairs: int = 256,
+                          seed: int | None = 0, h0=None, backend=None) -> dict:
+    """Monte-Carlo estimate of E_ε[L̃] − L with antithetic pairs (the reference for Thm. 3).
+
+    For each pair k, one ε_k,n ~ N(0, σ² I) per sequence n (and layer), and
+    Δ_k = ½(L(h_0 + ε_k) + L(h_0 − ε_k)) − L(h_0); the antithetic pair cancels the first-order
+    term exactly, so Δ_k carries only the even orders.  Estimate mean_k Δ_k, standard error
+    std_k(Δ_k)/√pairs.  ``changed_fraction``: the fraction of perturbed runs whose partition
+    codes differ from the unperturbed run's (then the piecewise-linear expansion does not hold).
+
+    Returns dict: ``estimate``, ``stderr``, ``pairs``, ``changed_fraction``, ``loss``.
+    """
+    from ..models.base import as_int
+
+    sigma = float(sigma)
+    if not np.isfinite(sigma) or sigma < 0:
+        raise ParameterError("sigma", f"must be a finite number ≥ 0, got {sigma}")
+    pairs = as_int(pairs, "pairs", low=2)
+    loss, tr, Wo, bo, yy = _prepare(model, x, y, W_out, b_out, loss, h0, backend)
+    N, T, d = tr.x.shape
+    L, D = len(tr.layers), tr.layers[0].hidden
+    base_loss = float(np.mean(losses(tr.H[-1][:, -1] @ Wo.T + bo, yy, loss)))
+    base_codes = tr.codes()
+    rng = np.random.default_rng(seed)
+    chunk = max(1, min(pairs, (1 << 20) // max(1, 2 * N * T * D * L)))
+    deltas, changed, runs = [], 0, 0
+    done = 0
+    while done < pairs:
+        P = min(chunk, pairs - done)
+        eps = sigma * rng.standard_normal((P, L, N, D))
+        xs = np.broadcast_to(tr.x, (2 * P, N, T, d)).reshape(2 * P * N, T, d)
+        h0s = [np.concatenate([(tr.h0[ell] + eps[:, ell]), (tr.h0[ell] - eps[:, ell])]).reshape(2 * P * N, D)
+               for ell in range(L)]
+        model_in = tr.layers[0] if L == 1 else StackedRNN(tr.layers)
+        pt = forward(model_in, xs, h0s if L > 1 else h0s[0], backend=backend)
+        zz = pt.H[-1][:, -1] @ Wo.T + bo
+        ll = losses(zz, np.tile(yy, (2 * P,) + (1,) * (yy.ndim - 1)), loss).reshape(2, P, N).mean(axis=2)
+        deltas.append(0.5 * (ll[0] + ll[1]) - base_loss)
+        codes = pt.codes().reshape((2 * P, N) + base_codes.shape[1:])
+        changed += int(np.sum(np.any((codes != base_codes[None]).reshape(2 * P, N, -1), axis=2)))
+        runs += 2 * P * N
+        done += P
+    delta = np.concatenate(deltas)
+    return {"estimate": float(delta.mean()), "stderr": float(delta.std(ddof=1) / np.sqrt(pairs)),
+            "pairs": pairs, "changed_fraction": changed / runs, "loss": base_loss}
+
+
+# ============================================================================ geometry
+def prefix_features(codes, t: int) -> np.ndarray:
+    """The partition code of each sequence after t steps: codes[:, :t] flattened, float64 (B, t·K)."""
+    c = np.asarray(codes)
+    return c[:, :t].reshape(c.shape[0], -1).astype(np.float64)
+
+
+def _pca2_eigh(f: np.ndarray) -> np.ndarray:
+    """Coordinates on the top two principal components of a large point cloud (N, F).
+
+    The same projection as ``projection.pca`` (same sign convention: the largest-magnitude
+    entry of each component positive), from the two leading eigenvectors of the smaller of the
+    Gram matrix X Xᵀ and the scatter matrix Xᵀ X of the centred points (LAPACK ``syevr`` for
+    those two only), instead of a full SVD, which costs ~10× more at N ≈ 2000, F ≈ 4000.
+    Eigenvectors from the squared matrix are accurate to ≈ ε·λ₁/(λ₂ − λ₃), ample for a picture.
+    """
+    from scipy.linalg import eigh
+
+    X = f - f.mean(axis=0)
+    N, F = X.shape
+    if F <= N:
+        w, V = eigh(X.T @ X, subset_by_index=[F - 2, F - 1])
+        comps = V[:, ::-1].T
+    else:
+        w, Uv = eigh(X @ X.T, subset_by_index=[N - 2, N - 1])
+        comps = (X.T @ Uv[:, ::-1]).T
+        comps /= np.maximum(np.linalg.norm(comps, axis=1, keepdims=True), np.finfo(float).tiny)
+    flip = np.sign(comps[np.arange(2), np.argmax(np.abs(comps), axis=1)])
+    comps *= np.where(flip == 0, 1.0, flip)[:, None]
+    return X @ comps.T
+
+
+def embed_codes(codes, times, *, method: str = "pca", seed: int = 0) -> np.ndarray:
+    """2-D embedding of the prefix codes (steps 1..t) of B sequences at each of ``times``.
+
+    Parameters
+    ----------
+    codes : (B, T, …) integer codes;  times : 1-based steps t
+    method : "pca" (``dynlab.analysis.projection.pca``) or "tsne" (scikit-learn's TSNE,
+        init="pca", random_state=seed; a ParameterError when scikit-learn is absent)
+
+    Returns (len(times), B, 2).
+    """
+    from .projection import pca, project
+
+    c = np.asarray(codes)
+    T = c.shape[1]
+    ts = [int(t) for t in np.atleast_1d(times)]
+    for t in ts:
+        if not 1 <= t <= T:
+            raise ParameterError("times", f"must lie in 1..{T}, got {t}")
+    key = str(method).lower().replace("-", "")
+    if key not in ("pca", "tsne"):
+        raise ParameterError("method", f"must be 'pca' or 'tsne', got {method!r}")
+    if key == "tsne":
+        try:
+            from sklearn.manifold import TSNE
+        except ImportError:
+            raise ParameterError("method", "t-SNE needs scikit-learn (pip install 'dynlab[digits]'); "
+                                           "use method='pca'") from None
+    out = np.empty((len(ts), c.shape[0], 2))
+    for i, t in enumerate(ts):
+        f = prefix_features(c, t)
+        if key == "pca":
+            if f.shape[1] < 2:
+                out[i] = np.column_stack([f[:, 0] - f[:, 0].mean(), np.zeros(len(f))])
+            elif min(f.shape) <= PCA_SVD_MAX:
+                mean, comps, _ = pca(f, 2)
+                out[i] = project(f, mean, comps)
+            else:
+                out[i] = _pca2_eigh(f)
+        elif not np.any(f != f[:1]):
+            out[i] = 0.0  # every code identical: one point (sklearn's t-SNE fails on it)
+        else:
+            perp = float(min(30.0, max(2.0, (c.shape[0] - 1) / 3)))
+            out[i] = TSNE(n_components=2, init="pca", random_state=seed, perplexity=perp).fit_transform(f)
+    return out
+
+
+def _neighbours(train_X, test_X, kmax: int) -> np.ndarray:
+    """Indices of the kmax nearest training points of every test point, (distance, index) order."""
+    A = np.asarray(train_X, dtype=np.float64)
+    Q = np.asarray(test_X, dtype=np.float64)
+    d2 = np.sum(Q ** 2, 1)[:, None] + np.sum(A ** 2, 1)[None] - 2.0 * Q @ A.T
+    return np.argsort(d2, axis=1, kind="stable")[:, :kmax]
+
+
+def _vote(labs: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    counts = np.stack([(labs == c).sum(axis=1) for c in classes], axis=1)
+    tied = counts == counts.max(axis=1, keepdims=True)
+    out = np.empty(labs.shape[0], dtype=labs.dtype)
+    for i in range(labs.shape[0]):
+        ok = set(classes[tied[i]].tolist())
+        out[i] = next(v for v in labs[i] if v in ok)
+    return out
+
+
+def knn_predict(train_X, train_y, test_X, k: int) -> np.ndarray:
+    """k-nearest-neighbour labels (Euclidean; for 0/1 codes the squared distance is the Hamming one).
+
+    Neighbours are the k smallest distances, ties in distance broken by training index (stable
+    sort); the vote is by count, a tie between classes going to the class of the nearest
+    neighbour among the tied ones.
+    """
+    from ..models.base import as_int
+
+    k = as_int(k, "k", low=1)
+    y = np.asarray(train_y)
+    if k > len(y):
+        raise ParameterError("k", f"must be ≤ the number of training points {len(y)}, got {k}")
+    return _vote(y[_neighbours(train_X, test_X, k)], np.unique(y))
+
+
+def knn_accuracy(features, labels, ks=(1, 2, 5, 10), *, train_fraction: float = 0.8, seed: int = 0,
+                 splits: int = 1) -> dict:
+    """k-NN test accuracy for each k (MASO Table 3: 80 % of the points train, 20 % test).
+
+    The split is a seeded random permutation; with ``splits`` > 1 the accuracy is the mean over
+    that many independent splits (seeds seed, seed + 1, …).  Returns {k: accuracy}.
+    """
+    from ..models.base import as_int
+
+    y = np.asarray(labels)
+    X = np.asarray(features, dtype=np.float64).reshape(len(y), -1)
+    if not 0.0 < train_fraction < 1.0:
+        raise ParameterError("train_fraction", f"must lie in (0, 1), got {train_fraction}")
+    splits = as_int(splits, "splits", low=1)
+    ks = [as_int(k, "k", low=1) for k in np.atleast_1d(ks)]
+    n_train = int(round(train_fraction * len(y)))
+    if max(ks) > n_train:
+        raise ParameterError("k", f"must be ≤ the number of training points {n_train}, got {max(ks)}")
+    acc = {k: 0.0 for k in ks}
+    for s in range(splits):
+        perm = np.random.default_rng(seed + s).permutation(len(y))
+        tr, te = perm[:n_train], perm[n_train:]
+        nn = y[tr][_neighbours(X[tr], X[te], max(ks))]
+        classes = np.unique(y[tr])
+        for k in ks:
+            acc[k] += float(np.mean(_vote(nn[:, :k], classes) == y[te])) / splits
+    return acc
+
+
+# ============================================================================ Dataset
+def _param_variables(model, layers):
+    import xarray as xr
+
+    from .._dataset import model_attrs, model_variables
+
+    out = dict(model_variables(layers[0]))
+    attrs = {}
+    for ell, m in enumerate(layers[1:], start=2):
+        prefix = f"layer{ell}_"
+        for name, v in model_variables(m, prefix).items():
+            dims = ("unit", "unit_from") if name == prefix + "W" else v.dims
+            out[name] = xr.Variable(dims, v.values, v.attrs)
+        attrs.update(model_attrs(m, prefix))
+    return out, attrs
+
+
+def _wrap(model, tr: Trace, data: dict, command, backend):
+    import xarray as xr
+
+    from .._dataset import base_attrs, model_attrs
+
+    layers = tr.layers
+    B, T, d = tr.x.shape
+    D = layers[0].hidden
+    sel = slice(None) if tr.batched else 0
+    lead = ("batch",) if tr.batched else ()
+    params, extra = _param_variables(model, layers)
+    data = dict(data)
+    data.setdefault("x", xr.Variable(lead + ("time", "unit_in"), tr.x[sel], {"long_name": "input x_t", "units": "1"}))
+    data.update(params)
+    coords = {"time": ("time", np.arange(1, T + 1), {"long_name": "time step t", "units": "step"}),
+              "unit": ("unit", np.arange(D), {"long_name": "hidden unit", "units": "1"}),
+              "unit_from": ("unit_from", np.arange(D), {"long_name": "presynaptic unit", "units": "1"}),
+              "unit_in": ("unit_in", np.arange(d), {"long_name": "input feature", "units": "1"})}
+    if tr.batched:
+        coords["batch"] = ("batch", np.arange(B), {"long_name": "sequence", "units": "1"})
+    if len(layers) > 1:
+        coords["layer"] = ("layer", np.arange(1, len(layers) + 1), {"long_name": "layer ℓ", "units": "1"})
+    attrs = model_attrs(layers[0])
+    attrs.update(extra)
+    attrs["layers"] = len(layers)
+    if isinstance(model, StackedRNN):
+        attrs["model"] = "rnn"
+    attrs.update(base_attrs(resolve_backend(backend), command))
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def partition(model, x, h0=None, *, backend=None, reconstruction: str = "auto", command=None):
+    """Partition codes, regions and the exact affine reconstruction of an RNN on its input(s).
+
+    Parameters
+    ----------
+    model : rnn / rin / fastrnn / antisymmetric (max-affine activation) or ``StackedRNN``
+    x : (T, d) or (B, T, d) array;  h0 : initial state(s) (``forward``)
+    backend : "numpy" | "numba" (default) for the simulation kernels
+    reconstruction : "auto" | "matrix" | "recursion" — how ĥ = A_RNN x + B_RNN is evaluated:
+        materialising A_RNN ("matrix", O(B·T²·D·d) memory; "auto" does so when that is at most
+        ``MATERIALISE_MAX_ENTRIES``) or the same affine map applied step by step from the pieces
+        alone, h_t = J_t h_{t-1} + Jx_t x_t + β_t without evaluating φ ("recursion")
+
+    Returns
+    -------
+    xarray.Dataset (DESIGN §5): ``codes`` ([batch,] time, unit[, layer]) int8 piece index;
+    ``regions`` (time) distinct per-step codes seen so far (all sequences pooled);
+    ``prefix_regions`` (time) distinct prefix codes over the batch; ``reconstruction_error``
+    ([batch]) max |ĥ − h|; ``h`` ([batch,] time, unit[, layer]); ``x``, ``h0``; parameters
+    (layer ℓ ≥ 2 under ``layer{ℓ}_``); attrs incl. ``layers`` and ``reconstruction_method``.
+
+    Example
+    -------
+    >>> ds = partition(make_model("rnn", 8, 1, activation="relu", seed=0), x)
+    >>> ds["regions"].values        # non-decreasing
+    """
+    import xarray as xr
+
+    tr = forward(model, x, h0, backend=backend)
+    codes = tr.codes()
+    regions, prefix = count_regions(codes)
+    err, method = reconstruction_error(tr, reconstruction)
+    sel = slice(None) if tr.batched else 0
+    lead = ("batch",) if tr.batched else ()
+    tail = ("layer",) if len(tr.layers) > 1 else ()
+    h0 = tr.h0[0] if len(tr.layers) == 1 else np.stack(tr.h0, axis=-1)
+    data = {
+        "codes": xr.Variable(lead + ("time", "unit") + tail, codes[sel],
+                             {"long_name": "partition code (affine piece of φ)", "units": "1"}),
+        "regions": xr.Variable(("time",), regions, {"long_name": "distinct codes seen so far", "units": "1"}),
+        "prefix_regions": xr.Variable(("time",), prefix, {"long_name": "distinct prefix codes c_1..c_t over the "
+                                                                       "batch", "units": "1"}),
+        "reconstruction_error": xr.Variable(lead, err[sel], {"long_name": "max |A_RNN x + B_RNN − h|",
+                                                             "units": "1"}),
+        "h": xr.Variable(lead + ("time", "unit") + tail, tr.states()[sel],
+                         {"long_name": "hidden state h_t", "units": "1"}),
+        "h0": xr.Variable(lead + ("unit",) + tail, h0[sel], {"long_name": "initial state h_0", "units": "1"}),
+    }
+    ds = _wrap(model, tr, data, command, backend)
+    ds.attrs["reconstruction_method"] = method
+    return ds
+
+
+def model_from_partition(ds):
+    """Rebuild the model of a ``partition``/``templates`` Dataset: one layer, or a ``StackedRNN``
+    from layer 1's ``U``/``W``/``b`` and the ``layer{ℓ}_`` parameters of the layers above."""
+    from ..io import model_from_dataset
+
+    L = int(ds.attrs.get("layers", 1))
+    first = model_from_dataset(ds)
+    if L == 1:
+        return first
+    return StackedRNN((first,) + tuple(model_from_dataset(ds, prefix=f"layer{ell}_") for ell in range(2, L + 1)))
