@@ -422,3 +422,38 @@ register_target(Target(
 register_target(Target(
     "spectrum", _spectrum_target, _SPEC_VARS,
     description="dynlab.spectrum along the trajectory: largest real part, fraction stable, step radius"))
+
+
+# ------------------------------------------------------------------------ partition (issue 5)
+_PART_VARS = {
+    "regions": Var("distinct partition codes seen by the last step"),
+    "prefix_regions": Var("distinct prefix codes c_1..c_T over the batch"),
+    "reconstruction_error": Var("largest |A_RNN x + B_RNN − h| over the batch"),
+    "diverged_at": _DIVERGED,
+}
+
+
+def _partition_target(run, opts, backend):
+    """dynlab.analysis.partition.partition on the point's input (a max-affine activation)."""
+    from ..analysis.partition import partition
+    from ..errors import DivergenceError
+
+    model, x = model_and_input(run)
+    try:
+        ds = partition(model, x, backend=backend)
+    except DivergenceError as err:
+        return _nan_result(_PART_VARS, err.step)
+    return {"regions": float(ds["regions"].values[-1]), "prefix_regions": float(ds["prefix_regions"].values[-1]),
+            "reconstruction_error": float(np.max(ds["reconstruction_error"].values)), "diverged_at": 0}
+
+
+def _check_part(model, x, opts):
+    from ..analysis.partition import model_layers
+
+    model_layers(model)  # refuses a model or activation without max-affine pieces, naming it
+
+
+register_target(Target(
+    "partition", _partition_target, _PART_VARS, validate=_check_part,
+    description="MASO partition of a relu/leaky-relu/abs RNN: regions seen, prefix regions, exact "
+                "reconstruction error of h = A_RNN x + B_RNN"))

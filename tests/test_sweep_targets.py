@@ -1,4 +1,4 @@
-"""The convergence and spectrum sweep targets equal the public calls made point by point."""
+"""The convergence, spectrum and partition sweep targets equal the public calls made point by point."""
 import numpy as np
 
 import dynlab as dl
@@ -37,3 +37,19 @@ def test_convergence_target_refuses_other_models():
 
     with pytest.raises(dl.ParameterError, match="model"):
         dl.sweep("convergence", {"seed": [0]}, fixed={"model": "rnn", "hidden": 4, "steps": 3})
+
+
+def test_partition_target_equals_public_call_and_refuses_tanh():
+    import pytest
+
+    from dynlab.analysis.partition import partition
+
+    res = dl.sweep("partition", {"hidden": [4, 8]}, fixed={"model": "rnn", "activation": "relu", "steps": 30})
+    for D in (4, 8):
+        m = dl.make_model("rnn", hidden=D, inputs=1, activation="relu", seed=0)
+        ds = partition(m, dl.tasks.random_walk(steps=30, inputs=1, seed=0))
+        pt = res.sel(hidden=D)
+        assert float(pt.regions) == float(ds.regions[-1])
+        assert float(pt.reconstruction_error) == float(ds.reconstruction_error.max()) < 1e-10
+    with pytest.raises(dl.ParameterError, match="activation"):
+        dl.sweep("partition", {"seed": [0]}, fixed={"model": "rnn", "activation": "tanh", "steps": 5})
