@@ -6,3 +6,8 @@ Every generator is seeded and returns (T, d) for ``batch=None`` or (B, T, d) for
 from .inputs import INPUTS, constant, make_input, noise, random_walk, sine
 
 __all__ = ["INPUTS", "constant", "make_input", "noise", "random_walk", "sine"]
+from .sequences import (TASKS, Task, adding_problem, copy_baseline, copy_memory, load_digits_sequences, make_task,
+                        noise_padded, pad_with_noise)
+
+__all__ += ["TASKS", "Task", "adding_problem", "copy_baseline", "copy_memory", "load_digits_sequences", "make_task",
+            "noise_padded", "pad_with_noise"]

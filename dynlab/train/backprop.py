@@ -101,6 +101,8 @@ class Tape:
     dphi: np.ndarray
     S: np.ndarray | None = None
     eta: np.ndarray | None = None
+    #: ∂L/∂R for the matrix R multiplying h_{t-1} (or s) inside φ, set by ``backward``
+    dL_dWr: np.ndarray | None = None
 
     @property
     def states(self) -> np.ndarray:
@@ -136,32 +138,51 @@ def forward(model: Model, x, h0=None) -> Tape:
             K, alpha, sign = model.K, float(model.alpha), float(model.sign)
             eta = model.eta_table(T)
             eta = np.broadcast_to(eta, (T, K)) if eta.shape[0] == 1 else eta
-            U = model.U
+            UT = np.ascontiguousarray(model.U.T)
             S = np.empty((T, K, B, D))
+            Z = np.empty((T, K, B, D))
             A = np.empty((T, K, B, D))
-            Dp = np.empty((T, K, B, D))
+            f = np.empty((B, D))
             for m in range(T):
                 hp = H[m]
                 g = hp.copy() if model.g0 == "previous" else np.zeros_like(hp)
                 for k in range(K):
-                    s = g + sign * hp
-                    z = s @ U.T + cin[m]
-                    a = phi(name, z, leak)
-                    S[m, k], A[m, k], Dp[m, k] = s, a, dphi(name, z, leak)
-                    g = g + eta[m, k] * (a - alpha * s)
+                    s, z, a = S[m, k], Z[m, k], A[m, k]
+                    np.add(g, hp, out=s) if sign > 0 else np.subtract(g, hp, out=s)
+                    np.matmul(s, UT, out=z)
+                    z += cin[m]
+                    _phi_into(name, z, leak, a)
+                    np.multiply(s, alpha, out=f)
+                    np.subtract(a, f, out=f)
+                    f *= eta[m, k]
+                    g += f
                 H[m + 1] = g
                 _check_finite(model, H, m)
-            return Tape(model, xt, H, A, Dp, S, np.ascontiguousarray(eta))
+            return Tape(model, xt, H, A, dphi(name, Z, leak), S, np.ascontiguousarray(eta))
         a_, c_, R = model.gated_form()
+        RT = np.ascontiguousarray(R.T)
+        Z = np.empty((T, B, D))
         A = np.empty((T, B, D))
-        Dp = np.empty((T, B, D))
         for t in range(T):
-            z = H[t] @ R.T + cin[t]
-            A[t] = phi(name, z, leak)
-            Dp[t] = dphi(name, z, leak)
-            H[t + 1] = a_ * H[t] + c_ * A[t]
+            z = Z[t]
+            np.matmul(H[t], RT, out=z)
+            z += cin[t]
+            _phi_into(name, z, leak, A[t])
+            np.multiply(A[t], c_, out=H[t + 1])
+            if a_ != 0.0:
+                H[t + 1] += a_ * H[t]
             _check_finite(model, H, t)
-        return Tape(model, xt, H, A, Dp)
+        return Tape(model, xt, H, A, dphi(name, Z, leak))
+
+
+def _phi_into(name, z, leak, out):
+    """out[...] = φ(z) without a temporary for the common activations."""
+    if name == "tanh":
+        np.tanh(z, out=out)
+    elif name == "relu":
+        np.maximum(z, 0.0, out=out)
+    else:
+        out[...] = phi(name, z, leak)
 
 
 def _check_finite(model, H, t):
@@ -211,6 +232,7 @@ def _backward_gated(tape, ext):
         hb = a * hb + zb @ R
     Zf = Zb.reshape(T * B, D)
     Rbar = Zf.T @ H[:-1].reshape(T * B, D)
+    tape.dL_dWr = Rbar
     grads = {"W": Zf.T @ tape.x.reshape(T * B, -1), "b": Zf.sum(axis=0)}
     if isinstance(model, AntisymmetricRNN):
         grads.update(M=Rbar - Rbar.T, eps=cbar, gamma=-float(np.trace(Rbar)))
@@ -233,27 +255,40 @@ def _backward_irnn(tape, ext):
     U, S, A, Dp, eta = model.U, tape.S, tape.act, tape.dphi, tape.eta
     prev = model.g0 == "previous"
     Zb = np.empty((T, K, B, D))
-    etab = np.zeros((T, K))
-    alphab = 0.0
+    Gb = np.empty((T, K, B, D))
     hb = np.zeros((B, D))
+    sb = np.empty((B, D))
+    tmp = np.empty((B, D))
     dh1 = None
     for m in range(T - 1, -1, -1):
-        hb = hb + ext[m]
+        hb += ext[m]
         if m == 0:
             dh1 = hb.copy()
-        gb = hb
+        gb = hb.copy()
         hpb = np.zeros((B, D))
         for k in range(K - 1, -1, -1):
-            s, e = S[m, k], eta[m, k]
-            etab[m, k] = float(np.vdot(gb, A[m, k])) - alpha * float(np.vdot(gb, s))
-            alphab -= e * float(np.vdot(gb, s))
-            zb = (e * gb) * Dp[m, k]
-            Zb[m, k] = zb
-            sb = zb @ U - (alpha * e) * gb
-            gb = gb + sb
-            hpb += sign * sb
-        hb = hpb + gb if prev else hpb
+            e = eta[m, k]
+            Gb[m, k] = gb
+            zb = Zb[m, k]
+            np.multiply(gb, Dp[m, k], out=zb)
+            zb *= e
+            np.matmul(zb, U, out=sb)
+            np.multiply(gb, alpha * e, out=tmp)
+            sb -= tmp
+            gb += sb
+            if sign > 0:
+                hpb += sb
+            else:
+                hpb -= sb
+        if prev:
+            hpb += gb
+        hb = hpb
+    # η̄_{m,k} = ⟨ḡ_k, φ(z_k) − α s_{k-1}⟩ and ᾱ = −Σ η_{m,k}⟨ḡ_k, s_{k-1}⟩, all (m, k) at once
+    gs = np.einsum("mkbd,mkbd->mk", Gb, S)
+    etab = np.einsum("mkbd,mkbd->mk", Gb, A) - alpha * gs
+    alphab = -float(np.sum(eta * gs))
     Ubar = Zb.reshape(-1, D).T @ S.reshape(-1, D)
+    tape.dL_dWr = Ubar
     Cb = Zb.sum(axis=1).reshape(T * B, D)
     grads = {"W": Cb.T @ tape.x.reshape(T * B, -1), "b": Cb.sum(axis=0), "alpha": alphab}
     e0 = np.asarray(model.eta)
@@ -362,7 +397,7 @@ def loss_and_grads(model: Model, readout: dict, x, target, *, loss: str, h0=None
         gb = dY.sum(axis=0)
     grads, dh0, dh1 = backward(tape, ext)
     grads["W_out"], grads["b_out"], grads["h0"] = gW, gb, dh0
-    info = {"tape": tape, "dL_dh1": dh1, "outputs": Y}
+    info = {"tape": tape, "dL_dh1": dh1, "dL_dWr": tape.dL_dWr, "outputs": Y}
     info.update(extra)
     return L, grads, info
 
