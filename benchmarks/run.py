@@ -15,10 +15,10 @@ from .harness import format_rows, run_workload
 
 
 def all_workloads():
-    from . import cli, forward, gradnorm
+    from . import cli, forward, gradnorm, train
 
     found = []
-    for module in (forward, cli, gradnorm):
+    for module in (forward, cli, gradnorm, train):
         found.extend(module.WORKLOADS)
     return {w.name: w for w in found}
 

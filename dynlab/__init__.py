@@ -44,6 +44,13 @@ _EXPORTS = {
     "ConvergenceError": "dynlab.errors",
     # activations
     "ACTIVATIONS": "dynlab.activations",
+    # training (tasks, exact gradients, the loop)
+    "make_task": "dynlab.tasks",
+    "loss_and_grads": "dynlab.train.backprop",
+    "train_model": "dynlab.train.loop",
+    "resume_training": "dynlab.train.loop",
+    "save_checkpoint": "dynlab.train.loop",
+    "load_checkpoint": "dynlab.train.loop",
 }
 _SUBMODULES = ("tasks", "models", "activations", "analysis", "kernels", "io", "plot", "errors")
 

@@ -384,6 +384,8 @@ def load_checkpoint(path) -> dict:
     history arrays and config."""
     from ..io import load_model
 
+    if not os.path.isfile(os.fspath(path)):
+        raise ParameterError("resume", f"no such file: {os.fspath(path)}")
     model = load_model(path)
     with np.load(os.fspath(path), allow_pickle=False) as f:
         data = {k[len(_CKPT):]: f[k] for k in f.files if k.startswith(_CKPT)}
@@ -471,6 +473,8 @@ def train_spec(spec: TrainSpec) -> TrainResult:
     if (run.model or "").lower() == "implicit" or str(spec.task).lower() in IMPLICIT_TASKS:
         return train_implicit_spec(spec)
     if spec.resume is not None:
+        if not os.path.isfile(spec.resume):
+            raise ParameterError("resume", f"no such file: {spec.resume}")
         given = {"model": run.model, "hidden": run.hidden, "inputs": run.inputs, "weights": run.weights,
                  "weight_scale": run.weight_scale, **run.given_settings()}
         for key, value in given.items():
