@@ -28,7 +28,7 @@ LABELS = {"rnn": "RNN (tanh)", "irnn-eq5-K5": "iRNN K=5 (eq. 5, g₀=0)",
 def compute(quick: bool):
     import dynlab as dl
 
-    T, D, its, every = (30, 16, 60, 5) if quick else (100, 32, 300, 10)
+    T, D, its, every = (40, 16, 60, 5) if quick else (100, 32, 300, 10)
     task = dl.make_task("adding", T, seed=0, n_train=2000, n_val=200, n_test=10)
     ds = histories(task, ENTRIES, iterations=its, lr=1e-2, batch=64, record_every=every, hidden=D,
                    command=f"dynlab figures make {NAME}")
