@@ -62,8 +62,9 @@ def draw(ds):
         ax.axhline(1.0, color="0.6", lw=0.6)
         ax.set_xlabel("training iteration")
         ax.set_ylabel(r"$\|\partial h_T/\partial h_1\|_2$")
-        ax.set_title(f"adding task: gradient norm over training\n{ds.attrs.get('scaling', '')}", fontsize=7)
-        ax.legend(frameon=False, loc="center right")
+        scaling = ds.attrs.get("scaling", "").replace("; ", "\n")
+        ax.set_title(f"adding task: gradient norm over training\n{scaling}", fontsize=6.5)
+        ax.legend(frameon=False, loc="center right", fontsize=6)
         return fig
 
     return _draw()
