@@ -40,6 +40,13 @@ CASES = {
     "irnn-etaTK": lambda: _irnn(eta=np.random.default_rng(7).uniform(0.2, 0.9, (T, 5))),
     "irnn-lowrank-relu": lambda: _irnn(rank=2, g0="previous", activation="relu", eta=np.full(5, 0.3)),
     "irnn-lowrank-tanh": lambda: _irnn(rank=2, g0="zero", sign=-1),
+    # every other activation's φ' (the tape's in-place derivative forms)
+    "rnn-sigmoid": lambda: dynlab.make_model("rnn", D, d, seed=6, activation="sigmoid", weight_scale=4.0),
+    "fastrnn-leaky": lambda: dynlab.make_model("fastrnn", D, d, seed=7, activation="leaky-relu", alpha=0.5),
+    "antisymmetric-identity": lambda: dynlab.make_model("antisymmetric", D, d, seed=8, activation="identity",
+                                                        eps=0.4, gamma=0.1),
+    "irnn-abs": lambda: _irnn(K=3, eta=0.4, activation="abs", g0="previous"),
+    "irnn-sigmoid": lambda: _irnn(K=2, activation="sigmoid"),
 }
 
 

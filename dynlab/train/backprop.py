@@ -158,7 +158,7 @@ def forward(model: Model, x, h0=None) -> Tape:
                     g += f
                 H[m + 1] = g
                 _check_finite(model, H, m)
-            return Tape(model, xt, H, A, dphi(name, Z, leak), S, np.ascontiguousarray(eta))
+            return Tape(model, xt, H, A, _dphi_inplace(name, Z, A, leak), S, np.ascontiguousarray(eta))
         a_, c_, R = model.gated_form()
         RT = np.ascontiguousarray(R.T)
         Z = np.empty((T, B, D))
@@ -172,7 +172,22 @@ def forward(model: Model, x, h0=None) -> Tape:
             if a_ != 0.0:
                 H[t + 1] += a_ * H[t]
             _check_finite(model, H, t)
-        return Tape(model, xt, H, A, dphi(name, Z, leak))
+        return Tape(model, xt, H, A, _dphi_inplace(name, Z, A, leak))
+
+
+def _dphi_inplace(name, Z, A, leak):
+    """φ'(z) written over the pre-activations Z (A = φ(Z)), saving one tape-sized array:
+    tanh 1 − A², sigmoid A(1 − A), the rest from Z (right derivative at kinks)."""
+    if name == "tanh":
+        np.multiply(A, A, out=Z)
+        np.subtract(1.0, Z, out=Z)
+    elif name == "sigmoid":
+        np.subtract(1.0, A, out=Z)
+        Z *= A
+    else:
+        for i in range(Z.shape[0]):  # a time step at a time: temporaries stay small
+            Z[i] = dphi(name, Z[i], leak)
+    return Z
 
 
 def _phi_into(name, z, leak, out):
@@ -255,7 +270,8 @@ def _backward_irnn(tape, ext):
     U, S, A, Dp, eta = model.U, tape.S, tape.act, tape.dphi, tape.eta
     prev = model.g0 == "previous"
     Zb = np.empty((T, K, B, D))
-    Gb = np.empty((T, K, B, D))
+    etab = np.empty((T, K))
+    gs = np.empty((T, K))
     hb = np.zeros((B, D))
     sb = np.empty((B, D))
     tmp = np.empty((B, D))
@@ -268,7 +284,8 @@ def _backward_irnn(tape, ext):
         hpb = np.zeros((B, D))
         for k in range(K - 1, -1, -1):
             e = eta[m, k]
-            Gb[m, k] = gb
+            gs[m, k] = np.vdot(gb, S[m, k])
+            etab[m, k] = np.vdot(gb, A[m, k]) - alpha * gs[m, k]
             zb = Zb[m, k]
             np.multiply(gb, Dp[m, k], out=zb)
             zb *= e
@@ -283,10 +300,7 @@ def _backward_irnn(tape, ext):
         if prev:
             hpb += gb
         hb = hpb
-    # η̄_{m,k} = ⟨ḡ_k, φ(z_k) − α s_{k-1}⟩ and ᾱ = −Σ η_{m,k}⟨ḡ_k, s_{k-1}⟩, all (m, k) at once
-    gs = np.einsum("mkbd,mkbd->mk", Gb, S)
-    etab = np.einsum("mkbd,mkbd->mk", Gb, A) - alpha * gs
-    alphab = -float(np.sum(eta * gs))
+    alphab = -float(np.sum(eta * gs))       # ᾱ = −Σ η_{m,k}⟨ḡ_k, s_{k-1}⟩
     Ubar = Zb.reshape(-1, D).T @ S.reshape(-1, D)
     tape.dL_dWr = Ubar
     Cb = Zb.sum(axis=1).reshape(T * B, D)
