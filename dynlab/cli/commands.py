@@ -151,8 +151,9 @@ def train(ctx, out, data, task, steps, iterations, lr, optimiser, batch, clip, s
     ‖𝒜_h‖ = ‖∂h_T/∂h_0‖ and ‖∂L/∂W_r‖ go to the history (--data), drawn with --out.
     --hidden defaults to 64 here; --inputs comes from the task.
 
-    Example: dynlab train --task adding --model irnn --K 5 --g0 previous --activation relu
-    --set rank=4 --eta 0.1 --eta-per-k --lr 0.01 --iterations 600 --out add.png
+    Example (the iRNN set-up that learns the adding task, README): dynlab train --task adding
+    --model irnn --K 5 --g0 previous --activation relu --set rank=4 --set sign=-1
+    --weight-scale 0.05 --eta 0.1 --lr 0.01 --iterations 600 --out add.png
     """
     from ..plot.training import plot_training, train_summary
     from ..train.loop import TrainSpec, train_spec
