@@ -56,6 +56,14 @@ def test_train_copy_with_a_baseline_model():
     assert "val_accuracy" in res.stdout and "baseline 0.9041" in res.stdout   # 10 ln 8 / (3 + 20)
 
 
+def test_noise_padded_task_through_the_cli(tmp_path):
+    data = tmp_path / "p.nc"
+    ok("train", "--task", "adding-ternary", "--steps", 6, "--pad", 4, "--model", "rnn", "--hidden", 4, "--batch", 4,
+       "--iterations", 2, "--record-every", 1, "--data", data)
+    h = dynlab.read_dataset(data)
+    assert h.attrs["task_steps"] == 10 and h.attrs["task_pad"] == 4
+
+
 @pytest.mark.parametrize("args,needle", [
     (("--task", "parity"), "--task"),
     (("--iterations", -1), "--iterations"),
@@ -65,6 +73,7 @@ def test_train_copy_with_a_baseline_model():
     (("--save-weights", "w.txt"), "--save-weights"),
     (("--resume", "no-such.npz"), "--resume"),
     (("--task", "xor"), "--task"),
+    (("--task", "copy", "--pad", 3), "--pad"),
 ])
 def test_bad_options_exit_2_with_one_line(args, needle):
     res = run("train", "--steps", 5, "--hidden", 3, "--iterations", 1, *args)

@@ -142,7 +142,7 @@ def gradients(ctx, out, data, K, lyapunov, **options):
 @out_option
 @data_option
 @click.pass_context
-def train(ctx, out, data, task, steps, iterations, lr, optimiser, batch, clip, sigma_eps, record_every, eta_per_k,
+def train(ctx, out, data, task, steps, pad, iterations, lr, optimiser, batch, clip, sigma_eps, record_every, eta_per_k,
           resume, save_weights, **options):
     """Train a model plus a linear read-out on a task (adding, adding-ternary, copy, digits).
 
@@ -158,7 +158,7 @@ def train(ctx, out, data, task, steps, iterations, lr, optimiser, batch, clip, s
     from ..plot.training import plot_training, train_summary
     from ..train.loop import TrainSpec, train_spec
 
-    spec = TrainSpec(make_spec(ctx, options), task=task, steps=steps, iterations=iterations, lr=lr,
+    spec = TrainSpec(make_spec(ctx, options), task=task, steps=steps, pad=pad, iterations=iterations, lr=lr,
                      optimiser=optimiser, batch=batch, clip=clip, sigma_eps=sigma_eps, record_every=record_every,
                      eta_per_k=eta_per_k, resume=resume, save_weights=save_weights)
     with keep_partial(data):

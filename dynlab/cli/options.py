@@ -234,7 +234,8 @@ IMPLICIT_TASK_NAMES = ("xor", "oscillator")
 OPTIMISER_NAMES = ("adam", "rmsprop", "sgd")
 OPTION_OF.update({"task": "--task", "iterations": "--iterations", "lr": "--lr", "optimiser": "--optimiser",
                   "clip": "--clip", "sigma_eps": "--sigma-eps", "record_every": "--record-every",
-                  "resume": "--resume", "save_weights": "--save-weights", "eta_per_k": "--eta-per-k"})
+                  "resume": "--resume", "save_weights": "--save-weights", "eta_per_k": "--eta-per-k",
+                  "pad": "--pad"})
 
 
 def _parse_npz_out(ctx, param, value):
@@ -250,6 +251,8 @@ train_options = _stack(
                  show_default=True, help="Training task (xor, oscillator: with --model implicit)."),
     click.option("--steps", type=int, default=None, metavar="T",
                  help="Task length T (adding: sequence length; copy: the delay). [default: 100; fixed for digits]"),
+    click.option("--pad", type=int, default=0, show_default=True, metavar="P",
+                 help="Noise padding: append P steps of N(0, 1) noise to every input (end-of-sequence tasks)."),
     click.option("--iterations", type=int, default=500, show_default=True, metavar="N",
                  help="Training iterations (with --resume: further iterations)."),
     click.option("--lr", type=float, default=1e-3, show_default=True, help="Learning rate."),

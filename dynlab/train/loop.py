@@ -454,7 +454,7 @@ class TrainSpec:
     ----------
     run : dynlab.spec.RunSpec — the model (``hidden`` None means 64; ``inputs`` come from the task)
     task : task name (``dynlab.tasks.TASKS``; ``xor``/``oscillator`` with ``--model implicit``)
-    steps : the task's T (None: its default)
+    steps : the task's T (None: its default);  pad : noise-padding steps (``make_task``)
     iterations, lr, optimiser, batch, clip, sigma_eps, record_every : as ``train_model``
     eta_per_k : give an iRNN one learnable η per inner step (η becomes a (K,) array)
     resume : a checkpoint to continue (model, task and optimiser all come from it)
@@ -464,6 +464,7 @@ class TrainSpec:
     run: object
     task: str = "adding"
     steps: int | None = None
+    pad: int = 0
     iterations: int = 500
     lr: float = 1e-3
     optimiser: str = "adam"
@@ -501,7 +502,7 @@ def train_spec(spec: TrainSpec) -> TrainResult:
         from ..spec import build_model
         from ..tasks import make_task
 
-        task = make_task(spec.task, spec.steps, seed=run.seed)
+        task = make_task(spec.task, spec.steps, seed=run.seed, pad=spec.pad)
         if run.inputs is not None and run.inputs != task.inputs:
             raise ParameterError("inputs", f"task {task.name!r} has {task.inputs} input features, not {run.inputs}")
         if run.weights is None:
