@@ -30,17 +30,17 @@ def plot_training(ds):
     a0.set_xlabel("iteration")
     a0.set_ylabel(f"loss ({ds.attrs['loss_kind']})")
     a0.legend(frameon=False)
-    for name, color, label in (("jac_norm", COLORS["blue"], "‖∂h_T/∂h_1‖"),
-                               ("step_norm", COLORS["vermillion"], "‖∂h_T/∂h_{T−1}‖"),
-                               ("A_h_norm", COLORS["green"], r"$\Vert\mathcal{A}_h\Vert$ = ‖∂h_T/∂h_0‖")):
+    for name, color, label in (("jac_norm", COLORS["blue"], r"$\|\partial h_T/\partial h_1\|$"),
+                               ("step_norm", COLORS["vermillion"], r"$\|\partial h_T/\partial h_{T-1}\|$"),
+                               ("A_h_norm", COLORS["green"], r"$\|\mathcal{A}_h\| = \|\partial h_T/\partial h_0\|$")):
         a1.plot(it, _positive(ds[name]), color=color, label=label)
     a1.set_yscale("log")
     a1.set_xlabel("iteration")
     a1.set_ylabel("Jacobian 2-norm")
     a1.legend(frameon=False)
-    for name, color, label in (("ratio", COLORS["black"], "ratio ‖∂h_T/∂h_1‖/‖∂h_T/∂h_{T−1}‖"),
-                               ("dL_dh1_norm", COLORS["orange"], "‖∂L/∂h_1‖"),
-                               ("dL_dWr_norm", COLORS["purple"], "‖∂L/∂W_r‖")):
+    for name, color, label in (("ratio", COLORS["black"], r"ratio $\|\partial h_T/\partial h_1\| / \|\partial h_T/\partial h_{T-1}\|$"),
+                               ("dL_dh1_norm", COLORS["orange"], r"$\|\partial L/\partial h_1\|$"),
+                               ("dL_dWr_norm", COLORS["purple"], r"$\|\partial L/\partial W_r\|_F$")):
         a2.plot(it, _positive(ds[name]), color=color, label=label)
     a2.set_yscale("log")
     a2.set_xlabel("iteration")
