@@ -64,7 +64,6 @@ HISTORY_VARS = {
     "grad_norm": ("global gradient norm (before clipping)", "1"),
     "lr": ("learning rate", "1"),
 }
-ETA_MIN = 1e-4
 EPS_MIN = 1e-6
 _CKPT = "train/"
 
@@ -101,8 +100,6 @@ def _log_params(model, params):
 
 def _project(model, params):
     if isinstance(model, IRNN):
-        if "eta" in params:
-            params["eta"] = np.maximum(params["eta"], ETA_MIN)
         if "alpha" in params:
             params["alpha"] = np.maximum(params["alpha"], 0.0)
     if isinstance(model, AntisymmetricRNN):
