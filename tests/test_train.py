@@ -162,3 +162,24 @@ def test_larger_sigma_eps_gives_smaller_A_h_on_ternary_adding():
         means.append(float(np.mean(a[len(a) // 2:])))
     assert means[0] > means[1] > means[2], means
     assert means[0] > 3 * means[2], means
+
+
+@pytest.mark.parametrize("task_name", ["adding", "copy"])
+def test_recorded_validation_loss_equals_the_taped_loss(task_name):
+    """val_loss comes from the simulation kernels (no tape); the tape's loss on the same split must
+    agree to 1e-12 (same update, different kernels: summation order only)."""
+    task = _small_task(task_name, T=6)
+    m = dynlab.make_model("irnn", 6, task.inputs, seed=1, K=2, eta=0.5)
+    res = train_model(m, task, iterations=3, batch=8, record_every=3, lr=1e-2)
+    x, y = task.batch("val")
+    L, _, _ = bp.loss_and_grads(res.model, res.readout, x, y, loss=task.loss)
+    assert float(res.history["val_loss"][-1]) == pytest.approx(L, rel=1e-12)
+
+
+def test_progress_bar_goes_to_stderr_only_when_asked(capsys):
+    task = _small_task()
+    train_model(_irnn(), task, iterations=3, batch=4, record_every=3, progress=True)
+    err = capsys.readouterr().err
+    assert "3/3" in err and "loss" in err
+    train_model(_irnn(), task, iterations=3, batch=4, record_every=3)
+    assert capsys.readouterr().err == ""
