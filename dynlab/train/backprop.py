@@ -387,8 +387,9 @@ def loss_and_grads(model: Model, readout: dict, x, target, *, loss: str, h0=None
     Returns
     -------
     (L, grads, info): grads holds the model's parameters, ``W_out``, ``b_out`` and ``h0``
-    (∂L/∂h_0, (B, D)); info holds the tape, ``dL_dh1`` (B, D) and, for cross-entropy,
-    ``accuracy``.
+    (∂L/∂h_0, (B, D)); info holds the tape, ``dL_dh1`` (B, D), ``dL_dWr`` (D, D) = ∂L/∂R for
+    the matrix R multiplying h_{t-1} inside φ (U; M − Mᵀ − γI; U + I for the RIN; I + VH),
+    ``outputs`` and, for cross-entropy, ``accuracy``.
 
     Example
     -------
