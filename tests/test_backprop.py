@@ -134,3 +134,20 @@ def test_bad_inputs_name_the_parameter():
         bp.loss_and_grads(model, readout, x, target + 5, loss="ce")
     with pytest.raises(ParameterError, match="model"):
         bp.loss_and_grads(dynlab.make_model("ctrnn", D, d, seed=0), readout, x, target, loss="ce")
+
+
+def test_dL_dWr_is_the_gradient_of_the_recurrent_matrix():
+    """∂L/∂W_r equals ∂L/∂U for a dense U; for the RIN (R = U + I) too; for U = I + VH it gives
+    V̄ = W̄_r Hᵀ and H̄ = Vᵀ W̄_r; for the antisymmetric cell M̄ = W̄_r − W̄_rᵀ (exact identities)."""
+    x, h0, target, readout = _data("mse")
+    for case in ("rnn-tanh", "rin-relu", "irnn-zero-plus"):
+        m = CASES[case]()
+        _, g, info = bp.loss_and_grads(m, readout, x, target, loss="mse", h0=h0)
+        np.testing.assert_array_equal(info["dL_dWr"], g["U"])
+    m = CASES["irnn-lowrank-tanh"]()
+    _, g, info = bp.loss_and_grads(m, readout, x, target, loss="mse", h0=h0)
+    np.testing.assert_allclose(g["V"], info["dL_dWr"] @ m.H.T, rtol=1e-14)
+    np.testing.assert_allclose(g["H"], m.V.T @ info["dL_dWr"], rtol=1e-14)
+    m = CASES["antisymmetric"]()
+    _, g, info = bp.loss_and_grads(m, readout, x, target, loss="mse", h0=h0)
+    np.testing.assert_allclose(g["M"], info["dL_dWr"] - info["dL_dWr"].T, rtol=1e-14)
