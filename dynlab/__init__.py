@@ -64,6 +64,13 @@ _EXPORTS = {
     "count_regions": "dynlab.analysis.partition",
     "embed_codes": "dynlab.analysis.partition",
     "knn_accuracy": "dynlab.analysis.partition",
+    # training (tasks, exact gradients, the loop)
+    "make_task": "dynlab.tasks",
+    "loss_and_grads": "dynlab.train.backprop",
+    "train_model": "dynlab.train.loop",
+    "resume_training": "dynlab.train.loop",
+    "save_checkpoint": "dynlab.train.loop",
+    "load_checkpoint": "dynlab.train.loop",
 }
 _SUBMODULES = ("tasks", "models", "activations", "analysis", "kernels", "io", "plot", "errors")
 _SUBMODULES += ("sweep",)  # dynlab.sweep is a callable package: dl.sweep(analysis, grid, ...)

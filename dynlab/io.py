@@ -65,6 +65,7 @@ def load_model(path) -> Model:
     if "__model__" not in data:
         raise ParameterError("weights", f"{path} has no '__model__' entry; was it written by dynlab.save_model?")
     name = str(data.pop("__model__"))
+    data = {k: v for k, v in data.items() if "/" not in k}  # a training checkpoint's train/… entries
     settings = {}
     for k in list(data):
         if k.startswith(_SETTING):

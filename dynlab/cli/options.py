@@ -304,3 +304,49 @@ dataset_option = click.option("--dataset", type=click.Choice(("auto", "digits", 
                               default=None, help="Labelled sequences instead of --input: scikit-learn's 8×8 "
                                                  "digits as pixel sequences, or a synthetic pattern task "
                                                  "(auto: digits when scikit-learn is installed).")
+# ---------------------------------------------------------------- dynlab train
+#: Task names of ``dynlab train`` (tests check this equals ``dynlab.tasks.TASKS``), and the
+#: implicit-network tasks (``--model implicit``).
+TASK_NAMES = ("adding", "adding-ternary", "copy", "digits-pixels", "digits-rows")
+IMPLICIT_TASK_NAMES = ("xor", "oscillator")
+OPTIMISER_NAMES = ("adam", "rmsprop", "sgd")
+OPTION_OF.update({"task": "--task", "iterations": "--iterations", "lr": "--lr", "optimiser": "--optimiser",
+                  "clip": "--clip", "sigma_eps": "--sigma-eps", "record_every": "--record-every",
+                  "resume": "--resume", "save_weights": "--save-weights", "eta_per_k": "--eta-per-k",
+                  "pad": "--pad"})
+
+
+def _parse_npz_out(ctx, param, value):
+    if value is None:
+        return None
+    if not value.endswith(".npz"):
+        raise click.BadParameter(f"must end in .npz, got {value!r}", ctx, param)
+    return _check_parent(value, ctx, param)
+
+
+train_options = _stack(
+    click.option("--task", type=click.Choice(TASK_NAMES + IMPLICIT_TASK_NAMES, **_CHOICE), default="adding",
+                 show_default=True, help="Training task (xor, oscillator: with --model implicit)."),
+    click.option("--steps", type=int, default=None, metavar="T",
+                 help="Task length T (adding: sequence length; copy: the delay). [default: 100; fixed for digits]"),
+    click.option("--pad", type=int, default=0, show_default=True, metavar="P",
+                 help="Noise padding: append P steps of N(0, 1) noise to every input (end-of-sequence tasks)."),
+    click.option("--iterations", type=int, default=500, show_default=True, metavar="N",
+                 help="Training iterations (with --resume: further iterations)."),
+    click.option("--lr", type=float, default=1e-3, show_default=True, help="Learning rate."),
+    click.option("--optimiser", type=click.Choice(OPTIMISER_NAMES, **_CHOICE), default="adam", show_default=True),
+    click.option("--batch", type=int, default=128, show_default=True, metavar="B", help="Sequences per iteration."),
+    click.option("--clip", type=float, default=None, metavar="C",
+                 help="Clip the gradients to global norm C. [default: no clipping]"),
+    click.option("--sigma-eps", "sigma_eps", type=float, default=0.0, show_default=True, metavar="σ",
+                 help="Random initial state h_0 = ε ~ N(0, σ² I), drawn afresh every iteration."),
+    click.option("--record-every", "record_every", type=int, default=10, show_default=True, metavar="N",
+                 help="Record the loss and gradient diagnostics every N iterations."),
+    click.option("--eta-per-k", "eta_per_k", is_flag=True, default=False,
+                 help="irnn: one learnable η per inner step k."),
+    click.option("--resume", type=str, default=None, metavar="FILE.npz",
+                 help="Continue the run saved with --save-weights (bit-for-bit)."),
+    click.option("--save-weights", "save_weights", type=str, default=None, metavar="FILE.npz",
+                 callback=_parse_npz_out,
+                 help="Write the trained model with the training state (readable by --weights and --resume)."),
+)

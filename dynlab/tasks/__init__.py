@@ -8,3 +8,8 @@ from .labelled import LABELLED, digit_sequences, labelled_sequences, pattern_seq
 
 __all__ = ["INPUTS", "constant", "make_input", "noise", "random_walk", "sine"]
 __all__ += ["LABELLED", "digit_sequences", "labelled_sequences", "pattern_sequences"]
+from .sequences import (TASKS, Task, adding_problem, copy_baseline, copy_memory, load_digits_sequences, make_task,
+                        noise_padded, pad_with_noise)
+
+__all__ += ["TASKS", "Task", "adding_problem", "copy_baseline", "copy_memory", "load_digits_sequences", "make_task",
+            "noise_padded", "pad_with_noise"]

@@ -1,0 +1,55 @@
+"""Shared by the training figures: train several models on one task, stack their histories.
+
+``histories(task, entries, …)`` trains each entry (name, registry model, settings) with
+``dynlab.train_model`` on the same task and seed and returns one Dataset with the history
+variables along (``model``, ``iteration``); the per-model parameters are left out (their
+shapes differ), the settings of each entry are kept as a JSON attr so the run can be redone.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+HISTORY_KEEP = ("loss", "val_loss", "val_accuracy", "jac_norm", "step_norm", "ratio", "A_h_norm", "dL_dh1_norm",
+                "dL_dWr_norm")
+
+
+def histories(task, entries, *, iterations, lr, batch, record_every, seed=0, sigma_eps=0.0, hidden=32,
+              command=None):
+    """Train every entry on ``task``; returns the stacked history Dataset.
+
+    entries : list of (entry name, registry name, model settings, extra train_model kwargs)
+    """
+    import xarray as xr
+
+    import dynlab as dl
+
+    parts = []
+    for entry, name, settings, extra in entries:
+        m = dl.make_model(name, hidden, task.inputs, seed=seed, **settings)
+        kw = dict(iterations=iterations, lr=lr, batch=batch, record_every=record_every, seed=seed,
+                  sigma_eps=sigma_eps, command=command, progress=False)
+        kw.update(extra)
+        res = dl.train_model(m, task, **kw)
+        h = res.history[[k for k in HISTORY_KEEP if k in res.history]]
+        parts.append(h.expand_dims(model=[entry]))
+    ds = xr.concat(parts, dim="model", combine_attrs="drop")
+    for k in ds.data_vars:
+        ds[k].attrs = parts[0][k].attrs
+    ds.attrs.update({"task": task.name, "loss_kind": task.loss, "baseline": float(task.baseline),
+                     "baseline_name": task.baseline_name, "task_steps": int(task.steps), "hidden": hidden,
+                     "iterations": iterations, "lr": lr, "batch": batch, "seed": seed, "sigma_eps": sigma_eps,
+                     "entries": json.dumps([[e, n, {k: _plain(v) for k, v in s.items()},
+                                             {k: _plain(v) for k, v in x.items()}] for e, n, s, x in entries]),
+                     "dynlab_version": dl.__version__, "backend": "numpy",
+                     "command": command or "python"})
+    return ds
+
+
+def _plain(v):
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, tuple):
+        return list(v)
+    return v

@@ -1,0 +1,265 @@
+"""Sequence tasks for training: adding problem, copy memory, noise padding, digits.
+
+Every generator is seeded; ``make_task`` draws fixed train / validation / test splits from
+independent streams (``np.random.default_rng([seed, split])``) and wraps them in a ``Task``
+that hands out batches.
+
+Adding problem (Arjovsky et al. 2016, after Hochreiter & Schmidhuber): x_t = (v_t, m_t),
+v_t ~ U[0, 1], m_t ∈ {0, 1} with exactly two markers, the first at a uniform position of the
+first half (t < ⌊T/2⌋), the second of the second half; the target is Σ_t v_t m_t.
+Predicting the mean 1 gives MSE Var(v_a + v_b) = 1/6 ≈ 0.167 (the baseline).
+
+Ternary adding (the MASO paper's classification variant; the paper gives no thresholds, so
+dynlab fixes them): the same inputs, label 0 / 1 / 2 for a sum below √(2/3), between
+√(2/3) and 2 − √(2/3), above 2 − √(2/3).  These are the tertiles of the triangular law of
+v_a + v_b (P(s < c) = c²/2), so the classes are equally likely and the memoryless baseline
+is the cross-entropy ln 3 (accuracy 1/3).
+
+Copy memory (Arjovsky et al. 2016): symbols 0 = blank, 1..8 data, 9 = delimiter, one-hot
+(d = 10).  Input: 10 data symbols, T − 1 blanks, the delimiter, 10 blanks (length T + 20);
+target: T + 10 blanks, then the 10 data symbols (9 classes), scored by the cross-entropy at
+every step.  A memoryless strategy (blank until the delimiter, then uniform over the 8 data
+symbols) scores 10 ln 8 / (T + 20), the baseline.
+
+Noise padding: ``pad`` steps of N(0, variance) appended after the informative part of each
+input of an end-of-sequence task, so the answer must be carried through noise.
+
+Digits: scikit-learn's bundled 8×8 digits (1797 images, optional extra ``dynlab[digits]``),
+scaled to [0, 1], as pixel sequences (T = 64, d = 1, row-major) or row sequences (T = 8,
+d = 8); 10 classes, baseline ln 10.  The splits are a seeded shuffle of the 1797 images.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ..errors import ParameterError
+from ..models.base import as_int, as_scalar
+
+TASKS = ("adding", "adding-ternary", "copy", "digits-pixels", "digits-rows")
+SPLITS = ("train", "val", "test")
+#: Tertiles of v_a + v_b (triangular on [0, 2]) — the ternary adding task's class edges.
+TERNARY_EDGES = (math.sqrt(2.0 / 3.0), 2.0 - math.sqrt(2.0 / 3.0))
+COPY_SYMBOLS = 10      # blank, 8 data symbols, delimiter
+COPY_LENGTH = 10       # data symbols to remember
+COPY_CLASSES = 9       # blank + 8 data symbols
+
+
+# ============================================================================ generators
+def adding_problem(steps: int, batch: int, *, seed=None, ternary: bool = False):
+    """One batch of the adding problem (module docstring).
+
+    Returns x (B, T, 2) and the target: (B, 1) sums, or (B,) int labels with ``ternary``.
+    """
+    T = as_int(steps, "steps", low=2)
+    B = as_int(batch, "batch", low=1)
+    rng = np.random.default_rng(seed)
+    x = np.zeros((B, T, 2))
+    x[:, :, 0] = rng.uniform(0.0, 1.0, (B, T))
+    half = T // 2
+    first = rng.integers(0, half, B)
+    second = rng.integers(half, T, B)
+    rows = np.arange(B)
+    x[rows, first, 1] = 1.0
+    x[rows, second, 1] = 1.0
+    total = x[rows, first, 0] + x[rows, second, 0]
+    if ternary:
+        return x, ternary_labels(total)
+    return x, total[:, None]
+
+
+def ternary_labels(total) -> np.ndarray:
+    """0 / 1 / 2 for a sum below, between, above the tertiles ``TERNARY_EDGES``."""
+    return np.searchsorted(np.asarray(TERNARY_EDGES), np.asarray(total), side="right").astype(np.int64)
+
+
+def copy_memory_codes(delay: int, batch: int, *, seed=None):
+    """Copy task as symbol codes: inputs (B, T + 20) in 0..9, targets (B, T + 20) in 0..8."""
+    T = as_int(delay, "steps", low=1)
+    B = as_int(batch, "batch", low=1)
+    rng = np.random.default_rng(seed)
+    L = T + 2 * COPY_LENGTH
+    data = rng.integers(1, 9, (B, COPY_LENGTH))
+    codes = np.zeros((B, L), dtype=np.int64)
+    codes[:, :COPY_LENGTH] = data
+    codes[:, T + COPY_LENGTH - 1] = COPY_SYMBOLS - 1
+    target = np.zeros((B, L), dtype=np.int64)
+    target[:, T + COPY_LENGTH:] = data
+    return codes, target
+
+
+def copy_memory(delay: int, batch: int, *, seed=None):
+    """Copy task (module docstring): x (B, T + 20, 10) one-hot, labels (B, T + 20) in 0..8."""
+    codes, target = copy_memory_codes(delay, batch, seed=seed)
+    return np.eye(COPY_SYMBOLS)[codes], target
+
+
+def copy_baseline(delay: int) -> float:
+    """The memoryless cross-entropy 10 ln 8 / (T + 20)."""
+    return COPY_LENGTH * math.log(8.0) / (as_int(delay, "steps", low=1) + 2 * COPY_LENGTH)
+
+
+def pad_with_noise(x, pad: int, *, variance: float = 1.0, seed=None) -> np.ndarray:
+    """Append ``pad`` steps of N(0, variance) noise to every sequence of x (B, T, d)."""
+    pad = as_int(pad, "pad", low=0)
+    variance = as_scalar(variance, "variance", low=0.0)
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 3:
+        raise ParameterError("x", f"must have shape (B, T, d), got {x.shape}")
+    noise = np.random.default_rng(seed).standard_normal((x.shape[0], pad, x.shape[2])) * math.sqrt(variance)
+    return np.concatenate([x, noise], axis=1)
+
+
+def load_digits_sequences(kind: str = "pixels"):
+    """scikit-learn's 8×8 digits in [0, 1] as (1797, 64, 1) pixel or (1797, 8, 8) row sequences, labels."""
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise ParameterError("task", "the digits tasks need scikit-learn (pip install 'dynlab[digits]')") from None
+    data = load_digits()
+    img = data.images.astype(np.float64) / 16.0
+    if kind == "pixels":
+        x = img.reshape(len(img), 64, 1)
+    elif kind == "rows":
+        x = img.reshape(len(img), 8, 8)
+    else:
+        raise ParameterError("kind", f"must be 'pixels' or 'rows', got {kind!r}")
+    return np.ascontiguousarray(x), data.target.astype(np.int64)
+
+
+# ============================================================================ Task
+@dataclasses.dataclass(frozen=True, eq=False)
+class Task:
+    """A task with fixed splits.
+
+    Attributes
+    ----------
+    name : registry name;  loss : ``mse`` | ``ce`` | ``ce-seq`` (``dynlab.train.backprop.LOSSES``)
+    inputs, outputs : d and the read-out size C;  steps : the sequence length the model sees
+    baseline : the loss of the best memoryless predictor (adding 1/6, ternary ln 3, copy
+        10 ln 8/(T+20), digits ln 10);  baseline_name : what it is
+    data : split → (x, target); the copy task keeps x as symbol codes, one-hot on demand
+    settings : the generator's settings (recorded in the history's attrs)
+    """
+
+    name: str
+    loss: str
+    inputs: int
+    outputs: int
+    steps: int
+    baseline: float
+    baseline_name: str
+    data: dict
+    settings: dict
+    seed: int | None = None
+    onehot: int = 0
+
+    def size(self, split: str) -> int:
+        return int(self._split(split)[1].shape[0])
+
+    def _split(self, split):
+        if split not in self.data:
+            raise ParameterError("split", f"must be one of {', '.join(self.data)}, got {split!r}")
+        return self.data[split]
+
+    def batch(self, split: str, idx=None):
+        """(x (B, T, d), target) for the sequences ``idx`` of a split (all when None)."""
+        x, y = self._split(split)
+        if idx is not None:
+            x, y = x[idx], y[idx]
+        if self.onehot:
+            x = np.eye(self.onehot)[x]
+        return np.ascontiguousarray(x, dtype=np.float64), y
+
+    def sample(self, rng, batch: int):
+        """A training batch of ``batch`` sequences drawn with replacement by ``rng``."""
+        idx = rng.integers(0, self.size("train"), as_int(batch, "batch", low=1))
+        return self.batch("train", idx)
+
+
+def _splits(gen, sizes, seed):
+    out = {}
+    for i, (split, n) in enumerate(zip(SPLITS, sizes)):
+        n = as_int(n, f"n_{split}", low=1)
+        out[split] = gen(n, None if seed is None else [int(seed), i])
+    return out
+
+
+def make_task(name: str, steps: int | None = None, *, seed: int | None = 0, n_train: int = 10000,
+              n_val: int = 1000, n_test: int = 1000, pad: int = 0, pad_variance: float = 1.0) -> Task:
+    """A task by name with seeded train / validation / test splits.
+
+    Parameters
+    ----------
+    name : ``adding``, ``adding-ternary``, ``copy``, ``digits-pixels``, ``digits-rows``
+    steps : T (adding: sequence length, default 100; copy: the delay, default 100; digits:
+        fixed by the data, must be None)
+    seed : seeds the three splits (independent streams)
+    n_train, n_val, n_test : split sizes (synthetic tasks; digits split its 1797 images
+        in the same proportions)
+    pad, pad_variance : noise padding (end-of-sequence tasks only): ``pad`` steps of
+        N(0, pad_variance) appended to every input
+
+    Example
+    -------
+    >>> task = make_task("adding", 100, seed=0)
+    >>> x, y = task.sample(np.random.default_rng(0), 128)     # (128, 100, 2), (128, 1)
+    """
+    key = str(name).strip().lower().replace("_", "-")
+    if key not in TASKS:
+        raise ParameterError("task", f"unknown task {name!r}; choose from {', '.join(TASKS)}")
+    if seed is not None:
+        seed = as_int(seed, "seed", low=0)
+    pad = as_int(pad, "pad", low=0)
+    sizes = (n_train, n_val, n_test)
+    settings = {"task": key, "n_train": n_train, "n_val": n_val, "n_test": n_test, "pad": pad}
+    if key in ("adding", "adding-ternary"):
+        T = 100 if steps is None else as_int(steps, "steps", low=2)
+        tern = key == "adding-ternary"
+        data = _splits(lambda n, s: adding_problem(T, n, seed=s, ternary=tern), sizes, seed)
+        task = Task(key, "ce" if tern else "mse", 2, 3 if tern else 1, T,
+                    math.log(3.0) if tern else 1.0 / 6.0,
+                    "chance cross-entropy ln 3" if tern else "MSE of predicting 1, Var = 1/6",
+                    data, dict(settings, steps=T), seed)
+    elif key == "copy":
+        T = 100 if steps is None else as_int(steps, "steps", low=1)
+        if pad:
+            raise ParameterError("pad", "noise padding applies to end-of-sequence tasks, not to copy")
+        data = _splits(lambda n, s: copy_memory_codes(T, n, seed=s), sizes, seed)
+        task = Task(key, "ce-seq", COPY_SYMBOLS, COPY_CLASSES, T + 2 * COPY_LENGTH, copy_baseline(T),
+                    "memoryless 10 ln 8/(T+20)", data, dict(settings, steps=T), seed, onehot=COPY_SYMBOLS)
+    else:
+        if steps is not None:
+            raise ParameterError("steps", f"is fixed by the data for {key} ({'64' if key.endswith('pixels') else '8'})")
+        x, y = load_digits_sequences("pixels" if key.endswith("pixels") else "rows")
+        order = np.random.default_rng(seed).permutation(len(y))
+        w = np.array([as_int(s, f"n_{sp}", low=1) for s, sp in zip(sizes, SPLITS)], dtype=np.float64)
+        cut = np.round(np.cumsum(w / w.sum()) * len(y)).astype(int)
+        parts = np.split(order, cut[:-1])
+        data = {sp: (x[p], y[p]) for sp, p in zip(SPLITS, parts)}
+        settings.update(n_train=len(parts[0]), n_val=len(parts[1]), n_test=len(parts[2]))
+        task = Task(key, "ce", x.shape[2], 10, x.shape[1], math.log(10.0), "chance cross-entropy ln 10", data,
+                    settings, seed)
+    if pad:
+        task = noise_padded(task, pad, variance=pad_variance, seed=seed)
+    return task
+
+
+def noise_padded(task: Task, pad: int, *, variance: float = 1.0, seed=None) -> Task:
+    """``task`` with ``pad`` steps of N(0, variance) noise appended to every input sequence."""
+    if task.loss.endswith("-seq"):
+        raise ParameterError("pad", f"noise padding applies to end-of-sequence tasks, not to {task.name}")
+    pad = as_int(pad, "pad", low=0)
+    data = {}
+    for i, (split, (x, y)) in enumerate(task.data.items()):
+        data[split] = (pad_with_noise(x, pad, variance=variance, seed=None if seed is None else [int(seed), 10 + i]),
+                       y)
+    settings = dict(task.settings, pad=pad, pad_variance=float(variance))
+    return dataclasses.replace(task, data=data, steps=task.steps + pad, settings=settings)
+
+
+__all__ = ["COPY_CLASSES", "SPLITS", "TASKS", "TERNARY_EDGES", "Task", "adding_problem", "copy_baseline",
+           "copy_memory", "copy_memory_codes", "load_digits_sequences", "make_task", "noise_padded",
+           "pad_with_noise", "ternary_labels"]

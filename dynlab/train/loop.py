@@ -1,0 +1,539 @@
+"""The training loop: exact BPTT gradients, a first-order optimiser, gradient diagnostics.
+
+``train_model(model, task, …)`` trains a discrete model plus a linear read-out on a ``Task``
+(``dynlab.tasks.make_task``) and returns a ``TrainResult`` whose ``history`` is an
+``xarray.Dataset`` over ``iteration``.  Every ``record_every`` iterations it records
+
+==============  =====================================================================
+``loss``        training loss of that iteration's batch
+``val_loss``    loss on the whole validation split (h_0 = 0); ``val_accuracy`` for
+                classification tasks
+``jac_norm``    ‖∂h_T/∂h_1‖₂            (geometric mean over the diagnostic sequences)
+``step_norm``   ‖∂h_T/∂h_{T-1}‖₂        (idem)
+``ratio``       ‖∂h_T/∂h_1‖₂ / ‖∂h_T/∂h_{T-1}‖₂  (iRNN paper Fig. 3b; idem)
+``A_h_norm``    ‖𝒜_h‖₂ = ‖∂h_T/∂h_0‖₂    (MASO paper; idem)
+``dL_dh1_norm`` ‖∂ℓ/∂h_1‖₂ of each training sequence's own loss ℓ, mean over the batch
+``dL_dWr_norm`` ‖∂L/∂W_r‖_F, W_r the matrix multiplying h_{t-1} inside φ (U; M − Mᵀ − γI
+                for the antisymmetric cell; U = I + VH for a low-rank iRNN)
+``grad_norm``   global norm of all gradients before clipping;  ``lr`` the learning rate
+==============  =====================================================================
+
+The Jacobian norms come from the closed-form one-step Jacobians
+(``dynlab.analysis.jacobians.jacobian_at``) and the one-pass backward products of
+``dynlab.analysis.gradients.jacobian_norms`` on the first ``diag_batch`` validation
+sequences from h_0 = 0: the stack [I, J_1, …, J_T] gives ∂h_T/∂h_t for t = 0 … T at once.
+
+Randomness: the batch of iteration i is drawn by ``default_rng([seed, 1, i])`` and the
+random initial states h_0 = ε ~ N(0, σ_ε² I) by ``default_rng([seed, 2, i])``, so a run is a
+pure function of its seed and iteration count — which, with the optimiser's exact state, is
+what lets a resumed run continue bit-for-bit (``save_checkpoint`` / ``resume_training``).
+
+An iRNN's η is optimised as ln η (the gradient ∂L/∂ln η = η ∂L/∂η), so that it stays
+positive and Adam's steps are relative: with steps of ≈ lr in η itself a learnable η₀ = 0.1
+collapses toward 0 within tens of iterations at lr = 1e-2 and the adding task stalls at the
+baseline.  Other constraints are kept by projection after each step: an iRNN's α ≥ 0, the
+antisymmetric cell's ε ≥ 1e-6 and γ ≥ 0.  By default every parameter is trained
+except an iRNN's α (a fixed hyper-parameter in the iRNN paper); ``freeze`` changes that.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+from ..errors import DivergenceError, ParameterError
+from ..models import IRNN, AntisymmetricRNN, Model
+from . import backprop as bp
+from .optim import Plateau, clip_by_global_norm, make_optimiser
+
+HISTORY_VARS = {
+    "loss": ("training loss", "1"),
+    "val_loss": ("validation loss", "1"),
+    "val_accuracy": ("validation accuracy", "1"),
+    "jac_norm": ("‖∂h_T/∂h_1‖₂", "1"),
+    "step_norm": ("‖∂h_T/∂h_{T-1}‖₂", "1"),
+    "ratio": ("‖∂h_T/∂h_1‖₂ / ‖∂h_T/∂h_{T-1}‖₂", "1"),
+    "A_h_norm": ("‖A_h‖₂ = ‖∂h_T/∂h_0‖₂ (MASO 𝒜_h)", "1"),
+    "dL_dh1_norm": ("‖∂L/∂h_1‖₂", "1"),
+    "dL_dWr_norm": ("‖∂L/∂W_r‖_F", "1"),
+    "grad_norm": ("global gradient norm (before clipping)", "1"),
+    "lr": ("learning rate", "1"),
+}
+EPS_MIN = 1e-6
+_CKPT = "train/"
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """A finished (or interrupted) run: the trained model and read-out, the optimiser with
+    its exact state, the number of iterations done, the history Dataset and the settings."""
+
+    model: Model
+    readout: dict
+    optimiser: object
+    iteration: int
+    history: object
+    config: dict
+    h0: np.ndarray | None = None
+    plateau: Plateau | None = None
+
+    def save(self, path) -> str:
+        """``save_checkpoint(path, self)``."""
+        return save_checkpoint(path, self)
+
+
+# ============================================================================ helpers
+def _default_freeze(model):
+    return ("alpha",) if isinstance(model, IRNN) else ()
+
+
+def _log_params(model, params):
+    """Positive step sizes trained in log space (an iRNN's η): Adam's steps are then relative,
+    ≈ lr·η, where steps of ≈ lr in η itself collapse a small η (0.1) within a few iterations."""
+    return [k for k in ("eta",) if isinstance(model, IRNN) and k in params]
+
+
+def _project(model, params):
+    if isinstance(model, IRNN):
+        if "alpha" in params:
+            params["alpha"] = np.maximum(params["alpha"], 0.0)
+    if isinstance(model, AntisymmetricRNN):
+        if "eps" in params:
+            params["eps"] = np.maximum(params["eps"], EPS_MIN)
+        if "gamma" in params:
+            params["gamma"] = np.maximum(params["gamma"], 0.0)
+    return params
+
+
+def _gmean(v):
+    v = np.asarray(v, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return float(np.exp(np.mean(np.log(v))))
+
+
+def run_outputs(model, readout, x, loss, h0=None, chunk: int = 500):
+    """Read-out outputs on x (B, T, d) without keeping a tape: the simulation kernels
+    (``dynlab.simulation.run_states``, numba backend), in chunks of sequences."""
+    from ..simulation import check_h0, check_input, run_states
+
+    xa, _ = check_input(x, model.inputs)
+    B = xa.shape[0]
+    h0a = check_h0(h0, B, model.hidden)
+    outs = []
+    for lo in range(0, B, chunk):
+        H, bad, _ = run_states(model, xa[lo:lo + chunk], h0a[lo:lo + chunk], "numba", stop=True)
+        if bad.min() < xa.shape[1]:
+            raise DivergenceError(step=int(bad.min()) + 1, batch=lo + int(np.argmin(bad)), model=model.name)
+        Hs = np.swapaxes(H, 0, 1)
+        Hs = Hs if loss.endswith("-seq") else Hs[-1]
+        outs.append(Hs @ readout["W_out"].T + readout["b_out"])
+    return np.concatenate(outs, axis=-2)
+
+
+def evaluate(model, readout, task, split: str = "val") -> dict:
+    """Loss (and accuracy for classification) of a model on a whole split, from h_0 = 0."""
+    x, y = task.batch(split)
+    Y = run_outputs(model, readout, x, task.loss)
+    L, _, extra = bp.loss_value(task.loss, Y, y)
+    return {"loss": L, **extra}
+
+
+def jacobian_diagnostics(model, x, h0=None) -> dict:
+    """‖∂h_T/∂h_0‖, ‖∂h_T/∂h_1‖, ‖∂h_T/∂h_{T-1}‖ and their ratio for each sequence of x (B, T, d).
+
+    The one-step Jacobians J_t come from ``jacobian_at`` along the simulated trajectory;
+    the backward products of the stack [I, J_1, …, J_T] (``jacobian_norms``) give
+    ‖∂h_T/∂h_t‖₂ for t = 0 … T in one pass.  Returns arrays of shape (B,).
+    """
+    from ..analysis.gradients import jacobian_norms
+    from ..analysis.jacobians import jacobian_at
+
+    tape = bp.forward(model, x, h0)
+    T, B, D = tape.H.shape[0] - 1, tape.H.shape[1], tape.H.shape[2]
+    if T < 2:
+        raise ParameterError("steps", f"the gradient diagnostics need T ≥ 2, got {T}")
+    hprev = np.swapaxes(tape.H[:-1], 0, 1).reshape(B * T, D)
+    xs = np.swapaxes(tape.x, 0, 1).reshape(B * T, -1)
+    t = np.tile(np.arange(T, dtype=np.int64), B)
+    J = jacobian_at(model, xs, hprev, t=t).reshape(B, T, D, D)
+    stack = np.concatenate([np.broadcast_to(np.eye(D), (B, 1, D, D)), J], axis=1)
+    norms = jacobian_norms(stack)
+    lj = norms["log_jac_norm"]              # index i: ln‖∂h_T/∂h_i‖, i = 0..T
+    return {"A_h_norm": np.exp(lj[:, 0]), "jac_norm": np.exp(lj[:, 1]), "step_norm": np.exp(lj[:, T - 1]),
+            "ratio": np.exp(lj[:, 1] - lj[:, T - 1])}
+
+
+def _progress_on(progress):
+    if progress is not None:
+        return bool(progress)
+    return sys.stderr.isatty() and "PYTEST_CURRENT_TEST" not in os.environ
+
+
+def _bar(i, n, loss, start):
+    width = 24
+    done = int(width * i / max(n, 1))
+    rate = i / max(time.perf_counter() - start, 1e-9)
+    sys.stderr.write(f"\r[{'#' * done}{'.' * (width - done)}] {i}/{n}  loss {loss:.4g}  {rate:.1f} it/s ")
+    sys.stderr.flush()
+
+
+# ============================================================================ the loop
+def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam", lr: float = 1e-3,
+                batch: int = 128, clip: float | None = None, sigma_eps: float = 0.0, record_every: int = 10,
+                seed: int = 0, freeze=None, learn_h0: bool = False, diag_batch: int = 8,
+                plateau: int | None = None, progress: bool | None = None, command: str | None = None,
+                _resume: dict | None = None) -> TrainResult:
+    """Train ``model`` and a linear read-out on ``task`` with exact BPTT gradients.
+
+    Each iteration: draw a batch (``default_rng([seed, 1, i])``) and h_0 = h0 + ε,
+    ε ~ N(0, σ_ε² I) (``default_rng([seed, 2, i])``; the learned h0 only with ``learn_h0``),
+    compute the loss and every gradient (``dynlab.train.backprop.loss_and_grads``), clip by
+    global norm, step the optimiser, project the constrained parameters (module docstring).
+
+    Parameters
+    ----------
+    model : discrete dynlab model (rnn, fastrnn, antisymmetric, rin, irnn)
+    task : ``dynlab.tasks.Task``
+    iterations : number of iterations to run
+    optimiser, lr : ``adam`` | ``rmsprop`` | ``sgd`` and its learning rate
+    batch : sequences per iteration;  clip : max global gradient norm (None: no clipping)
+    sigma_eps : σ_ε of the random initial state (0: h_0 = 0)
+    record_every : record the history every n iterations, and at the run's last iteration (an
+        extra record that changes nothing: a run resumed from there records the same values at
+        the shared iterations)
+    seed : seeds the read-out's initial weights, the batches and ε
+    freeze : parameter names not trained (default: an iRNN's ``alpha``)
+    learn_h0 : also learn a shared initial state h0 (added to ε)
+    diag_batch : validation sequences the Jacobian diagnostics are averaged over
+    plateau : patience (in records) of a reduce-on-plateau schedule on ``val_loss``; None: off
+    progress : draw a progress bar on stderr (default: only when stderr is a terminal)
+
+    Returns
+    -------
+    TrainResult with the trained ``model``, ``readout``, ``optimiser``, ``iteration`` and the
+    ``history`` Dataset (variables in the module docstring, over ``iteration``).  A non-finite
+    state raises ``DivergenceError`` naming the iteration, with the history so far in
+    ``err.partial``.
+
+    Example
+    -------
+    >>> task = dl.tasks.make_task("adding", 100, seed=0)
+    >>> m = dl.make_model("irnn", 64, 2, K=5, rank=4, g0="previous", activation="relu", eta=0.1, seed=0)
+    >>> res = train_model(m, task, iterations=600, lr=1e-2)
+    """
+    from ..models.base import as_int, as_scalar
+    from ..tasks.sequences import Task
+
+    bp.param_names(model)
+    if not isinstance(task, Task):
+        raise ParameterError("task", f"must be a dynlab.tasks.Task (see make_task), got {type(task).__name__}")
+    if task.inputs != model.inputs:
+        raise ParameterError("inputs", f"the model takes {model.inputs} inputs but task {task.name!r} has "
+                                       f"{task.inputs} input features")
+    iterations = as_int(iterations, "iterations", low=0)
+    batch = as_int(batch, "batch", low=1)
+    record_every = as_int(record_every, "record_every", low=1)
+    diag_batch = as_int(diag_batch, "diag_batch", low=1)
+    sigma_eps = as_scalar(sigma_eps, "sigma_eps", low=0.0)
+    seed = as_int(seed, "seed", low=0)
+    if clip is not None:
+        clip = as_scalar(clip, "clip", low=0.0, low_open=True)
+    freeze = tuple(_default_freeze(model) if freeze is None else freeze)
+    for name in freeze:
+        if name not in model.params():
+            raise ParameterError("freeze", f"{name!r} is not a parameter of {model.name} "
+                                           f"({', '.join(model.params())})")
+    D = model.hidden
+    config = {"task": dict(task.settings, seed=task.seed), "optimiser": str(optimiser).lower(), "batch": batch,
+              "clip": clip, "sigma_eps": sigma_eps, "record_every": record_every, "seed": seed,
+              "freeze": list(freeze), "learn_h0": bool(learn_h0), "diag_batch": diag_batch, "plateau": plateau}
+
+    if _resume is None:
+        readout = bp.init_readout(D, task.outputs, seed=[seed, 0])
+        opt = make_optimiser(optimiser, lr=lr)
+        sched = None if plateau is None else Plateau(opt, patience=as_int(plateau, "plateau", low=1))
+        start, past = 0, None
+        h0 = np.zeros(D) if learn_h0 else None
+    else:
+        readout, opt, sched, start, past, h0 = (_resume[k] for k in ("readout", "optimiser", "plateau", "start",
+                                                                      "history", "h0"))
+
+    xd, _ = task.batch("val", np.arange(min(diag_batch, task.size("val"))))
+    records = {k: [] for k in HISTORY_VARS}
+    its = []
+    show = _progress_on(progress)
+    t0 = time.perf_counter()
+    end = start + iterations
+    loss = math.nan
+    it = start
+    try:
+        for it in range(start + 1, end + 1):
+            x, y = task.sample(np.random.default_rng([seed, 1, it]), batch)
+            eps = sigma_eps * np.random.default_rng([seed, 2, it]).standard_normal((batch, D))
+            hstart = eps if h0 is None else eps + h0
+            loss, grads, info = bp.loss_and_grads(model, readout, x, y, loss=task.loss, h0=hstart)
+            if not math.isfinite(loss):
+                raise DivergenceError(step=task.steps, batch=0, model=model.name)
+            params = {**model.params(), **readout}
+            g = {k: grads[k] for k in params}
+            if h0 is not None:
+                params["h0"], g["h0"] = h0, grads["h0"].sum(axis=0)
+            for name in freeze:
+                params.pop(name), g.pop(name)
+            for name in _log_params(model, params):       # optimised as ln θ: ∂L/∂ln θ = θ ∂L/∂θ
+                value = np.asarray(params.pop(name), dtype=np.float64)
+                params["log_" + name] = np.log(value)
+                g["log_" + name] = g.pop(name) * value
+            g, gnorm = clip_by_global_norm(g, clip)
+            new = opt.step(params, g)
+            for key in [k for k in new if k.startswith("log_")]:
+                new[key[4:]] = np.exp(new.pop(key))
+            new = _project(model, new)
+            readout = {k: new[k] for k in bp.READOUT}
+            h0 = new.get("h0", h0)
+            model = bp.with_params(model, new)
+            if it % record_every == 0 or it == end:
+                ev = evaluate(model, readout, task, "val")
+                dg = jacobian_diagnostics(model, xd)
+                its.append(it)
+                rec = {"loss": loss, "val_loss": ev["loss"], "val_accuracy": ev.get("accuracy", math.nan),
+                       "dL_dh1_norm": float(np.mean(np.linalg.norm(batch * info["dL_dh1"], axis=1))),
+                       "dL_dWr_norm": float(np.linalg.norm(info["dL_dWr"])), "grad_norm": gnorm, "lr": opt.lr}
+                rec.update({k: _gmean(v) for k, v in dg.items()})
+                for k in HISTORY_VARS:
+                    records[k].append(rec[k])
+                if sched is not None and it % record_every == 0:  # not the extra record at a run's end,
+                    sched.update(ev["loss"])                      # so a resumed run sees the same schedule
+            if show:
+                _bar(it - start, iterations, loss, t0)
+    except DivergenceError as err:
+        hist = _history(model, readout, task, records, its, past, config, command)
+        raise DivergenceError(step=err.step, batch=err.batch, model=f"{model.name} (training iteration {it})",
+                              partial=hist) from None
+    finally:
+        if show:
+            sys.stderr.write("\n")
+    hist = _history(model, readout, task, records, its, past, config, command)
+    hist.attrs["seconds"] = round(time.perf_counter() - t0, 3)
+    return TrainResult(model, readout, opt, end, hist, config, h0, sched)
+
+
+def _history(model, readout, task, records, its, past, config, command):
+    import xarray as xr
+
+    from .._dataset import base_attrs, clean_attr, model_attrs, model_variables
+
+    data = {k: np.asarray(v, dtype=np.float64) for k, v in records.items()}
+    it = np.asarray(its, dtype=np.int64)
+    if past is not None:
+        it = np.concatenate([past["iteration"], it])
+        data = {k: np.concatenate([past[k], v]) for k, v in data.items()}
+    if task.loss not in ("ce", "ce-seq"):
+        data.pop("val_accuracy")
+    dvars = {k: xr.Variable(("iteration",), v, {"long_name": HISTORY_VARS[k][0], "units": HISTORY_VARS[k][1]})
+             for k, v in data.items()}
+    dvars.update(model_variables(model))
+    dvars["W_out"] = xr.Variable(("output", "unit"), readout["W_out"], {"long_name": "read-out weights W_out",
+                                                                         "units": "1"})
+    dvars["b_out"] = xr.Variable(("output",), readout["b_out"], {"long_name": "read-out bias b_out", "units": "1"})
+    attrs = model_attrs(model)
+    attrs.update(base_attrs("numpy", command))
+    attrs.update({"task": task.name, "loss_kind": task.loss, "baseline": float(task.baseline),
+                  "baseline_name": task.baseline_name, "task_steps": int(task.steps)})
+    for k, v in config.items():
+        if k == "task":
+            attrs.update({f"task_{kk}": clean_attr(vv) for kk, vv in v.items() if kk not in ("task", "steps")})
+        elif k == "seed":
+            attrs["train_seed"] = int(v)
+        else:
+            attrs[k] = clean_attr(v if not isinstance(v, list) else ",".join(v))
+    coords = {"iteration": ("iteration", it, {"long_name": "training iteration", "units": "1"})}
+    return xr.Dataset(dvars, coords=coords, attrs=attrs)
+
+
+# ============================================================================ checkpoints
+def save_checkpoint(path, result: TrainResult) -> str:
+    """One ``.npz``: the model exactly as ``dynlab.save_model`` writes it (so ``load_model``
+    reads it), plus, under ``train/``, the read-out, the optimiser's exact state, the learned
+    h0, the iteration count, the history so far and the run's settings (JSON)."""
+    from ..io import save_model
+
+    path = os.fspath(path)
+    if not path.endswith(".npz"):
+        path += ".npz"
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmpdir:  # the model entries exactly as save_model writes them
+        tmp = save_model(result.model, os.path.join(tmpdir, "model.npz"))
+        with np.load(tmp, allow_pickle=False) as f:
+            arrays = {k: f[k] for k in f.files}
+    arrays.update({_CKPT + k: np.asarray(v) for k, v in result.readout.items()})
+    arrays.update({_CKPT + k: v for k, v in result.optimiser.state_dict().items()})
+    if result.plateau is not None:
+        arrays.update({_CKPT + k: v for k, v in result.plateau.state_dict().items()})
+    if result.h0 is not None:
+        arrays[_CKPT + "h0"] = np.asarray(result.h0)
+    arrays[_CKPT + "iteration"] = np.array(result.iteration)
+    arrays[_CKPT + "config"] = np.array(json.dumps(result.config))
+    hist = result.history
+    arrays[_CKPT + "history/iteration"] = hist["iteration"].values
+    for k in HISTORY_VARS:
+        if k in hist:
+            arrays[_CKPT + "history/" + k] = hist[k].values
+    try:
+        np.savez(path, **arrays)
+    except OSError as exc:
+        raise ParameterError("save_weights", f"cannot write {path} ({exc.strerror or exc})") from None
+    return path
+
+
+def load_checkpoint(path) -> dict:
+    """Read what ``save_checkpoint`` wrote: model, readout, optimiser, plateau, h0, iteration,
+    history arrays and config."""
+    from ..io import load_model
+
+    if not os.path.isfile(os.fspath(path)):
+        raise ParameterError("resume", f"no such file: {os.fspath(path)}")
+    model = load_model(path)
+    with np.load(os.fspath(path), allow_pickle=False) as f:
+        data = {k[len(_CKPT):]: f[k] for k in f.files if k.startswith(_CKPT)}
+    if "config" not in data:
+        raise ParameterError("resume", f"{path} holds weights but no training state (written by save_model, "
+                                       "not by a training run)")
+    config = json.loads(str(data["config"]))
+    opt = make_optimiser(str(data["opt_name"]), lr=float(data["opt_lr"]))
+    opt.load_state_dict({k: v for k, v in data.items() if k.startswith("opt")})
+    sched = None
+    if config.get("plateau") is not None:
+        sched = Plateau(opt, patience=int(config["plateau"]))
+        sched.load_state_dict(data)
+    hist = {k[len("history/"):]: v for k, v in data.items() if k.startswith("history/")}
+    for k in HISTORY_VARS:
+        hist.setdefault(k, np.full(hist["iteration"].shape, np.nan))
+    return {"model": model, "readout": {k: data[k] for k in bp.READOUT}, "optimiser": opt, "plateau": sched,
+            "h0": data.get("h0"), "start": int(data["iteration"]), "history": hist, "config": config}
+
+
+def task_from_config(config: dict):
+    """The task a run's settings describe (``make_task`` with the saved name, steps, seed, sizes)."""
+    from ..tasks import make_task
+
+    t = config["task"]
+    return make_task(t["task"], None if t["task"].startswith("digits") else t.get("steps"), seed=t["seed"],
+                     n_train=t["n_train"], n_val=t["n_val"], n_test=t["n_test"], pad=t.get("pad", 0),
+                     pad_variance=t.get("pad_variance", 1.0))
+
+
+def resume_training(path, iterations: int, *, progress=None, command=None) -> TrainResult:
+    """Continue the run saved in ``path`` for ``iterations`` more iterations, bit-for-bit as if
+    it had never stopped (same batches, same ε, same optimiser moments)."""
+    state = load_checkpoint(path)
+    c = state["config"]
+    task = task_from_config(c)
+    return train_model(state["model"], task, iterations=iterations, optimiser=c["optimiser"],
+                       lr=state["optimiser"].lr, batch=c["batch"], clip=c["clip"], sigma_eps=c["sigma_eps"],
+                       record_every=c["record_every"], seed=c["seed"], freeze=c["freeze"], learn_h0=c["learn_h0"],
+                       diag_batch=c["diag_batch"], plateau=c["plateau"], progress=progress, command=command,
+                       _resume=state)
+
+
+# ============================================================================ spec (the CLI's entry)
+@dataclasses.dataclass(frozen=True)
+class TrainSpec:
+    """A ``dynlab train`` run: the shared ``RunSpec`` (model) plus the task and the optimiser.
+
+    Parameters
+    ----------
+    run : dynlab.spec.RunSpec — the model (``hidden`` None means 64; ``inputs`` come from the task)
+    task : task name (``dynlab.tasks.TASKS``; ``xor``/``oscillator`` with ``--model implicit``)
+    steps : the task's T (None: its default);  pad : noise-padding steps (``make_task``)
+    iterations, lr, optimiser, batch, clip, sigma_eps, record_every : as ``train_model``
+    eta_per_k : give an iRNN one learnable η per inner step (η becomes a (K,) array)
+    resume : a checkpoint to continue (model, task and optimiser all come from it)
+    save_weights : where to write the checkpoint (model + training state, ``.npz``)
+    """
+
+    run: object
+    task: str = "adding"
+    steps: int | None = None
+    pad: int = 0
+    iterations: int = 500
+    lr: float = 1e-3
+    optimiser: str = "adam"
+    batch: int = 128
+    clip: float | None = None
+    sigma_eps: float = 0.0
+    record_every: int = 10
+    eta_per_k: bool = False
+    resume: str | None = None
+    save_weights: str | None = None
+    progress: bool | None = None
+
+
+#: ``hidden`` of a ``dynlab train`` model when not given.
+TRAIN_DEFAULT_HIDDEN = 64
+#: Tasks of the implicit-network trainer (``--model implicit``).
+IMPLICIT_TASKS = ("xor", "oscillator")
+
+
+def train_spec(spec: TrainSpec) -> TrainResult:
+    """Build the spec's model and task and train (or resume), then write the checkpoint if asked."""
+    run = spec.run
+    if (run.model or "").lower() == "implicit" or str(spec.task).lower() in IMPLICIT_TASKS:
+        return train_implicit_spec(spec)
+    if spec.resume is not None:
+        if not os.path.isfile(spec.resume):
+            raise ParameterError("resume", f"no such file: {spec.resume}")
+        given = {"model": run.model, "hidden": run.hidden, "inputs": run.inputs, "weights": run.weights,
+                 "weight_scale": run.weight_scale, **run.given_settings()}
+        for key, value in given.items():
+            if value is not None:
+                raise ParameterError(key, "cannot be combined with resume: the checkpoint fixes the model")
+        res = resume_training(spec.resume, spec.iterations, progress=spec.progress, command=run.command)
+    else:
+        from ..spec import build_model
+        from ..tasks import make_task
+
+        task = make_task(spec.task, spec.steps, seed=run.seed, pad=spec.pad)
+        if run.inputs is not None and run.inputs != task.inputs:
+            raise ParameterError("inputs", f"task {task.name!r} has {task.inputs} input features, not {run.inputs}")
+        if run.weights is None:
+            run = dataclasses.replace(run, inputs=task.inputs,
+                                      hidden=TRAIN_DEFAULT_HIDDEN if run.hidden is None else run.hidden)
+        model = build_model(run)
+        if spec.eta_per_k:
+            if not isinstance(model, IRNN):
+                raise ParameterError("eta_per_k", f"applies to irnn, not {model.name}")
+            if np.ndim(model.eta) == 0:
+                model = model.replace(eta=np.full(model.K, float(model.eta)))
+        res = train_model(model, task, iterations=spec.iterations, optimiser=spec.optimiser, lr=spec.lr,
+                          batch=spec.batch, clip=spec.clip, sigma_eps=spec.sigma_eps, record_every=spec.record_every,
+                          seed=run.seed, progress=spec.progress, command=run.command)
+    if spec.save_weights is not None:
+        save_checkpoint(spec.save_weights, res)
+    return res
+
+
+def train_implicit_spec(spec: TrainSpec):
+    """``--model implicit`` (tasks ``xor``, ``oscillator``): the implicit-network trainer.
+
+    Integration point: ``dynlab.train.implicit.train_implicit`` (built separately) is called
+    here once it is merged; until then this raises a ParameterError naming ``model``.
+    """
+    if (spec.run.model or "").lower() != "implicit":
+        raise ParameterError("task", f"{spec.task!r} is a task of the implicit networks; use --model implicit")
+    try:
+        from .implicit import train_implicit  # noqa: F401
+    except ImportError:
+        raise ParameterError("model", "implicit-network training (tasks xor, oscillator) is not part of this "
+                                      "build yet") from None
+    raise ParameterError("model", "implicit-network training is present but not wired to `dynlab train` yet")
+
+
+__all__ = ["HISTORY_VARS", "TrainSpec", "train_spec", "TrainResult", "evaluate", "jacobian_diagnostics", "load_checkpoint", "resume_training",
+           "run_outputs", "save_checkpoint", "task_from_config", "train_model"]
