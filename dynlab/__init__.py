@@ -22,6 +22,7 @@ _EXPORTS = {
     "RIN": "dynlab.models",
     "IRNN": "dynlab.models",
     "CTRNN": "dynlab.models",
+    "Implicit": "dynlab.models",
     # simulation
     "simulate": "dynlab.simulation",
     # analyses
@@ -31,6 +32,9 @@ _EXPORTS = {
     "lyapunov": "dynlab.analysis.lyapunov",
     "jacobians": "dynlab.analysis.jacobians",
     "jacobian_at": "dynlab.analysis.jacobians",
+    "implicit_equilibrium": "dynlab.analysis.implicit",
+    "implicit_vjp": "dynlab.analysis.implicit",
+    "implicit_jacobian": "dynlab.analysis.implicit",
     # io
     "save_model": "dynlab.io",
     "load_model": "dynlab.io",
