@@ -98,7 +98,27 @@ def test_rk4_thirty_steps_matches_closed_form_and_reaches_1e8():
         assert res.max() <= 1e-8
 
 
-def test_auto_handles_maps_that_do_not_contract():
+@pytest.fixture(params=["numba-loop", "numpy-batched"])
+def auto_path(request, monkeypatch):
+    """Run a test on both forms of method="auto": the jitted per-point loop and the batched NumPy form."""
+    import dynlab.config
+
+    monkeypatch.setattr(dynlab.config, "IMPLICIT_NUMBA_MAX_UNITS", 1 << 30 if request.param == "numba-loop" else 0)
+    return request.param
+
+
+def test_auto_paths_agree_with_newton(auto_path):
+    for layers in (1, 2):
+        model = _model(layers, ws=2.0)
+        X = _X(30)
+        Zn = solve(model, X, method="newton")[0]
+        Z, res, _, conv, _ = solve(model, X, method="auto")
+        assert conv.all() and res.max() <= 1e-12
+        assert _naive_residual(model, X, Z).max() <= 1e-12
+        np.testing.assert_allclose(Z, Zn, rtol=0, atol=1e-10)
+
+
+def test_auto_handles_maps_that_do_not_contract(auto_path):
     # large recurrent weights: Picard stalls or cycles for some inputs, several equilibria exist;
     # auto must still return true fixed points (residual checked independently) that are stable
     # for the flow dZ/dt = f(AZ + c) − Z (the RK4 flow from 0 selects them): Re λ(DA) < 1.

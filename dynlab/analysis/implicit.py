@@ -19,9 +19,10 @@ anderson      Picard accelerated by Anderson mixing of depth 5 (type II, Walker 
 newton        Newton's method with the analytic Jacobian I − D A and a backtracking line
               search on ‖G‖₂ (Armijo, halving), per point.
 auto          (default) Picard for every point while its residual shrinks by at least 0.9 per
-              iteration; the points it does not bring to ``tol`` (maps that do not contract, or
-              contract slowly, there) go to Newton, started from the paper's RK4 flow from 0, so
-              that Newton lands on the equilibrium the flow from 0 selects.
+              iteration; the points it does not bring to ``tol`` go to Newton — from the last
+              Picard iterate where Picard still contracted (slowly), from the paper's RK4 flow
+              from 0 where it did not (so that Newton lands on the equilibrium the flow from 0
+              selects).  Points where Newton stalls get a longer flow, then scipy's hybrid method.
 scipy         ``scipy.optimize.root`` (hybr, analytic Jacobian), one point at a time: the
               independent reference.
 solve_ivp     ``scipy.integrate.solve_ivp`` (RK45, rtol 1e-8, atol 1e-10) from 0 up to
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..activations import ACTIVATION_IDS as ACT_IDS
 from ..activations import dphi, phi
 from ..errors import ParameterError
 from ..models.implicit import Implicit
@@ -86,12 +88,14 @@ def solve_rk4(A, C, act, leak=0.01, *, steps=30, dt=1.0, Z0=None):
     return Z
 
 
-def solve_fixed_point(A, C, act, leak=0.01, *, Z0=None, tol=1e-12, max_iter=1000, depth=5, max_rate=None):
+def solve_fixed_point(A, C, act, leak=0.01, *, Z0=None, tol=1e-12, max_iter=1000, depth=5, max_rate=None,
+                      rate_out=None):
     """Picard (depth=0) or Anderson-accelerated (depth ≥ 1) iteration, batched with an active set.
 
     Returns (Z, residual, iterations, converged); a point stops as soon as ‖G‖∞ ≤ tol, or —
     with ``max_rate`` — once its residual ratio over an iteration (after the first five)
     exceeds ``max_rate``: a map that contracts that slowly, or not at all, is better left to Newton.
+    ``rate_out`` (N,), if given, receives each point's last residual ratio.
     """
     N, U = C.shape
     Z = np.zeros_like(C) if Z0 is None else np.array(Z0, dtype=np.float64)
@@ -115,6 +119,8 @@ def solve_fixed_point(A, C, act, leak=0.01, *, Z0=None, tol=1e-12, max_iter=1000
             Z[act_idx[done]] = z[done]
             res[act_idx[done]] = rn[done]
             its[act_idx[done]] = k
+            if rate_out is not None:
+                rate_out[act_idx[done]] = rate[done]
             keep = ~done
             act_idx, z, c, g, r, rn = act_idx[keep], z[keep], c[keep], g[keep], r[keep], rn[keep]
             dR, dG, filled, rate = dR[keep], dG[keep], filled[keep], rate[keep]
@@ -265,6 +271,43 @@ def solve_ivp_reference(A, C, act, leak=0.01, *, t_max=60.0, rtol=1e-8, atol=1e-
     return Z, res, its, res <= tol
 
 
+def _auto_numpy(A, C, act, leak, tol, max_iter, steps, dt, Z0):
+    N = C.shape[0]
+    code = np.full(N, SOLVER_CODES["fixed-point"], dtype=np.int8)
+    rate = np.zeros(N)
+    Z, res, its, conv = solve_fixed_point(A, C, act, leak, Z0=Z0, tol=tol, max_iter=max_iter, depth=0,
+                                          max_rate=0.9, rate_out=rate)
+    left = np.nonzero(~conv)[0]
+    if left.size:
+        start = Z[left].copy()
+        flow = ~(rate[left] < 1.0) | ~np.isfinite(res[left])
+        if flow.any():
+            start[flow] = solve_rk4(A, C[left[flow]], act, leak, steps=steps, dt=dt,
+                                    Z0=None if Z0 is None else np.asarray(Z0)[left[flow]])
+        Zn, rn, itn, cn = solve_newton(A, C[left], act, leak, Z0=start, tol=tol, max_iter=50)
+        better = rn < res[left]
+        pick = left[better]
+        Z[pick], res[pick], conv[pick] = Zn[better], rn[better], cn[better]
+        its[left] += itn + np.where(flow, int(steps), 0)
+        code[left] = SOLVER_CODES["newton"]
+    return Z, res, its, conv, code
+
+
+def _auto_numba(A, C, act, leak, tol, max_iter, steps, dt, Z0):
+    from ..kernels.implicit_numba import auto_solve
+
+    N, U = C.shape
+    Z, res = np.empty((N, U)), np.empty(N)
+    its, conv, code = np.empty(N, dtype=np.int64), np.empty(N, dtype=np.bool_), np.empty(N, dtype=np.int8)
+    start = np.zeros((N, U)) if Z0 is None else np.ascontiguousarray(Z0, dtype=np.float64)
+    try:
+        auto_solve(np.ascontiguousarray(A), np.ascontiguousarray(C), start, ACT_IDS[act], float(leak), float(tol),
+                   int(max_iter), 0.9, int(steps), float(dt), 50, Z, res, its, conv, code)
+    except Exception:  # a singular Newton matrix inside the loop: the batched path handles it per point
+        return _auto_numpy(A, C, act, leak, tol, max_iter, steps, dt, Z0)
+    return Z, res, its, conv, code
+
+
 def solve_stacked(A, C, act, leak=0.01, *, method="auto", tol=1e-12, max_iter=None, Z0=None,
                   steps=30, dt=1.0):
     """Dispatch on ``method`` for plain arrays; returns (Z, residual, iterations, converged, solver)."""
@@ -284,20 +327,30 @@ def solve_stacked(A, C, act, leak=0.01, *, method="auto", tol=1e-12, max_iter=No
         return (*solve_scipy_root(A, C, act, leak, Z0=Z0, tol=tol), code)
     if method == "solve_ivp":
         return (*solve_ivp_reference(A, C, act, leak, tol=tol), code)
-    # auto: Picard while it contracts well; Newton (from the RK4 flow) for the points it leaves
-    Z, res, its, conv = solve_fixed_point(A, C, act, leak, Z0=Z0, tol=tol, max_iter=max_iter or 200, depth=0,
-                                          max_rate=0.9)
-    code[:] = SOLVER_CODES["fixed-point"]
+    # auto: Picard while it contracts well; Newton for the points it leaves — from the last Picard
+    # iterate where Picard still contracted (slowly), from the paper's RK4 flow from 0 where it
+    # did not (so that Newton lands on the equilibrium the flow from 0 selects)
+    from .. import config
+
+    if C.shape[1] <= config.IMPLICIT_NUMBA_MAX_UNITS and act in ACT_IDS:
+        Z, res, its, conv, code = _auto_numba(A, C, act, leak, tol, max_iter or 200, steps, dt, Z0)
+    else:
+        Z, res, its, conv, code = _auto_numpy(A, C, act, leak, tol, max_iter or 200, steps, dt, Z0)
     left = np.nonzero(~conv)[0]
     if left.size:
-        start = solve_rk4(A, C[left], act, leak, steps=steps, dt=dt,
-                          Z0=None if Z0 is None else np.asarray(Z0)[left])
-        Zn, rn, itn, cn = solve_newton(A, C[left], act, leak, Z0=start, tol=tol, max_iter=50)
-        better = rn < res[left]
-        pick = left[better]
-        Z[pick], res[pick], conv[pick] = Zn[better], rn[better], cn[better]
-        its[left] += itn + int(steps)
-        code[left] = SOLVER_CODES["newton"]
+        # Newton can stall in a local minimum of ‖G‖ far from a root (rare: strongly recurrent
+        # nets); the flow integrated further, then scipy's hybrid method, take those points.
+        stuck = left[~conv[left]]
+        if stuck.size:
+            longer = solve_rk4(A, C[stuck], act, leak, steps=10 * int(steps), dt=dt, Z0=Z[stuck])
+            Zn, rn, itn, cn = solve_newton(A, C[stuck], act, leak, Z0=longer, tol=tol, max_iter=50)
+            Zr, rr, itr, cr = solve_scipy_root(A, C[stuck], act, leak, Z0=longer, tol=tol)
+            use_r = rr < rn
+            Zn[use_r], rn[use_r], cn[use_r] = Zr[use_r], rr[use_r], cr[use_r]
+            better = rn < res[stuck]
+            pick = stuck[better]
+            Z[pick], res[pick], conv[pick] = Zn[better], rn[better], cn[better]
+            code[stuck[use_r & better]] = SOLVER_CODES["scipy"]
     return Z, res, its, conv, code
 
 
