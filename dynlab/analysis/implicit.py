@@ -22,7 +22,10 @@ auto          (default) Picard for every point while its residual shrinks by at 
               iteration; the points it does not bring to ``tol`` go to Newton — from the last
               Picard iterate where Picard still contracted (slowly), from the paper's RK4 flow
               from 0 where it did not (so that Newton lands on the equilibrium the flow from 0
-              selects).  Points where Newton stalls get a longer flow, then scipy's hybrid method.
+              selects).  Points where Newton stalls (a flow that lingers near a vanished
+              equilibrium — a fold's "ghost" — is a local minimum of ‖G‖, not a root) get a
+              longer flow, Newton from 64 seeded random starts, a much longer flow, and
+              finally scipy's hybrid method (``_rescue``).
 scipy         ``scipy.optimize.root`` (hybr, analytic Jacobian), one point at a time: the
               independent reference.
 solve_ivp     ``scipy.integrate.solve_ivp`` (RK45, rtol 1e-8, atol 1e-10) from 0 up to
@@ -308,6 +311,45 @@ def _auto_numba(A, C, act, leak, tol, max_iter, steps, dt, Z0):
     return Z, res, its, conv, code
 
 
+def _take(idx, Zn, rn, cn, Z, res, conv, code, which):
+    better = rn < res[idx]
+    pick = idx[better]
+    Z[pick], res[pick], conv[pick] = Zn[better], rn[better], cn[better]
+    code[pick] = SOLVER_CODES[which]
+
+
+def _rescue(A, C, act, leak, tol, steps, dt, Z, res, conv, code, left):
+    """Fallbacks for the points ``left`` that Picard and Newton did not solve (see solve_stacked)."""
+    stuck = left[~conv[left]]
+    if stuck.size:
+        longer = solve_rk4(A, C[stuck], act, leak, steps=10 * int(steps), dt=dt, Z0=Z[stuck])
+        _take(stuck, *_pick3(solve_newton(A, C[stuck], act, leak, Z0=longer, tol=tol)), Z, res, conv, code, "newton")
+        stuck = stuck[~conv[stuck]]
+    if stuck.size:
+        lo, hi = (0.0, 1.0) if act == "sigmoid" else (-1.0, 1.0)
+        starts = np.random.default_rng(12345).uniform(lo, hi, (64, stuck.size, C.shape[1]))
+        Cs = np.broadcast_to(C[stuck], starts.shape).reshape(-1, C.shape[1])
+        Zn, rn, _, cn = solve_newton(A, Cs, act, leak, Z0=starts.reshape(-1, C.shape[1]), tol=tol)
+        rn = rn.reshape(64, stuck.size)
+        best = np.argmin(rn, axis=0)
+        cols = np.arange(stuck.size)
+        Zb = Zn.reshape(64, stuck.size, -1)[best, cols]
+        _take(stuck, Zb, rn[best, cols], rn[best, cols] <= tol, Z, res, conv, code, "newton")
+        stuck = stuck[~conv[stuck]]
+    if stuck.size:
+        longer = solve_rk4(A, C[stuck], act, leak, steps=100 * int(steps), dt=dt, Z0=Z[stuck])
+        _take(stuck, *_pick3(solve_newton(A, C[stuck], act, leak, Z0=longer, tol=tol)), Z, res, conv, code, "newton")
+        stuck = stuck[~conv[stuck]]
+        if stuck.size:
+            _take(stuck, *_pick3(solve_scipy_root(A, C[stuck], act, leak, Z0=Z[stuck], tol=tol)),
+                  Z, res, conv, code, "scipy")
+
+
+def _pick3(out):
+    Z, res, _, conv = out
+    return Z, res, conv
+
+
 def solve_stacked(A, C, act, leak=0.01, *, method="auto", tol=1e-12, max_iter=None, Z0=None,
                   steps=30, dt=1.0):
     """Dispatch on ``method`` for plain arrays; returns (Z, residual, iterations, converged, solver)."""
@@ -333,24 +375,18 @@ def solve_stacked(A, C, act, leak=0.01, *, method="auto", tol=1e-12, max_iter=No
     from .. import config
 
     if C.shape[1] <= config.IMPLICIT_NUMBA_MAX_UNITS and act in ACT_IDS:
-        Z, res, its, conv, code = _auto_numba(A, C, act, leak, tol, max_iter or 200, steps, dt, Z0)
+        # per point, a Newton step on a few units costs about one Picard step: hand over early
+        Z, res, its, conv, code = _auto_numba(A, C, act, leak, tol, max_iter or 10, steps, dt, Z0)
     else:
         Z, res, its, conv, code = _auto_numpy(A, C, act, leak, tol, max_iter or 200, steps, dt, Z0)
     left = np.nonzero(~conv)[0]
     if left.size:
-        # Newton can stall in a local minimum of ‖G‖ far from a root (rare: strongly recurrent
-        # nets); the flow integrated further, then scipy's hybrid method, take those points.
-        stuck = left[~conv[left]]
-        if stuck.size:
-            longer = solve_rk4(A, C[stuck], act, leak, steps=10 * int(steps), dt=dt, Z0=Z[stuck])
-            Zn, rn, itn, cn = solve_newton(A, C[stuck], act, leak, Z0=longer, tol=tol, max_iter=50)
-            Zr, rr, itr, cr = solve_scipy_root(A, C[stuck], act, leak, Z0=longer, tol=tol)
-            use_r = rr < rn
-            Zn[use_r], rn[use_r], cn[use_r] = Zr[use_r], rr[use_r], cr[use_r]
-            better = rn < res[stuck]
-            pick = stuck[better]
-            Z[pick], res[pick], conv[pick] = Zn[better], rn[better], cn[better]
-            code[stuck[use_r & better]] = SOLVER_CODES["scipy"]
+        # Newton can stall in a local minimum of ‖G‖ far from a root: where the flow from 0
+        # lingers near an equilibrium that vanished in a fold (its "ghost"; met in training).
+        # Fallbacks, each for the points still left: (1) a longer flow, then Newton; (2) Newton
+        # from 64 seeded random starts in f's range at once, keeping the best; (3) a much
+        # longer flow, then Newton and scipy's hybrid method.
+        _rescue(A, C, act, leak, tol, steps, dt, Z, res, conv, code, left)
     return Z, res, its, conv, code
 
 

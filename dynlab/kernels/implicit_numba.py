@@ -49,6 +49,52 @@ def _map(A, c, z, act, leak, pre, g):
 
 
 @njit(cache=NUMBA_CACHE)
+def _newton(A, c, z, act, leak, tol, max_newton, pre, g, G, J, zc, Gc, its, n):
+    """Newton with a halving line search on ‖G‖₂ from z (updated in place); returns (converged, ‖G‖∞)."""
+    U = z.shape[0]
+    _map(A, c, z, act, leak, pre, g)
+    for i in range(U):
+        G[i] = z[i] - g[i]
+    for it in range(max_newton):
+        rn = 0.0
+        n0 = 0.0
+        for i in range(U):
+            rn = max(rn, abs(G[i]))
+            n0 += G[i] * G[i]
+        n0 = math.sqrt(n0)
+        if rn <= tol or not math.isfinite(rn):
+            break
+        its[n] += 1
+        for i in range(U):
+            dfi = _dact(act, pre[i], leak)
+            for j in range(U):
+                J[i, j] = -dfi * A[i, j]
+            J[i, i] += 1.0
+        step = np.linalg.solve(J, -G)
+        lam = 1.0
+        while True:
+            for i in range(U):
+                zc[i] = z[i] + lam * step[i]
+            _map(A, c, zc, act, leak, pre, g)
+            nc = 0.0
+            for i in range(U):
+                Gc[i] = zc[i] - g[i]
+                nc += Gc[i] * Gc[i]
+            if math.sqrt(nc) <= (1.0 - 1e-4 * lam) * n0 or lam < 1e-10:
+                break
+            lam *= 0.5
+        for i in range(U):
+            z[i] = zc[i]
+            G[i] = Gc[i]
+    rn = 0.0
+    for i in range(U):
+        d = abs(G[i])
+        if not (d <= rn):
+            rn = d if math.isfinite(d) else math.inf
+    return rn <= tol, rn
+
+
+@njit(cache=NUMBA_CACHE)
 def auto_solve(A, C, Z0, act, leak, tol, max_picard, max_rate, steps, dt, max_newton, Z, res, its, conv, code):
     """Solve Z_n = f(A Z_n + C_n) for every row n; writes Z, res (‖G‖∞), its, conv, code (1 Picard, 3 Newton)."""
     N, U = C.shape
@@ -64,6 +110,7 @@ def auto_solve(A, C, Z0, act, leak, tol, max_picard, max_rate, steps, dt, max_ne
     J = np.empty((U, U))
     zc = np.empty(U)
     Gc = np.empty(U)
+    zf = np.empty(U)
     for n in range(N):
         c = C[n]
         for i in range(U):
@@ -98,71 +145,43 @@ def auto_solve(A, C, Z0, act, leak, tol, max_picard, max_rate, steps, dt, max_ne
         code[n] = 1
         if not ok:
             code[n] = 3
-            if not (rate < 1.0) or not math.isfinite(rn):
-                # flow from Z0 with RK4, the paper's start
-                for i in range(U):
-                    z[i] = Z0[n, i]
-                for _ in range(steps):
-                    _map(A, c, z, act, leak, pre, g)
-                    for i in range(U):
-                        k1[i] = g[i] - z[i]
-                        tmp[i] = z[i] + 0.5 * dt * k1[i]
-                    _map(A, c, tmp, act, leak, pre, g)
-                    for i in range(U):
-                        k2[i] = g[i] - tmp[i]
-                    for i in range(U):
-                        tmp[i] = z[i] + 0.5 * dt * k2[i]
-                    _map(A, c, tmp, act, leak, pre, g)
-                    for i in range(U):
-                        k3[i] = g[i] - tmp[i]
-                    for i in range(U):
-                        tmp[i] = z[i] + dt * k3[i]
-                    _map(A, c, tmp, act, leak, pre, g)
-                    for i in range(U):
-                        k4[i] = g[i] - tmp[i]
-                        z[i] += dt / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i])
-                its[n] += steps
-            # ---- Newton with a halving line search on ‖G‖₂
-            _map(A, c, z, act, leak, pre, g)
             for i in range(U):
-                G[i] = z[i] - g[i]
-            for it in range(max_newton):
-                rn = 0.0
-                n0 = 0.0
-                for i in range(U):
-                    rn = max(rn, abs(G[i]))
-                    n0 += G[i] * G[i]
-                n0 = math.sqrt(n0)
-                if rn <= tol or not math.isfinite(rn):
+                zf[i] = Z0[n, i]
+            flown = 0
+            # attempts: Newton from the Picard iterate (if Picard contracted) or from the RK4 flow
+            # after `steps` steps; then from the flow after 10× and 100× as long (a flow lingering
+            # near a vanished equilibrium escapes it; Newton then finishes)
+            for attempt in range(3):
+                if attempt == 0 and rate < 1.0 and math.isfinite(rn):
+                    pass  # z holds the last Picard iterate
+                else:
+                    target = steps * (1 if attempt == 0 else (10 if attempt == 1 else 100))
+                    while flown < target:
+                        _map(A, c, zf, act, leak, pre, g)
+                        for i in range(U):
+                            k1[i] = g[i] - zf[i]
+                            tmp[i] = zf[i] + 0.5 * dt * k1[i]
+                        _map(A, c, tmp, act, leak, pre, g)
+                        for i in range(U):
+                            k2[i] = g[i] - tmp[i]
+                        for i in range(U):
+                            tmp[i] = zf[i] + 0.5 * dt * k2[i]
+                        _map(A, c, tmp, act, leak, pre, g)
+                        for i in range(U):
+                            k3[i] = g[i] - tmp[i]
+                        for i in range(U):
+                            tmp[i] = zf[i] + dt * k3[i]
+                        _map(A, c, tmp, act, leak, pre, g)
+                        for i in range(U):
+                            k4[i] = g[i] - tmp[i]
+                            zf[i] += dt / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i])
+                        flown += 1
+                        its[n] += 1
+                    for i in range(U):
+                        z[i] = zf[i]
+                ok, rn = _newton(A, c, z, act, leak, tol, max_newton, pre, g, G, J, zc, Gc, its, n)
+                if ok:
                     break
-                its[n] += 1
-                for i in range(U):
-                    dfi = _dact(act, pre[i], leak)
-                    for j in range(U):
-                        J[i, j] = -dfi * A[i, j]
-                    J[i, i] += 1.0
-                step = np.linalg.solve(J, -G)
-                lam = 1.0
-                while True:
-                    for i in range(U):
-                        zc[i] = z[i] + lam * step[i]
-                    _map(A, c, zc, act, leak, pre, g)
-                    nc = 0.0
-                    for i in range(U):
-                        Gc[i] = zc[i] - g[i]
-                        nc += Gc[i] * Gc[i]
-                    if math.sqrt(nc) <= (1.0 - 1e-4 * lam) * n0 or lam < 1e-10:
-                        break
-                    lam *= 0.5
-                for i in range(U):
-                    z[i] = zc[i]
-                    G[i] = Gc[i]
-            rn = 0.0
-            for i in range(U):
-                d = abs(G[i])
-                if not (d <= rn):
-                    rn = d if math.isfinite(d) else math.inf
-            ok = rn <= tol
         for i in range(U):
             Z[n, i] = z[i]
         res[n] = rn

@@ -77,11 +77,13 @@ def oscillator_trajectory(x0, v0, omega0, delta, times):
 
 
 def damped_oscillator(samples: int = 2000, *, window: int = 20, dt: float = 0.1, variance: float = 2.0,
-                      split=(0.6, 0.2, 0.2), seed: int | None = 0) -> StaticTask:
+                      normalise: bool = True, split=(0.6, 0.2, 0.2), seed: int | None = 0) -> StaticTask:
     """Regression of (ω₀, δ) from a window of a damped oscillator's trajectory (implicit paper §2.4).
 
     ẍ + 2δẋ + ω₀²x = 0 with x0, v0 ~ N(0, ``variance``) (the paper's N(0, 2), read as variance 2),
-    ω₀ ~ U[1, 2], δ ~ U[0, 2].  Features: x(kΔt) for k = 0..window−1 (Δt = ``dt`` = 0.1).
+    ω₀ ~ U[1, 2], δ ~ U[0, 2].  Features: x(kΔt) for k = 0..window−1 (Δt = ``dt`` = 0.1), divided
+    by max_k |x(kΔt)| when ``normalise`` (the default): x(t) is linear in (x0, v0), so the
+    amplitude carries no information on (ω₀, δ) and only the window's shape is kept.
     Targets, scaled into [0, 1] so that a sigmoid output can reach them: (ω₀ − 1, δ/2)
     (``info["target_offset"]``, ``info["target_scale"]`` undo it).  Splits by ``split`` fractions.
     """
@@ -99,12 +101,14 @@ def damped_oscillator(samples: int = 2000, *, window: int = 20, dt: float = 0.1,
     x0, v0 = rng.normal(0.0, sd, samples), rng.normal(0.0, sd, samples)
     w0, d = rng.uniform(1.0, 2.0, samples), rng.uniform(0.0, 2.0, samples)
     X = oscillator_trajectory(x0, v0, w0, d, dt * np.arange(window))
+    if normalise:
+        X = X / np.max(np.abs(X), axis=1, keepdims=True)
     Y = np.stack([w0 - 1.0, d / 2.0], axis=1)
     n_tr = int(round(fr[0] * samples))
     n_va = int(round(fr[1] * samples))
     s_tr, s_va = slice(0, n_tr), slice(n_tr, n_tr + n_va)
     s_te = slice(n_tr + n_va, samples)
-    info = {"window": window, "dt": dt, "variance": variance, "seed": -1 if seed is None else int(seed),
+    info = {"window": window, "dt": dt, "variance": variance, "normalise": int(bool(normalise)), "seed": -1 if seed is None else int(seed),
             "target_offset": [1.0, 0.0], "target_scale": [1.0, 2.0], "targets": "omega0 - 1, delta / 2"}
     return StaticTask("oscillator", X[s_tr], Y[s_tr], X[s_va], Y[s_va], X[s_te], Y[s_te], info)
 

@@ -12,6 +12,8 @@ one pass per layer and the exact implicit gradient is ordinary backpropagation.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..errors import ConvergenceError, ParameterError
@@ -119,6 +121,14 @@ def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: s
     if feedforward:
         model = model.replace(**{k: np.zeros_like(getattr(model, k)) for k in RECURRENT
                                  if getattr(model, k) is not None})
+    # free (all-NaN) target columns past the network's outputs are dropped: XOR's free Y2 target
+    # for a one-unit network
+    n_out = model.outputs.stop - model.outputs.start
+    k = data.targets
+    while k > n_out and np.isnan(data.Y_train[:, k - 1]).all():
+        k -= 1
+    if k < data.targets:
+        data = dataclasses.replace(data, Y_train=data.Y_train[:, :k], Y_val=data.Y_val[:, :k], Y_test=data.Y_test[:, :k])
     _output_block(model, None, data.targets)
     N = data.X_train.shape[0]
     if batch is not None:
@@ -144,8 +154,10 @@ def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: s
         Z, res, _, conv, _ = solve(model, X, tol=tol)
         if not conv.all():
             bad = int(np.argmax(~conv))
-            raise ConvergenceError(f"iteration {it}: implicit equilibrium not found for batch input {bad} "
+            err = ConvergenceError(f"iteration {it}: implicit equilibrium not found for batch input {bad} "
                                    f"(residual {res[bad]:.2e} > {tol:g})")
+            err.iteration, err.model, err.x = it, model, X[bad]  # where it happened, to reproduce it
+            raise err
         sl = _output_block(model, Z, data.targets)
         loss, dY = mse_and_delta(Z[:, sl], Yt)
         dZ = np.zeros_like(Z)
