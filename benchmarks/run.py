@@ -15,10 +15,10 @@ from .harness import format_rows, run_workload
 
 
 def all_workloads():
-    from . import cli, forward, gradnorm
+    from . import cli, equilibria, forward, gradnorm
 
     found = []
-    for module in (forward, cli, gradnorm):
+    for module in (forward, cli, gradnorm, equilibria):
         found.extend(module.WORKLOADS)
     return {w.name: w for w in found}
 

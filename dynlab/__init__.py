@@ -35,6 +35,8 @@ _EXPORTS = {
     "implicit_equilibrium": "dynlab.analysis.implicit",
     "implicit_vjp": "dynlab.analysis.implicit",
     "implicit_jacobian": "dynlab.analysis.implicit",
+    "implicit_neuron": "dynlab.analysis.implicit",
+    "train_implicit": "dynlab.train.implicit",
     # io
     "save_model": "dynlab.io",
     "load_model": "dynlab.io",

@@ -8,7 +8,7 @@ import pytest
 
 import dynlab
 import naive
-from dynlab.analysis.implicit import (implicit_equilibrium, implicit_jacobian, implicit_vjp, single_neuron,
+from dynlab.analysis.implicit import (implicit_equilibrium, implicit_jacobian, implicit_vjp, implicit_neuron,
                                       solve)
 from dynlab.errors import ParameterError
 
@@ -311,9 +311,9 @@ def test_single_neuron_eq2_with_fprime_in_numerator_matches_numerical_derivative
     # factor f' ≤ 1/4 and is off by ≥ 4× everywhere (the erratum).
     q, x, t = 1.0, 0.7, -0.3
     for w in np.linspace(-6.0, 3.5, 15):
-        y, dy = single_neuron(w, q, x, t)
-        yp, _ = single_neuron(w + 1e-6, q, x, t)
-        ym, _ = single_neuron(w - 1e-6, q, x, t)
+        y, dy = implicit_neuron(w, q, x, t)
+        yp, _ = implicit_neuron(w + 1e-6, q, x, t)
+        ym, _ = implicit_neuron(w - 1e-6, q, x, t)
         num = (yp - ym) / 2e-6
         assert abs(dy - num) <= 1e-7 * abs(num), w
         s = 1 / (1 + np.exp(-(w * y + q * x + t)))

@@ -91,6 +91,61 @@ def solve_rk4(A, C, act, leak=0.01, *, steps=30, dt=1.0, Z0=None):
     return Z
 
 
+def _f_inplace(act, leak, z):
+    """z ← f(z) in place where f allows it (sigmoid, tanh): no temporaries on the hot path."""
+    if act == "sigmoid":
+        z *= 0.5
+        np.tanh(z, out=z)
+        z *= 0.5
+        z += 0.5
+        return z
+    if act == "tanh":
+        return np.tanh(z, out=z)
+    return _f(act, leak, z)
+
+
+def _picard(A, C, act, leak, Z0, tol, max_iter, max_rate, rate_out):
+    """Plain Picard Z ← f(Z Aᵀ + C), batched, with preallocated buffers and an active set."""
+    N, U = C.shape
+    AT = np.ascontiguousarray(A.T)
+    Z = np.zeros_like(C) if Z0 is None else np.array(Z0, dtype=np.float64)
+    res = np.full(N, np.inf)
+    its = np.zeros(N, dtype=np.int64)
+    idx = np.arange(N)
+    z, c = Z.copy(), np.ascontiguousarray(C)
+    g = np.empty_like(z)
+    r = np.empty_like(z)
+    rn_prev = np.full(N, np.inf)
+    rate = np.zeros(N)
+    k = 0
+    while idx.size:
+        np.matmul(z, AT, out=g)
+        g += c
+        g = _f_inplace(act, leak, g)
+        np.subtract(g, z, out=r)
+        np.abs(r, out=r)
+        rn = r.max(axis=1)
+        if k > 0:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rate = rn / rn_prev
+        done = ~(rn > tol) | (k >= max_iter)  # NaN counts as done (reported, not converged)
+        if max_rate is not None and k > 5:
+            done |= rate > max_rate
+        if done.any():
+            sel = idx[done]
+            Z[sel], res[sel], its[sel] = z[done], np.where(np.isfinite(rn[done]), rn[done], np.inf), k
+            if rate_out is not None:
+                rate_out[sel] = rate[done] if k > 0 else 0.0
+            keep = ~done
+            idx, z, g, c, rn = idx[keep], z[keep], g[keep], c[keep], rn[keep]
+            r = r[keep]
+            rate = rate[keep] if k > 0 else rate
+        z, g = g, z
+        rn_prev = rn
+        k += 1
+    return Z, res, its, res <= tol
+
+
 def solve_fixed_point(A, C, act, leak=0.01, *, Z0=None, tol=1e-12, max_iter=1000, depth=5, max_rate=None,
                       rate_out=None):
     """Picard (depth=0) or Anderson-accelerated (depth ≥ 1) iteration, batched with an active set.
@@ -100,6 +155,8 @@ def solve_fixed_point(A, C, act, leak=0.01, *, Z0=None, tol=1e-12, max_iter=1000
     exceeds ``max_rate``: a map that contracts that slowly, or not at all, is better left to Newton.
     ``rate_out`` (N,), if given, receives each point's last residual ratio.
     """
+    if depth == 0:
+        return _picard(A, C, act, leak, Z0, tol, max_iter, max_rate, rate_out)
     N, U = C.shape
     Z = np.zeros_like(C) if Z0 is None else np.array(Z0, dtype=np.float64)
     res = np.full(N, np.inf)
@@ -561,7 +618,7 @@ def implicit_jacobian(model: Implicit, x, Z=None, *, gradient: str = "exact") ->
     return out
 
 
-def single_neuron(w: float, q: float, x: float, t: float, activation: str = "sigmoid", *, tol: float = 1e-14):
+def implicit_neuron(w: float, q: float, x: float, t: float, activation: str = "sigmoid", *, tol: float = 1e-14):
     """The scalar implicit neuron y = f(w y + q x + t): returns (y, dy/dw) with paper eq. 2 corrected,
 
         dy/dw = f'(x̃) y / (1 − w f'(x̃)),   x̃ = w y + q x + t
