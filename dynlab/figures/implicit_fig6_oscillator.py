@@ -40,7 +40,7 @@ def compute(quick: bool):
         attrs={"model": "implicit", "activation": "sigmoid", "hidden": hidden, "hidden2": 2, "lr": 0.01,
                "task": "oscillator", "samples": samples, "window": 20,
                "scaling": (f"paper: 4·10⁶ samples, 5 hidden, 400 epochs, 12 runs; here {samples} samples "
-                           f"(60/20/20 split), {hidden} hidden, {iterations} full-batch steps, {len(seeds)} seeds; "
+                           f"(60/20/20 split), {hidden} hidden, {iterations} full-batch steps, {len(seeds)} seeds;\n"
                            "targets (ω₀−1, δ/2), windows of 20 normalised by their max"),
                **base_attrs("numpy", "dynlab figures implicit-fig6-oscillator")},
     )
