@@ -45,3 +45,9 @@ JACOBIAN_CHUNK_ENTRIES = 1 << 21
 #: units the batched form is all call overhead (tens of µs per step); at D = 64 the batched
 #: GEMM wins (BENCHMARKS.md, workload ``equilibria``).
 IMPLICIT_NUMBA_MAX_UNITS = 16
+
+#: BLAS threads for the implicit-network solvers' iterated small products (None: BLAS's own
+#: choice).  Threaded BLAS synchronises at every call; on a loaded machine each synchronisation
+#: can wait for a time slice (2 shared cores: 170 ms vs 8 ms for the ``equilibria`` workload).
+#: Applied through threadpoolctl when it is installed.
+IMPLICIT_BLAS_THREADS = 1

@@ -407,9 +407,42 @@ def _pick3(out):
     return Z, res, conv
 
 
+_CONTROLLER = []
+
+
+def _blas_threads():
+    """A context that runs BLAS on ``config.IMPLICIT_BLAS_THREADS`` threads (threadpoolctl), else a no-op.
+
+    The solvers iterate small products ((N×U)·(U×U), a few MFLOP) tens of times; threaded BLAS
+    synchronises its threads at every call, and on a machine where a core is busy each
+    synchronisation can wait for a scheduler time slice (measured on the shared 2 cores:
+    N=1000, U=64, auto 170 ms with 2 BLAS threads vs 8 ms with 1; BENCHMARKS.md).
+    """
+    import contextlib
+
+    from .. import config
+
+    n = config.IMPLICIT_BLAS_THREADS
+    if n is None:
+        return contextlib.nullcontext()
+    if not _CONTROLLER:
+        try:
+            from threadpoolctl import ThreadpoolController
+            _CONTROLLER.append(ThreadpoolController())
+        except Exception:  # not installed, or no BLAS found: leave the threads alone
+            _CONTROLLER.append(None)
+    ctl = _CONTROLLER[0]
+    return contextlib.nullcontext() if ctl is None else ctl.limit(limits=int(n), user_api="blas")
+
+
 def solve_stacked(A, C, act, leak=0.01, *, method="auto", tol=1e-12, max_iter=None, Z0=None,
                   steps=30, dt=1.0):
     """Dispatch on ``method`` for plain arrays; returns (Z, residual, iterations, converged, solver)."""
+    with _blas_threads():
+        return _solve_stacked(A, C, act, leak, method=method, tol=tol, max_iter=max_iter, Z0=Z0, steps=steps, dt=dt)
+
+
+def _solve_stacked(A, C, act, leak, *, method, tol, max_iter, Z0, steps, dt):
     N = C.shape[0]
     code = np.full(N, SOLVER_CODES.get(method, 2), dtype=np.int8)
     if method == "rk4":
@@ -499,9 +532,9 @@ def implicit_equilibrium(model: Implicit, X, *, method: str = "auto", tol: float
 
     Returns
     -------
-    xarray.Dataset with ``h_eq`` ([batch,] unit): the stacked equilibrium [Y1; Y2] with a
-    ``layer`` coordinate on ``unit``; ``Y`` ([batch,] unit_out): the network's output (all of Y
-    for one layer, Y2 for two); ``residual``, ``iterations``, ``converged`` and ``solver``
+    xarray.Dataset with ``h_eq`` ([batch,] unit_z): the stacked equilibrium Z = [Y1; Y2] with a
+    ``layer`` coordinate (1 or 2) on ``unit_z``; ``Y`` ([batch,] unit_y): the network's output (all
+    of Y for one layer, Y2 for two); ``residual``, ``iterations``, ``converged`` and ``solver``
     ([batch]); the input ``x`` and the model's parameters.  Non-convergence is reported in
     ``converged`` with the residual reached, never hidden.
 
