@@ -130,6 +130,22 @@ def test_feedforward_training_freezes_recurrent_weights():
     assert model.Q.any() and model.Q2.any()
 
 
+def test_mini_batches_cover_the_training_set_and_one_step_matches_adam_on_the_vjp():
+    task = damped_oscillator(60, window=8, seed=1)
+    m0 = dynlab.make_model("implicit", hidden=3, inputs=8, hidden2=2, seed=5, weight_scale=0.5)
+    m1, ds = train_implicit(task, model=m0, iterations=1, batch=36, seed=2, lr=0.01)
+    assert ds.attrs["batch"] == 36 and ds.loss.size == 1
+    # one full-batch (36 = all training rows) Adam step: the first Adam step moves every
+    # parameter by lr·sign(g) (m̂ = g, v̂ = g², up to ε): check it against the vjp computed here
+    from dynlab.analysis.implicit import implicit_vjp, solve
+    Z = solve(m0, task.X_train)[0]
+    dZ = np.zeros_like(Z)
+    dZ[:, 3:] = 2 * (Z[:, 3:] - task.Y_train) / task.Y_train.size
+    g = implicit_vjp(m0, task.X_train, Z, dZ)
+    for k, v in m0.params().items():
+        np.testing.assert_allclose(m1.params()[k], v - 0.01 * g[k] / (np.abs(g[k]) + 1e-8), rtol=0, atol=1e-12)
+
+
 # ----------------------------------------------------------------------------------- oscillator
 def test_damped_oscillator_implicit_two_layers_beats_feed_forward():
     # paper Fig. 6, scaled down: 400 samples (240 train), window 20, 4 hidden + 2 output units,

@@ -54,7 +54,7 @@ def evaluate(model, X, target, *, tol=1e-12):
 
 def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: str = "exact",
                    feedforward: bool = False, activation: str = "sigmoid", optimiser: str = "adam",
-                   lr: float = 0.01, iterations: int = 2000, batch: int | None = None, seed: int | None = 0,
+                   lr: float = 0.01, iterations: int = 3000, batch: int | None = None, seed: int | None = 0,
                    weight_scale: float = 0.0, model=None, eval_every: int = 10, tol: float = 1e-12,
                    weights_out=None, command: str | None = None, **task_options):
     """Train an implicit network on a static task; returns (trained model, history Dataset).
