@@ -1,9 +1,11 @@
 """@njit kernel of the "auto" implicit-network solver, one point at a time (small state sizes).
 
 For a few units the batched NumPy solver is all call overhead (tens of µs per Picard step);
-this scalar loop does the same algorithm — Picard while it contracts by ≤ ``max_rate``, then
-Newton with J = I − D A and a halving line search, started from the last Picard iterate (if
-Picard still contracted) or from ``steps`` RK4 steps of the flow from 0 — in microseconds.
+this scalar loop does the same algorithm — Picard (at most ``max_picard`` steps, while it
+contracts by ≤ ``max_rate``), then Newton with J = I − D A and a halving line search, started
+from the last Picard iterate (if Picard still contracted) or from ``steps`` RK4 steps of the flow
+from Z0; if Newton stalls, again from the flow after 10× and 100× as many steps — in microseconds.
+Points still unsolved are left to the NumPy rescues of ``solve_stacked``.
 The wrapper is ``dynlab.analysis.implicit.solve_stacked``; tests compare it with the NumPy path.
 """
 from __future__ import annotations
