@@ -22,6 +22,7 @@ _EXPORTS = {
     "RIN": "dynlab.models",
     "IRNN": "dynlab.models",
     "CTRNN": "dynlab.models",
+    "Implicit": "dynlab.models",
     # simulation
     "simulate": "dynlab.simulation",
     # analyses
@@ -37,6 +38,11 @@ _EXPORTS = {
     "spectrum": "dynlab.analysis.spectra",
     "convergence": "dynlab.analysis.convergence",
     "continuation": "dynlab.analysis.continuation",
+    "implicit_equilibrium": "dynlab.analysis.implicit",
+    "implicit_vjp": "dynlab.analysis.implicit",
+    "implicit_jacobian": "dynlab.analysis.implicit",
+    "implicit_neuron": "dynlab.analysis.implicit",
+    "train_implicit": "dynlab.train.implicit",
     # io
     "save_model": "dynlab.io",
     "load_model": "dynlab.io",

@@ -67,8 +67,9 @@ def model_variables(model: Model, prefix: str = "") -> dict:
     out = {}
     for name, value in model.params().items():
         arr = np.asarray(value, dtype=np.float64)
-        long_name, units = LABELS.get(name, (name, "1"))
-        out[prefix + name] = xr.Variable(_dims_of(name, arr), arr,
+        long_name, units = getattr(model, "PARAM_LABELS", {}).get(name) or LABELS.get(name, (name, "1"))
+        dims = getattr(model, "PARAM_DIMS", {}).get(name) or _dims_of(name, arr)
+        out[prefix + name] = xr.Variable(dims, arr,
                                          {"long_name": (prefix.rstrip("_") + " " if prefix else "") + long_name,
                                           "units": units})
     return out

@@ -38,3 +38,16 @@ NORM_MAXIT = 12
 #: Memory budget of one time chunk of Jacobians in the gradient and Lyapunov analyses
 #: (float64 entries: chunk · B · D² ≤ this), so T = 10⁵ never holds all J_t at once.
 JACOBIAN_CHUNK_ENTRIES = 1 << 21
+
+#: Implicit networks (dynlab.analysis.implicit): ``method="auto"`` runs the jitted per-point
+#: Picard→Newton loop up to this many stacked units, and the batched NumPy form (one BLAS
+#: product per Picard step over all N inputs, batched LAPACK for Newton) past it.  For a few
+#: units the batched form is all call overhead (tens of µs per step); at D = 64 the batched
+#: GEMM wins (BENCHMARKS.md, workload ``equilibria``).
+IMPLICIT_NUMBA_MAX_UNITS = 16
+
+#: BLAS threads for the implicit-network solvers' iterated small products (None: BLAS's own
+#: choice).  Threaded BLAS synchronises at every call; on a loaded machine each synchronisation
+#: can wait for a time slice (2 shared cores: 170 ms vs 8 ms for the ``equilibria`` workload).
+#: Applied through threadpoolctl when it is installed.
+IMPLICIT_BLAS_THREADS = 1

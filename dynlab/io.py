@@ -81,7 +81,7 @@ def model_from_dataset(ds, prefix: str = "") -> Model:
     if name is None:
         raise ParameterError("data", f"the Dataset has no '{prefix}model' attribute")
     cls = get_model_class(str(name), "data")
-    probe_names = {"U", "W", "b", "M", "V", "H", "eta", "alpha", "beta", "eps", "gamma", "tau"}
+    probe_names = {"U", "W", "b", "M", "V", "H", "eta", "alpha", "beta", "eps", "gamma", "tau"} | set(cls.PARAMS)
     params = {}
     for k in probe_names:
         if prefix + k in ds.variables:

@@ -20,6 +20,9 @@ ON_DIVERGENCE = ("raise", "flag")
 def check_model(model) -> Model:
     if not isinstance(model, Model):
         raise ParameterError("model", f"must be a dynlab model (see dynlab.make_model), got {type(model).__name__}")
+    if not getattr(model, "SEQUENCE", True):
+        raise ParameterError("model", f"{model.name} is a static equilibrium model, not a sequence model; "
+                                      f"use dynlab.implicit_equilibrium")
     return model
 
 

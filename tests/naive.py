@@ -351,3 +351,65 @@ def fd_final_state_jacobian(m, x, h, eps=1e-6):
         e[j] = eps
         out[:, j] = (simulate(m, x, h + e)[-1] - simulate(m, x, h - e)[-1]) / (2 * eps)
     return out
+
+
+# --------------------------------------------------------------------------- implicit networks
+def implicit_unrolled_grads(m, x, weights, K):
+    """Backprop through K Jacobi iterations of an implicit net from Z = 0, written per layer.
+
+    Layer 1: y1 ← f(W y1 + Q x + R y2 + T); layer 2: y2 ← f(W2 y2 + Q2 y1 + T2) (both from the
+    previous iterate).  The loss is L = Σ_i weights_i z_i(K) for the stacked z = [y1; y2].
+    Returns (z_K as a list, {param: gradient as nested lists}).  Reads the model's own fields,
+    never ``stacked()``.
+    """
+    act, leak = m.activation, m.leak
+    n, nin = m.hidden, m.inputs
+    two = m.T2 is not None
+    n2 = len(m.T2) if two else 0
+    W, Q, T = m.W.tolist(), m.Q.tolist(), m.T.tolist()
+    if two:
+        W2, Q2, R, T2 = m.W2.tolist(), m.Q2.tolist(), m.R.tolist(), m.T2.tolist()
+    xs = [float(v) for v in x]
+    y1, y2 = [0.0] * n, [0.0] * n2
+    hist = []  # (y1_prev, y2_prev, a1, a2)
+    for _ in range(K):
+        a1 = []
+        for i in range(n):
+            s = T[i] + sum(W[i][j] * y1[j] for j in range(n)) + sum(Q[i][j] * xs[j] for j in range(nin))
+            if two:
+                s += sum(R[i][j] * y2[j] for j in range(n2))
+            a1.append(s)
+        a2 = []
+        for i in range(n2):
+            a2.append(T2[i] + sum(W2[i][j] * y2[j] for j in range(n2)) + sum(Q2[i][j] * y1[j] for j in range(n)))
+        hist.append((y1, y2, a1, a2))
+        y1 = [phi(act, a, leak) for a in a1]
+        y2 = [phi(act, a, leak) for a in a2]
+    g = {"W": [[0.0] * n for _ in range(n)], "Q": [[0.0] * nin for _ in range(n)], "T": [0.0] * n}
+    if two:
+        g.update(W2=[[0.0] * n2 for _ in range(n2)], Q2=[[0.0] * n for _ in range(n2)],
+                 R=[[0.0] * n2 for _ in range(n)], T2=[0.0] * n2)
+    b1 = [float(v) for v in weights[:n]]
+    b2 = [float(v) for v in weights[n:]]
+    for y1p, y2p, a1, a2 in reversed(hist):
+        p1 = [dphi(act, a1[i], leak) * b1[i] for i in range(n)]
+        p2 = [dphi(act, a2[i], leak) * b2[i] for i in range(n2)]
+        for i in range(n):
+            g["T"][i] += p1[i]
+            for j in range(n):
+                g["W"][i][j] += p1[i] * y1p[j]
+            for j in range(nin):
+                g["Q"][i][j] += p1[i] * xs[j]
+            for j in range(n2):
+                g["R"][i][j] += p1[i] * y2p[j]
+        for i in range(n2):
+            g["T2"][i] += p2[i]
+            for j in range(n2):
+                g["W2"][i][j] += p2[i] * y2p[j]
+            for j in range(n):
+                g["Q2"][i][j] += p2[i] * y1p[j]
+        nb1 = [sum(W[i][j] * p1[i] for i in range(n)) + sum(Q2[i][j] * p2[i] for i in range(n2)) if two
+               else sum(W[i][j] * p1[i] for i in range(n)) for j in range(n)]
+        nb2 = [sum(R[i][j] * p1[i] for i in range(n)) + sum(W2[i][j] * p2[i] for i in range(n2)) for j in range(n2)]
+        b1, b2 = nb1, nb2
+    return y1 + y2, g

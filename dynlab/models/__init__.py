@@ -7,10 +7,12 @@ from ..errors import ParameterError
 from .base import Model
 from .cells import RIN, RNN, AntisymmetricRNN, FastRNN
 from .ctrnn import CTRNN
+from .implicit import Implicit
 from .irnn import IRNN
 
 #: name → model class; ``make_model`` and the CLI's ``--model`` read this.
-MODELS: dict[str, type[Model]] = {cls.name: cls for cls in (RNN, FastRNN, AntisymmetricRNN, RIN, IRNN, CTRNN)}
+MODELS: dict[str, type[Model]] = {cls.name: cls for cls in (RNN, FastRNN, AntisymmetricRNN, RIN, IRNN, CTRNN,
+                                                                  Implicit)}
 
 
 def get_model_class(name: str, param: str = "model") -> type[Model]:
@@ -58,5 +60,5 @@ def make_model(name: str, hidden: int, inputs: int, *, seed: int | None = None,
     return cls.random(hidden, inputs, seed=seed, weight_scale=weight_scale, **settings)
 
 
-__all__ = ["MODELS", "Model", "RNN", "FastRNN", "AntisymmetricRNN", "RIN", "IRNN", "CTRNN",
+__all__ = ["MODELS", "Model", "RNN", "FastRNN", "AntisymmetricRNN", "RIN", "IRNN", "CTRNN", "Implicit",
            "make_model", "get_model_class", "model_options"]

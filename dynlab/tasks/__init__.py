@@ -13,3 +13,6 @@ from .sequences import (TASKS, Task, adding_problem, copy_baseline, copy_memory,
 
 __all__ += ["TASKS", "Task", "adding_problem", "copy_baseline", "copy_memory", "load_digits_sequences", "make_task",
             "noise_padded", "pad_with_noise"]
+from .static import STATIC_TASKS, StaticTask, damped_oscillator, oscillator_trajectory, xor
+
+__all__ += ["STATIC_TASKS", "StaticTask", "damped_oscillator", "oscillator_trajectory", "xor"]

@@ -1,0 +1,670 @@
+"""Equilibria and implicit derivatives of implicit recurrent networks (Sanokowski 2022).
+
+Every network — one layer, or two with feedback — is solved as ONE fixed point of its stacked
+state (``Implicit.stacked``)::
+
+    Z = f(A Z + c),      G(Z) = Z − f(A Z + c) = 0,      ∂G/∂Z = I − D A,   D = diag f'(A Z + c)
+
+batched over N inputs as rows (Z is (N, U), c is (N, U), U = n + n2).  The residual of a point
+is ‖G(Z)‖∞.
+
+Solvers (``method``)
+--------------------
+rk4           the paper's method (§3.4): fixed-step classical RK4 on dZ/dt = f(A Z + c) − Z from
+              Z = 0, ``steps`` steps of size ``dt`` (30 × 1.0 by default); no tolerance loop.
+fixed-point   Picard iteration Z ← f(A Z + c) (a contraction when ‖D A‖ < 1).
+anderson      Picard accelerated by Anderson mixing of depth 5 (type II, Walker & Ni 2011),
+              a point falling back to a plain Picard step whenever mixing does not lower its
+              residual.
+newton        Newton's method with the analytic Jacobian I − D A and a backtracking line
+              search on ‖G‖₂ (Armijo, halving), per point.
+auto          (default) Picard for every point while its residual shrinks by at least 0.9 per
+              iteration; the points it does not bring to ``tol`` go to Newton — from the last
+              Picard iterate where Picard still contracted (slowly), from the paper's RK4 flow
+              from 0 where it did not (so that Newton lands on the equilibrium the flow from 0
+              selects).  Points where Newton stalls (a flow that lingers near a vanished
+              equilibrium — a fold's "ghost" — is a local minimum of ‖G‖, not a root) get a
+              longer flow, Newton from 64 seeded random starts, a much longer flow, and
+              finally scipy's hybrid method (``_rescue``).
+scipy         ``scipy.optimize.root`` (hybr, analytic Jacobian), one point at a time: the
+              independent reference.
+solve_ivp     ``scipy.integrate.solve_ivp`` (RK45, rtol 1e-8, atol 1e-10) from 0 up to
+              t = ``t_max``, one point at a time — how the paper computes its references.
+
+Implicit derivatives (paper eqs. 4–6, appendix B), by the implicit function theorem on G::
+
+    ∂Z/∂θ = (I − D A)⁻¹ D ∂(A Z + c)/∂θ        (forward form, ``implicit_jacobian``)
+    λ = (I − D A)⁻ᵀ δ_Z,   ∂L/∂A = (D λ) Zᵀ,  ∂L/∂c = D λ        (reverse form, ``implicit_vjp``)
+
+always through linear solves, never an explicit inverse.  The semi-gradient (§3.3) treats the
+recurrent inputs of every layer as constants: λ = (I − D A_ff)⁻ᵀ δ_Z with A_ff the
+feed-forward block Q2 only (λ = δ_Z for one layer), i.e. the gradient of one feed-forward
+pass evaluated at the equilibrium.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..activations import ACTIVATION_IDS as ACT_IDS
+from ..activations import dphi, phi
+from ..errors import ParameterError
+from ..models.implicit import Implicit
+
+METHODS = ("auto", "anderson", "fixed-point", "newton", "rk4", "scipy", "solve_ivp")
+#: integer codes of the per-point ``solver`` variable
+SOLVER_CODES = {"rk4": 0, "fixed-point": 1, "anderson": 2, "newton": 3, "scipy": 4, "solve_ivp": 5}
+
+
+# ============================================================================ plain-array kernels
+def _f(act, leak, z):
+    if act == "sigmoid":  # σ(z) = (1 + tanh(z/2))/2: one vectorised tanh, ~15× faster than exp/where
+        out = np.tanh(0.5 * z)
+        out *= 0.5
+        out += 0.5
+        return out
+    return phi(act, z, leak)
+
+
+def residual(A, C, Z, act, leak=0.01):
+    """G(Z) = Z − f(Z Aᵀ + C) for row-batched Z, C (N, U)."""
+    return Z - _f(act, leak, Z @ A.T + C)
+
+
+def _maxabs(G):
+    out = np.max(np.abs(G), axis=-1) if G.shape[-1] else np.zeros(G.shape[:-1])
+    return np.where(np.isfinite(out), out, np.inf)
+
+
+def solve_rk4(A, C, act, leak=0.01, *, steps=30, dt=1.0, Z0=None):
+    """Classical RK4 on dZ/dt = f(Z Aᵀ + C) − Z, ``steps`` steps of ``dt`` from Z0 (0)."""
+    Z = np.zeros_like(C) if Z0 is None else np.array(Z0, dtype=np.float64)
+
+    def F(Y):
+        return _f(act, leak, Y @ A.T + C) - Y
+
+    for _ in range(int(steps)):
+        k1 = F(Z)
+        k2 = F(Z + 0.5 * dt * k1)
+        k3 = F(Z + 0.5 * dt * k2)
+        k4 = F(Z + dt * k3)
+        Z = Z + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+    return Z
+
+
+def _f_inplace(act, leak, z):
+    """z ← f(z) in place where f allows it (sigmoid, tanh): no temporaries on the hot path."""
+    if act == "sigmoid":
+        z *= 0.5
+        np.tanh(z, out=z)
+        z *= 0.5
+        z += 0.5
+        return z
+    if act == "tanh":
+        return np.tanh(z, out=z)
+    return _f(act, leak, z)
+
+
+def _picard(A, C, act, leak, Z0, tol, max_iter, max_rate, rate_out):
+    """Plain Picard Z ← f(Z Aᵀ + C), batched, with preallocated buffers and an active set."""
+    N, U = C.shape
+    AT = np.ascontiguousarray(A.T)
+    Z = np.zeros_like(C) if Z0 is None else np.array(Z0, dtype=np.float64)
+    res = np.full(N, np.inf)
+    its = np.zeros(N, dtype=np.int64)
+    idx = np.arange(N)
+    z, c = Z.copy(), np.ascontiguousarray(C)
+    g = np.empty_like(z)
+    r = np.empty_like(z)
+    rn_prev = np.full(N, np.inf)
+    rate = np.zeros(N)
+    k = 0
+    while idx.size:
+        np.matmul(z, AT, out=g)
+        g += c
+        g = _f_inplace(act, leak, g)
+        np.subtract(g, z, out=r)
+        np.abs(r, out=r)
+        rn = r.max(axis=1)
+        if k > 0:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rate = rn / rn_prev
+        done = ~(rn > tol) | (k >= max_iter)  # NaN counts as done (reported, not converged)
+        if max_rate is not None and k > 5:
+            done |= rate > max_rate
+        if done.any():
+            sel = idx[done]
+            Z[sel], res[sel], its[sel] = z[done], np.where(np.isfinite(rn[done]), rn[done], np.inf), k
+            if rate_out is not None:
+                rate_out[sel] = rate[done] if k > 0 else 0.0
+            keep = ~done
+            idx, z, g, c, rn = idx[keep], z[keep], g[keep], c[keep], rn[keep]
+            r = r[keep]
+            rate = rate[keep] if k > 0 else rate
+        z, g = g, z
+        rn_prev = rn
+        k += 1
+    return Z, res, its, res <= tol
+
+
+def solve_fixed_point(A, C, act, leak=0.01, *, Z0=None, tol=1e-12, max_iter=1000, depth=5, max_rate=None,
+                      rate_out=None):
+    """Picard (depth=0) or Anderson-accelerated (depth ≥ 1) iteration, batched with an active set.
+
+    Returns (Z, residual, iterations, converged); a point stops as soon as ‖G‖∞ ≤ tol, or —
+    with ``max_rate`` — once its residual ratio over an iteration (after the first five)
+    exceeds ``max_rate``: a map that contracts that slowly, or not at all, is better left to Newton.
+    ``rate_out`` (N,), if given, receives each point's last residual ratio.
+    """
+    if depth == 0:
+        return _picard(A, C, act, leak, Z0, tol, max_iter, max_rate, rate_out)
+    N, U = C.shape
+    Z = np.zeros_like(C) if Z0 is None else np.array(Z0, dtype=np.float64)
+    res = np.full(N, np.inf)
+    its = np.zeros(N, dtype=np.int64)
+    act_idx = np.arange(N)
+    z, c = Z.copy(), C
+    g = _f(act, leak, z @ A.T + c)
+    r = g - z
+    rn = _maxabs(r)
+    dR = np.zeros((N, U, max(depth, 1)))
+    dG = np.zeros_like(dR)
+    filled = np.zeros(N, dtype=np.int64)
+    rate = np.zeros(N)
+    k = 0
+    while True:
+        done = (rn <= tol) | ~np.isfinite(rn) | (k >= max_iter)
+        if max_rate is not None and k > 5:
+            done |= rate > max_rate
+        if np.any(done):
+            Z[act_idx[done]] = z[done]
+            res[act_idx[done]] = rn[done]
+            its[act_idx[done]] = k
+            if rate_out is not None:
+                rate_out[act_idx[done]] = rate[done]
+            keep = ~done
+            act_idx, z, c, g, r, rn = act_idx[keep], z[keep], c[keep], g[keep], r[keep], rn[keep]
+            dR, dG, filled, rate = dR[keep], dG[keep], filled[keep], rate[keep]
+        if act_idx.size == 0:
+            break
+        k += 1
+        if depth == 0:
+            z_new = g
+        else:
+            z_new = g.copy()
+            use = filled > 0
+            if np.any(use):
+                # unused (zero) history columns get γ = 0 through the relative regularisation
+                R_, G_ = dR[use], dG[use]
+                M = np.einsum("nui,nuj->nij", R_, R_)
+                scale = np.einsum("nii->n", M) + 1e-300
+                M = M + (1e-13 * scale)[:, None, None] * np.eye(depth)
+                rhs = np.einsum("nui,nu->ni", R_, r[use])
+                gamma = np.linalg.solve(M, rhs[..., None])[..., 0]
+                z_new[use] = g[use] - np.einsum("nuj,nj->nu", G_, gamma)
+        g_new = _f(act, leak, z_new @ A.T + c)
+        r_new = g_new - z_new
+        rn_new = _maxabs(r_new)
+        if depth:
+            # safeguard: where mixing did not help, take the plain Picard step instead
+            bad = ~(rn_new < rn)
+            if np.any(bad):
+                zb = g[bad]
+                gb = _f(act, leak, zb @ A.T + c[bad])
+                z_new[bad], g_new[bad] = zb, gb
+                r_new[bad] = gb - zb
+                rn_new[bad] = _maxabs(r_new[bad])
+                filled[bad] = 0
+            slot = (k - 1) % depth
+            dR[:, :, slot] = r_new - r
+            dG[:, :, slot] = g_new - g
+            if np.any(bad):  # a reset point keeps only its newest difference
+                other = np.arange(depth) != slot
+                for arr in (dR, dG):
+                    sub = arr[bad]
+                    sub[:, :, other] = 0.0
+                    arr[bad] = sub
+            filled += 1
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate = np.where(rn > 0, rn_new / rn, 0.0)
+        z, g, r, rn = z_new, g_new, r_new, rn_new
+    return Z, res, its, res <= tol
+
+
+def solve_newton(A, C, act, leak=0.01, *, Z0=None, tol=1e-12, max_iter=50):
+    """Newton on G(Z) = Z − f(A Z + c) with J = I − D A and a per-point backtracking line search.
+
+    Returns (Z, residual, iterations, converged).
+    """
+    N, U = C.shape
+    Z = np.zeros_like(C) if Z0 is None else np.array(Z0, dtype=np.float64)
+    res = np.full(N, np.inf)
+    its = np.zeros(N, dtype=np.int64)
+    act_idx = np.arange(N)
+    z, c = Z.copy(), C
+    zt = z @ A.T + c
+    G = z - _f(act, leak, zt)
+    rn = _maxabs(G)
+    eye = np.eye(U)
+    k = 0
+    while True:
+        done = (rn <= tol) | ~np.isfinite(rn) | (k >= max_iter)
+        if np.any(done):
+            Z[act_idx[done]], res[act_idx[done]], its[act_idx[done]] = z[done], rn[done], k
+            keep = ~done
+            act_idx, z, c, zt, G, rn = act_idx[keep], z[keep], c[keep], zt[keep], G[keep], rn[keep]
+        if act_idx.size == 0:
+            break
+        k += 1
+        J = eye - dphi(act, zt, leak)[:, :, None] * A[None]
+        try:
+            step = -np.linalg.solve(J, G[..., None])[..., 0]
+        except np.linalg.LinAlgError:
+            step = np.empty_like(G)
+            for i in range(G.shape[0]):  # one singular Jacobian must not stop the others
+                try:
+                    step[i] = -np.linalg.solve(J[i], G[i])
+                except np.linalg.LinAlgError:
+                    step[i] = -G[i]
+        n0 = np.linalg.norm(G, axis=1)
+        lam = np.ones(z.shape[0])
+        pending = np.ones(z.shape[0], dtype=bool)
+        z_new, zt_new, G_new = z.copy(), zt.copy(), G.copy()
+        for _ in range(40):
+            idx = np.nonzero(pending)[0]
+            zc = z[idx] + lam[idx, None] * step[idx]
+            ztc = zc @ A.T + c[idx]
+            Gc = zc - _f(act, leak, ztc)
+            ok = np.linalg.norm(Gc, axis=1) <= (1.0 - 1e-4 * lam[idx]) * n0[idx]
+            ok |= lam[idx] < 1e-10
+            acc = idx[ok]
+            z_new[acc], zt_new[acc], G_new[acc] = zc[ok], ztc[ok], Gc[ok]
+            pending[acc] = False
+            lam[idx[~ok]] *= 0.5
+            if not pending.any():
+                break
+        z, zt, G = z_new, zt_new, G_new
+        rn = _maxabs(G)
+    return Z, res, its, res <= tol
+
+
+def solve_scipy_root(A, C, act, leak=0.01, *, Z0=None, tol=1e-12):
+    """``scipy.optimize.root`` (hybr) with the analytic Jacobian, one point at a time."""
+    from scipy.optimize import root
+
+    N, U = C.shape
+    Z = np.zeros_like(C)
+    res = np.empty(N)
+    its = np.empty(N, dtype=np.int64)
+    start = np.zeros_like(C) if Z0 is None else np.asarray(Z0, dtype=np.float64)
+    eye = np.eye(U)
+    for i in range(N):
+        ci = C[i]
+
+        def G(z):
+            return z - _f(act, leak, A @ z + ci)
+
+        def J(z):
+            return eye - dphi(act, A @ z + ci, leak)[:, None] * A
+
+        sol = root(G, start[i], jac=J, method="hybr", options={"xtol": 1e-15})
+        Z[i] = sol.x
+        res[i] = _maxabs(G(sol.x)[None])[0]
+        its[i] = int(sol.nfev)
+    return Z, res, its, res <= tol
+
+
+def solve_ivp_reference(A, C, act, leak=0.01, *, t_max=60.0, rtol=1e-8, atol=1e-10, tol=1e-12):
+    """``scipy.integrate.solve_ivp`` (RK45) of dZ/dt = f(A Z + c) − Z from 0 to ``t_max``, per point."""
+    from scipy.integrate import solve_ivp
+
+    N, U = C.shape
+    Z = np.zeros_like(C)
+    res = np.empty(N)
+    its = np.empty(N, dtype=np.int64)
+    for i in range(N):
+        ci = C[i]
+        sol = solve_ivp(lambda _t, z: _f(act, leak, A @ z + ci) - z, (0.0, t_max), np.zeros(U),
+                        method="RK45", rtol=rtol, atol=atol)
+        Z[i] = sol.y[:, -1]
+        res[i] = _maxabs(residual(A, ci[None], Z[i:i + 1], act, leak))[0]
+        its[i] = int(sol.nfev)
+    return Z, res, its, res <= tol
+
+
+def _auto_numpy(A, C, act, leak, tol, max_iter, steps, dt, Z0):
+    N = C.shape[0]
+    code = np.full(N, SOLVER_CODES["fixed-point"], dtype=np.int8)
+    rate = np.zeros(N)
+    Z, res, its, conv = solve_fixed_point(A, C, act, leak, Z0=Z0, tol=tol, max_iter=max_iter, depth=0,
+                                          max_rate=0.9, rate_out=rate)
+    left = np.nonzero(~conv)[0]
+    if left.size:
+        start = Z[left].copy()
+        flow = ~(rate[left] < 1.0) | ~np.isfinite(res[left])
+        if flow.any():
+            start[flow] = solve_rk4(A, C[left[flow]], act, leak, steps=steps, dt=dt,
+                                    Z0=None if Z0 is None else np.asarray(Z0)[left[flow]])
+        Zn, rn, itn, cn = solve_newton(A, C[left], act, leak, Z0=start, tol=tol, max_iter=50)
+        better = rn < res[left]
+        pick = left[better]
+        Z[pick], res[pick], conv[pick] = Zn[better], rn[better], cn[better]
+        its[left] += itn + np.where(flow, int(steps), 0)
+        code[left] = SOLVER_CODES["newton"]
+    return Z, res, its, conv, code
+
+
+def _auto_numba(A, C, act, leak, tol, max_iter, steps, dt, Z0):
+    from ..kernels.implicit_numba import auto_solve
+
+    N, U = C.shape
+    Z, res = np.empty((N, U)), np.empty(N)
+    its, conv, code = np.empty(N, dtype=np.int64), np.empty(N, dtype=np.bool_), np.empty(N, dtype=np.int8)
+    start = np.zeros((N, U)) if Z0 is None else np.ascontiguousarray(Z0, dtype=np.float64)
+    try:
+        auto_solve(np.ascontiguousarray(A), np.ascontiguousarray(C), start, ACT_IDS[act], float(leak), float(tol),
+                   int(max_iter), 0.9, int(steps), float(dt), 50, Z, res, its, conv, code)
+    except Exception:  # a singular Newton matrix inside the loop: the batched path handles it per point
+        return _auto_numpy(A, C, act, leak, tol, max_iter, steps, dt, Z0)
+    return Z, res, its, conv, code
+
+
+def _take(idx, Zn, rn, cn, Z, res, conv, code, which):
+    better = rn < res[idx]
+    pick = idx[better]
+    Z[pick], res[pick], conv[pick] = Zn[better], rn[better], cn[better]
+    code[pick] = SOLVER_CODES[which]
+
+
+def _rescue(A, C, act, leak, tol, steps, dt, Z, res, conv, code, left):
+    """Fallbacks for the points ``left`` that Picard and Newton did not solve (see solve_stacked)."""
+    stuck = left[~conv[left]]
+    if stuck.size:
+        longer = solve_rk4(A, C[stuck], act, leak, steps=10 * int(steps), dt=dt, Z0=Z[stuck])
+        _take(stuck, *_pick3(solve_newton(A, C[stuck], act, leak, Z0=longer, tol=tol)), Z, res, conv, code, "newton")
+        stuck = stuck[~conv[stuck]]
+    if stuck.size:
+        lo, hi = (0.0, 1.0) if act == "sigmoid" else (-1.0, 1.0)
+        starts = np.random.default_rng(12345).uniform(lo, hi, (64, stuck.size, C.shape[1]))
+        Cs = np.broadcast_to(C[stuck], starts.shape).reshape(-1, C.shape[1])
+        Zn, rn, _, cn = solve_newton(A, Cs, act, leak, Z0=starts.reshape(-1, C.shape[1]), tol=tol)
+        rn = rn.reshape(64, stuck.size)
+        best = np.argmin(rn, axis=0)
+        cols = np.arange(stuck.size)
+        Zb = Zn.reshape(64, stuck.size, -1)[best, cols]
+        _take(stuck, Zb, rn[best, cols], rn[best, cols] <= tol, Z, res, conv, code, "newton")
+        stuck = stuck[~conv[stuck]]
+    if stuck.size:
+        longer = solve_rk4(A, C[stuck], act, leak, steps=100 * int(steps), dt=dt, Z0=Z[stuck])
+        _take(stuck, *_pick3(solve_newton(A, C[stuck], act, leak, Z0=longer, tol=tol)), Z, res, conv, code, "newton")
+        stuck = stuck[~conv[stuck]]
+        if stuck.size:
+            _take(stuck, *_pick3(solve_scipy_root(A, C[stuck], act, leak, Z0=Z[stuck], tol=tol)),
+                  Z, res, conv, code, "scipy")
+
+
+def _pick3(out):
+    Z, res, _, conv = out
+    return Z, res, conv
+
+
+_CONTROLLER = []
+
+
+def _blas_threads():
+    """A context that runs BLAS on ``config.IMPLICIT_BLAS_THREADS`` threads (threadpoolctl), else a no-op.
+
+    The solvers iterate small products ((N×U)·(U×U), a few MFLOP) tens of times; threaded BLAS
+    synchronises its threads at every call, and on a machine where a core is busy each
+    synchronisation can wait for a scheduler time slice (measured on the shared 2 cores:
+    N=1000, U=64, auto 170 ms with 2 BLAS threads vs 8 ms with 1; BENCHMARKS.md).
+    """
+    import contextlib
+
+    from .. import config
+
+    n = config.IMPLICIT_BLAS_THREADS
+    if n is None:
+        return contextlib.nullcontext()
+    if not _CONTROLLER:
+        try:
+            from threadpoolctl import ThreadpoolController
+            _CONTROLLER.append(ThreadpoolController())
+        except Exception:  # not installed, or no BLAS found: leave the threads alone
+            _CONTROLLER.append(None)
+    ctl = _CONTROLLER[0]
+    return contextlib.nullcontext() if ctl is None else ctl.limit(limits=int(n), user_api="blas")
+
+
+def solve_stacked(A, C, act, leak=0.01, *, method="auto", tol=1e-12, max_iter=None, Z0=None,
+                  steps=30, dt=1.0):
+    """Dispatch on ``method`` for plain arrays; returns (Z, residual, iterations, converged, solver)."""
+    with _blas_threads():
+        return _solve_stacked(A, C, act, leak, method=method, tol=tol, max_iter=max_iter, Z0=Z0, steps=steps, dt=dt)
+
+
+def _solve_stacked(A, C, act, leak, *, method, tol, max_iter, Z0, steps, dt):
+    N = C.shape[0]
+    code = np.full(N, SOLVER_CODES.get(method, 2), dtype=np.int8)
+    if method == "rk4":
+        Z = solve_rk4(A, C, act, leak, steps=steps, dt=dt, Z0=Z0)
+        res = _maxabs(residual(A, C, Z, act, leak))
+        return Z, res, np.full(N, int(steps)), res <= tol, code
+    if method in ("fixed-point", "anderson"):
+        out = solve_fixed_point(A, C, act, leak, Z0=Z0, tol=tol, max_iter=max_iter or 1000,
+                                depth=0 if method == "fixed-point" else 5)
+        return (*out, code)
+    if method == "newton":
+        return (*solve_newton(A, C, act, leak, Z0=Z0, tol=tol, max_iter=max_iter or 50), code)
+    if method == "scipy":
+        return (*solve_scipy_root(A, C, act, leak, Z0=Z0, tol=tol), code)
+    if method == "solve_ivp":
+        return (*solve_ivp_reference(A, C, act, leak, tol=tol), code)
+    # auto: Picard while it contracts well; Newton for the points it leaves — from the last Picard
+    # iterate where Picard still contracted (slowly), from the paper's RK4 flow from 0 where it
+    # did not (so that Newton lands on the equilibrium the flow from 0 selects)
+    from .. import config
+
+    if C.shape[1] <= config.IMPLICIT_NUMBA_MAX_UNITS and act in ACT_IDS:
+        # per point, a Newton step on a few units costs about one Picard step: hand over early
+        Z, res, its, conv, code = _auto_numba(A, C, act, leak, tol, max_iter or 10, steps, dt, Z0)
+    else:
+        Z, res, its, conv, code = _auto_numpy(A, C, act, leak, tol, max_iter or 200, steps, dt, Z0)
+    left = np.nonzero(~conv)[0]
+    if left.size:
+        # Newton can stall in a local minimum of ‖G‖ far from a root: where the flow from 0
+        # lingers near an equilibrium that vanished in a fold (its "ghost"; met in training).
+        # Fallbacks, each for the points still left: (1) a longer flow, then Newton; (2) Newton
+        # from 64 seeded random starts in f's range at once, keeping the best; (3) a much
+        # longer flow, then Newton and scipy's hybrid method.
+        _rescue(A, C, act, leak, tol, steps, dt, Z, res, conv, code, left)
+    return Z, res, its, conv, code
+
+
+# ============================================================================ public: equilibria
+def _check_model(model):
+    if not isinstance(model, Implicit):
+        raise ParameterError("model", f"needs an implicit model, got {getattr(model, 'name', type(model).__name__)}")
+
+
+def _check_X(model, X, param="X"):
+    Xa = np.asarray(X, dtype=np.float64) if not isinstance(X, np.ndarray) or X.dtype != np.float64 else X
+    single = Xa.ndim == 1
+    Xa = np.atleast_2d(Xa)
+    if Xa.ndim != 2 or Xa.shape[1] != model.inputs:
+        raise ParameterError(param, f"must have shape ({model.inputs},) or (N, {model.inputs}), got {np.shape(X)}")
+    if not np.all(np.isfinite(Xa)):
+        raise ParameterError(param, "must be finite")
+    return Xa, single
+
+
+def solve(model: Implicit, X, *, method: str = "auto", tol: float = 1e-12, max_iter: int | None = None,
+          Z0=None, steps: int = 30, dt: float = 1.0):
+    """The stacked equilibrium Z (N, U) for row inputs X (N, m), as plain arrays.
+
+    Returns (Z, residual, iterations, converged, solver) — the array layer under
+    ``implicit_equilibrium``.
+    """
+    _check_model(model)
+    if method not in METHODS:
+        raise ParameterError("method", f"must be one of {', '.join(METHODS)}, got {method!r}")
+    if not (np.isfinite(tol) and tol > 0):
+        raise ParameterError("tol", f"must be a positive number, got {tol}")
+    Xa, _ = _check_X(model, X)
+    if Z0 is not None:
+        Z0 = np.broadcast_to(np.asarray(Z0, dtype=np.float64), (Xa.shape[0], model.units))
+    A, _ = model.stacked()
+    C = model.drive(Xa)
+    return solve_stacked(A, C, model.activation, model.leak, method=method, tol=tol, max_iter=max_iter,
+                         Z0=Z0, steps=steps, dt=dt)
+
+
+def implicit_equilibrium(model: Implicit, X, *, method: str = "auto", tol: float = 1e-12,
+                         max_iter: int | None = None, steps: int = 30, dt: float = 1.0, command: str | None = None):
+    """Equilibria Y = f(W Y + Q X + T) (and the two-layer joint fixed point) for inputs X, as a Dataset.
+
+    Parameters
+    ----------
+    model : an ``implicit`` model (``make_model("implicit", hidden=n, inputs=m[, hidden2=n2])``)
+    X : (m,) one input or (N, m) inputs as rows
+    method : "auto" (default), "anderson", "fixed-point", "newton", "rk4" (the paper's 30 steps
+        of RK4 from 0; ``steps``, ``dt``), "scipy" (root, reference) or "solve_ivp" (reference)
+    tol : the max-abs residual ‖Z − f(A Z + c)‖∞ a point must reach to count as converged
+
+    Returns
+    -------
+    xarray.Dataset with ``h_eq`` ([batch,] unit_z): the stacked equilibrium Z = [Y1; Y2] with a
+    ``layer`` coordinate (1 or 2) on ``unit_z``; ``Y`` ([batch,] unit_y): the network's output (all
+    of Y for one layer, Y2 for two); ``residual``, ``iterations``, ``converged`` and ``solver``
+    ([batch]); the input ``x`` and the model's parameters.  Non-convergence is reported in
+    ``converged`` with the residual reached, never hidden.
+
+    Example
+    -------
+    >>> m = make_model("implicit", hidden=64, inputs=16, seed=0)
+    >>> eq = implicit_equilibrium(m, np.random.default_rng(0).standard_normal((1000, 16)))
+    """
+    import xarray as xr
+
+    from .._dataset import base_attrs, model_attrs, model_variables
+
+    Xa, single = _check_X(model, X)
+    Z, res, its, conv, code = solve(model, Xa, method=method, tol=tol, max_iter=max_iter, steps=steps, dt=dt)
+    lead = () if single else ("batch",)
+    sel = 0 if single else slice(None)
+    out = model.outputs
+    layer = np.r_[np.ones(model.hidden, dtype=np.int64), np.full(model.hidden2, 2, dtype=np.int64)]
+    ds = xr.Dataset(
+        {
+            "h_eq": xr.Variable(lead + ("unit_z",), Z[sel], {"long_name": "equilibrium Z = [Y1; Y2]", "units": "1"}),
+            "Y": xr.Variable(lead + ("unit_y",), Z[..., out][sel], {"long_name": "network output Y", "units": "1"}),
+            "residual": xr.Variable(lead, res[sel], {"long_name": "max-abs residual ‖Z − f(A Z + c)‖∞", "units": "1"}),
+            "iterations": xr.Variable(lead, its[sel], {"long_name": "iterations", "units": "1"}),
+            "converged": xr.Variable(lead, conv[sel].astype(np.int8), {"long_name": f"residual ≤ {tol:g}", "units": "1"}),
+            "solver": xr.Variable(lead, code[sel], {
+                "long_name": "solver that produced the point", "units": "1",
+                "flag_values": list(SOLVER_CODES.values()), "flag_meanings": " ".join(SOLVER_CODES)}),
+            "x": xr.Variable(lead + ("unit_in",), Xa[sel], {"long_name": "input X", "units": "1"}),
+            **model_variables(model),
+        },
+        coords={"layer": ("unit_z", layer, {"long_name": "layer of the unit", "units": "1"})},
+        attrs={**model_attrs(model), **base_attrs("numpy", command), "method": method, "tol": tol,
+               "hidden2": model.hidden2, "layers": model.layers},
+    )
+    return ds
+
+
+# ============================================================================ implicit derivatives
+def _lhs(model, Z, X, mode):
+    """(A, D, M) with M = I − D A (exact) or I − D A_ff (semi) per point, (N, U, U)."""
+    A, A_ff = model.stacked()
+    zt = Z @ A.T + model.drive(X)
+    D = dphi(model.activation, zt, model.leak)
+    B = A if mode == "exact" else A_ff
+    return A, D, np.eye(A.shape[0])[None] - D[:, :, None] * B[None]
+
+
+def _check_mode(mode):
+    if mode not in ("exact", "semi"):
+        raise ParameterError("gradient", f"must be 'exact' or 'semi', got {mode!r}")
+
+
+def _grads_from(model, X, Z, P):
+    """Parameter gradients from P = D λ (N, U) rows: ∂L/∂A = Σ P Zᵀ, ∂L/∂c = P."""
+    n = model.hidden
+    gA = P.T @ Z
+    P1 = P[:, :n]
+    out = {"W": gA[:n, :n], "Q": P1.T @ X, "T": P1.sum(axis=0)}
+    if model.layers == 2:
+        out.update(W2=gA[n:, n:], Q2=gA[n:, :n], R=gA[:n, n:], T2=P[:, n:].sum(axis=0))
+    return out
+
+
+def implicit_vjp(model: Implicit, X, Z, dL_dZ, *, gradient: str = "exact") -> dict:
+    """∂L/∂θ for every parameter, summed over the batch, given δ_Z = ∂L/∂Z at the equilibrium Z.
+
+    exact: λ = (I − D A)⁻ᵀ δ_Z (one batched linear solve);  semi: λ = (I − D A_ff)⁻ᵀ δ_Z.
+    Then ∂L/∂W = Σ_n (D λ)_n Y_nᵀ, ∂L/∂Q = Σ_n (D λ)_n X_nᵀ, ∂L/∂T = Σ_n (D λ)_n (paper eqs. 4–6
+    contracted with δ), and the blocks R, Q2, W2, T2 of the joint matrix for two layers.
+
+    Parameters: X (N, m), Z (N, U) equilibria, dL_dZ (N, U).  Returns {name: array like the parameter}.
+    """
+    _check_mode(gradient)
+    X, _ = _check_X(model, X)
+    Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
+    dZ = np.atleast_2d(np.asarray(dL_dZ, dtype=np.float64))
+    if Z.shape != (X.shape[0], model.units) or dZ.shape != Z.shape:
+        raise ParameterError("Z", f"Z and dL_dZ must have shape ({X.shape[0]}, {model.units})")
+    A, D, M = _lhs(model, Z, X, gradient)
+    if gradient == "semi" and model.layers == 1:
+        lam = dZ
+    else:
+        lam = np.linalg.solve(np.swapaxes(M, 1, 2), dZ[..., None])[..., 0]
+    return _grads_from(model, X, Z, D * lam)
+
+
+def implicit_jacobian(model: Implicit, x, Z=None, *, gradient: str = "exact") -> dict:
+    """Forward form of paper eqs. 4–6 for ONE input x: J_θ[i, ...] = ∂Z_i/∂θ[...].
+
+    J_W = (I − D A)⁻¹ D δ_Y with (δ_Y)_{ijm} = δ_ij Y_m (and likewise Q with X, T with 1), solved
+    for all right-hand sides at once.  Returns {name: array of shape (U,) + θ.shape}.
+    """
+    _check_mode(gradient)
+    xa, single = _check_X(model, x, "x")
+    if not single:
+        raise ParameterError("x", "implicit_jacobian takes one input of shape (m,)")
+    if Z is None:
+        Z = solve(model, xa)[0]
+    Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
+    A, D, M = _lhs(model, Z, xa, gradient)
+    M, d, z, xv = M[0], D[0], Z[0], xa[0]
+    U, n = model.units, model.hidden
+    # ∂(A z + c)_i/∂A_{jm} = δ_ij z_m ;  ∂c_i/∂Q_{jm} = δ_ij x_m (i, j < n) ;  ∂c_i/∂T_j = δ_ij
+    rhs_A = np.einsum("ij,m->ijm", np.diag(d), z)
+    JA = np.linalg.solve(M, rhs_A.reshape(U, -1)).reshape(U, U, U)
+    E1 = np.diag(d)[:, :n]
+    JT = np.linalg.solve(M, E1)
+    JQ = np.linalg.solve(M, np.einsum("ij,m->ijm", E1, xv).reshape(U, -1)).reshape(U, n, model.inputs)
+    out = {"W": JA[:, :n, :n], "Q": JQ, "T": JT}
+    if model.layers == 2:
+        out.update(W2=JA[:, n:, n:], Q2=JA[:, n:, :n], R=JA[:, :n, n:],
+                   T2=np.linalg.solve(M, np.diag(d)[:, n:]))
+    return out
+
+
+def implicit_neuron(w: float, q: float, x: float, t: float, activation: str = "sigmoid", *, tol: float = 1e-14):
+    """The scalar implicit neuron y = f(w y + q x + t): returns (y, dy/dw) with paper eq. 2 corrected,
+
+        dy/dw = f'(x̃) y / (1 − w f'(x̃)),   x̃ = w y + q x + t
+
+    (the printed eq. 2 omits f'(x̃) in the numerator — an erratum).  y is found by Newton from
+    the RK4 flow from 0, to ``tol``; a ConvergenceError if that fails.
+    """
+    from ..errors import ConvergenceError
+
+    m = Implicit(W=[[w]], Q=[[q]], T=[t], activation=activation)
+    Z, res, _, conv, _ = solve(m, [[x]], tol=tol)
+    if not conv[0]:
+        raise ConvergenceError(f"single neuron w={w:g}: residual {res[0]:.2e} > {tol:g}")
+    y = float(Z[0, 0])
+    fp = float(dphi(m.activation, np.array([w * y + q * x + t]), m.leak)[0])
+    return y, fp * y / (1.0 - w * fp)
