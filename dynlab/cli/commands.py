@@ -410,6 +410,8 @@ def partition(ctx, out, data, layers, embed, tsne, dataset, **options):
     ds = partition_dataset(spec)
     _save(ds, data, out, plot_partition)
     click.echo(partition_summary(ds))
+
+
 @main.command(short_help="Train a model on a task with exact BPTT gradients; record gradient diagnostics.")
 @model_options
 @train_options
@@ -429,15 +431,16 @@ def train(ctx, out, data, task, steps, pad, iterations, lr, optimiser, batch, cl
     --model irnn --K 5 --g0 previous --activation relu --set rank=4 --set sign=-1
     --weight-scale 0.05 --eta 0.1 --lr 0.01 --iterations 600 --out add.png
     """
-    from ..plot.training import plot_training, train_summary
-    from ..train.loop import TrainSpec, train_spec
+    from ..plot.training import implicit_train_summary, plot_implicit_training, plot_training, train_summary
+    from ..train.loop import ImplicitTrainResult, TrainSpec, train_spec
 
     spec = TrainSpec(make_spec(ctx, options), task=task, steps=steps, pad=pad, iterations=iterations, lr=lr,
                      optimiser=optimiser, batch=batch, clip=clip, sigma_eps=sigma_eps, record_every=record_every,
                      eta_per_k=eta_per_k, resume=resume, save_weights=save_weights)
     with keep_partial(data):
         res = train_spec(spec)
-    _save(res.history, data, out, plot_training)
+    implicit = isinstance(res, ImplicitTrainResult)
+    _save(res.history, data, out, plot_implicit_training if implicit else plot_training)
     if save_weights is not None:
         click.echo(f"wrote {save_weights}")
-    click.echo(train_summary(res.history))
+    click.echo((implicit_train_summary if implicit else train_summary)(res.history))

@@ -64,3 +64,43 @@ def train_summary(ds) -> str:
     lines.append(f"  ‖∂h_T/∂h_1‖ {last['jac_norm']:.3g}   ratio {last['ratio']:.3g}   ‖𝒜_h‖ {last['A_h_norm']:.3g}"
                  f"   ‖∂L/∂h_1‖ {last['dL_dh1_norm']:.3g}")
     return "\n".join(lines)
+
+
+@styled
+def plot_implicit_training(ds):
+    """Two panels for an implicit-network run (``dynlab.train.implicit.train_implicit``): the
+    training and validation MSE over iterations (log), and the test outputs against the targets."""
+    fig, (a0, a1) = new_figure(2, height=2.8)
+    a0.plot(ds["iteration"].values, _positive(ds["loss"]), color=COLORS["sky"], lw=0.8, label="training")
+    a0.plot(ds["eval_iteration"].values, _positive(ds["val_loss"]), color=COLORS["blue"], label="validation")
+    a0.set_yscale("log")
+    a0.set_xlabel("iteration")
+    a0.set_ylabel("MSE")
+    a0.set_title(f"implicit net on {ds.attrs.get('task', 'task')} ({ds.attrs.get('gradient', 'exact')} gradient)")
+    a0.legend(frameon=False)
+    y, t = ds["Y_test"].values, ds["target_test"].values
+    keep = ~np.isnan(t)
+    a1.scatter(t[keep], y[keep], s=12, color=COLORS["vermillion"])
+    lo, hi = float(np.nanmin(t)), float(np.nanmax(t))
+    a1.plot([lo, hi], [lo, hi], color=COLORS["black"], lw=0.6, ls=":")
+    a1.set_xlabel("target (test set)")
+    a1.set_ylabel("network output")
+    a1.set_title(f"test MSE {float(ds['test_loss']):.3g}")
+    return fig
+
+
+def implicit_train_summary(ds) -> str:
+    """The printed summary of an implicit-network run; for XOR the table of inputs, targets, outputs."""
+    n = int(ds["iteration"].values[-1]) + 1
+    lines = [f"implicit net ({ds.attrs.get('gradient', 'exact')} gradient) on {ds.attrs.get('task')}: {n} iterations; "
+             f"final training MSE {float(ds['loss'].values[-1]):.4g}, test MSE {float(ds['test_loss']):.4g}"]
+    if ds.attrs.get("task") == "xor" and "X_test" in ds:
+        X, t, y = ds["X_test"].values, ds["target_test"].values, ds["Y_test"].values
+        lines.append("  x1  x2   target Y1   output Y1" + ("   target Y2   output Y2" if y.shape[1] > 1 else ""))
+        for i in range(X.shape[0]):
+            row = f"  {X[i, 0]:.0f}   {X[i, 1]:.0f}   {t[i, 0]:9.3f}   {y[i, 0]:9.4f}"
+            if y.shape[1] > 1:
+                tt = "free" if np.isnan(t[i, 1]) else f"{t[i, 1]:.3f}"
+                row += f"   {tt:>9}   {y[i, 1]:9.4f}"
+            lines.append(row)
+    return "\n".join(lines)

@@ -187,6 +187,7 @@ def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: s
             "val_loss": xr.Variable(("eval_iteration",), np.array(val_h), {"long_name": "validation MSE", "units": "1"}),
             "Y_test": xr.Variable(("sample", "output"), Y_test[:, :k], {"long_name": "network output on the test set", "units": "1"}),
             "target_test": xr.Variable(("sample", "output"), data.Y_test, {"long_name": "test targets (NaN: free)", "units": "1"}),
+            "X_test": xr.Variable(("sample", "feature"), data.X_test, {"long_name": "test inputs", "units": "1"}),
             "test_loss": xr.Variable((), test_loss, {"long_name": "test MSE", "units": "1"}),
             **model_variables(model),
         },

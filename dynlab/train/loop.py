@@ -452,7 +452,8 @@ class TrainSpec:
     run : dynlab.spec.RunSpec — the model (``hidden`` None means 64; ``inputs`` come from the task)
     task : task name (``dynlab.tasks.TASKS``; ``xor``/``oscillator`` with ``--model implicit``)
     steps : the task's T (None: its default);  pad : noise-padding steps (``make_task``)
-    iterations, lr, optimiser, batch, clip, sigma_eps, record_every : as ``train_model``
+    iterations, lr, optimiser, batch, clip, sigma_eps, record_every : as ``train_model``;
+        iterations None means 500 (3000 for the implicit tasks), lr None 1e-3 (0.01 for them)
     eta_per_k : give an iRNN one learnable η per inner step (η becomes a (K,) array)
     resume : a checkpoint to continue (model, task and optimiser all come from it)
     save_weights : where to write the checkpoint (model + training state, ``.npz``)
@@ -462,8 +463,8 @@ class TrainSpec:
     task: str = "adding"
     steps: int | None = None
     pad: int = 0
-    iterations: int = 500
-    lr: float = 1e-3
+    iterations: int | None = None
+    lr: float | None = None
     optimiser: str = "adam"
     batch: int = 128
     clip: float | None = None
@@ -479,6 +480,13 @@ class TrainSpec:
 TRAIN_DEFAULT_HIDDEN = 64
 #: Tasks of the implicit-network trainer (``--model implicit``).
 IMPLICIT_TASKS = ("xor", "oscillator")
+#: (iterations, lr) when not given: sequence tasks, and the implicit tasks (the paper's Adam 0.01).
+TRAIN_DEFAULTS = {"sequence": (500, 1e-3), "implicit": (3000, 1e-2)}
+
+
+def _defaults(spec: TrainSpec, kind: str) -> tuple:
+    its, lr = TRAIN_DEFAULTS[kind]
+    return (its if spec.iterations is None else spec.iterations), (lr if spec.lr is None else spec.lr)
 
 
 def train_spec(spec: TrainSpec) -> TrainResult:
@@ -494,7 +502,8 @@ def train_spec(spec: TrainSpec) -> TrainResult:
         for key, value in given.items():
             if value is not None:
                 raise ParameterError(key, "cannot be combined with resume: the checkpoint fixes the model")
-        res = resume_training(spec.resume, spec.iterations, progress=spec.progress, command=run.command)
+        res = resume_training(spec.resume, _defaults(spec, "sequence")[0], progress=spec.progress,
+                              command=run.command)
     else:
         from ..spec import build_model
         from ..tasks import make_task
@@ -511,7 +520,8 @@ def train_spec(spec: TrainSpec) -> TrainResult:
                 raise ParameterError("eta_per_k", f"applies to irnn, not {model.name}")
             if np.ndim(model.eta) == 0:
                 model = model.replace(eta=np.full(model.K, float(model.eta)))
-        res = train_model(model, task, iterations=spec.iterations, optimiser=spec.optimiser, lr=spec.lr,
+        iterations, lr = _defaults(spec, "sequence")
+        res = train_model(model, task, iterations=iterations, optimiser=spec.optimiser, lr=lr,
                           batch=spec.batch, clip=spec.clip, sigma_eps=spec.sigma_eps, record_every=spec.record_every,
                           seed=run.seed, progress=spec.progress, command=run.command)
     if spec.save_weights is not None:
@@ -519,21 +529,59 @@ def train_spec(spec: TrainSpec) -> TrainResult:
     return res
 
 
-def train_implicit_spec(spec: TrainSpec):
-    """``--model implicit`` (tasks ``xor``, ``oscillator``): the implicit-network trainer.
+@dataclasses.dataclass
+class ImplicitTrainResult:
+    """A finished implicit-network run: the trained model and the history Dataset of
+    ``dynlab.train.implicit.train_implicit``."""
 
-    Integration point: ``dynlab.train.implicit.train_implicit`` (built separately) is called
-    here once it is merged; until then this raises a ParameterError naming ``model``.
+    model: object
+    history: object
+
+
+#: ``dynlab train`` options that have no meaning for the implicit networks, with their defaults.
+_NOT_IMPLICIT = {"steps": None, "pad": 0, "clip": None, "sigma_eps": 0.0, "eta_per_k": False, "resume": None}
+#: ``--set`` settings passed on to ``train_implicit`` (the rest are model settings).
+_IMPLICIT_TRAIN_SETTINGS = ("hidden2", "gradient", "feedforward", "second", "samples", "window", "eval_every", "tol")
+
+
+def train_implicit_spec(spec: TrainSpec) -> ImplicitTrainResult:
+    """``--model implicit`` (tasks ``xor``, ``oscillator``): ``dynlab.train.implicit.train_implicit``.
+
+    ``--hidden`` is the first layer's size (default 2), ``--set hidden2=n`` adds the second
+    layer, ``--set gradient=semi`` the semi-gradient, ``--set feedforward=1`` the feed-forward
+    baseline, ``--set second=or`` the XOR's second target; ``--weight-scale`` the recurrent
+    weights' scale (default 0, as the paper); ``--save-weights`` writes the trained model.
+    Options without a meaning here (``--steps``, ``--pad``, ``--clip``, ``--sigma-eps``,
+    ``--eta-per-k``, ``--resume``) are refused, naming the option.
     """
-    if (spec.run.model or "").lower() != "implicit":
+    from .implicit import train_implicit
+
+    run = spec.run
+    if (run.model or "").lower() != "implicit":
         raise ParameterError("task", f"{spec.task!r} is a task of the implicit networks; use --model implicit")
-    try:
-        from .implicit import train_implicit  # noqa: F401
-    except ImportError:
-        raise ParameterError("model", "implicit-network training (tasks xor, oscillator) is not part of this "
-                                      "build yet") from None
-    raise ParameterError("model", "implicit-network training is present but not wired to `dynlab train` yet")
+    if str(spec.task).lower() not in IMPLICIT_TASKS:
+        raise ParameterError("task", f"the implicit networks train on {', '.join(IMPLICIT_TASKS)}, not {spec.task!r}")
+    for name, default in _NOT_IMPLICIT.items():
+        if getattr(spec, name) != default:
+            raise ParameterError(name, "has no meaning for the implicit networks")
+    for name in ("K", "eta", "alpha", "g0", "weights"):
+        if getattr(run, name) is not None:
+            raise ParameterError(name, "has no meaning for the implicit networks")
+    settings = dict(run.settings)
+    extra = {k: settings.pop(k) for k in list(settings) if k in _IMPLICIT_TRAIN_SETTINGS}
+    if settings:
+        raise ParameterError(next(iter(settings)), f"is not a setting of implicit training; choose from "
+                                                   f"{', '.join(_IMPLICIT_TRAIN_SETTINGS)}")
+    if "feedforward" in extra:
+        extra["feedforward"] = str(extra["feedforward"]).lower() in ("1", "true", "yes")
+    iterations, lr = _defaults(spec, "implicit")
+    model, history = train_implicit(str(spec.task).lower(), hidden=2 if run.hidden is None else run.hidden,
+                                    activation=run.activation or "sigmoid", optimiser=spec.optimiser, lr=lr,
+                                    iterations=iterations, batch=spec.batch, seed=run.seed,
+                                    weight_scale=0.0 if run.weight_scale is None else run.weight_scale,
+                                    weights_out=spec.save_weights, command=run.command, **extra)
+    return ImplicitTrainResult(model, history)
 
 
-__all__ = ["HISTORY_VARS", "TrainSpec", "train_spec", "TrainResult", "evaluate", "jacobian_diagnostics", "load_checkpoint", "resume_training",
+__all__ = ["HISTORY_VARS", "ImplicitTrainResult", "TrainSpec", "train_spec", "TrainResult", "evaluate", "jacobian_diagnostics", "load_checkpoint", "resume_training",
            "run_outputs", "save_checkpoint", "task_from_config", "train_model"]
