@@ -46,3 +46,20 @@ def test_meaningless_options_are_refused_with_one_line():
         assert len(lines) == 1 and opt in lines[0], res.output
     res = run(["train", "--model", "implicit", "--task", "adding"])
     assert res.exit_code == 2 and "--task" in res.output
+
+
+def test_equilibria_command_solves_implicit_nets_like_the_library(tmp_path):
+    import dynlab as dl
+    from dynlab.analysis.implicit import implicit_equilibrium
+
+    res = run(["equilibria", "--model", "implicit", "--hidden", 6, "--inputs", 3, "--steps", 20,
+               "--data", tmp_path / "e.nc", "--out", tmp_path / "e.png"])
+    assert res.exit_code == 0, res.output
+    ds = read_dataset(tmp_path / "e.nc")
+    m = dl.make_model("implicit", hidden=6, inputs=3, seed=0)
+    x = dl.tasks.random_walk(steps=20, inputs=3, seed=0)
+    ref = implicit_equilibrium(m, x, method="newton")
+    assert np.array_equal(ds["h_eq"].values, ref["h_eq"].values)
+    assert ds["residual"].max() <= 1e-12 and ds["converged"].all()
+    bad = run(["equilibria", "--model", "implicit", "--continue-over", "b", "--range", "0,1"])
+    assert bad.exit_code == 2 and "--continue-over" in bad.output

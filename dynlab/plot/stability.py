@@ -44,6 +44,8 @@ def equilibria_dataset(spec):
 
     run = spec.run
     model, x = _model_and_input(run)
+    if model.name == "implicit":
+        return _implicit_equilibria(spec, model, x)
     if spec.continue_over is not None:
         if spec.param_range is None:
             raise ParameterError("param_range", "continuation needs a range LO,HI")
@@ -60,6 +62,28 @@ def equilibria_dataset(spec):
         ds = ds.assign_coords(time=("time", np.arange(1, x.shape[0] + 1), {"long_name": "time step m", "units": "step"}))
         mode = "sequence"
     ds.attrs.update({"mode": mode, "input": run.input, "input_seed": run.seed, "steps": int(x.shape[0])})
+    return ds
+
+
+#: ``dynlab equilibria --method`` → ``implicit_equilibrium`` method ("euler": the plain
+#: fixed-point iteration Y ← f(WY + QX + T), the implicit net's analogue of the Euler recursion).
+IMPLICIT_METHODS = {"newton": "newton", "euler": "fixed-point", "rk4": "rk4", "scipy": "scipy"}
+
+
+def _implicit_equilibria(spec, model, x):
+    """Implicit nets: ``dynlab.implicit_equilibrium`` at every input x_m of the sequence (the rows
+    of x are N independent inputs; mode "implicit")."""
+    from ..analysis.implicit import implicit_equilibrium
+
+    for name in ("n_starts", "continue_over"):
+        if getattr(spec, name) is not None:
+            raise ParameterError(name, "is not available for the implicit networks")
+    ds = implicit_equilibrium(model, x, method=IMPLICIT_METHODS[spec.method], tol=spec.tol,
+                              command=spec.run.command)
+    ds = ds.rename({"batch": "time"})
+    ds = ds.assign_coords(time=("time", np.arange(1, x.shape[0] + 1), {"long_name": "input m", "units": "1"}))
+    ds.attrs.update({"mode": "implicit", "method": spec.method, "tol": spec.tol, "input": spec.run.input,
+                     "input_seed": spec.run.seed, "steps": int(x.shape[0])})
     return ds
 
 
@@ -92,6 +116,21 @@ def _bifurcation(ds, ax, unit=0):
 def plot_equilibria(ds):
     """Draw a ``dynlab equilibria`` Dataset (the picture depends on its ``mode``)."""
     mode = ds.attrs.get("mode", "sequence")
+    if mode == "implicit":
+        fig, (a0, a1) = new_figure(2, height=3.0)
+        m = ds["time"].values
+        a0.semilogy(m, np.maximum(ds["residual"].values, 1e-18), ".", color=COLORS["blue"], ms=3)
+        a0.axhline(float(ds.attrs["tol"]), color=COLORS["black"], ls=":", lw=0.8, label="tol")
+        a0.set_xlabel("input m")
+        a0.set_ylabel("residual ‖Z − f(AZ + c)‖∞")
+        a0.legend(frameon=False)
+        Y = ds["Y"].values
+        for j in range(min(Y.shape[1], 6)):
+            a1.plot(m, Y[:, j], lw=0.8, label=f"Y[{j}]")
+        a1.set_xlabel("input m")
+        a1.set_ylabel("equilibrium output Y")
+        a1.legend(frameon=False, ncols=2)
+        return fig
     if mode == "continuation":
         D = ds.sizes["unit"]
         fig, axes = new_figure(min(D, 2), height=3.0)
@@ -167,6 +206,10 @@ def equilibria_summary(ds) -> str:
                          f"max Re λ {float(ds['max_real'][i]):.4g}, {cert}")
         return "\n".join(lines)
     n, ok = ds.sizes["time"], int(ds["converged"].sum())
+    if mode == "implicit":
+        return (f"equilibria of the implicit net at {n} inputs ({ds.attrs['method']}, tol {ds.attrs['tol']:g}): "
+                f"{ok}/{n} converged, max residual {float(ds['residual'].max()):.3g}, iterations ≤ "
+                f"{int(ds['iterations'].max())}")
     stab = ds["stability"].values
     lines = [f"equilibria of {name} at {n} inputs ({ds.attrs['method']}, tol {ds.attrs['tol']:g}): {ok}/{n} converged, "
              f"max residual {float(ds['residual'].max()):.3g}, iterations ≤ {int(ds['iterations'].max())}",
@@ -177,7 +220,7 @@ def equilibria_summary(ds) -> str:
 
 def not_converged(ds) -> str | None:
     """One line saying where a solve failed (None when everything converged)."""
-    if ds.attrs.get("mode") != "sequence":
+    if ds.attrs.get("mode") not in ("sequence", "implicit"):
         return None
     bad = np.flatnonzero(ds["converged"].values == 0)
     if not bad.size:
