@@ -50,3 +50,10 @@ def test_gallery_page_lists_records_and_errata(tmp_path):
     assert "## rin-gradients" in text and "(rin-gradients.png)" in text
     assert "rnn_tanh_log10_at_t1" in text and "--quick" in text
     assert "## Errata" in text and all(src in text for src, _, _ in ERRATA)
+
+
+def test_make_keeps_the_other_records_of_claims_json(tmp_path):
+    run(["figures", "make", "rin-gradients", "--quick", "--out", str(tmp_path)])
+    run(["figures", "make", "irnn-fig2-phase", "--quick", "--out", str(tmp_path)])
+    claims = json.loads((tmp_path / "claims.json").read_text())
+    assert [c["name"] for c in claims] == ["irnn-fig2-phase", "rin-gradients"]  # DESIGN §6 order

@@ -64,8 +64,27 @@ def run_recipe(recipe: Recipe, out_dir, *, quick: bool = False, fmt: str = "png"
 
 
 def write_claims(records: list, out_dir) -> str:
-    """Write ``claims.json`` (a list of claim records) into ``out_dir``; returns its path."""
+    """Write ``claims.json`` into ``out_dir``; returns its path.
+
+    Records of figures already in an existing ``claims.json`` but not among ``records`` are
+    kept (so ``dynlab figures make A`` into a gallery updates A's record and loses no other);
+    the file is written to a temporary name first and renamed, so it is never left half-written.
+    """
+    from . import ORDER
+
     path = os.path.join(out_dir, "claims.json")
-    with open(path, "w") as f:
-        json.dump(records, f, indent=2, ensure_ascii=False)
+    merged = {}
+    if os.path.exists(path):
+        try:
+            with open(path) as f:
+                merged = {r["name"]: r for r in json.load(f) if isinstance(r, dict) and "name" in r}
+        except (OSError, ValueError):
+            merged = {}
+    merged.update({r["name"]: r for r in records})
+    rank = {n: i for i, n in enumerate(ORDER)}
+    ordered = sorted(merged.values(), key=lambda r: (rank.get(r["name"], len(rank)), r["name"]))
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(ordered, f, indent=2, ensure_ascii=False)
+    os.replace(tmp, path)
     return path
