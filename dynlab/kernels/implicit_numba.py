@@ -16,26 +16,8 @@ import numpy as np
 from numba import njit
 
 from ..config import NUMBA_CACHE
+from .jac_numba import dact_scalar as _dact
 from .numba_cpu import act_scalar
-
-
-@njit(cache=NUMBA_CACHE, inline="always")
-def _dact(act, z, leak):
-    if act == 0:
-        t = math.tanh(z)
-        return 1.0 - t * t
-    elif act == 1:
-        return 1.0 if z >= 0.0 else 0.0
-    elif act == 2:
-        e = math.exp(-abs(z))
-        s = 1.0 / (1.0 + e) if z >= 0.0 else e / (1.0 + e)
-        return s * (1.0 - s)
-    elif act == 3:
-        return 1.0
-    elif act == 4:
-        return 1.0 if z >= 0.0 else leak
-    else:
-        return 1.0 if z >= 0.0 else -1.0
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
