@@ -91,7 +91,8 @@ def test_chunking_changes_nothing(monkeypatch, backend):
 
 def test_norm_certificate_falls_back_on_clustered_spectra():
     """Near P_T = I every singular value is ≈ 1: the power iteration cannot certify and the
-    SVD must answer; the result is still the exact norm (a wrong fallback would show here)."""
+    Gram-matrix fallback must answer; the result is still the exact norm (a wrong fallback
+    would show here)."""
     rng = np.random.default_rng(5)
     D, T = 48, 12
     J = np.eye(D) + 1e-3 * rng.standard_normal((T, D, D))
@@ -99,6 +100,27 @@ def test_norm_certificate_falls_back_on_clustered_spectra():
     jac, step, _, _ = _reference(J)
     np.testing.assert_allclose(out["jac_norm"], jac, rtol=RTOL)
     np.testing.assert_allclose(out["step_norm"], step, rtol=RTOL)
+
+
+def test_gram_fallback_equals_the_svd_norm():
+    """√λ_max(S Sᵀ) is σ₁ to relative O(D ε) even for ill-conditioned and clustered matrices
+    (only the small singular values suffer from the Gram matrix); tolerance 1e-13 ≈ 4·D·ε at D = 64.
+    A non-finite matrix gives NaN, as the SVD path does."""
+    from dynlab.analysis.gradients import _gram_top, _svd_top
+
+    rng = np.random.default_rng(11)
+    D = 64
+    Q1, _ = np.linalg.qr(rng.standard_normal((D, D)))
+    Q2, _ = np.linalg.qr(rng.standard_normal((D, D)))
+    stacks = [rng.standard_normal((4, D, D)),
+              np.eye(D) + 1e-6 * rng.standard_normal((3, D, D)),             # clustered at 1
+              (Q1 * np.logspace(0, -15, D)) @ Q2.T * np.array([1e-200, 1.0, 1e200])[:, None, None]]
+    for S in stacks:
+        np.testing.assert_allclose(_gram_top(S), _svd_top(S), rtol=1e-13)
+    bad = rng.standard_normal((2, D, D))
+    bad[1, 3, 4] = np.nan
+    out = _gram_top(bad)
+    assert np.isfinite(out[0]) and np.isnan(out[1])
 
 
 # ------------------------------------------------------------------------ model layer

@@ -157,18 +157,23 @@ def test_numba_matches_numpy(case, act):
     np.testing.assert_array_equal(J2, J1)
 
 
-@pytest.mark.parametrize("case", ["rnn", "irnn-K5-previous-minus", "ctrnn-rk4"])
+@pytest.mark.parametrize("case", ["rnn", "irnn-K5-previous-minus", "irnn-K5-zero-plus", "irnn-K5-etaK",
+                                  "irnn-K5-etaTK", "irnn-K5-lowrank1", "ctrnn-rk4"])
 def test_numba_large_work_takes_the_numpy_form(case, monkeypatch):
     model = CASES[case]("tanh")
-    monkeypatch.setattr(dynlab.config, "JACOBIAN_VECTORISE_MIN_HIDDEN", 1)
+    for name in ("JACOBIAN_VECTORISE_MIN_HIDDEN", "JACOBIAN_IRNN_BLAS_MIN_HIDDEN"):
+        monkeypatch.setattr(dynlab.config, name, 1)
     monkeypatch.setattr(dynlab.config, "VECTORISE_MIN_WORK", 0)
+    monkeypatch.setattr(dynlab.config, "JACOBIAN_IRNN_CHUNK", 2)   # several chunks, a short last one
     rng = np.random.default_rng(8)
     X, Hp = rng.standard_normal((5, D_IN)), rng.standard_normal((5, D_HIDDEN))
     assert jacobian_path(model, 5, "numba") == "vectorised"
-    Jv, Jxv = jacobian_at(model, X, Hp, backend="numba", inputs=True)
-    monkeypatch.setattr(dynlab.config, "JACOBIAN_VECTORISE_MIN_HIDDEN", 1 << 30)
+    t = np.arange(5)  # time indices (used by the per-time η table only)
+    Jv, Jxv = jacobian_at(model, X, Hp, backend="numba", inputs=True, t=t)
+    for name in ("JACOBIAN_VECTORISE_MIN_HIDDEN", "JACOBIAN_IRNN_BLAS_MIN_HIDDEN"):
+        monkeypatch.setattr(dynlab.config, name, 1 << 30)
     assert jacobian_path(model, 5, "numba") == "numba_cpu"
-    Jl, Jxl = jacobian_at(model, X, Hp, backend="numba", inputs=True)
+    Jl, Jxl = jacobian_at(model, X, Hp, backend="numba", inputs=True, t=t)
     assert np.abs(Jv - Jl).max() <= 1e-12 and np.abs(Jxv - Jxl).max() <= 1e-12
 
 

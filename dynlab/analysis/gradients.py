@@ -21,12 +21,14 @@ Two layers (DESIGN §2):
 The 2-norms.  ``numpy`` (the reference): LAPACK's SVD of every P̃_t and J_t (batched
 ``np.linalg.svd(compute_uv=False)``), exact to rounding.  ``numba``: D = 2 in closed form;
 otherwise warm-started power iteration on P̃ P̃ᵀ stopped by the Kato–Temple bound, which
-certifies σ₁ to relative ``config.NORM_RTOL`` (1e-12), with LAPACK's SVD wherever it cannot
-certify (clustered top singular values, e.g. the first steps back from T, where P_t ≈ I).
-Measured at D = 128, T = 1000 (iRNN, K = 5) on 2 cores: batched SVD ≈ 2 ms per matrix,
-eigvalsh of the Gram matrix ≈ 1.5 ms, one certified power step ≈ 20 µs; the certificate holds
-for most t once the product has a dominant direction, so the norms cost a fraction of the
-products (see benchmarks/gradnorm.py).  Small D (≤ ``config.GRADIENT_NUMBA_MAX_HIDDEN``) runs
+certifies σ₁ to relative ``config.NORM_RTOL`` (1e-12), with √λ_max of the Gram matrix (LAPACK
+``syevr``, top eigenvalue only; ``_gram_top``) wherever it cannot certify (clustered top
+singular values, e.g. the first steps back from T, where P_t ≈ I, and the step Jacobians of a
+well-conditioned iRNN).
+Measured at D = 128, T = 1000 (iRNN, K = 5) on 2 quiet cores, BLAS on one thread: SVD 1–2 ms
+per matrix, the Gram fallback ≈ 0.3 ms, one certified power step ≈ 20 µs; the certificate holds
+for P_t once the product has a dominant direction (all but the ~175 steps nearest T) but not
+for the clustered J_t of a well-conditioned iRNN (see BENCHMARKS.md, ``gradnorm``).  Small D (≤ ``config.GRADIENT_NUMBA_MAX_HIDDEN``) runs
 the whole backward pass in one jitted loop (``dynlab.kernels.grad_numba``); larger D does the
 products as batched BLAS matmuls.
 
@@ -49,7 +51,7 @@ from ..models import CTRNN, IRNN
 NORM_METHODS = {
     "numpy": "LAPACK SVD of every product (np.linalg.svd, compute_uv=False)",
     "numba": "closed form (D=2) or warm-started power iteration certified by the Kato-Temple bound "
-             "to relative {tol:g}, LAPACK SVD where it cannot certify",
+             "to relative {tol:g}, sqrt of the Gram matrix's top eigenvalue (LAPACK syevr) where it cannot certify",
 }
 
 
@@ -63,6 +65,33 @@ def _svd_top(S):
         out = np.full(S.shape[0], np.nan)
         if (~bad).any():
             out[~bad] = np.linalg.svd(S[~bad], compute_uv=False)[:, 0]
+    return out
+
+
+def _gram_top(S):
+    """σ₁ of every matrix of a (n, D, D) stack as √λ_max(S Sᵀ), λ_max by LAPACK's ``syevr`` for
+    the top eigenvalue alone.  Exact to rounding for σ₁: λ_max of a symmetric matrix is found to
+    absolute accuracy O(ε‖S Sᵀ‖) = O(ε σ₁²), and forming S Sᵀ perturbs it by O(D ε σ₁²), so σ₁
+    comes out to relative O(D ε) (only the small singular values lose accuracy in the Gram
+    matrix, and they are not asked for).  ≈ 5× cheaper than the SVD at D = 128."""
+    from scipy.linalg import eigh
+
+    out = np.full(S.shape[0], np.nan)
+    D = S.shape[-1]
+    with np.errstate(all="ignore"):
+        finite = np.isfinite(S).all(axis=(-2, -1))
+        for i in np.flatnonzero(finite):
+            f = float(np.max(np.abs(S[i])))        # scaled so that S Sᵀ neither over- nor underflows
+            if f == 0.0:
+                out[i] = 0.0
+                continue
+            M = S[i] / f
+            try:
+                lam = eigh(M @ M.T, eigvals_only=True, subset_by_index=[D - 1, D - 1], driver="evr",
+                           check_finite=False)[0]
+                out[i] = f * np.sqrt(max(lam, 0.0))
+            except np.linalg.LinAlgError:              # LAPACK did not converge: the SVD answers
+                out[i] = f * np.linalg.svd(M, compute_uv=False)[0]
     return out
 
 
@@ -111,8 +140,15 @@ class BackwardNorms:
         """Process J (B, n, D, D) for times t_lo … t_hi; returns per-time arrays (B, n).
 
         Returns a dict: ``log_jac_norm`` ln‖∂h_T/∂h_t‖₂, ``step_norm`` ‖J_t‖₂ and, with a
-        cotangent, ``log_dL_dh_norm`` ln‖∂L/∂h_t‖₂.
+        cotangent, ``log_dL_dh_norm`` ln‖∂L/∂h_t‖₂.  Runs BLAS on ``config.GRADIENT_BLAS_THREADS``
+        threads: the pass is a loop of D×D products and per-matrix LAPACK calls (``dynlab._blas``).
         """
+        from .._blas import limit_blas_threads
+
+        with limit_blas_threads(config.GRADIENT_BLAS_THREADS):
+            return self._feed(J)
+
+    def _feed(self, J) -> dict:
         J = np.ascontiguousarray(J, dtype=np.float64)
         B, n, D, _ = J.shape
         out = {"log_jac_norm": np.empty((B, n)), "step_norm": np.empty((B, n))}
@@ -158,7 +194,7 @@ class BackwardNorms:
         ok = np.empty(S.shape[0], dtype=np.bool_)
         grad_numba.top_sv_stack(S, u, config.NORM_RTOL, config.NORM_MAXIT, sig, ok)
         if not ok.all():
-            sig[~ok] = _svd_top(S[~ok])
+            sig[~ok] = _gram_top(S[~ok])
         return sig
 
 

@@ -407,32 +407,18 @@ def _pick3(out):
     return Z, res, conv
 
 
-_CONTROLLER = []
-
-
 def _blas_threads():
-    """A context that runs BLAS on ``config.IMPLICIT_BLAS_THREADS`` threads (threadpoolctl), else a no-op.
+    """A context that runs BLAS on ``config.IMPLICIT_BLAS_THREADS`` threads (``dynlab._blas``).
 
     The solvers iterate small products ((N×U)·(U×U), a few MFLOP) tens of times; threaded BLAS
     synchronises its threads at every call, and on a machine where a core is busy each
     synchronisation can wait for a scheduler time slice (measured on the shared 2 cores:
     N=1000, U=64, auto 170 ms with 2 BLAS threads vs 8 ms with 1; BENCHMARKS.md).
     """
-    import contextlib
-
     from .. import config
+    from .._blas import limit_blas_threads
 
-    n = config.IMPLICIT_BLAS_THREADS
-    if n is None:
-        return contextlib.nullcontext()
-    if not _CONTROLLER:
-        try:
-            from threadpoolctl import ThreadpoolController
-            _CONTROLLER.append(ThreadpoolController())
-        except Exception:  # not installed, or no BLAS found: leave the threads alone
-            _CONTROLLER.append(None)
-    ctl = _CONTROLLER[0]
-    return contextlib.nullcontext() if ctl is None else ctl.limit(limits=int(n), user_api="blas")
+    return limit_blas_threads(config.IMPLICIT_BLAS_THREADS)
 
 
 def solve_stacked(A, C, act, leak=0.01, *, method="auto", tol=1e-12, max_iter=None, Z0=None,

@@ -100,7 +100,8 @@ def jacobian_path(model: Model, n_points: int, backend: str) -> str:
     if backend == "cupy":
         return "cupy"
     D = model.hidden
-    if D >= config.JACOBIAN_VECTORISE_MIN_HIDDEN and n_points * D * D >= config.VECTORISE_MIN_WORK:
+    least = config.JACOBIAN_IRNN_BLAS_MIN_HIDDEN if isinstance(model, IRNN) else config.JACOBIAN_VECTORISE_MIN_HIDDEN
+    if D >= least and n_points * D * D >= config.VECTORISE_MIN_WORK:
         return "vectorised"
     return "numba_cpu"
 
@@ -289,29 +290,58 @@ def gated_xp(R, W, b, a, gain, act, leak, x, hprev, want_x, xp=np):
     return J, Jx
 
 
-def irnn_xp(U, W, b, eta, alpha, K, g0prev, sign, act, leak, x, hprev, want_x, xp=np):
-    """iRNN: G_k = G_{k-1} + η_k (diag(φ'(z_k)) U − α I)(G_{k-1} + σ I), J = G_K (module docstring).
+def irnn_xp(U, W, b, eta, alpha, K, g0prev, sign, act, leak, x, hprev, want_x, xp=np,
+            chunk: int | None = None):
+    """iRNN: J = Π (G_0 + σI) − σI with Π = A_K ⋯ A_1, A_k = (1 − η_k α) I + η_k diag(φ'(z_k)) U.
+
+    (From G_k = G_{k-1} + η_k (diag(φ'(z_k)) U − α I)(G_{k-1} + σI): S_k = G_k + σI obeys
+    S_k = A_k S_{k-1}; G_0 = 0 or I.)  Jx obeys Gx_k = A_k Gx_{k-1} + η_k diag(φ'(z_k)) W, Gx_0 = 0.
+    The products run for a chunk of points at a time with Π stored as (D, n, D), so that every
+    inner step is ONE BLAS product U · Π (D × D times D × n·D) plus three in-place passes that
+    stay in cache — 2–4× faster than scalar loops from D = 32 up (``config``).
 
     eta (N, K) per-point step sizes, x (N, d), hprev (N, D) → J (N, D, D), Jx (N, D, d) or None.
     """
     N, D = hprev.shape
     d = W.shape[1]
+    chunk = chunk or config.JACOBIAN_IRNN_CHUNK
     c = x @ W.T + b
+    J = xp.empty((N, D, D))
+    Jx = xp.empty((N, D, d)) if want_x else None
     eye = xp.eye(D)
-    g = hprev.copy() if g0prev else xp.zeros_like(hprev)
-    G = xp.broadcast_to(eye, (N, D, D)).copy() if g0prev else xp.zeros((N, D, D))
-    Gx = xp.zeros((N, D, d)) if want_x else None
-    for k in range(K):
-        e = eta[:, k]
-        s = g + sign * hprev
-        z = s @ U.T + c
-        dp = dphi(act, z, leak, xp)[:, :, None]
-        S = G + sign * eye                                   # ∂s_{k-1}/∂h
-        G = G + e[:, None, None] * (dp * _lmul(U, S, xp) - alpha * S)
+    diag = xp.arange(D)
+    for lo in range(0, N, chunk):
+        hi = min(N, lo + chunk)
+        n = hi - lo
+        hp, cc, e = hprev[lo:hi], c[lo:hi], eta[lo:hi]
+        g = hp.copy() if g0prev else xp.zeros_like(hp)
+        P = xp.empty((D, n, D))
+        P[...] = eye[:, None, :]                              # Π[i, t, j], Π_0 = I
+        Gx = xp.zeros((D, n, d)) if want_x else None
+        for k in range(K):
+            ek = e[:, k]
+            s = g + sign * hp
+            z = s @ U.T + cc
+            scale = (ek[:, None] * dphi(act, z, leak, xp)).T[:, :, None]   # η_k φ'(z) as (D, n, 1)
+            keep = (1.0 - ek * alpha)[None, :, None]
+            if want_x:
+                t = (U @ Gx.reshape(D, n * d)).reshape(D, n, d)
+                t += W[:, None, :]
+                t *= scale
+                Gx *= keep
+                Gx += t
+            t = (U @ P.reshape(D, n * D)).reshape(D, n, D)
+            t *= scale
+            P *= keep
+            P += t
+            g = g + ek[:, None] * (phi(act, z, leak, xp) - alpha * s)
+        Jc = J[lo:hi]
+        Jc[...] = P.transpose(1, 0, 2)
+        Jc *= (1.0 + sign) if g0prev else sign
+        Jc[:, diag, diag] -= sign
         if want_x:
-            Gx = Gx + e[:, None, None] * (dp * (_lmul(U, Gx, xp) + W) - alpha * Gx)
-        g = g + e[:, None] * (phi(act, z, leak, xp) - alpha * s)
-    return G, Gx
+            Jx[lo:hi] = Gx.transpose(1, 0, 2)
+    return J, Jx
 
 
 def ctrnn_fixed_xp(U, W, b, tau, alpha, dt, substeps, rk4, act, leak, x, hprev, want_x, xp=np):
