@@ -64,7 +64,9 @@ def draw(ds):
         ax.set_ylabel(r"$\|\partial h_T/\partial h_1\|_2$")
         scaling = ds.attrs.get("scaling", "").replace("; ", "\n")
         ax.set_title(f"adding task: gradient norm over training\n{scaling}", fontsize=6.5)
-        ax.legend(frameon=False, loc="center right", fontsize=6)
+        lo = float(np.nanmin(ds["jac_norm"].values))
+        ax.set_ylim(top=1e6, bottom=max(lo / 10, 1e-300))   # room above the lines for the legend
+        ax.legend(frameon=False, loc="upper right", fontsize=6)
         return fig
 
     return _draw()
