@@ -272,6 +272,7 @@ def test_store_equals_memory_and_is_never_overwritten(tmp_path):
     (dict(grid={"k": [1, 2]}, analysis="lyapunov"), "grid.k", "cannot be swept"),
     (dict(grid={"K": [1, 2]}, fixed={"k": 9}, analysis="lyapunov"), "fixed.k", "between 1 and hidden"),
     (dict(zipped={"z": {"K": [1, 2], "eta": [0.5]}}), "zip.z", "one length"),
+    (dict(grid={"K": [1, 2]}, progress=True), "progress", "callable"),
 ])
 def test_bad_specs_name_the_setting(kwargs, param, match):
     kw = dict(kwargs)

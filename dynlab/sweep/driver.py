@@ -190,6 +190,8 @@ def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=Non
         region_size = REGION_SIZE_BATCHED if (batched and target.batched is not None) else REGION_SIZE
     if isinstance(region_size, bool) or not isinstance(region_size, (int, np.integer)) or region_size < 1:
         raise ParameterError("region_size", f"must be a positive integer, got {region_size!r}")
+    if progress is not None and not callable(progress):
+        raise ParameterError("progress", f"must be None or a callable(done, total, computed_now), got {progress!r}")
     path = None if store is None else os.fspath(store)
     fingerprint = spec.fingerprint()
     if path is not None and resume and not os.path.exists(path):
