@@ -9,6 +9,10 @@ scipy   ``scipy.optimize.root`` (hybr), the independent reference.
 
 Every solve reports its residual (max-abs of F), iteration count and a converged flag;
 non-convergence is reported, never hidden.
+
+``irnn_equilibrium`` (the core API) and ``equilibrium`` (any model, with eigenvalues) share the
+batched solvers below (``System``, ``run_solver``); ``solve_newton`` remains for the path
+continuation of ``equilibrium_curve``, where each solve starts from the previous one.
 """
 from __future__ import annotations
 
@@ -56,45 +60,6 @@ def solve_newton(model: IRNN, c: np.ndarray, s0: np.ndarray, *, tol: float = 1e-
         s, F = s_new, F_new
         res = float(np.max(np.abs(F)))
     return s, res, it, bool(res <= tol)
-
-
-def solve_euler(model: IRNN, c: np.ndarray, s0: np.ndarray, *, eta: float = 1.0, tol: float = 1e-12,
-                max_iter: int = 10_000):
-    """The iRNN recursion s_k = s_{k-1} + η(φ(U s_{k-1} + c) − α s_{k-1}) until ‖F‖∞ ≤ tol."""
-    s = np.array(s0, dtype=np.float64)
-    it = 0
-    F = _F(model, s, c)
-    res = float(np.max(np.abs(F)))
-    while res > tol and it < max_iter and np.isfinite(res):
-        s = s - eta * F
-        F = _F(model, s, c)
-        res = float(np.max(np.abs(F)))
-        it += 1
-    return s, res, it, bool(res <= tol)
-
-
-def solve_scipy(model: IRNN, c: np.ndarray, s0: np.ndarray, *, tol: float = 1e-12):
-    """scipy.optimize.root (hybr) with the analytic Jacobian — the independent reference."""
-    from scipy.optimize import root
-
-    D = s0.shape[0]
-
-    def jac(s):
-        return model.alpha * np.eye(D) - dphi(model.activation, model.U @ s + c, model.leak)[:, None] * model.U
-
-    sol = root(lambda s: _F(model, s, c), np.asarray(s0, dtype=np.float64), jac=jac, method="hybr",
-               options={"xtol": 1e-14})
-    res = float(np.max(np.abs(_F(model, sol.x, c))))
-    return sol.x, res, int(sol.nfev), bool(res <= tol)
-
-
-def _solve(model, c, s0, method, tol, max_iter):
-    if method == "newton":
-        return solve_newton(model, c, s0, tol=tol, max_iter=max_iter)
-    if method == "euler":
-        eta = float(np.asarray(model.eta).ravel()[0])
-        return solve_euler(model, c, s0, eta=eta, tol=tol, max_iter=max_iter)
-    return solve_scipy(model, c, s0, tol=tol)
 
 
 def equilibrium_curve(model: IRNN, xs, *, tol: float = 1e-12, max_iter: int = 50):
@@ -181,14 +146,11 @@ def irnn_equilibrium(model: IRNN, x, h_prev=None, *, method: str = "newton", tol
         hp = np.broadcast_to(hp, (N, D))
     if not np.all(np.isfinite(hp)):
         raise ParameterError("h_prev", "must be finite")
-    S = np.empty((N, D))
-    res = np.empty(N)
-    its = np.empty(N, dtype=np.int64)
-    conv = np.empty(N, dtype=bool)
-    for n in range(N):
-        c = model.W @ xa[n] + model.b
-        start = (1.0 + model.sign) * hp[n] if model.g0 == "previous" else model.sign * hp[n]
-        S[n], res[n], its[n], conv[n] = _solve(model, c, start, method, tol, max_iter)
+    # every input at once through the batched solvers of ``equilibrium`` (same iterates, same
+    # counts as one solve per input: each row runs its own Newton/Euler/scipy iteration)
+    system = System(model)
+    start = (1.0 + model.sign) * hp if model.g0 == "previous" else model.sign * hp
+    S, res, its, conv = run_solver(system, system.c(xa), start, method, tol=tol, max_iter=max_iter)
     lead = () if single else ("batch",)
     sel = 0 if single else slice(None)
     ds = xr.Dataset(
