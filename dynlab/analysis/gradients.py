@@ -95,6 +95,16 @@ def _gram_top(S):
     return out
 
 
+def jacobian_stack(J):
+    """A (T, D, D) or (B, T, D, D) Jacobian stack as float64 (B, T, D, D) and whether it was
+    batched; a ParameterError on ``J`` for any other shape."""
+    arr = np.asarray(J, dtype=np.float64)
+    if arr.ndim not in (3, 4) or arr.shape[-1] != arr.shape[-2]:
+        raise ParameterError("J", f"must have shape (T, D, D) or (B, T, D, D), got {arr.shape}")
+    batched = arr.ndim == 4
+    return (arr if batched else arr[None]), batched
+
+
 def _log(v):
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.log(v)
@@ -240,12 +250,7 @@ def jacobian_norms(J, *, dL_dhT=None, backend=None) -> dict:
     >>> jacobian_norms(J)["jac_norm"][0]         # 0.9**49
     """
     backend = resolve_backend(backend)
-    arr = np.asarray(J, dtype=np.float64)
-    if arr.ndim not in (3, 4) or arr.shape[-1] != arr.shape[-2]:
-        raise ParameterError("J", f"must have shape (T, D, D) or (B, T, D, D), got {arr.shape}")
-    batched = arr.ndim == 4
-    if not batched:
-        arr = arr[None]
+    arr, batched = jacobian_stack(J)
     B, T, D, _ = arr.shape
     if T < 2:
         raise ParameterError("J", f"needs at least 2 time steps for ∂h_T/∂h_(T-1), got {T}")

@@ -30,6 +30,7 @@ from ..backends import resolve_backend
 from ..errors import ParameterError
 from ..models import CTRNN
 from ..models.base import as_int
+from .gradients import jacobian_stack
 
 
 def initial_frame(D: int, k: int, seed: int = 0) -> np.ndarray:
@@ -126,12 +127,7 @@ def lyapunov_spectrum(J, *, k=None, transient=0, backend=None) -> dict:
     >>> lyapunov_spectrum(J)["lyapunov"]       # ≈ [ln 0.5, ln 0.25]
     """
     backend = resolve_backend(backend)
-    arr = np.asarray(J, dtype=np.float64)
-    if arr.ndim not in (3, 4) or arr.shape[-1] != arr.shape[-2]:
-        raise ParameterError("J", f"must have shape (T, D, D) or (B, T, D, D), got {arr.shape}")
-    batched = arr.ndim == 4
-    if not batched:
-        arr = arr[None]
+    arr, batched = jacobian_stack(J)
     B, T, D, _ = arr.shape
     k = _check_k(k, D)
     transient = _check_transient(transient, T)

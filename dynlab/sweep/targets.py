@@ -401,16 +401,25 @@ _SPEC_VARS = {
 }
 
 
-def _spectrum_target(run, opts, backend):
-    """dynlab.spectrum along the point's own trajectory."""
-    from ..analysis.spectra import spectrum
+def _analyse(run, analysis, variables, backend):
+    """``analysis(model, x, backend=…)`` on the point's model and input; a divergence of the
+    simulation inside it becomes the point's ``diverged_at`` with NaN summaries (never raised)."""
     from ..errors import DivergenceError
 
     model, x = model_and_input(run)
     try:
-        sp = spectrum(model, x, backend=backend)
+        return analysis(model, x, backend=backend), None
     except DivergenceError as err:
-        return _nan_result(_SPEC_VARS, err.step)
+        return None, _nan_result(variables, err.step)
+
+
+def _spectrum_target(run, opts, backend):
+    """dynlab.spectrum along the point's own trajectory."""
+    from ..analysis.spectra import spectrum
+
+    sp, failed = _analyse(run, spectrum, _SPEC_VARS, backend)
+    if failed is not None:
+        return failed
     return {"max_real": float(sp["max_real"].max()), "frac_stable": float(np.mean(sp["stability"].values == 1)),
             "max_step_radius": float(sp["step_radius"].max()), "diverged_at": 0}
 
@@ -436,13 +445,10 @@ _PART_VARS = {
 def _partition_target(run, opts, backend):
     """dynlab.analysis.partition.partition on the point's input (a max-affine activation)."""
     from ..analysis.partition import partition
-    from ..errors import DivergenceError
 
-    model, x = model_and_input(run)
-    try:
-        ds = partition(model, x, backend=backend)
-    except DivergenceError as err:
-        return _nan_result(_PART_VARS, err.step)
+    ds, failed = _analyse(run, partition, _PART_VARS, backend)
+    if failed is not None:
+        return failed
     return {"regions": float(ds["regions"].values[-1]), "prefix_regions": float(ds["prefix_regions"].values[-1]),
             "reconstruction_error": float(np.max(ds["reconstruction_error"].values)), "diverged_at": 0}
 
