@@ -40,21 +40,47 @@ def _all_finite(v):
     return True
 
 
+_ROW_FORM_MAX = 8
+
+
+@njit(cache=NUMBA_CACHE, inline="always")
+def _affine(UT, v, cv, z):
+    """z = cv + U v with UT = Uᵀ (C order), as column sweeps z += U[:, j] v_j: every z_i is
+    summed in the same order j = 0, 1, … as the row dot product, so the result is bit-identical
+    to it, but the inner loop runs over contiguous i and vectorises (simulation 3.3× faster at
+    D = 128).  The kernels keep the row form for D ≤ ``_ROW_FORM_MAX`` (shorter loops: ≈ 12 %
+    faster at D = 2)."""
+    D = z.shape[0]
+    for i in range(D):
+        z[i] = cv[i]
+    for j in range(v.shape[0]):
+        vj = v[j]
+        for i in range(D):
+            z[i] += UT[j, i] * vj
+
+
 @njit(cache=NUMBA_CACHE)
 def gated(R, c, h0, a, gain, act, leak, stop, H, bad):
     """h_t = a h_{t-1} + gain φ(R h_{t-1} + c_t) for every sequence; writes H, bad."""
     B, T, D = c.shape
     hp = np.empty(D, dtype=H.dtype)
+    z = np.empty(D, dtype=H.dtype)
+    RT = np.ascontiguousarray(R.T)
     for bi in range(B):
         for i in range(D):
             hp[i] = h0[bi, i]
         bad[bi] = T
         for t in range(T):
+            if D <= _ROW_FORM_MAX:  # written out: an inlined helper taking c[bi, t] costs 50 % at D = 2
+                for i in range(D):
+                    acc = c[bi, t, i]
+                    for j in range(D):
+                        acc += R[i, j] * hp[j]
+                    z[i] = acc
+            else:
+                _affine(RT, hp, c[bi, t], z)
             for i in range(D):
-                z = c[bi, t, i]
-                for j in range(D):
-                    z += R[i, j] * hp[j]
-                H[bi, t, i] = a * hp[i] + gain * act_scalar(act, z, leak)
+                H[bi, t, i] = a * hp[i] + gain * act_scalar(act, z[i], leak)
             for i in range(D):
                 hp[i] = H[bi, t, i]
             if not _all_finite(hp):
@@ -72,6 +98,8 @@ def irnn(U, c, h0, eta, alpha, K, g0prev, sign, act, leak, stop, H, bad):
     hp = np.empty(D, dtype=H.dtype)
     g = np.empty(D, dtype=H.dtype)
     s = np.empty(D, dtype=H.dtype)
+    z = np.empty(D, dtype=H.dtype)
+    UT = np.ascontiguousarray(U.T)
     for bi in range(B):
         for i in range(D):
             hp[i] = h0[bi, i]
@@ -84,11 +112,16 @@ def irnn(U, c, h0, eta, alpha, K, g0prev, sign, act, leak, stop, H, bad):
                 e = eta[r, k]
                 for i in range(D):
                     s[i] = g[i] + sign * hp[i]
-                for i in range(D):
-                    z = c[bi, t, i]
-                    for j in range(D):
-                        z += U[i, j] * s[j]
-                    g[i] = g[i] + e * (act_scalar(act, z, leak) - alpha * s[i])
+                if D <= _ROW_FORM_MAX:  # the row form, fused (forward-small, D = 2, is this loop)
+                    for i in range(D):
+                        acc = c[bi, t, i]
+                        for j in range(D):
+                            acc += U[i, j] * s[j]
+                        g[i] = g[i] + e * (act_scalar(act, acc, leak) - alpha * s[i])
+                else:
+                    _affine(UT, s, c[bi, t], z)
+                    for i in range(D):
+                        g[i] = g[i] + e * (act_scalar(act, z[i], leak) - alpha * s[i])
             for i in range(D):
                 hp[i] = g[i]
                 H[bi, t, i] = g[i]
