@@ -21,6 +21,9 @@ def limit_blas_threads(n: int | None):
         return contextlib.nullcontext()
     if not _CONTROLLER:
         try:
+            # scipy's BLAS (the one Numba's np.dot and scipy.linalg call) must be loaded before
+            # the controller is built, or the limit would miss it
+            import scipy.linalg.cython_blas  # noqa: F401
             from threadpoolctl import ThreadpoolController
             _CONTROLLER.append(ThreadpoolController())
         except Exception:  # not installed, or no BLAS found: leave the threads alone

@@ -35,6 +35,12 @@ JACOBIAN_IRNN_CHUNK = 32
 #: products are batched BLAS matmuls and only the norms are jitted.
 GRADIENT_NUMBA_MAX_HIDDEN = 32
 
+#: The curve without step norms (``gradient_norms(..., step_norms=False)``) of an iRNN with
+#: D > GRADIENT_NUMBA_MAX_HIDDEN under the numba backend runs in reverse mode: the rows of
+#: P_t are pulled back through the K inner steps (K products P·U per step, J_t never formed),
+#: this many time steps per chunk, in parallel over row blocks (dynlab.kernels.grad_numba).
+GRADIENT_REVERSE_CHUNK = 64
+
 #: Relative accuracy to which the numba backend certifies ‖P‖₂ by warm-started power iteration
 #: (Kato–Temple bound, see dynlab.kernels.grad_numba); an uncertified norm falls back to
 #: LAPACK's SVD, so every reported 2-norm is within this of the exact one (plus rounding).
@@ -46,6 +52,11 @@ NORM_MAXIT = 12
 #: every call: measured on 2 cores, iRNN D=128, T=1000, the whole curve 1.12 s with 1 thread
 #: against 12.8 s with 2 (the per-matrix ``syevr`` of the Gram fallback suffers most).
 GRADIENT_BLAS_THREADS = 1
+
+#: Where ``top_sv`` cannot certify, the reverse-mode curve forms the Gram matrix G = P Pᵀ and
+#: first tries this many power steps on G with the Frobenius gap bound (a D² matvec each,
+#: ``dynlab.kernels.lapack_numba.gram_power``) before LAPACK's ``dsyevr`` (≈ 0.2 ms at D = 128).
+GRAM_POWER_MAXIT = 40
 
 #: Memory budget of one time chunk of Jacobians in the gradient and Lyapunov analyses
 #: (float64 entries: chunk · B · D² ≤ this), so T = 10⁵ never holds all J_t at once.

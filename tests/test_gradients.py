@@ -102,27 +102,6 @@ def test_norm_certificate_falls_back_on_clustered_spectra():
     np.testing.assert_allclose(out["step_norm"], step, rtol=RTOL)
 
 
-def test_gram_fallback_equals_the_svd_norm():
-    """√λ_max(S Sᵀ) is σ₁ to relative O(D ε) even for ill-conditioned and clustered matrices
-    (only the small singular values suffer from the Gram matrix); tolerance 1e-13 ≈ 4·D·ε at D = 64.
-    A non-finite matrix gives NaN, as the SVD path does."""
-    from dynlab.analysis.gradients import _gram_top, _svd_top
-
-    rng = np.random.default_rng(11)
-    D = 64
-    Q1, _ = np.linalg.qr(rng.standard_normal((D, D)))
-    Q2, _ = np.linalg.qr(rng.standard_normal((D, D)))
-    stacks = [rng.standard_normal((4, D, D)),
-              np.eye(D) + 1e-6 * rng.standard_normal((3, D, D)),             # clustered at 1
-              (Q1 * np.logspace(0, -15, D)) @ Q2.T * np.array([1e-200, 1.0, 1e200])[:, None, None]]
-    for S in stacks:
-        np.testing.assert_allclose(_gram_top(S), _svd_top(S), rtol=1e-13)
-    bad = rng.standard_normal((2, D, D))
-    bad[1, 3, 4] = np.nan
-    out = _gram_top(bad)
-    assert np.isfinite(out[0]) and np.isnan(out[1])
-
-
 # ------------------------------------------------------------------------ model layer
 CASES = ["rnn", "fastrnn", "antisymmetric", "rin", "irnn-K5-zero-plus", "irnn-K5-previous-minus",
          "irnn-K5-etaTK", "ctrnn-rk4"]
@@ -248,3 +227,122 @@ def test_vanishing_gradients_decay_at_the_top_lyapunov_rate():
     slope = np.polyfit(lag, L, 1)[0]
     lam = float(dynlab.lyapunov(m, x, k=1)["lyapunov"][0])
     assert slope < 0 and slope == pytest.approx(lam, rel=1e-3)
+
+
+# ------------------------------------------------------------------------ the curve alone (reverse mode)
+REVERSE_D = 37  # > GRADIENT_NUMBA_MAX_HIDDEN, odd: row blocks of unequal size
+REVERSE_CASES = {
+    "tanh-zero-plus": dict(activation="tanh", g0="zero", sign=1),
+    "tanh-zero-minus": dict(activation="tanh", g0="zero", sign=-1),
+    "relu-previous-plus": dict(activation="relu", g0="previous", sign=1),
+    "sigmoid-previous-minus": dict(activation="sigmoid", g0="previous", sign=-1),  # J = I: a = 1 + σ = 0
+    "leaky-relu-etaTK": dict(activation="leaky-relu", eta="TK"),
+    "tanh-lowrank3": dict(activation="tanh", rank=3, eta="K"),
+}
+
+
+def _reverse_model(case, T):
+    kw = dict(REVERSE_CASES[case])
+    eta = kw.pop("eta", 0.5)
+    eta = {"TK": np.random.default_rng(5).uniform(0.2, 0.9, (T, 4)), "K": np.linspace(0.3, 0.8, 4)}.get(eta, eta)
+    return dynlab.make_model("irnn", REVERSE_D, 2, K=4, eta=eta, seed=7, weight_scale=1.5, **kw)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", list(REVERSE_CASES))
+def test_reverse_mode_curve_equals_explicit_products(case, threads, monkeypatch):
+    """``step_norms=False`` pulls the rows of P_t back through the K inner steps (J_t never
+    formed), in row blocks (one per Numba thread) and chunks (16 steps here, so T = 70 spans five
+    chunks, the last one short).  Against the from-scratch products of the NumPy Jacobians with
+    LAPACK norms: 1e-10, the tolerance of every other norm test (module docstring)."""
+    import numba
+
+    monkeypatch.setattr(dynlab.config, "GRADIENT_REVERSE_CHUNK", 16)
+    T = 70
+    m = _reverse_model(case, T)
+    x = inputs(2, T, seed=9)
+    g = np.random.default_rng(3).standard_normal((2, REVERSE_D))
+    h0 = 0.3 * np.random.default_rng(4).standard_normal((2, REVERSE_D))
+    old = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        ds = dynlab.gradient_norms(m, x, h0, dL_dhT=g, step_norms=False)
+    finally:
+        numba.set_num_threads(old)
+    assert ds.attrs["gradient_kernel"] == "reverse" and "step_norm" not in ds
+    J = dynlab.jacobians(m, x, h0, backend="numpy", inputs=False)["jac"].values
+    for b in range(2):
+        jac, _, ratio, P = _reference(J[b])
+        np.testing.assert_allclose(ds["jac_norm"].values[b], jac, rtol=RTOL, atol=0)
+        np.testing.assert_allclose(ds["ratio"].values[b], ratio, rtol=RTOL, atol=0)
+        np.testing.assert_allclose(ds["dL_dh_norm"].values[b], np.linalg.norm(g[b] @ P, axis=-1), rtol=RTOL)
+    if case != "sigmoid-previous-minus":  # not vacuous: the products move away from 1
+        assert np.ptp(ds["log_jac_norm"].values) > 1.0
+
+
+def test_reverse_mode_log_norm_is_finite_past_underflow():
+    """A contracting iRNN (K = 1, small η) at T = 3000: ‖∂h_T/∂h_1‖ underflows float64, the
+    log-norm of the reverse pass stays finite and equals the J-forming pass's to 1e-10
+    relative (two roundings of the same products, the log scales summed over 3000 steps)."""
+    T = 3000
+    m = dynlab.make_model("irnn", 40, 1, K=1, eta=0.3, seed=2, weight_scale=0.3)
+    x = dynlab.tasks.random_walk(T, 1, variance=1.0, seed=1)
+    fast = dynlab.gradient_norms(m, x, step_norms=False)
+    full = dynlab.gradient_norms(m, x)
+    assert fast.attrs["gradient_kernel"] == "reverse" and full.attrs["gradient_kernel"] != "reverse"
+    L = fast["log_jac_norm"].values
+    assert np.all(np.isfinite(L)) and L[0] < np.log(1e-300) and fast["jac_norm"].values[0] == 0.0
+    np.testing.assert_allclose(L, full["log_jac_norm"].values, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", ["rnn", "irnn-K5-previous-minus", "ctrnn-rk4"])
+def test_step_norms_false_changes_only_the_step_norms(case):
+    """Below the reverse-mode threshold (and for other models) ``step_norms=False`` runs the same
+    products and skips the T norms of J_t: the curve is bit-identical."""
+    T = 30
+    m = MODEL_CASES[case]("tanh", T)
+    x = inputs(2, T, seed=2)
+    a = dynlab.gradient_norms(m, x, step_norms=False)
+    b = dynlab.gradient_norms(m, x)
+    assert "step_norm" not in a and "step_norm" in b and a.attrs["step_norms"] == 0
+    np.testing.assert_array_equal(a["jac_norm"].values, b["jac_norm"].values)
+    with pytest.raises(ParameterError) as err:
+        dynlab.gradient_norms(m, x, step_norms="no")
+    assert err.value.param == "step_norms"
+
+
+@pytest.mark.parametrize("maxit", [0, 40])
+def test_gram_fallback_equals_the_svd_norm(maxit):
+    """σ₁ as √λ_max(S Sᵀ) (``lapack_numba.gram_top``, jitted, in parallel): by LAPACK's dsyevr
+    (maxit = 0) or first by power steps certified with the Frobenius gap bound (maxit = 40).
+    Either is σ₁ to relative O(D ε) even for ill-conditioned and clustered matrices (only the
+    small singular values suffer in the Gram matrix): 1e-13 ≈ 4·D·ε at D = 64, with the power
+    certificate's 1e-14 on top.  Zero gives 0, a non-finite matrix NaN (as the SVD path does),
+    and only the listed matrices are written."""
+    from dynlab.analysis.gradients import _svd_top
+    from dynlab.kernels import lapack_numba
+
+    rng = np.random.default_rng(12)
+    D = 64
+    Q1, _ = np.linalg.qr(rng.standard_normal((D, D)))
+    Q2, _ = np.linalg.qr(rng.standard_normal((D, D)))
+    dominant = (Q1 * np.r_[4.0, np.linspace(1, 0.1, D - 1)]) @ Q2.T              # the power steps certify these
+    S = np.concatenate([rng.standard_normal((4, D, D)), np.eye(D) + 1e-6 * rng.standard_normal((3, D, D)),
+                        (Q1 * np.logspace(0, -15, D)) @ Q2.T * np.array([1e-200, 1.0, 1e200])[:, None, None],
+                        dominant[None] * np.array([1e-150, 1.0, 1e150])[:, None, None],
+                        np.zeros((1, D, D)), rng.standard_normal((1, D, D))])
+    S[-1, 5, 6] = np.inf
+    sig = np.full(S.shape[0], -1.0)
+    useg = np.tile(rng.standard_normal(D), (2, 1))
+    lapack_numba.gram_top_stack(S, np.arange(S.shape[0] - 2), sig, useg, 1e-14, maxit)
+    np.testing.assert_allclose(sig[:-2], _svd_top(S[:-2]), rtol=1e-13)
+    assert sig[-2] == -1.0 and sig[-1] == -1.0
+    assert lapack_numba.gram_top(S[-2]) == 0.0 and np.isnan(lapack_numba.gram_top(S[-1]))
+    lam, info = lapack_numba.top_eig(np.diag([3.0, -1.0, 2.0]))
+    assert info == 0 and lam == 3.0
+    # the power certificate is not vacuous: it holds for the dominant matrix, not the clustered one
+    G = dominant @ dominant.T
+    rho, ok = lapack_numba.gram_power(G.copy(), rng.standard_normal(D), np.empty(D), 1e-14, 40)
+    assert ok and rho == pytest.approx(np.linalg.eigvalsh(G)[-1], rel=1e-13)
+    C = S[4] @ S[4].T
+    assert not lapack_numba.gram_power(C, rng.standard_normal(D), np.empty(D), 1e-14, 40)[1]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ..config import NUMBA_CACHE
 
@@ -35,24 +35,11 @@ def sv2(P):
     return 0.5 * (math.hypot(a + d, b - c) + math.hypot(a - d, b + c))
 
 
-@njit(cache=NUMBA_CACHE)
-def top_sv(P, u, w, v, tol, maxit):
-    """(σ₁, certified) of the square P by warm-started power iteration on P Pᵀ (module docstring).
-
-    ``u`` (D,) is the start vector and is overwritten by the last iterate (the next call's
-    warm start); ``w``, ``v`` (D,) are work buffers.  Gives up (certified False) after
-    ``maxit`` iterations, or early when ρ stays ≤ tr A / 2 and has stopped growing (the trace
-    bound can then never separate λ₁).
-    """
-    D = P.shape[0]
-    F = 0.0
-    for i in range(D):
-        for j in range(D):
-            F += P[i, j] * P[i, j]
-    if F == 0.0:
-        return 0.0, True
-    if not math.isfinite(F):
-        return math.nan, True
+@njit(cache=NUMBA_CACHE, inline="always")
+def unit_start(u):
+    """Scale the start vector u of a power iteration to unit length (all ones if it is 0 or
+    non-finite)."""
+    D = u.shape[0]
     nu = 0.0
     for i in range(D):
         nu += u[i] * u[i]
@@ -63,6 +50,30 @@ def top_sv(P, u, w, v, tol, maxit):
     s = 1.0 / math.sqrt(nu)
     for i in range(D):
         u[i] *= s
+
+
+@njit(cache=NUMBA_CACHE, fastmath={"reassoc", "contract"})
+def top_sv(P, u, w, v, tol, maxit):
+    """(σ₁, certified) of the square P by warm-started power iteration on P Pᵀ (module docstring).
+
+    ``u`` (D,) is the start vector and is overwritten by the last iterate (the next call's
+    warm start); ``w``, ``v`` (D,) are work buffers.  Gives up (certified False) after
+    ``maxit`` iterations, or early when ρ stays ≤ tr A / 2 and has stopped growing (the trace
+    bound can then never separate λ₁).  Compiled with reassociation allowed, so that the row
+    sums of P w vectorise: they then differ from left-to-right sums by O(D·2⁻⁵³) relative, the
+    rounding the certificate already allows for; NaN and Inf keep their IEEE meaning (no
+    ``nnan``/``ninf`` flags).
+    """
+    D = P.shape[0]
+    F = 0.0
+    for i in range(D):
+        for j in range(D):
+            F += P[i, j] * P[i, j]
+    if F == 0.0:
+        return 0.0, True
+    if not math.isfinite(F):
+        return math.nan, True
+    unit_start(u)
     rho_old = 0.0
     for it in range(maxit):
         for j in range(D):  # w = Pᵀ u
@@ -134,7 +145,7 @@ def _log(v):
 
 
 @njit(cache=NUMBA_CACHE)
-def backward_chunk(J, P, logs, u, uJ, g, out_log, out_step, out_glog, tol, maxit):
+def backward_chunk(J, P, logs, u, uJ, g, out_log, out_step, out_glog, tol, maxit, want_step=True):
     """One chunk of the backward pass, for every sequence b, over the chunk's steps j = n−1 … 0.
 
     J (B, n, D, D): J[b, j] = ∂h_t/∂h_{t-1} for the chunk's times t (ascending in j);
@@ -142,7 +153,8 @@ def backward_chunk(J, P, logs, u, uJ, g, out_log, out_step, out_glog, tol, maxit
     first step), updated in place to P_{t_lo − 1} on exit;
     u, uJ (B, D): warm starts of the power iterations for P_t and J_t;
     g (B, D) or (B, 0): the cotangent ∂L/∂h_T.
-    Writes out_log[b, j] = ln‖P_t‖₂, out_step[b, j] = ‖J_t‖₂, out_glog[b, j] = ln‖g P_t‖₂.
+    Writes out_log[b, j] = ln‖P_t‖₂, out_step[b, j] = ‖J_t‖₂ (NaN when not ``want_step``),
+    out_glog[b, j] = ln‖g P_t‖₂.
     """
     B, n, D, _ = J.shape
     has_g = g.shape[1] == D
@@ -154,7 +166,7 @@ def backward_chunk(J, P, logs, u, uJ, g, out_log, out_step, out_glog, tol, maxit
         for j in range(n - 1, -1, -1):
             Jj = J[b, j]
             out_log[b, j] = logs[b] + _log(_norm2(Pb, u[b], w, v, tol, maxit))
-            out_step[b, j] = _norm2(Jj, uJ[b], w, v, tol, maxit)
+            out_step[b, j] = _norm2(Jj, uJ[b], w, v, tol, maxit) if want_step else math.nan
             if has_g:
                 acc = 0.0
                 for k in range(D):
@@ -223,3 +235,135 @@ def qr_chunk(J, Q, out):
                 if rcc > 0.0:  # (rcc = 0: J_t is singular on this direction, ln|R_cc| = −inf)
                     for i in range(D):
                         Qb[i, c] = Z[i, c] / rcc
+
+
+# ---------------------------------------------------------------- reverse-mode curve (iRNN)
+@njit(cache=NUMBA_CACHE)
+def _irnn_pullback_block(src, dst, U, dpe_j, keep_j, a, sigma, R, tmp, out):
+    """dst = src J for one row block, J = a·A_K ⋯ A_1 − σI, A_k = keep_k I + diag(dpe_k) U.
+
+    src, dst, R, tmp, out (m, D); dpe_j (K, D); keep_j (K,).  R A_k = keep_k R + (R diag(dpe_k)) U:
+    one BLAS product per inner step, the column scaling of the next step fused into the update.
+    Returns ‖dst‖_F² (before any normalisation)."""
+    m, D = src.shape
+    K = dpe_j.shape[0]
+    for i in range(m):
+        for c in range(D):
+            r = src[i, c]
+            R[i, c] = r
+            tmp[i, c] = r * dpe_j[K - 1, c]
+    f = 0.0
+    for k in range(K - 1, -1, -1):
+        np.dot(tmp, U, out)
+        kp = keep_j[k]
+        if k > 0:
+            for i in range(m):
+                for c in range(D):
+                    r = kp * R[i, c] + out[i, c]
+                    R[i, c] = r
+                    tmp[i, c] = r * dpe_j[k - 1, c]
+        else:
+            for i in range(m):
+                for c in range(D):
+                    r = a * (kp * R[i, c] + out[i, c]) - sigma * src[i, c]
+                    dst[i, c] = r
+                    f += r * r
+    return f
+
+
+@njit(parallel=True, cache=NUMBA_CACHE)
+def irnn_reverse_chunk(U, dpe, keep, a, sigma, P, blog, S, Slog, bounds):
+    """Reverse-mode backward products of the iRNN over one chunk, in parallel over row blocks.
+
+    The rows of P_t = ∂h_T/∂h_t evolve independently (row i of P_{t−1} is row i of P_t times
+    J_t), so each thread carries its own block of rows through the whole chunk with its own
+    Frobenius normalisation and log scale — no synchronisation per product, every BLAS call
+    single-threaded.  J_t is never formed: P J = a·(P A_K ⋯ A_1) − σP costs K products of a
+    block against U.
+
+    U (D, D); dpe (n, K, D) = η_k φ'(z_k) and keep (n, K) = 1 − η_k α for the chunk's times in
+    ascending order; a, σ: J = a·Π − σI (a = σ for g₀ = 0, 1 + σ for g₀ = h_{m−1});
+    P (D, D), blog (nb,): the carried state P_{t_hi} (block b of rows bounds[b]:bounds[b+1]
+    is e^{blog[b]} times the stored rows), updated in place to P_{t_lo − 1};
+    writes S[j] (n, D, D), Slog[j, b] (n, nb): P_t of the chunk's j-th time in the same form.
+    """
+    n, K, D = dpe.shape
+    nb = bounds.shape[0] - 1
+    for b in prange(nb):
+        r0 = bounds[b]
+        r1 = bounds[b + 1]
+        m = r1 - r0
+        R = np.empty((m, D))
+        tmp = np.empty((m, D))
+        out = np.empty((m, D))
+        for i in range(m):
+            for c in range(D):
+                S[n - 1, r0 + i, c] = P[r0 + i, c]
+        lg = blog[b]
+        for j in range(n - 1, -1, -1):
+            Slog[j, b] = lg
+            src = S[j, r0:r1]
+            dst = S[j - 1, r0:r1] if j > 0 else P[r0:r1]
+            f = math.sqrt(_irnn_pullback_block(src, dst, U, dpe[j], keep[j], a, sigma, R, tmp, out))
+            if f > 0.0 and math.isfinite(f):
+                inv = 1.0 / f
+                for i in range(m):
+                    for c in range(D):
+                        dst[i, c] *= inv
+                lg += math.log(f)
+            else:  # an exactly zero block stays 0 (log −inf); a non-finite one poisons it
+                lg = -math.inf if f == 0.0 else math.nan
+        blog[b] = lg
+
+
+@njit(parallel=True, cache=NUMBA_CACHE)
+def block_stack_norms(S, Slog, bounds, g, useg, tol, maxit, sig, ok, logscale, glog):
+    """Combine the row blocks of every S[j] to one scale and take its certified σ₁, in parallel.
+
+    S (n, D, D), Slog (n, nb) as written by ``irnn_reverse_chunk``; every S[j] is rescaled in
+    place so that P_t = e^{logscale[j]} S[j].  The times are split into useg.shape[0] contiguous
+    segments, each swept backwards with ``top_sv`` warm-started from its own row of useg (D,);
+    sig, ok (n,) as in ``top_sv_stack``.  With a cotangent g (D,) (else shape (0,)):
+    glog[j] = ln‖g P_t‖₂.
+    """
+    n, D, _ = S.shape
+    nb = bounds.shape[0] - 1
+    nseg = useg.shape[0]
+    has_g = g.shape[0] == D
+    for s in prange(nseg):
+        lo = (n * s) // nseg
+        hi = (n * (s + 1)) // nseg
+        w = np.empty(D)
+        v = np.empty(D)
+        u = useg[s]
+        for j in range(hi - 1, lo - 1, -1):
+            L = -math.inf
+            for b in range(nb):
+                if Slog[j, b] > L or math.isnan(Slog[j, b]):
+                    L = Slog[j, b]
+            logscale[j] = L
+            if math.isfinite(L):
+                for b in range(nb):
+                    e = math.exp(Slog[j, b] - L)
+                    if e != 1.0:
+                        for i in range(bounds[b], bounds[b + 1]):
+                            for c in range(D):
+                                S[j, i, c] *= e
+            else:
+                for i in range(D):
+                    for c in range(D):
+                        S[j, i, c] = 0.0 if L == -math.inf else math.nan
+            sj, cj = top_sv(S[j], u, w, v, tol, maxit)
+            sig[j] = sj
+            ok[j] = cj
+            if has_g:  # g S[j] by rows (contiguous)
+                for c in range(D):
+                    w[c] = 0.0
+                for i in range(D):
+                    gi = g[i]
+                    for c in range(D):
+                        w[c] += gi * S[j, i, c]
+                acc = 0.0
+                for c in range(D):
+                    acc += w[c] * w[c]
+                glog[j] = L + 0.5 * _log(acc)
