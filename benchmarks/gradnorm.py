@@ -2,12 +2,16 @@
 
 Rows (all on the same model, input and trajectory):
 
-* ``dynlab numpy`` (reference) / ``dynlab numba``: the whole curve — closed-form J_t
-  (``jacobian_at``), the one-pass backward products and the 2-norm of every product —
+* ``dynlab numpy`` (reference) / ``dynlab numba, J_t formed``: the whole curve — closed-form
+  J_t (``jacobian_at``), the one-pass backward products and the 2-norm of every product —
   through the array layer (``BackwardNorms``), i.e. what ``gradient_norms`` does minus
   the simulation, the step norms and the Dataset;
-* ``dl.gradient_norms, numba``: the public call, with the simulation, ‖J_t‖ for every t
-  (also 1000 norms) and the Dataset;
+* ``dynlab numba, reverse mode``: the curve alone as ``gradient_norms(..., step_norms=False)``
+  computes it (``irnn_reverse_norms``: the rows of P_t pulled back through the K inner steps,
+  no J_t), minus the simulation and the Dataset — the row the target is judged on;
+* ``dl.gradient_norms(step_norms=False)``: that public call, with the simulation and the Dataset;
+* ``dl.gradient_norms, numba``: the default public call, with ‖J_t‖ for every t (1000 more
+  norms, so every J_t is formed) and the Dataset;
 * ``jax jacrev (single product)``: ``jax.jacrev`` of h_1 ↦ h_T through ``lax.scan`` — ONE
   matrix ∂h_T/∂h_1 (its 2-norm is compared with the curve's value at t = 1);
 * ``jax jacrev per t`` (in the info lines, not a timed row): one jitted jacrev of h_t ↦ h_T
@@ -15,7 +19,7 @@ Rows (all on the same model, input and trajectory):
 * ``torch.func.jacrev (single product)``: the same single product in PyTorch.
 
 The target (issue 3): the numba curve within 1.2× the JAX single product, and ≥ 20× faster
-than one jacrev per t.
+than one jacrev per t (both ratios printed in the info lines).
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ import time
 import numpy as np
 
 import dynlab as dl
-from dynlab.analysis.gradients import BackwardNorms, _run_chunks, jacobian_blocks
+from dynlab.analysis.gradients import BackwardNorms, _run_chunks, irnn_reverse_norms, jacobian_blocks
 
 from .harness import Impl, Workload
 from .peers import jax_or_none, torch_or_none
@@ -49,6 +53,15 @@ def _curve(m, x, H, backend):
     def call():
         acc = BackwardNorms(1, m.hidden, backend=backend)
         return np.exp(_run_chunks(acc, get, 1, m.hidden, T)["log_jac_norm"][0])
+
+    return call
+
+
+def _reverse_curve(m, x, H):
+    xa, h0, Hb = x[None], np.zeros((1, m.hidden)), H[None]
+
+    def call():
+        return np.exp(irnn_reverse_norms(m, xa, h0, Hb)["log_jac_norm"][0])
 
     return call
 
@@ -107,9 +120,13 @@ def build(quick: bool):
     T = x.shape[0]
     ref_curve = _curve(m, x, H, "numpy")
     nb_curve = _curve(m, x, H, "numba")
+    reverse = "dynlab numba, reverse mode: the curve (irnn_reverse_norms)"
+    public = "dl.gradient_norms(step_norms=False), numba (+ simulation, Dataset)"
     impls = [
         Impl("dynlab numpy (reference: SVD norms)", ref_curve),
-        Impl("dynlab numba (certified power norms)", nb_curve),
+        Impl(reverse, _reverse_curve(m, x, H)),
+        Impl(public, lambda: dl.gradient_norms(m, x, step_norms=False)["jac_norm"].values),
+        Impl("dynlab numba, J_t formed (BackwardNorms, certified power norms)", nb_curve),
         Impl("dl.gradient_norms, numba (+ simulation, step norms, Dataset)",
              lambda: dl.gradient_norms(m, x)["jac_norm"].values),
     ]
@@ -123,6 +140,8 @@ def build(quick: bool):
         single_name = f"jax {jax.__version__} jacrev through lax.scan: single product ∂h_T/∂h_1"
         impls.append(Impl(single_name, lambda: np.array([np.linalg.norm(np.asarray(jac(Hj[0], c[1:])), 2)]),
                           check=False, note="one matrix, not the curve"))
+        info["ratios"] = [("curve / JAX single product (target ≤ 1.2×)", reverse, single_name),
+                          ("public call / JAX single product", public, single_name)]
         # per t: h_t ↦ h_T over the remaining inputs; each t has its own scan length, hence its own
         # compilation, which a user of jit would pay too — compile time is excluded here by timing
         # the second call of each.
@@ -141,6 +160,7 @@ def build(quick: bool):
         est = per_t()
         info["jax jacrev per t, whole curve"] = (f"≈ {est:.3g} s, extrapolated from {len(ts)} of {T} t (second call "
                                                  f"of each, compile excluded) × {T}/{len(ts)}; not run in full")
+        info["ratios"].append(("jacrev per t (extrapolated) / dynlab curve (target ≥ 20×)", est, reverse))
         ref1 = ref_curve()[0]
         got = np.linalg.norm(np.asarray(jac(Hj[0], c[1:])), 2)
         info["jax single product vs dynlab curve at t=1"] = f"rel. diff {abs(got - ref1) / ref1:.1e}"

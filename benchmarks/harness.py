@@ -102,6 +102,18 @@ def run_workload(w: Workload, *, repeat: int | None = None, quick: bool = False,
             impl.fn()
             times[impl.name].append(time.perf_counter() - t0)
     base = statistics.median(times[w.baseline])
+    # info["ratios"]: (label, numerator, denominator), each an implementation name (its median)
+    # or a time in seconds measured by the workload, reported as their ratio (for a target
+    # stated against a peer rather than the baseline)
+    def _t(v):
+        if isinstance(v, (int, float)):
+            return float(v), f"{float(v):.3g} s"
+        return statistics.median(times[v]), f"median of `{v}`"
+
+    for label, num, den in info.pop("ratios", []):
+        if all(isinstance(v, (int, float)) or v in times for v in (num, den)):
+            (a, sa), (b, sb) = _t(num), _t(den)
+            info[label] = f"{a / b:.3g}× ({sa} / {sb})"
     rows = []
     for i, impl in enumerate(impls):
         err = 0.0 if (i == 0 or not impl.check) else max_rel_error(results[impl.name], ref)
