@@ -346,3 +346,35 @@ def test_gram_fallback_equals_the_svd_norm(maxit):
     assert ok and rho == pytest.approx(np.linalg.eigvalsh(G)[-1], rel=1e-13)
     C = S[4] @ S[4].T
     assert not lapack_numba.gram_power(C, rng.standard_normal(D), np.empty(D), 1e-14, 40)[1]
+
+
+@pytest.mark.parametrize("layer", ["default", "workqueue"])
+def test_reverse_mode_is_safe_from_several_threads(layer):
+    """Two threads computing curves at once (as Dask workers with threads do) get the serial
+    answers.  Numba's ``workqueue`` layer aborts the process on concurrent parallel launches;
+    ``dynlab.kernels.parallel.launch`` serialises them there — run in a subprocess with that
+    layer forced, where an abort would show as a non-zero exit."""
+    import subprocess
+    import sys
+
+    code = """
+import numpy as np, threading, dynlab as dl
+ms = [dl.make_model("irnn", 40, 1, K=3, eta=0.5, seed=s, weight_scale=1.5) for s in (0, 1)]
+x = dl.tasks.random_walk(300, 1, variance=1.0, seed=0)
+ref = [dl.gradient_norms(m, x, step_norms=False)["log_jac_norm"].values for m in ms]
+out = [None, None]
+def work(i):
+    for _ in range(3):
+        out[i] = dl.gradient_norms(ms[i], x, step_norms=False)["log_jac_norm"].values
+ts = [threading.Thread(target=work, args=(i,)) for i in (0, 1)]
+[t.start() for t in ts]; [t.join() for t in ts]
+assert all(np.array_equal(a, b) for a, b in zip(out, ref)), "threaded results differ"
+import numba; print(numba.threading_layer())
+"""
+    env = dict(__import__("os").environ)
+    if layer != "default":
+        env["NUMBA_THREADING_LAYER"] = layer
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    if layer != "default":
+        assert res.stdout.strip() == layer

@@ -86,10 +86,12 @@ def _gram_fallback(S, ok, sig, u):
 
     from .._blas import limit_blas_threads
     from ..kernels import lapack_numba
+    from ..kernels.parallel import launch
 
     useg = np.broadcast_to(u, (max(1, numba.get_num_threads()), S.shape[-1])).copy()
     with limit_blas_threads(1):
-        lapack_numba.gram_top_stack(S, np.flatnonzero(~ok), sig, useg, config.NORM_RTOL, config.GRAM_POWER_MAXIT)
+        launch(lapack_numba.gram_top_stack, S, np.flatnonzero(~ok), sig, useg, config.NORM_RTOL,
+               config.GRAM_POWER_MAXIT)
 
 
 def jacobian_stack(J):
@@ -239,6 +241,7 @@ def irnn_reverse_norms(model, xa, h0a, H, *, dL_dhT=None, chunk: int | None = No
     from .._blas import limit_blas_threads
     from ..activations import dphi, phi
     from ..kernels import grad_numba
+    from ..kernels.parallel import launch
 
     B, T, _ = xa.shape
     D, K = model.hidden, model.K
@@ -285,13 +288,13 @@ def irnn_reverse_norms(model, xa, h0a, H, *, dL_dhT=None, chunk: int | None = No
                 keep = np.ascontiguousarray(1.0 - e * alpha)
                 S = np.empty((n, D, D))
                 Slog = np.empty((n, nb))
-                grad_numba.irnn_reverse_chunk(U, dpe, keep, a, sigma, P, blog, S, Slog, bounds)
+                launch(grad_numba.irnn_reverse_chunk, U, dpe, keep, a, sigma, P, blog, S, Slog, bounds)
                 sig = np.empty(n)
                 ok = np.empty(n, dtype=np.bool_)
                 lscale = np.empty(n)
                 glog = np.empty(n)
-                grad_numba.block_stack_norms(S, Slog, bounds, g, useg, config.NORM_RTOL, config.NORM_MAXIT,
-                                             sig, ok, lscale, glog)
+                launch(grad_numba.block_stack_norms, S, Slog, bounds, g, useg, config.NORM_RTOL, config.NORM_MAXIT,
+                       sig, ok, lscale, glog)
                 useg[:] = useg[0]                                   # the earliest time's vector goes on
                 if not ok.all():
                     _gram_fallback(S, ok, sig, useg[0])

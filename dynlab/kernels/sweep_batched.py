@@ -257,26 +257,12 @@ def top_singular(M, xp=np):
 __all__ = ["tangent_numba", "tangent_xp", "top_singular"]
 
 
-_LOCK = __import__("threading").Lock()
-_THREADSAFE = None  # whether numba's threading layer takes concurrent launches (omp, tbb)
-
-
 def run_tangent_numba(*args):
-    """``tangent_numba`` made safe to call from several threads (Dask workers with threads).
+    """``tangent_numba`` made safe to call from several threads (Dask workers with threads):
+    ``dynlab.kernels.parallel.launch``."""
+    from .parallel import launch
 
-    numba's ``workqueue`` layer (the fallback when neither OpenMP nor TBB is present) aborts
-    the process on concurrent parallel launches, so calls are serialised until the first one
-    has shown which layer is in use, and for good when it is ``workqueue``.
-    """
-    global _THREADSAFE
-    if _THREADSAFE:
-        return tangent_numba(*args)
-    with _LOCK:
-        tangent_numba(*args)
-        if _THREADSAFE is None:
-            import numba
-
-            _THREADSAFE = numba.threading_layer() in ("omp", "tbb")
+    return launch(tangent_numba, *args)
 
 
 __all__ += ["run_tangent_numba"]
