@@ -53,10 +53,11 @@ NORM_MAXIT = 12
 #: against 12.8 s with 2 (the per-matrix ``syevr`` of the Gram fallback suffers most).
 GRADIENT_BLAS_THREADS = 1
 
-#: Where ``top_sv`` cannot certify, the reverse-mode curve forms the Gram matrix G = P Pᵀ and
-#: first tries this many power steps on G with the Frobenius gap bound (a D² matvec each,
-#: ``dynlab.kernels.lapack_numba.gram_power``) before LAPACK's ``dsyevr`` (≈ 0.2 ms at D = 128).
-GRAM_POWER_MAXIT = 40
+#: Where ``top_sv`` cannot certify (clustered top singular values), the numba backend forms the
+#: Gram matrix G = P Pᵀ and runs up to this many Lanczos steps on it, certifying the top Ritz
+#: value θ by a Cholesky factorisation of θ(1 + 2·NORM_RTOL)·I − G, before falling back to
+#: LAPACK's ``dsyevr`` (``dynlab.kernels.lapack_numba.gram_top``; 0: ``dsyevr`` always).
+GRAM_LANCZOS_MAXIT = 40
 
 #: Memory budget of one time chunk of Jacobians in the gradient and Lyapunov analyses
 #: (float64 entries: chunk · B · D² ≤ this), so T = 10⁵ never holds all J_t at once.

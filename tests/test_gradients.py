@@ -314,11 +314,11 @@ def test_step_norms_false_changes_only_the_step_norms(case):
 @pytest.mark.parametrize("maxit", [0, 40])
 def test_gram_fallback_equals_the_svd_norm(maxit):
     """σ₁ as √λ_max(S Sᵀ) (``lapack_numba.gram_top``, jitted, in parallel): by LAPACK's dsyevr
-    (maxit = 0) or first by power steps certified with the Frobenius gap bound (maxit = 40).
-    Either is σ₁ to relative O(D ε) even for ill-conditioned and clustered matrices (only the
-    small singular values suffer in the Gram matrix): 1e-13 ≈ 4·D·ε at D = 64, with the power
-    certificate's 1e-14 on top.  Zero gives 0, a non-finite matrix NaN (as the SVD path does),
-    and only the listed matrices are written."""
+    (maxit = 0) or first by Lanczos certified with a Cholesky test (maxit = 40).  Either is σ₁
+    to relative O(D ε) even for ill-conditioned and clustered matrices (only the small singular
+    values suffer in the Gram matrix): 1e-13 ≈ 4·D·ε at D = 64, the certificate's 1e-14 on top.
+    Zero gives 0, a non-finite matrix NaN (as the SVD path does), and only the listed matrices
+    are written."""
     from dynlab.analysis.gradients import _svd_top
     from dynlab.kernels import lapack_numba
 
@@ -326,10 +326,9 @@ def test_gram_fallback_equals_the_svd_norm(maxit):
     D = 64
     Q1, _ = np.linalg.qr(rng.standard_normal((D, D)))
     Q2, _ = np.linalg.qr(rng.standard_normal((D, D)))
-    dominant = (Q1 * np.r_[4.0, np.linspace(1, 0.1, D - 1)]) @ Q2.T              # the power steps certify these
     S = np.concatenate([rng.standard_normal((4, D, D)), np.eye(D) + 1e-6 * rng.standard_normal((3, D, D)),
                         (Q1 * np.logspace(0, -15, D)) @ Q2.T * np.array([1e-200, 1.0, 1e200])[:, None, None],
-                        dominant[None] * np.array([1e-150, 1.0, 1e150])[:, None, None],
+                        (Q1 * np.linspace(1, 0.97, D)) @ Q2.T * np.array([1e-150, 1.0])[:, None, None],
                         np.zeros((1, D, D)), rng.standard_normal((1, D, D))])
     S[-1, 5, 6] = np.inf
     sig = np.full(S.shape[0], -1.0)
@@ -340,12 +339,35 @@ def test_gram_fallback_equals_the_svd_norm(maxit):
     assert lapack_numba.gram_top(S[-2]) == 0.0 and np.isnan(lapack_numba.gram_top(S[-1]))
     lam, info = lapack_numba.top_eig(np.diag([3.0, -1.0, 2.0]))
     assert info == 0 and lam == 3.0
-    # the power certificate is not vacuous: it holds for the dominant matrix, not the clustered one
-    G = dominant @ dominant.T
-    rho, ok = lapack_numba.gram_power(G.copy(), rng.standard_normal(D), np.empty(D), 1e-14, 40)
-    assert ok and rho == pytest.approx(np.linalg.eigvalsh(G)[-1], rel=1e-13)
-    C = S[4] @ S[4].T
-    assert not lapack_numba.gram_power(C, rng.standard_normal(D), np.empty(D), 1e-14, 40)[1]
+
+
+def test_lanczos_and_its_cholesky_certificate():
+    """The pieces of the certified fallback, each against LAPACK's eigvalsh: ``gram`` (dsyrk) is
+    M Mᵀ; ``tri_top`` is the top eigenvalue of a tridiagonal matrix to 1e-15; the Lanczos Ritz
+    value of a clustered Gram matrix (top σ's within 3 %) is a lower bound converged to 1e-13 in
+    fewer than D steps; ``below`` (dpotrf of μI − G) accepts μ = λ_max(1 + 1e-12) and refuses
+    μ = λ_max(1 − 1e-12), so it certifies at the tolerance used (not vacuous either way)."""
+    from dynlab.kernels import lapack_numba as ln
+
+    rng = np.random.default_rng(21)
+    D = 96
+    Q1, _ = np.linalg.qr(rng.standard_normal((D, D)))
+    Q2, _ = np.linalg.qr(rng.standard_normal((D, D)))
+    M = (Q1 * np.r_[np.linspace(1.0, 0.97, 10), np.linspace(0.9, 0.05, D - 10)]) @ Q2.T
+    G = np.empty((D, D))
+    ln.gram(M, G)
+    np.testing.assert_allclose(G, M @ M.T, rtol=0, atol=1e-15)
+    assert np.array_equal(G, G.T)
+    a, b = rng.standard_normal(20), rng.standard_normal(20)
+    T = np.diag(a) + np.diag(b[:19], 1) + np.diag(b[:19], -1)
+    assert ln.tri_top(a, b, 20) == pytest.approx(np.linalg.eigvalsh(T)[-1], rel=1e-15, abs=1e-15)
+    lam = np.linalg.eigvalsh(G)[-1]
+    theta, steps = ln.lanczos_top(G, rng.standard_normal(D), 60, 1e-14, np.empty((61, D)), np.empty(60),
+                                  np.empty(60), np.empty(D))
+    assert theta <= lam * (1 + 1e-15) and theta == pytest.approx(lam, rel=1e-13) and steps < 60
+    work = np.empty((D, D))
+    assert ln.below(G, lam * (1 + 1e-12), work)
+    assert not ln.below(G, lam * (1 - 1e-12), work)
 
 
 @pytest.mark.parametrize("layer", ["default", "workqueue"])

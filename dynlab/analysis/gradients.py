@@ -22,12 +22,12 @@ The 2-norms.  ``numpy`` (the reference): LAPACK's SVD of every P̃_t and J_t (ba
 ``np.linalg.svd(compute_uv=False)``), exact to rounding.  ``numba``: D = 2 in closed form;
 otherwise warm-started power iteration on P̃ P̃ᵀ stopped by the Kato–Temple bound, which
 certifies σ₁ to relative ``config.NORM_RTOL`` (1e-12), with √λ_max of the Gram matrix (LAPACK
-``syevr``, top eigenvalue only, after certified power steps on the Gram matrix;
+``syevr``, top eigenvalue only, after Lanczos on the Gram matrix certified by a Cholesky test;
 ``_gram_fallback``) wherever it cannot certify (clustered top
 singular values, e.g. the first steps back from T, where P_t ≈ I, and the step Jacobians of a
 well-conditioned iRNN).
 Measured at D = 128, T = 1000 (iRNN, K = 5) on 2 quiet cores, BLAS on one thread: SVD 1–2 ms
-per matrix, the Gram fallback ≈ 0.3 ms, one certified power step ≈ 20 µs; the certificate holds
+per matrix, the Gram fallback 0.1–0.3 ms (Lanczos + Cholesky, or syevr), one certified power step ≈ 2.5 µs; the certificate holds
 for P_t once the product has a dominant direction (all but the ~175 steps nearest T) but not
 for the clustered J_t of a well-conditioned iRNN (see BENCHMARKS.md, ``gradnorm``).  Small D (≤ ``config.GRADIENT_NUMBA_MAX_HIDDEN``) runs
 the whole backward pass in one jitted loop (``dynlab.kernels.grad_numba``); larger D does the
@@ -78,8 +78,8 @@ def _svd_top(S):
 
 
 def _gram_fallback(S, ok, sig, u):
-    """sig[j] for every uncertified j (``ok`` False) from the Gram matrix S[j] S[j]ᵀ: certified
-    power steps with the Frobenius gap bound, else LAPACK's ``dsyevr`` for the top eigenvalue
+    """sig[j] for every uncertified j (``ok`` False) from the Gram matrix S[j] S[j]ᵀ: Lanczos
+    certified by a Cholesky test, else LAPACK's ``dsyevr`` for the top eigenvalue
     (``dynlab.kernels.lapack_numba``), in parallel over the matrices (BLAS on one thread).  σ₁
     comes out exact to relative O(D ε) (``lapack_numba.gram_top``) — ≈ 5× cheaper than an SVD."""
     import numba
@@ -91,7 +91,7 @@ def _gram_fallback(S, ok, sig, u):
     useg = np.broadcast_to(u, (max(1, numba.get_num_threads()), S.shape[-1])).copy()
     with limit_blas_threads(1):
         launch(lapack_numba.gram_top_stack, S, np.flatnonzero(~ok), sig, useg, config.NORM_RTOL,
-               config.GRAM_POWER_MAXIT)
+               config.GRAM_LANCZOS_MAXIT)
 
 
 def jacobian_stack(J):
@@ -458,7 +458,7 @@ def gradient_norms(model, x, h0=None, *, backend=None, dL_dhT=None, step_norms=T
         ``step_norm`` out and, for an iRNN with D > ``config.GRADIENT_NUMBA_MAX_HIDDEN`` under
         the numba backend, runs the curve in reverse mode without forming any J_t
         (``irnn_reverse_norms``: K products per step instead of K + 1, parallel over row
-        blocks; ≈ 3.6× faster at D = 128, K = 5, BENCHMARKS.md ``gradnorm``)
+        blocks; ≈ 3× faster at D = 128, K = 5, BENCHMARKS.md ``gradnorm``)
     command : str, optional — recorded in the attrs
 
     Returns
