@@ -280,6 +280,25 @@ def test_reverse_mode_curve_equals_explicit_products(case, threads, monkeypatch)
         assert np.ptp(ds["log_jac_norm"].values) > 1.0
 
 
+def test_reverse_mode_chunks_respect_the_memory_budget(monkeypatch):
+    """The chunk's P_t are stored for the norms: with JACOBIAN_CHUNK_ENTRIES = 3·D² the pass runs
+    3 steps at a time and gives the same curve (1e-12: the same products, the norms' warm
+    starts and the chunks' scale resets differ)."""
+    import dynlab.kernels.grad_numba as gn
+
+    T = 40
+    m = _reverse_model("tanh-zero-plus", T)
+    x = inputs(None, T, seed=2)
+    whole = dynlab.gradient_norms(m, x, step_norms=False)["log_jac_norm"].values
+    sizes = []
+    real = gn.irnn_reverse_chunk
+    monkeypatch.setattr(gn, "irnn_reverse_chunk", lambda *a: (sizes.append(a[1].shape[0]), real(*a))[1])
+    monkeypatch.setattr(dynlab.config, "JACOBIAN_CHUNK_ENTRIES", 3 * REVERSE_D ** 2)
+    parts = dynlab.gradient_norms(m, x, step_norms=False)["log_jac_norm"].values
+    assert max(sizes) == 3 and sum(sizes) == T
+    np.testing.assert_allclose(parts, whole, rtol=1e-12, atol=1e-12)
+
+
 def test_reverse_mode_log_norm_is_finite_past_underflow():
     """A contracting iRNN (K = 1, small η) at T = 3000: ‖∂h_T/∂h_1‖ underflows float64, the
     log-norm of the reverse pass stays finite and equals the J-forming pass's to 1e-10

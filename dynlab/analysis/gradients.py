@@ -230,7 +230,8 @@ def irnn_reverse_norms(model, xa, h0a, H, *, dL_dhT=None, chunk: int | None = No
     P's rows against U — the pullback of the K inner Euler steps, J_t never formed — so the
     whole curve costs what ONE reverse-mode product ∂h_T/∂h_1 costs (K D³ per step), plus
     the 2-norms.  The rows are split into one block per Numba thread, each carried through a
-    chunk of ``config.GRADIENT_REVERSE_CHUNK`` steps with its own Frobenius scale (BLAS on one
+    chunk of ``config.GRADIENT_REVERSE_CHUNK`` steps (fewer where n·D² would pass
+    ``config.JACOBIAN_CHUNK_ENTRIES``) with its own Frobenius scale (BLAS on one
     thread per block); the blocks are then put on one scale and the norms taken in parallel
     by the certified power iteration of ``top_sv``, the uncertified ones by ``_gram_fallback``.
     No step norms: ‖J_t‖ would need J_t.
@@ -245,7 +246,9 @@ def irnn_reverse_norms(model, xa, h0a, H, *, dL_dhT=None, chunk: int | None = No
 
     B, T, _ = xa.shape
     D, K = model.hidden, model.K
-    chunk = int(chunk or config.GRADIENT_REVERSE_CHUNK)
+    # time steps per chunk: the chunk's P_t are kept for the norms, so at most
+    # JACOBIAN_CHUNK_ENTRIES float64 entries (n·D²), as for the J_t of the other path
+    chunk = int(chunk or min(config.GRADIENT_REVERSE_CHUNK, max(1, config.JACOBIAN_CHUNK_ENTRIES // (D * D))))
     U = np.ascontiguousarray(model.U, dtype=np.float64)
     sigma = float(model.sign)
     g0prev = model.g0 == "previous"
