@@ -41,6 +41,11 @@ GRADIENT_NUMBA_MAX_HIDDEN = 32
 #: this many time steps per chunk, in parallel over row blocks (dynlab.kernels.grad_numba).
 GRADIENT_REVERSE_CHUNK = 64
 
+#: ``dl.lyapunov`` of an iRNN with D > GRADIENT_NUMBA_MAX_HIDDEN under the numba backend carries
+#: up to this many tangent vectors through the K inner steps instead of forming every J_t
+#: (dynlab.analysis.lyapunov); past it (k near D) forming J_t and LAPACK's QR cost the same or less.
+LYAPUNOV_TANGENT_MAX_K = 16
+
 #: Relative accuracy to which the numba backend certifies ‖P‖₂ by warm-started power iteration
 #: (Kato–Temple bound, see dynlab.kernels.grad_numba); an uncertified norm falls back to
 #: LAPACK's SVD, so every reported 2-norm is within this of the exact one (plus rounding).

@@ -105,3 +105,32 @@ def test_array_layer_and_ctrnn_rate():
     np.testing.assert_allclose(ds["lyapunov_rate"].values, ds["lyapunov"].values / m.dt, rtol=1e-15)
     assert ds["lyapunov_rate"].attrs["units"] == "1/time"
     assert all("long_name" in ds[v].attrs and "units" in ds[v].attrs for v in ds.data_vars)
+
+
+@pytest.mark.parametrize("k", [1, 5])
+@pytest.mark.parametrize("kw", [dict(activation="tanh", g0="zero", sign=1),
+                                dict(activation="relu", g0="previous", sign=1),
+                                dict(activation="sigmoid", g0="zero", sign=-1, eta="TK")])
+def test_irnn_tangent_propagation_equals_the_jacobian_qr(kw, k, monkeypatch):
+    """For an iRNN with D > 32 the numba backend carries the k tangent vectors through the K
+    inner Euler steps instead of forming J_t.  Against the LAPACK-QR path on the NumPy J_t
+    (same initial frame): exponents and running means to 1e-12 (the same products in another
+    order, then QR; the exponents are averages of logs of O(1) numbers)."""
+    kw = dict(kw)
+    T, D = 120, 37
+    if kw.pop("eta", None) == "TK":
+        kw["eta"] = np.random.default_rng(3).uniform(0.2, 0.9, (T, 3))
+    m = dynlab.make_model("irnn", D, 2, K=3, seed=5, weight_scale=1.5, **kw)
+    x = inputs(2, T, seed=3)
+    h0 = 0.2 * np.random.default_rng(1).standard_normal((2, D))
+    fast = dynlab.lyapunov(m, x, h0, k=k, transient=20)
+    assert fast.attrs["lyapunov_kernel"] == "irnn_tangent"
+    ref = dynlab.lyapunov(m, x, h0, k=k, transient=20, backend="numpy")
+    np.testing.assert_allclose(fast["lyapunov"].values, ref["lyapunov"].values, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(fast["lyapunov_running"].values, ref["lyapunov_running"].values, rtol=0,
+                               atol=1e-12, equal_nan=True)
+    monkeypatch.setattr(dynlab.config, "LYAPUNOV_TANGENT_MAX_K", 0)          # the J_t path, numba
+    full = dynlab.lyapunov(m, x, h0, k=k, transient=20)
+    assert full.attrs["lyapunov_kernel"] != "irnn_tangent"
+    np.testing.assert_allclose(fast["lyapunov"].values, full["lyapunov"].values, rtol=0, atol=1e-12)
+    assert np.ptp(fast["lyapunov"].values) > 0 or k == 1                     # distinct exponents

@@ -223,6 +223,37 @@ def _row_blocks(D: int) -> np.ndarray:
     return np.array([(D * b) // nb for b in range(nb + 1)], dtype=np.int64)
 
 
+def irnn_step_form(model):
+    """(a, σ) of the iRNN's step Jacobian J = a·A_K ⋯ A_1 − σI (``irnn_xp``): σ = sign,
+    a = σ for g₀ = 0 and 1 + σ for g₀ = h_{m−1}."""
+    sigma = float(model.sign)
+    return (1.0 + sigma if model.g0 == "previous" else sigma), sigma
+
+
+def irnn_linearisation(model, U, c, hp, table, lo: int):
+    """The inner-step linearisation of the iRNN at n consecutive points: A_k = keep_k I +
+    diag(dpe_k) U for the K inner Euler steps of each, from the previous states.
+
+    U (D, D); c (n, D) = W x_t + b; hp (n, D) = h_{t−1}; table the (rows, K) η table; lo the
+    0-based time of the first point.  Returns dpe (n, K, D) = η_k φ'(z_k) and keep (n, K) =
+    1 − η_k α (C order), one BLAS product per inner step for all n points (as ``irnn_xp``)."""
+    from ..activations import dphi, phi
+
+    n, D = hp.shape
+    K = model.K
+    sigma = float(model.sign)
+    alpha, act, leak = float(model.alpha), model.activation, float(model.leak)
+    e = table[lo:lo + n] if table.shape[0] > 1 else np.broadcast_to(table, (n, K))
+    dpe = np.empty((n, K, D))
+    gk = hp.copy() if model.g0 == "previous" else np.zeros_like(hp)
+    for k in range(K):
+        s = gk + sigma * hp
+        z = s @ U.T + c
+        dpe[:, k] = e[:, k, None] * dphi(act, z, leak)
+        gk = gk + e[:, k, None] * (phi(act, z, leak) - alpha * s)
+    return dpe, np.ascontiguousarray(1.0 - e * alpha)
+
+
 def irnn_reverse_norms(model, xa, h0a, H, *, dL_dhT=None, chunk: int | None = None) -> dict:
     """ln‖∂h_T/∂h_t‖₂ (and ln‖∂L/∂h_t‖₂) of an iRNN for every t by reverse-mode products.
 
@@ -240,20 +271,16 @@ def irnn_reverse_norms(model, xa, h0a, H, *, dL_dhT=None, chunk: int | None = No
     Returns a dict of (B, T) arrays ``log_jac_norm`` (and ``log_dL_dh_norm``).
     """
     from .._blas import limit_blas_threads
-    from ..activations import dphi, phi
     from ..kernels import grad_numba
     from ..kernels.parallel import launch
 
     B, T, _ = xa.shape
-    D, K = model.hidden, model.K
+    D = model.hidden
     # time steps per chunk: the chunk's P_t are kept for the norms, so at most
     # JACOBIAN_CHUNK_ENTRIES float64 entries (n·D²), as for the J_t of the other path
     chunk = int(chunk or min(config.GRADIENT_REVERSE_CHUNK, max(1, config.JACOBIAN_CHUNK_ENTRIES // (D * D))))
     U = np.ascontiguousarray(model.U, dtype=np.float64)
-    sigma = float(model.sign)
-    g0prev = model.g0 == "previous"
-    a = 1.0 + sigma if g0prev else sigma
-    alpha, act, leak = float(model.alpha), model.activation, float(model.leak)
+    a, sigma = irnn_step_form(model)
     table = model.eta_table(T)
     bounds = _row_blocks(D)
     nb = bounds.shape[0] - 1
@@ -280,15 +307,7 @@ def irnn_reverse_norms(model, xa, h0a, H, *, dL_dhT=None, chunk: int | None = No
                     hp[1:] = H[b, :hi - 1]
                 else:
                     hp[:] = H[b, lo - 1:hi - 1]
-                e = table[lo:hi] if table.shape[0] > 1 else np.broadcast_to(table, (n, K))
-                dpe = np.empty((n, K, D))
-                gk = hp.copy() if g0prev else np.zeros_like(hp)
-                for k in range(K):
-                    s = gk + sigma * hp
-                    z = s @ U.T + c[lo:hi]
-                    dpe[:, k] = e[:, k, None] * dphi(act, z, leak)
-                    gk = gk + e[:, k, None] * (phi(act, z, leak) - alpha * s)
-                keep = np.ascontiguousarray(1.0 - e * alpha)
+                dpe, keep = irnn_linearisation(model, U, c[lo:hi], hp, table, lo)
                 S = np.empty((n, D, D))
                 Slog = np.empty((n, nb))
                 launch(grad_numba.irnn_reverse_chunk, U, dpe, keep, a, sigma, P, blog, S, Slog, bounds)
@@ -530,4 +549,4 @@ def gradient_norms(model, x, h0=None, *, backend=None, dL_dhT=None, step_norms=T
     return ds
 
 
-__all__ = ["gradient_norms", "jacobian_norms", "BackwardNorms", "NORM_METHODS"]
+__all__ = ["gradient_norms", "jacobian_norms", "BackwardNorms", "NORM_METHODS", "irnn_reverse_norms"]

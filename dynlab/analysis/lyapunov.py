@@ -19,7 +19,12 @@ Two layers: ``lyapunov(model, x, …)`` simulates and uses the closed-form J_t o
 ``jacobian_at`` a chunk of steps at a time; ``TangentQR`` / ``lyapunov_spectrum(J)`` work on
 J stacks.  Backends: ``numpy`` (LAPACK QR, batched over sequences), ``numba`` (default:
 classical Gram–Schmidt twice in a jitted loop, ``dynlab.kernels.grad_numba.qr_chunk``, for
-D ≤ ``config.GRADIENT_NUMBA_MAX_HIDDEN``; LAPACK QR past it).
+D ≤ ``config.GRADIENT_NUMBA_MAX_HIDDEN``; LAPACK QR past it).  For an iRNN with D past that and
+k ≤ ``config.LYAPUNOV_TANGENT_MAX_K`` the numba backend forms no J_t at all: the k tangent
+vectors are carried through the K inner Euler steps, J_t Q = a·(A_K ⋯ A_1 Q) − σQ with
+A_k Q = (1 − η_k α) Q + diag(η_k φ'(z_k)) U Q — K products U·(D × k) per step instead of the
+K D³ of J_t (``_irnn_tangent_logr``; the top exponent of a D = 128, K = 5 iRNN over T = 1000
+in 0.03 s instead of 0.34 s, simulation included).
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ import numpy as np
 from .. import config
 from ..backends import resolve_backend
 from ..errors import ParameterError
-from ..models import CTRNN
+from ..models import CTRNN, IRNN
 from ..models.base import as_int
 from .gradients import jacobian_stack
 
@@ -137,6 +142,40 @@ def lyapunov_spectrum(J, *, k=None, transient=0, backend=None) -> dict:
     return res if batched else {k_: v[0] for k_, v in res.items()}
 
 
+def _irnn_tangent_logr(model, xa, h0a, H, Q):
+    """ln|R_t[i, i]| (B, T, k) of an iRNN by tangent propagation through the K inner steps:
+    J_t Q = a·(A_K ⋯ A_1 Q) − σQ costs K products U·(D × k) per step instead of forming J_t
+    (K D³), ``dynlab.kernels.grad_numba.irnn_tangent_qr_chunk``.  Q (B, D, k) the initial
+    frames, updated."""
+    from .._blas import limit_blas_threads
+    from ..kernels import grad_numba
+    from .gradients import irnn_linearisation, irnn_step_form
+
+    B, T, _ = xa.shape
+    D, k = model.hidden, Q.shape[2]
+    U = np.ascontiguousarray(model.U, dtype=np.float64)
+    a, sigma = irnn_step_form(model)
+    table = model.eta_table(T)
+    n = config.GRADIENT_REVERSE_CHUNK
+    logr = np.empty((B, T, k))
+    with limit_blas_threads(1):
+        for b in range(B):
+            c = xa[b] @ model.W.T + model.b
+            Qb = np.ascontiguousarray(Q[b])
+            for lo in range(0, T, n):
+                hi = min(T, lo + n)
+                hp = np.empty((hi - lo, D))
+                if lo == 0:
+                    hp[0] = h0a[b]
+                    hp[1:] = H[b, :hi - 1]
+                else:
+                    hp[:] = H[b, lo - 1:hi - 1]
+                dpe, keep = irnn_linearisation(model, U, c[lo:hi], hp, table, lo)
+                grad_numba.irnn_tangent_qr_chunk(U, dpe, keep, a, sigma, Qb, logr[b, lo:hi])
+            Q[b] = Qb
+    return logr
+
+
 def lyapunov(model, x, h0=None, *, k=None, transient=0, backend=None, command=None):
     """Finite-time Lyapunov exponents of ``model`` driven by ``x`` (Benettin's QR method).
 
@@ -180,12 +219,18 @@ def lyapunov(model, x, h0=None, *, k=None, transient=0, backend=None, command=No
     transient = _check_transient(transient, T)
     xa, batched, h0a, H, ds = prepared_states(model, x, h0, backend)
     qr = TangentQR(B, D, k, backend=backend)
-    get = jacobian_blocks(model, xa, h0a, H, backend)
-    n = int(max(1, min(T, config.JACOBIAN_CHUNK_ENTRIES // max(1, B * D * D))))
-    logr = np.empty((B, T, k))
-    for lo in range(0, T, n):
-        hi = min(T, lo + n)
-        logr[:, lo:hi] = qr.feed(get(lo, hi))
+    if (backend == "numba" and isinstance(model, IRNN) and D > config.GRADIENT_NUMBA_MAX_HIDDEN
+            and k <= config.LYAPUNOV_TANGENT_MAX_K):
+        logr = _irnn_tangent_logr(model, xa, h0a, H, qr.Q)
+        kernel = "irnn_tangent"
+    else:
+        get = jacobian_blocks(model, xa, h0a, H, backend)
+        n = int(max(1, min(T, config.JACOBIAN_CHUNK_ENTRIES // max(1, B * D * D))))
+        logr = np.empty((B, T, k))
+        for lo in range(0, T, n):
+            hi = min(T, lo + n)
+            logr[:, lo:hi] = qr.feed(get(lo, hi))
+        kernel = qr.path
     lam, running = _summarise(logr, transient)
 
     lead = ("batch",) if batched else ()
@@ -201,7 +246,7 @@ def lyapunov(model, x, h0=None, *, k=None, transient=0, backend=None, command=No
                                           {"long_name": "Lyapunov exponent per unit time λ_i/Δt",
                                            "units": "1/time"})
     ds.attrs.update(base_attrs(backend, command))
-    ds.attrs.update({"transient": transient, "k": k, "lyapunov_kernel": qr.path,
+    ds.attrs.update({"transient": transient, "k": k, "lyapunov_kernel": kernel,
                      "lyapunov_method": "Benettin QR re-orthonormalisation, random orthogonal Q_0 (seed 0)"})
     return ds
 

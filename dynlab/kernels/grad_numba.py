@@ -199,6 +199,59 @@ def backward_chunk(J, P, logs, u, uJ, g, out_log, out_step, out_glog, tol, maxit
                 logs[b] = -math.inf if f == 0.0 else math.nan
 
 
+@njit(cache=NUMBA_CACHE, inline="always")
+def _cgs2(Z, Q, logr):
+    """Q R = Z by classical Gram–Schmidt applied twice (orthogonal to working precision):
+    Q (D, k) overwritten column by column, logr (k,) = ln|R_cc|."""
+    D, k = Z.shape
+    for c in range(k):
+        for _rep in range(2):
+            for p in range(c):
+                dot = 0.0
+                for i in range(D):
+                    dot += Q[i, p] * Z[i, c]
+                for i in range(D):
+                    Z[i, c] -= dot * Q[i, p]
+        nrm = 0.0
+        for i in range(D):
+            nrm += Z[i, c] * Z[i, c]
+        rcc = math.sqrt(nrm)
+        logr[c] = _log(rcc)
+        if rcc > 0.0:  # (rcc = 0: J_t is singular on this direction, ln|R_cc| = −inf)
+            for i in range(D):
+                Q[i, c] = Z[i, c] / rcc
+
+
+@njit(cache=NUMBA_CACHE)
+def irnn_tangent_qr_chunk(U, dpe, keep, a, sigma, Q, out):
+    """Benettin's QR for the iRNN without forming J_t: Z = J_t Q = a·(A_K ⋯ A_1 Q) − σQ, each
+    A_k Y = keep_k Y + diag(dpe_k)(U Y) one BLAS product of U with the D × k block, then
+    Q R = Z by ``_cgs2``.
+
+    U (D, D); dpe (n, K, D), keep (n, K) as in ``irnn_reverse_chunk`` (time order); Q (D, k)
+    orthonormal, updated in place; writes out[j, i] = ln|R_t[i, i]| (n, k).
+    """
+    n, K, D = dpe.shape
+    k = Q.shape[1]
+    Y = np.empty((D, k))
+    UY = np.empty((D, k))
+    for j in range(n):
+        for i in range(D):
+            for c in range(k):
+                Y[i, c] = Q[i, c]
+        for kk in range(K):  # A_1 first
+            np.dot(U, Y, UY)
+            kp = keep[j, kk]
+            for i in range(D):
+                d = dpe[j, kk, i]
+                for c in range(k):
+                    Y[i, c] = kp * Y[i, c] + d * UY[i, c]
+        for i in range(D):
+            for c in range(k):
+                Y[i, c] = a * Y[i, c] - sigma * Q[i, c]
+        _cgs2(Y, Q, out[j])
+
+
 @njit(cache=NUMBA_CACHE)
 def qr_chunk(J, Q, out):
     """Benettin's tangent QR over one chunk: Z = J_t Q, Q R = Z (CGS2), out[b, j, i] = ln|R_ii|.
@@ -219,22 +272,7 @@ def qr_chunk(J, Q, out):
                     jim = Jj[i, m]
                     for c in range(k):
                         Z[i, c] += jim * Qb[m, c]
-            for c in range(k):
-                for _rep in range(2):  # Gram–Schmidt twice: orthogonal to working precision
-                    for p in range(c):
-                        dot = 0.0
-                        for i in range(D):
-                            dot += Qb[i, p] * Z[i, c]
-                        for i in range(D):
-                            Z[i, c] -= dot * Qb[i, p]
-                nrm = 0.0
-                for i in range(D):
-                    nrm += Z[i, c] * Z[i, c]
-                rcc = math.sqrt(nrm)
-                out[b, j, c] = _log(rcc)
-                if rcc > 0.0:  # (rcc = 0: J_t is singular on this direction, ln|R_cc| = −inf)
-                    for i in range(D):
-                        Qb[i, c] = Z[i, c] / rcc
+            _cgs2(Z, Qb, out[b, j])
 
 
 # ---------------------------------------------------------------- reverse-mode curve (iRNN)
