@@ -47,14 +47,13 @@ states, not O(T·D²).
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from .. import config
 from ..backends import resolve_backend
 from ..errors import DivergenceError, ParameterError
-from ..models import CTRNN, IRNN
+from ..models import IRNN
 
 #: Names of the norm methods, recorded in the Dataset attrs.
 NORM_METHODS = {
@@ -223,6 +222,19 @@ def _row_blocks(D: int) -> np.ndarray:
     return np.array([(D * b) // nb for b in range(nb + 1)], dtype=np.int64)
 
 
+def previous_states(h0, H, lo: int, hi: int) -> np.ndarray:
+    """h_{t−1} for the times t = lo+1 … hi (1-based): H[..., t−2, :], h0 for t = 1.
+
+    h0 (…, D), H (…, T, D) with the same leading axes; returns (…, hi − lo, D)."""
+    out = np.empty(H.shape[:-2] + (hi - lo, H.shape[-1]))
+    if lo == 0:
+        out[..., 0, :] = h0
+        out[..., 1:, :] = H[..., :hi - 1, :]
+    else:
+        out[...] = H[..., lo - 1:hi - 1, :]
+    return out
+
+
 def irnn_step_form(model):
     """(a, σ) of the iRNN's step Jacobian J = a·A_K ⋯ A_1 − σI (``irnn_xp``): σ = sign,
     a = σ for g₀ = 0 and 1 + σ for g₀ = h_{m−1}."""
@@ -300,13 +312,7 @@ def irnn_reverse_norms(model, xa, h0a, H, *, dL_dhT=None, chunk: int | None = No
             while hi > 0:
                 lo = max(0, hi - chunk)
                 n = hi - lo
-                # times t = lo+1 … hi (1-based): J_t at h_{t−1} = H[t−2] (h0 for t = 1)
-                hp = np.empty((n, D))
-                if lo == 0:
-                    hp[0] = h0a[b]
-                    hp[1:] = H[b, :hi - 1]
-                else:
-                    hp[:] = H[b, lo - 1:hi - 1]
+                hp = previous_states(h0a[b], H[b], lo, hi)
                 dpe, keep = irnn_linearisation(model, U, c[lo:hi], hp, table, lo)
                 S = np.empty((n, D, D))
                 Slog = np.empty((n, nb))
@@ -449,12 +455,7 @@ def jacobian_blocks(model, xa, h0a, H, backend):
 
     def get(lo, hi):
         n = hi - lo
-        hprev = np.empty((B, n, D))
-        if lo == 0:
-            hprev[:, 0] = h0a
-            hprev[:, 1:] = H[:, :hi - 1]
-        else:
-            hprev[:] = H[:, lo - 1:hi - 1]
+        hprev = previous_states(h0a, H, lo, hi)
         t = np.tile(np.arange(lo, hi, dtype=np.int64), B)
         J = jacobian_at(model, xa[:, lo:hi].reshape(B * n, d), hprev.reshape(B * n, D), backend=backend, t=t)
         return J.reshape(B, n, D, D)

@@ -149,10 +149,10 @@ def _irnn_tangent_logr(model, xa, h0a, H, Q):
     frames, updated."""
     from .._blas import limit_blas_threads
     from ..kernels import grad_numba
-    from .gradients import irnn_linearisation, irnn_step_form
+    from .gradients import irnn_linearisation, irnn_step_form, previous_states
 
     B, T, _ = xa.shape
-    D, k = model.hidden, Q.shape[2]
+    k = Q.shape[2]
     U = np.ascontiguousarray(model.U, dtype=np.float64)
     a, sigma = irnn_step_form(model)
     table = model.eta_table(T)
@@ -164,12 +164,7 @@ def _irnn_tangent_logr(model, xa, h0a, H, Q):
             Qb = np.ascontiguousarray(Q[b])
             for lo in range(0, T, n):
                 hi = min(T, lo + n)
-                hp = np.empty((hi - lo, D))
-                if lo == 0:
-                    hp[0] = h0a[b]
-                    hp[1:] = H[b, :hi - 1]
-                else:
-                    hp[:] = H[b, lo - 1:hi - 1]
+                hp = previous_states(h0a[b], H[b], lo, hi)
                 dpe, keep = irnn_linearisation(model, U, c[lo:hi], hp, table, lo)
                 grad_numba.irnn_tangent_qr_chunk(U, dpe, keep, a, sigma, Qb, logr[b, lo:hi])
             Q[b] = Qb
