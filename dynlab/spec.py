@@ -172,11 +172,14 @@ class GradientSpec:
         One primary model per value (irnn only); empty means one model with its default K.
     lyapunov : bool
         Compute the full finite-time Lyapunov spectrum (otherwise only the top exponent).
+    step_norms : bool
+        Also ‖∂h_t/∂h_{t-1}‖₂ for every t (``gradient_norms(step_norms=...)``).
     """
 
     run: RunSpec
     K_values: tuple = ()
     lyapunov: bool = False
+    step_norms: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,7 @@ import click
 
 from . import main
 from .options import (backend_option, compare_option, data_option, input_options, lyapunov_option, make_spec,
-                      model_options, model_options_K_list, out_option)
+                      model_options, model_options_K_list, out_option, step_norms_option)
 from .options import sweep_options
 from .options import dataset_option, embed_option, layers_option, tsne_option
 from .options import train_options
@@ -118,11 +118,12 @@ def phase(ctx, out, data, field, **options):
 @input_options(batch=False)
 @compare_option
 @lyapunov_option
+@step_norms_option
 @backend_option
 @out_option
 @data_option
 @click.pass_context
-def gradients(ctx, out, data, K, lyapunov, **options):
+def gradients(ctx, out, data, K, lyapunov, step_norms, **options):
     """Gradient flow through time (iRNN paper Figs. 3b, 8): ‖∂h_T/∂h_t‖₂ against T − t.
 
     One model per --K value (irnn) plus each --compare model, all on the same input; prints
@@ -134,7 +135,7 @@ def gradients(ctx, out, data, K, lyapunov, **options):
     from ..plot import gradients_dataset, gradients_summary, plot_gradients
     from ..spec import GradientSpec
 
-    spec = GradientSpec(make_spec(ctx, dict(options, K=None)), K_values=K, lyapunov=lyapunov)
+    spec = GradientSpec(make_spec(ctx, dict(options, K=None)), K_values=K, lyapunov=lyapunov, step_norms=step_norms)
     with keep_partial(data):
         ds = gradients_dataset(spec)
     _save(ds, data, out, plot_gradients)

@@ -213,6 +213,10 @@ data_option = click.option("--data", type=str, default=None, metavar="FILE.nc", 
                            help="Write the results as a NetCDF Dataset.")
 lyapunov_option = click.option("--lyapunov", is_flag=True, default=False,
                                help="Also compute the full finite-time Lyapunov spectrum and draw it.")
+step_norms_option = click.option("--step-norms/--no-step-norms", default=True, show_default=True,
+                                 help="Also ‖∂h_t/∂h_(t-1)‖ for every t. --no-step-norms leaves them out "
+                                      "(an iRNN with --hidden > 32 then runs the curve in reverse mode, "
+                                      "≈ 3× faster).")
 compare_option = click.option("--compare", type=str, default=None, metavar="NAMES", callback=_parse_compare,
                               help="Comma-separated models drawn beside --model on the same input "
                                    "(same seed, sizes, activation), e.g. rnn,fastrnn.")

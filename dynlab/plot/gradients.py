@@ -37,7 +37,8 @@ def gradients_dataset(spec):
     Returns
     -------
     xarray.Dataset with, along ``model`` (entry names: ``irnn-K5`` … when several K, else the
-    registry name): ``jac_norm``, ``log_jac_norm``, ``step_norm`` (model, time); ``ratio``
+    registry name): ``jac_norm``, ``log_jac_norm``, ``step_norm`` (model, time; not with
+    ``spec.step_norms`` False); ``ratio``
     (model); ``lyapunov`` (model, exponent) per step; ``h`` (model, time, unit);
     ``diverged_at`` (model); ``x`` (time, unit_in); parameters and attrs as ``phase``.
     Raises ParameterError (``steps`` for T < 2, ``K`` for K values on a non-iRNN model,
@@ -81,14 +82,15 @@ def gradients_dataset(spec):
     k = D if spec.lyapunov else 1
 
     n = len(models)
-    out = {v: np.full((n, T), np.nan) for v in ("jac_norm", "log_jac_norm", "step_norm")}
+    out = {v: np.full((n, T), np.nan)
+           for v in ("jac_norm", "log_jac_norm") + (("step_norm",) if spec.step_norms else ())}
     ratio = np.full(n, np.nan)
     lam = np.full((n, k), np.nan)
     H = np.full((n, T, D), np.nan)
     diverged = np.zeros(n, dtype=np.int64)
     for i, model in enumerate(models):
         try:
-            g = gradient_norms(model, x, backend=backend, command=run.command)
+            g = gradient_norms(model, x, backend=backend, step_norms=spec.step_norms, command=run.command)
         except DivergenceError as err:
             H[i, :err.step - 1] = err.partial["h"].values
             diverged[i] = err.step
@@ -103,8 +105,8 @@ def gradients_dataset(spec):
         "jac_norm": xr.Variable(("model", "time"), out["jac_norm"], {"long_name": "‖∂h_T/∂h_t‖₂", "units": "1"}),
         "log_jac_norm": xr.Variable(("model", "time"), out["log_jac_norm"],
                                     {"long_name": "ln ‖∂h_T/∂h_t‖₂", "units": "1"}),
-        "step_norm": xr.Variable(("model", "time"), out["step_norm"],
-                                 {"long_name": "‖∂h_t/∂h_(t-1)‖₂", "units": "1"}),
+        **({"step_norm": xr.Variable(("model", "time"), out["step_norm"],
+                                     {"long_name": "‖∂h_t/∂h_(t-1)‖₂", "units": "1"})} if spec.step_norms else {}),
         "ratio": xr.Variable(("model",), ratio, {"long_name": "‖∂h_T/∂h_1‖₂ / ‖∂h_T/∂h_(T-1)‖₂", "units": "1"}),
         "lyapunov": xr.Variable(("model", "exponent"), lam,
                                 {"long_name": "finite-time Lyapunov exponent λ_i", "units": "1/step"}),
