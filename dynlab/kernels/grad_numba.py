@@ -1,7 +1,7 @@
 """@njit kernels for gradient flow: backward Jacobian products, their 2-norms, tangent QR.
 
 Wrappers live in ``dynlab.analysis.gradients`` and ``dynlab.analysis.lyapunov``; these only
-compute on plain float64 arrays.  Three pieces:
+compute on plain float64 arrays.  The pieces:
 
 * ``top_sv`` – the largest singular value σ₁ of a square P, *certified* to a relative
   tolerance ``tol`` or flagged as not certified (the caller then takes LAPACK's SVD).
@@ -17,6 +17,12 @@ compute on plain float64 arrays.  Three pieces:
   cotangent g, one chunk of time steps at a time (the state is carried between chunks).
 * ``qr_chunk`` – Benettin's tangent QR for small D: Z = J_t Q_{t-1}, Z = Q_t R_t by classical
   Gram–Schmidt applied twice (CGS2, orthogonal to working precision), ln|R_t[i, i]| out.
+* ``irnn_tangent_qr_chunk`` – the same for an iRNN without J_t: the tangent block is carried
+  through the K inner Euler steps (K products U·(D × k) per step).
+* ``irnn_reverse_chunk`` / ``block_stack_norms`` – the iRNN's curve in reverse mode: the rows
+  of P_t pulled back through the K inner steps, one block of rows per thread (``prange``), then
+  the blocks put on one scale and every P_t's ``top_sv`` taken in parallel.  The clustered
+  matrices ``top_sv`` cannot certify go to ``dynlab.kernels.lapack_numba``.
 """
 from __future__ import annotations
 
