@@ -426,8 +426,9 @@ def _check_cotangent(dL_dhT, B: int, D: int, batched: bool):
 
 
 # ============================================================================ model layer
-def prepared_states(model, x, h0, backend):
-    """Validate, simulate; (xa, batched, h0a, H, ds) or a DivergenceError naming the step."""
+def prepared_states(model, x, h0, backend, command=None):
+    """Validate, simulate; (xa, batched, h0a, H, ds) or a DivergenceError naming the step
+    (shared by ``gradient_norms``, ``lyapunov`` and ``jacobians``)."""
     from ..simulation import check_h0, check_input, check_model, run_states, wrap_states
 
     model = check_model(model)
@@ -435,10 +436,10 @@ def prepared_states(model, x, h0, backend):
     h0a = check_h0(h0, xa.shape[0], model.hidden)
     B, T, _ = xa.shape
     if isinstance(model, IRNN):
-        model.eta_table(T)
+        model.eta_table(T)  # a per-time η must have T rows
     H, bad, sim_path = run_states(model, xa, h0a, backend, stop=True)
     used = "scipy" if sim_path == "scipy" else backend
-    ds = wrap_states(model, xa, h0a, H, batched=batched, backend=used, command=None, path=sim_path)
+    ds = wrap_states(model, xa, h0a, H, batched=batched, backend=used, command=command, path=sim_path)
     first = int(bad.min())
     if first < T:
         raise DivergenceError(step=first + 1, batch=int(np.argmin(bad)), model=model.name,

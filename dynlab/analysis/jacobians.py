@@ -32,7 +32,7 @@ import numpy as np
 from .. import config
 from ..activations import dphi, phi
 from ..backends import namespace, resolve_backend, to_numpy
-from ..errors import ConvergenceError, DivergenceError, ParameterError
+from ..errors import ConvergenceError, ParameterError
 from ..models import CTRNN, IRNN, Model
 from ..models.ctrnn import FIXED_STEP
 
@@ -203,23 +203,12 @@ def jacobians(model, x, h0=None, *, backend=None, inputs=True, command=None):
     >>> ds = jacobians(make_model("irnn", 2, 1, K=5, seed=0), np.zeros((100, 1)))
     >>> ds.jac.shape     # (100, 2, 2)
     """
-    from ..simulation import check_h0, check_input, run_states, wrap_states
+    from .gradients import prepared_states
 
-    model = _check_model(model)
     backend = resolve_backend(backend)
-    xa, batched = check_input(x, model.inputs)
-    h0a = check_h0(h0, xa.shape[0], model.hidden)
+    xa, batched, h0a, H, ds = prepared_states(model, x, h0, backend, command=command)
     B, T, d = xa.shape
     D = model.hidden
-    if isinstance(model, IRNN):
-        model.eta_table(T)  # a per-time η must have T rows
-    H, bad, sim_path = run_states(model, xa, h0a, backend, stop=True)
-    used = "scipy" if sim_path == "scipy" else backend
-    ds = wrap_states(model, xa, h0a, H, batched=batched, backend=used, command=command, path=sim_path)
-    first = int(bad.min())
-    if first < T:
-        raise DivergenceError(step=first + 1, batch=int(np.argmin(bad)), model=model.name,
-                              partial=ds.isel(time=slice(0, first)))
     hprev = np.concatenate([h0a[:, None, :], H[:, :-1]], axis=1).reshape(B * T, D)
     tidx = np.tile(np.arange(T, dtype=np.int64), B)
     J = jacobian_at(model, xa.reshape(B * T, d), hprev, backend=backend, inputs=inputs, t=tidx)
