@@ -94,3 +94,19 @@ def force_path(monkeypatch, name):
     if threshold is not None:
         monkeypatch.setattr(dynlab.config, "VECTORISE_MIN_WORK", threshold)
     return backend, kernel
+
+
+def cli_run(*args):
+    """Invoke ``dynlab ARGS`` in-process (every argument str()-ed); returns click's Result."""
+    from click.testing import CliRunner
+
+    from dynlab.cli import main
+
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def cli_ok(*args):
+    """``cli_run`` that must exit 0 (the output and exception are shown when it does not)."""
+    result = cli_run(*args)
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    return result

@@ -16,24 +16,13 @@ import sys
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 import dynlab
+from conftest import cli_ok as ok, cli_run as run
 from dynlab.cli import main
 from dynlab.cli.options import ACTIVATION_NAMES, INPUT_KINDS, MODEL_NAMES
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def run(*args):
-    """Invoke ``dynlab ARGS`` in-process; returns click's Result."""
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def ok(*args):
-    result = run(*args)
-    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
-    return result
 
 
 def png_size(path):

@@ -8,20 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 import dynlab
-from dynlab.cli import main
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def ok(*args):
-    result = run(*args)
-    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
-    return result
+from conftest import cli_ok as ok, cli_run as run
 
 
 def _entries(ds):

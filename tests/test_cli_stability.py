@@ -4,22 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 import dynlab as dl
 from dynlab.analysis.equilibria import eigenvalues_from
-from dynlab.cli import main
+from conftest import cli_ok as ok, cli_run as run
 from dynlab.models import CTRNN
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def ok(*args):
-    result = run(*args)
-    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
-    return result
 
 
 @pytest.fixture

@@ -2,21 +2,10 @@
 file alone (model rebuilt from its parameters, same input), and user errors are one line."""
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from dynlab.analysis import partition as P
-from dynlab.cli import main
+from conftest import cli_ok as ok, cli_run as run
 from dynlab.io import read_dataset
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def ok(*args):
-    r = run(*args)
-    assert r.exit_code == 0, (r.stdout, r.stderr, r.exception)
-    return r
 
 
 @pytest.mark.parametrize("layers", [1, 2])

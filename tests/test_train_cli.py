@@ -1,22 +1,11 @@
 """``dynlab train``: outputs checked against the library, resume through the CLI, one-line errors."""
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 import dynlab
-from dynlab.cli import main
+from conftest import cli_ok as ok, cli_run as run
 from dynlab.cli.options import TASK_NAMES
 from dynlab.train.loop import train_model
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def ok(*args):
-    result = run(*args)
-    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
-    return result
 
 
 COMMON = ("--task", "adding", "--steps", 8, "--hidden", 5, "--batch", 8, "--record-every", 2, "--lr", 0.01)
