@@ -47,6 +47,21 @@ def histories(task, entries, *, iterations, lr, batch, record_every, seed=0, sig
     return ds
 
 
+def adding_histories(name, entries, quick, quick_sizes, full_sizes, *, n_train, n_val):
+    """``compute`` of the adding-task training figures (iRNN paper Figs. 3 and 8): every entry
+    trained on the adding task at (T, D, iterations, record_every) = quick_sizes or
+    full_sizes, lr 1e-2, batch 64, the scaling against the paper's recorded in the attrs."""
+    import dynlab as dl
+
+    T, D, its, every = quick_sizes if quick else full_sizes
+    task = dl.make_task("adding", T, seed=0, n_train=n_train, n_val=n_val, n_test=10)
+    ds = histories(task, entries, iterations=its, lr=1e-2, batch=64, record_every=every, hidden=D,
+                   command=f"dynlab figures make {name}")
+    ds.attrs.update({"figure": name, "scaling": f"adding T={T}, D={D}, {its} iterations, batch 64"
+                     + (" (quick)" if quick else "") + "; paper: T up to 750, D=128"})
+    return ds
+
+
 def _plain(v):
     if isinstance(v, np.ndarray):
         return v.tolist()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._recipe import Recipe
-from ._training import histories
+from ._training import adding_histories
 
 NAME = "irnn-fig3-add"
 KS = (1, 5, 10)
@@ -29,15 +29,7 @@ ENTRIES = tuple([(f"irnn-K{K}", "irnn", dict(LOWRANK, K=K), {}) for K in KS]
 
 
 def compute(quick: bool):
-    import dynlab as dl
-
-    T, D, its, every = (20, 16, 80, 8) if quick else (100, 32, 400, 20)
-    task = dl.make_task("adding", T, seed=0, n_train=4000, n_val=300, n_test=10)
-    ds = histories(task, ENTRIES, iterations=its, lr=1e-2, batch=64, record_every=every, hidden=D,
-                   command=f"dynlab figures make {NAME}")
-    ds.attrs.update({"figure": NAME, "scaling": f"adding T={T}, D={D}, {its} iterations, batch 64"
-                     + (" (quick)" if quick else "") + "; paper: T up to 750, D=128"})
-    return ds
+    return adding_histories(NAME, ENTRIES, quick, (20, 16, 80, 8), (100, 32, 400, 20), n_train=4000, n_val=300)
 
 
 def check(ds):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._recipe import Recipe
-from ._training import histories
+from ._training import adding_histories
 
 NAME = "irnn-fig8-gradnorm"
 ENTRIES = (
@@ -26,15 +26,7 @@ LABELS = {"rnn": "RNN (tanh)", "irnn-eq5-K5": "iRNN K=5 (eq. 5, g₀=0)",
 
 
 def compute(quick: bool):
-    import dynlab as dl
-
-    T, D, its, every = (40, 16, 60, 5) if quick else (100, 32, 300, 10)
-    task = dl.make_task("adding", T, seed=0, n_train=2000, n_val=200, n_test=10)
-    ds = histories(task, ENTRIES, iterations=its, lr=1e-2, batch=64, record_every=every, hidden=D,
-                   command=f"dynlab figures make {NAME}")
-    ds.attrs.update({"figure": NAME, "scaling": f"adding T={T}, D={D}, {its} iterations, batch 64"
-                     + (" (quick)" if quick else "") + "; paper: T up to 750, D=128"})
-    return ds
+    return adding_histories(NAME, ENTRIES, quick, (40, 16, 60, 5), (100, 32, 300, 10), n_train=2000, n_val=200)
 
 
 def check(ds):
