@@ -324,9 +324,10 @@ def _solve_batched(J, rhs):
         return out
 
 
-def newton_batched(system: System, c, y0, *, tol=1e-12, max_iter=50):
-    """Newton's method with the analytic Jacobian and a backtracking line search on ‖F‖₂,
-    for every row at once.  Returns (y, residual ‖F‖∞, iterations, converged)."""
+def _iterate_rows(system: System, c, y0, tol, max_iter, advance):
+    """The loop shared by the batched solvers: every row not yet at ‖F‖∞ ≤ tol (and finite)
+    takes one step ``advance(y_rows, c_rows, F_rows) → (y_new, F_new)`` per sweep, at most
+    ``max_iter`` sweeps.  Returns (y, residual ‖F‖∞, iterations, converged)."""
     y = np.array(y0, dtype=np.float64)
     F = system.F(y, c)
     res = _maxabs(F)
@@ -336,10 +337,20 @@ def newton_batched(system: System, c, y0, *, tol=1e-12, max_iter=50):
         idx = np.flatnonzero(active & np.isfinite(res))
         if idx.size == 0:
             break
-        yi, ci, Fi = y[idx], c[idx], F[idx]
+        y[idx], F[idx] = advance(y[idx], c[idx], F[idx])
+        res[idx] = _maxabs(F[idx])
+        its[idx] += 1
+        active[idx] = res[idx] > tol
+    return y, res, its, res <= tol
+
+
+def newton_batched(system: System, c, y0, *, tol=1e-12, max_iter=50):
+    """Newton's method with the analytic Jacobian and a backtracking line search on ‖F‖₂,
+    for every row at once.  Returns (y, residual ‖F‖∞, iterations, converged)."""
+    def advance(yi, ci, Fi):
         step = _solve_batched(system.jac(yi, ci), -Fi)
         n0 = np.linalg.norm(Fi, axis=1)
-        lam = np.ones(idx.size)
+        lam = np.ones(yi.shape[0])
         y_new = yi + step
         F_new = system.F(y_new, ci)
         for _ in range(40):  # backtracking: halve λ where ‖F‖₂ did not decrease enough
@@ -350,56 +361,33 @@ def newton_batched(system: System, c, y0, *, tol=1e-12, max_iter=50):
             lam[bad] *= 0.5
             y_new[bad] = yi[bad] + lam[bad, None] * step[bad]
             F_new[bad] = system.F(y_new[bad], ci[bad])
-        y[idx], F[idx] = y_new, F_new
-        res[idx] = _maxabs(F_new)
-        its[idx] += 1
-        active[idx] = res[idx] > tol
-    return y, res, its, res <= tol
+        return y_new, F_new
+
+    return _iterate_rows(system, c, y0, tol, max_iter, advance)
 
 
 def euler_batched(system: System, c, y0, *, step_size, tol=1e-12, max_iter=10_000):
     """y ← y + η F(y) (the iRNN recursion for the iRNN) until ‖F‖∞ ≤ tol, every row at once."""
-    y = np.array(y0, dtype=np.float64)
-    F = system.F(y, c)
-    res = _maxabs(F)
-    its = np.zeros(y.shape[0], dtype=np.int64)
-    active = res > tol
-    for _ in range(max_iter):
-        idx = np.flatnonzero(active & np.isfinite(res))
-        if idx.size == 0:
-            break
-        y[idx] += step_size * F[idx]
-        F[idx] = system.F(y[idx], c[idx])
-        res[idx] = _maxabs(F[idx])
-        its[idx] += 1
-        active[idx] = res[idx] > tol
-    return y, res, its, res <= tol
+    def advance(yi, ci, Fi):
+        y_new = yi + step_size * Fi
+        return y_new, system.F(y_new, ci)
+
+    return _iterate_rows(system, c, y0, tol, max_iter, advance)
 
 
 def rk4_batched(system: System, c, y0, *, step_size, tol=1e-12, max_iter=30):
     """Classical RK4 with fixed step η on dy/dt = F(y), at most ``max_iter`` steps, stopping a
     row once ‖F‖∞ ≤ tol (the implicit-networks paper's fixed-step solve)."""
-    y = np.array(y0, dtype=np.float64)
-    F = system.F(y, c)
-    res = _maxabs(F)
-    its = np.zeros(y.shape[0], dtype=np.int64)
-    active = res > tol
     h = step_size
-    for _ in range(max_iter):
-        idx = np.flatnonzero(active & np.isfinite(res))
-        if idx.size == 0:
-            break
-        yi, ci = y[idx], c[idx]
-        k1 = F[idx]
+
+    def advance(yi, ci, k1):
         k2 = system.F(yi + 0.5 * h * k1, ci)
         k3 = system.F(yi + 0.5 * h * k2, ci)
         k4 = system.F(yi + h * k3, ci)
-        y[idx] = yi + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
-        F[idx] = system.F(y[idx], ci)
-        res[idx] = _maxabs(F[idx])
-        its[idx] += 1
-        active[idx] = res[idx] > tol
-    return y, res, its, res <= tol
+        y_new = yi + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+        return y_new, system.F(y_new, ci)
+
+    return _iterate_rows(system, c, y0, tol, max_iter, advance)
 
 
 def scipy_roots(system: System, c, y0, *, tol=1e-12):
@@ -586,7 +574,7 @@ def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1
     system = System(model)
     tol = _check_tol(tol)
     xa, single = _inputs(model, x)
-    N, D = xa.shape[0], model.hidden
+    N = xa.shape[0]
     hp = _states(model, h_prev, N, "h_prev")
     c = system.c(xa)
     if system.kind == "irnn":
@@ -600,7 +588,7 @@ def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1
     sel = 0 if single else slice(None)
     data = {
         "h_eq": xr.Variable(lead + ("unit",), h_eq[sel], {"long_name": "equilibrium state h_eq", "units": "1"}),
-        "residual": xr.Variable(lead, res[sel], {"long_name": f"max-abs residual ‖F‖∞ of the equilibrium equation",
+        "residual": xr.Variable(lead, res[sel], {"long_name": "max-abs residual ‖F‖∞ of the equilibrium equation",
                                                  "units": "1"}),
         "iterations": xr.Variable(lead, its[sel], {"long_name": f"{method} iterations", "units": "1"}),
         "converged": xr.Variable(lead, conv[sel].astype(np.int8), {"long_name": f"residual ≤ {tol:g}", "units": "1"}),
