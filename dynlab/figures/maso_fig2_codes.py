@@ -29,6 +29,8 @@ GAIN_SPREAD = 1.5
 
 
 def _data():
+    """(x, labels, name): scikit-learn's digits as pixel sequences where installed, else the
+    synthetic pattern sequences (shared by the MASO Fig. 2 and Fig. 3 recipes)."""
     from ..tasks.labelled import digit_sequences, have_digits, pattern_sequences
 
     if have_digits():
