@@ -1,8 +1,16 @@
-"""Wrapping results into xarray Datasets that follow the data contract (DESIGN §3).
+"""Wrapping results into xarray Datasets that follow the data contract (README, *Datasets*).
 
 Dimensions: ``batch``, ``time``, ``unit``, ``unit_in``; matrices mapping units to units use
 (``unit``, ``unit_from``) — U[i, j] is the weight from unit j to unit i; the low-rank
 factors use ``rank``; a per-(time, k) η uses (``eta_time``, ``k``).
+
+``finish(ds, result)`` is the last step of every public call: it names the call in
+``attrs["result"]`` (``dynlab.plot.draw`` picks the picture from it) and gives every
+dimension that has none an integer coordinate (``INDEX_COORDS``), so every dimension of every
+result is labelled.
+
+This module is neutral: it imports no model, analysis or kernel module, so both the computing
+layers and ``dynlab.plot`` (which only reads Datasets) can use it.
 """
 from __future__ import annotations
 
@@ -11,7 +19,52 @@ import sys
 import numpy as np
 
 from ._version import __version__
-from .models import Model
+
+#: Coordinates given to a dimension that has none: dimension → (first value, long_name, units).
+#: Time steps count from 1 (h_1 … h_T), as the papers write them; ``k`` counts the inner
+#: iterations from 0 (g_0 is the start); every other index counts from 0, as NumPy indexes.
+INDEX_COORDS = {
+    "time": (1, "time step t", "step"),
+    "batch": (0, "sequence", "1"),
+    "unit": (0, "hidden unit", "1"),
+    "unit_from": (0, "presynaptic unit", "1"),
+    "unit_in": (0, "input feature", "1"),
+    "k": (0, "inner iteration k", "1"),
+    "eig": (0, "eigenvalue index", "1"),
+    "exponent": (1, "exponent index i", "1"),
+    "point": (0, "point", "1"),
+    "arc": (0, "point along the branch", "1"),
+    "fold": (0, "fold", "1"),
+    "rank": (0, "rank index", "1"),
+    "eta_time": (1, "time step of η", "step"),
+    "class": (0, "class", "1"),
+    "output": (0, "read-out output", "1"),
+    "iteration": (0, "training iteration", "1"),
+    "layer": (1, "layer", "1"),
+    "slice": (0, "time slice", "1"),
+    "coord": (0, "embedding coordinate", "1"),
+}
+
+
+def finish(ds, result: str):
+    """``ds`` with ``attrs["result"] = result`` and an integer coordinate on every dimension
+    that has none (``INDEX_COORDS``; an unknown dimension counts from 0)."""
+    missing = {}
+    for dim, size in ds.sizes.items():
+        if dim in ds.coords:
+            continue
+        start, long_name, units = INDEX_COORDS.get(dim, (0, f"{dim} index", "1"))
+        missing[dim] = (dim, np.arange(start, start + size), {"long_name": long_name, "units": units})
+    if missing:
+        ds = ds.assign_coords(missing)
+    ds.attrs["result"] = result
+    return ds
+
+
+def eigenvalues_from(ds, name="eig"):
+    """The complex eigenvalues a Dataset stores as ``{name}_real`` and ``{name}_imag``
+    (NetCDF has no complex type): ``ds[name_real] + 1j·ds[name_imag]`` as a NumPy array."""
+    return ds[f"{name}_real"].values + 1j * ds[f"{name}_imag"].values
 
 LABELS = {
     "U": ("recurrent weights U", "1"),
@@ -60,7 +113,7 @@ def clean_attr(value):
     return value
 
 
-def model_variables(model: Model, prefix: str = "") -> dict:
+def model_variables(model, prefix: str = "") -> dict:
     """The model's parameters as DataArrays (name → (dims, values, attrs))."""
     import xarray as xr
 
@@ -75,7 +128,7 @@ def model_variables(model: Model, prefix: str = "") -> dict:
     return out
 
 
-def model_attrs(model: Model, prefix: str = "") -> dict:
+def model_attrs(model, prefix: str = "") -> dict:
     attrs = {prefix + "model": model.name}
     for k, v in model.settings().items():
         attrs[prefix + k] = clean_attr(v)

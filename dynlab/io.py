@@ -75,8 +75,21 @@ def load_model(path) -> Model:
     return _from_fields(name, params, settings, "weights")
 
 
-def model_from_dataset(ds, prefix: str = "") -> Model:
-    """Rebuild the model whose parameters and settings a Dataset stores (DESIGN §3)."""
+def model_from_dataset(ds, prefix: str = "", *, entry: str | None = None) -> Model:
+    """Rebuild the model whose parameters and settings a Dataset stores (README, *Datasets*).
+
+    ``entry``: in a result of several entries along ``model`` (``dynlab phase``, ``dynlab
+    gradients``), the entry to rebuild (its parameters are stored under ``<entry>__``);
+    ``prefix`` gives such a prefix directly (``layer2_`` for a stacked partition result)."""
+    if entry is not None:
+        entries = str(ds.attrs.get("models", "")).split(",")
+        if entry not in entries:
+            raise ParameterError("entry", f"{entry!r} is not an entry of this Dataset (entries: "
+                                          f"{', '.join(e for e in entries if e) or 'none'})")
+        prefix = entry + "__"
+    elif not prefix and "models" in ds.attrs:
+        raise ParameterError("entry", f"this Dataset holds several entries ({ds.attrs['models']}); "
+                                      f"name one with entry=")
     name = ds.attrs.get(prefix + "model")
     if name is None:
         raise ParameterError("data", f"the Dataset has no '{prefix}model' attribute")

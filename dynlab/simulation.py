@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import config
+from ._dataset import finish
 from .activations import ACTIVATION_IDS
 from .backends import namespace, resolve_backend, to_numpy
 from .errors import DivergenceError, ParameterError
@@ -208,14 +209,14 @@ def simulate(model: Model, x, h0=None, *, backend: str | None = None, dtype=np.f
         if on_divergence == "raise":
             which = int(np.argmin(bad))
             raise DivergenceError(step=first + 1, batch=which, model=model.name,
-                                  partial=ds.isel(time=slice(0, first)))
+                                  partial=finish(ds.isel(time=slice(0, first)), "simulate"))
     if on_divergence == "flag":
         import xarray as xr
         at = np.where(bad < T, bad + 1, 0)
         ds["diverged_at"] = xr.Variable(("batch",) if batched else (), at if batched else at[0],
                                         {"long_name": "first step with a non-finite state (0: none)",
                                          "units": "step"})
-    return ds
+    return finish(ds, "simulate")
 
 
 def wrap_states(model: Model, x: np.ndarray, h0: np.ndarray, H: np.ndarray, *, batched: bool,

@@ -139,12 +139,39 @@ def build_input(spec: RunSpec, inputs: int):
 
     options = {}
     if spec.variance is not None:
-        kind = str(spec.input).strip().lower().replace("_", "-")
+        kind = input_kind(spec)
         if kind not in VARIANCE_INPUTS:
             raise ParameterError("variance", f"applies to the {' and '.join(VARIANCE_INPUTS)} inputs, "
                                              f"not to {spec.input!r}")
         options["variance"] = spec.variance
     return make_input(spec.input, spec.steps, inputs, batch=spec.batch, seed=spec.seed, **options)
+
+
+def input_kind(spec: RunSpec) -> str:
+    """The spec's input kind, normalised (``random_walk`` → ``random-walk``)."""
+    return str(spec.input).strip().lower().replace("_", "-")
+
+
+def effective_variance(spec: RunSpec):
+    """The variance the spec's input is drawn with: ``spec.variance``, else the generator's own
+    default (``dynlab.tasks.random_walk``/``noise``: 1); None for inputs that take none."""
+    import inspect
+
+    from .tasks import INPUTS
+
+    kind = input_kind(spec)
+    if kind not in VARIANCE_INPUTS:
+        return None
+    if spec.variance is not None:
+        return float(spec.variance)
+    return float(inspect.signature(INPUTS[kind]).parameters["variance"].default)
+
+
+def input_attrs(spec: RunSpec, steps: int) -> dict:
+    """Dataset attrs that say which input a command ran on (kind, seed, effective variance, T)."""
+    variance = effective_variance(spec)
+    return {"input": input_kind(spec), "input_seed": spec.seed,
+            "variance": "none" if variance is None else variance, "steps": int(steps)}
 
 
 def simulate_spec(spec: RunSpec):

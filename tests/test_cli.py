@@ -165,19 +165,20 @@ def test_phase_irnn_writes_png_and_dataset(tmp_path):
     ds = dynlab.read_dataset(nc)
     assert list(ds["model"].values) == ["irnn"]
     assert ds["h"].dims == ("model", "time", "unit") and ds["x"].dims == ("time", "unit_in")
-    assert ds.attrs["K"] == 5 and ds.attrs["variance"] == 10.0 and ds.attrs["input_seed"] == 0
+    assert ds.attrs["irnn__K"] == 5 and ds.attrs["variance"] == 10.0 and ds.attrs["input_seed"] == 0
+    assert "K" not in ds.attrs  # nothing at the top level describes one entry only
     # the inputs are the paper's: a random walk with variance 10
     np.testing.assert_array_equal(ds["x"].values, dynlab.tasks.random_walk(200, 1, variance=10.0, seed=0))
     # s_m = h_m + h_{m-1} with h_0 = 0, and eq_residual is its equation's residual
     h = ds["h"].sel(model="irnn").values
     np.testing.assert_array_equal(ds["s"].values, h + np.vstack([np.zeros((1, 2)), h[:-1]]))
-    np.testing.assert_allclose(ds["eq_residual"].values, tanh_residual(ds, ds["s"].values, ds["x"].values),
-                               rtol=0, atol=1e-15)
+    np.testing.assert_allclose(ds["eq_residual"].values,
+                               tanh_residual(ds, ds["s"].values, ds["x"].values, "irnn__"), rtol=0, atol=1e-15)
     # the curve: 400 inputs spanning [min x, max x], each point solving α s = tanh(U s + W x + b)
     x = ds["x"].values[:, 0]
     assert ds.sizes["x_grid"] == 400
     assert ds["x_grid"].values[0] == x.min() and ds["x_grid"].values[-1] == x.max()
-    assert tanh_residual(ds, ds["s_eq"].values, ds["x_eq"].values).max() < 1e-10
+    assert tanh_residual(ds, ds["s_eq"].values, ds["x_eq"].values, "irnn__").max() < 1e-10
     assert ds["s_eq_converged"].values.all()
     assert all("long_name" in ds[v].attrs and "units" in ds[v].attrs for v in ds.data_vars)
     assert "median" in result.stdout and "max" in result.stdout
@@ -189,7 +190,7 @@ def test_phase_large_K_puts_s_on_the_curve(tmp_path):
     ok("phase", "--model", "irnn", "--K", "60", "--eta", "1", "--alpha", "1", "--steps", "200", "--data", nc)
     ds = dynlab.read_dataset(nc)
     assert ds["eq_residual"].max() < 1e-10
-    assert tanh_residual(ds, ds["s"].values, ds["x"].values).max() < 1e-10
+    assert tanh_residual(ds, ds["s"].values, ds["x"].values, "irnn__").max() < 1e-10
     # not vacuous: one inner step (SiRNN) leaves s_m visibly off the curve
     ok("phase", "--model", "irnn", "--K", "1", "--steps", "200", "--data", nc)
     assert dynlab.read_dataset(nc)["eq_residual"].max() > 1e-3
@@ -201,16 +202,20 @@ def test_phase_compare(tmp_path):
        "--out", png, "--data", nc)
     ds = dynlab.read_dataset(nc)
     assert ds.sizes["model"] == 3 and list(ds["model"].values) == ["irnn", "rnn", "fastrnn"]
-    assert {"U", "W", "b", "eta", "alpha", "rnn__U", "fastrnn__U", "fastrnn__beta"} <= set(ds.data_vars)
-    assert ds.attrs["model"] == "irnn" and ds.attrs["fastrnn__model"] == "fastrnn"
+    # every entry alike: its parameters and settings under its own prefix, none at the top level
+    assert {"irnn__U", "irnn__W", "irnn__b", "irnn__eta", "irnn__alpha", "rnn__U", "fastrnn__U",
+            "fastrnn__beta"} <= set(ds.data_vars)
+    assert not {"U", "W", "b", "eta", "alpha"} & set(ds.data_vars)
+    assert ds.attrs["models"] == "irnn,rnn,fastrnn" and ds.attrs["model"] == "irnn,rnn,fastrnn"
+    assert ds.attrs["irnn__model"] == "irnn" and ds.attrs["fastrnn__model"] == "fastrnn"
     # every entry is the library's simulation of the stored model on the stored input
-    for name, prefix in (("irnn", ""), ("rnn", "rnn__"), ("fastrnn", "fastrnn__")):
-        model = dynlab.model_from_dataset(ds, prefix=prefix)
+    for name in ("irnn", "rnn", "fastrnn"):
+        model = dynlab.model_from_dataset(ds, entry=name)
         assert model.name == name and model.seed == 0
         again = dynlab.simulate(model, ds["x"].values, backend=ds.attrs["backend"])
         np.testing.assert_array_equal(ds["h"].sel(model=name).values, again["h"].values)
     # compared models keep their own defaults (rnn: weight_scale 1, irnn: 0.5)
-    assert ds.attrs["rnn__weight_scale"] == 1.0 and ds.attrs["weight_scale"] == 0.5
+    assert ds.attrs["rnn__weight_scale"] == 1.0 and ds.attrs["irnn__weight_scale"] == 0.5
     assert png_size(png)[0] > 0
 
 
@@ -234,7 +239,7 @@ def test_phase_projects_on_top_two_pcs(tmp_path):
         np.testing.assert_allclose(frac, top, atol=1e-10)
     # the picture is redrawn from the file alone, with projected labels
     fig = dynlab.plot.plot_phase(ds)
-    axes = fig.axes
+    axes = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
     assert len(axes) == 2
     assert all("projected on top-2 PCs" in ax.get_title() for ax in axes)
     assert axes[0].get_xlabel().startswith("PC1 (") and "% var" in axes[0].get_xlabel()

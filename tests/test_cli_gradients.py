@@ -14,9 +14,8 @@ from conftest import cli_ok as ok, cli_run as run
 
 
 def _entries(ds):
-    """(entry name, Dataset prefix) of every model of a gradients Dataset."""
-    names = [str(n) for n in ds["model"].values]
-    return [(n, "" if i == 0 else n + "__") for i, n in enumerate(names)]
+    """The entry names of a gradients Dataset (every entry's parameters under ``<name>__``)."""
+    return [str(n) for n in ds["model"].values]
 
 
 def test_gradients_irnn_K_list_and_compare(tmp_path):
@@ -25,12 +24,15 @@ def test_gradients_irnn_K_list_and_compare(tmp_path):
              "--out", png, "--data", nc)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     ds = dynlab.read_dataset(nc)
-    assert [n for n, _ in _entries(ds)] == ["irnn-K1", "irnn-K5", "rnn", "fastrnn"]
+    assert _entries(ds) == ["irnn-K1", "irnn-K5", "rnn", "fastrnn"]
+    # the attrs state what the file holds: each entry its own K, none at the top level
+    assert "K" not in ds.attrs and ds.attrs["irnn-K1__K"] == 1 and ds.attrs["irnn-K5__K"] == 5
+    assert ds.attrs["variance"] == 1.0  # the walk's effective variance, not "none"
     assert ds["jac_norm"].dims == ("model", "time") and ds["lyapunov"].sizes["exponent"] == 1
     x = ds["x"].values
     lines = res.stdout.strip().splitlines()
-    for name, prefix in _entries(ds):
-        model = dynlab.model_from_dataset(ds, prefix=prefix)
+    for name in _entries(ds):
+        model = dynlab.model_from_dataset(ds, entry=name)
         g = dynlab.gradient_norms(model, x)
         np.testing.assert_array_equal(ds["jac_norm"].sel(model=name).values, g["jac_norm"].values)
         np.testing.assert_array_equal(ds["step_norm"].sel(model=name).values, g["step_norm"].values)
@@ -39,7 +41,7 @@ def test_gradients_irnn_K_list_and_compare(tmp_path):
         np.testing.assert_array_equal(ds["lyapunov"].sel(model=name).values, lam)
         # the table prints this entry's ratio and top exponent
         row = next(line for line in lines if line.startswith(
-            {"irnn-K1": "iRNN K=1", "irnn-K5": "iRNN K=5", "rnn": "RNN", "fastrnn": "FastRNN"}[name]))
+            {"irnn-K1": "iRNN (K=1)", "irnn-K5": "iRNN (K=5)", "rnn": "RNN", "fastrnn": "FastRNN"}[name]))
         assert float(row.split()[-4]) == pytest.approx(float(g["ratio"]), rel=1e-3, abs=1e-300)
         assert float(row.split()[-1]) == pytest.approx(float(lam[0]), rel=1e-4)
     # the paper's point, on the data: K = 5 keeps the ratio near 1, K = 1 lets it decay
@@ -57,7 +59,7 @@ def test_gradients_lyapunov_spectrum_and_no_step_norms(tmp_path):
        "--data", nc2)
     a, b = dynlab.read_dataset(nc), dynlab.read_dataset(nc2)
     assert a["lyapunov"].sizes["exponent"] == 40 and "step_norm" in a and "step_norm" not in b
-    J = dynlab.jacobians(dynlab.model_from_dataset(a), a["x"].values, inputs=False)["jac"].values
+    J = dynlab.jacobians(dynlab.model_from_dataset(a, entry="irnn"), a["x"].values, inputs=False)["jac"].values
     logdet = np.linalg.slogdet(J)[1].mean()
     assert float(a["lyapunov"].sum()) == pytest.approx(logdet, rel=1e-10, abs=1e-12)
     np.testing.assert_allclose(b["jac_norm"].values, a["jac_norm"].values, rtol=1e-12)

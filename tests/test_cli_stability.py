@@ -66,11 +66,14 @@ def test_spectrum_writes_eigenvalues_that_recompute_from_the_file(tmp_path):
     assert "60 points" in r.stdout
     ds = dl.read_dataset(data)
     U, W, b = ds.U.values, ds.W.values, ds.b.values
-    s, x = ds.state.values, ds.x.values.reshape(-1, 1)
+    # every point at its (batch, time) place: the state of step m is s_m, its input x_m
+    assert ds.state.dims == ("batch", "time", "unit") and ds.eig_real.dims == ("batch", "time", "eig")
+    assert list(ds.time.values) == list(range(1, 31)) and list(ds.batch.values) == [0, 1]
+    s, x = ds.state.values, ds.x.values
     z = s @ U.T + x @ W.T + b
-    for p in (0, 31, 59):
-        J = (1 - np.tanh(z[p]) ** 2)[:, None] * U - np.eye(4)
-        np.testing.assert_allclose(np.sort_complex(eigenvalues_from(ds.isel(point=p))),
+    for bi, t in ((0, 0), (1, 1), (1, 29)):
+        J = (1 - np.tanh(z[bi, t]) ** 2)[:, None] * U - np.eye(4)
+        np.testing.assert_allclose(np.sort_complex(eigenvalues_from(ds.isel(batch=bi, time=t))),
                                    np.sort_complex(np.linalg.eigvals(J)), rtol=0, atol=1e-12)
     assert (ds.max_real.values < 0).all()   # weight scale 0.5 < α = 1
 
@@ -113,7 +116,7 @@ def test_phase_field_of_a_2d_ctrnn_matches_the_model_vector_field(tmp_path):
            "--data", data, "--out", tmp_path / "ph.png")
     assert "3 equilibria (2 stable, 1 unstable)" in r.stdout
     ds = dl.read_dataset(data)
-    m = dl.model_from_dataset(ds)
+    m = dl.model_from_dataset(ds, entry="ctrnn")
     x = ds.x.values[0]
     g1, g2 = np.meshgrid(ds.field_x1.values, ds.field_x2.values)
     V = m.vector_field(np.stack([g1, g2], axis=-1).reshape(-1, 2), x[None]).reshape(g1.shape + (2,))

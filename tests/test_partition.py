@@ -384,14 +384,19 @@ def test_partition_dataset_contract_and_round_trip(tmp_path):
     assert ds["regions"].dims == ("time",) and ds["reconstruction_error"].dims == ("batch",)
     for name, var in ds.data_vars.items():
         assert "long_name" in var.attrs and "units" in var.attrs, name
-    for key in ("model", "seed", "backend", "dynlab_version", "command", "layers", "activation"):
+    for key in ("model", "backend", "dynlab_version", "command", "layers", "activation", "layer1_seed",
+                "layer2_seed"):
         assert key in ds.attrs
+    # every layer alike, under layer{ℓ}_ (layer 1 included)
+    assert {"layer1_U", "layer1_W", "layer2_U", "layer2_W"} <= set(ds.data_vars) and "U" not in ds
     write_dataset(ds, tmp_path / "p.nc")
     back = read_dataset(tmp_path / "p.nc")
     np.testing.assert_array_equal(back["codes"].values, ds["codes"].values)
     layer2 = model_from_dataset(back, prefix="layer2_")
     np.testing.assert_array_equal(layer2.W, m.layers[1].W)
-    np.testing.assert_array_equal(model_from_dataset(back).U, m.layers[0].U)
+    np.testing.assert_array_equal(model_from_dataset(back, prefix="layer1_").U, m.layers[0].U)
+    rebuilt = P.model_from_partition(back)
+    np.testing.assert_array_equal(P.partition(rebuilt, ds["x"].values)["codes"].values, ds["codes"].values)
 
 
 def test_stacked_rnn_validation():

@@ -160,20 +160,20 @@ def test_contracting_irnn_spectrum_is_in_the_left_half_plane_and_matches_fd():
     m = _irnn(D=6, d=1, norm=0.9, K=5, eta=0.5)
     x = dl.tasks.random_walk(steps=100, inputs=1, variance=10.0, batch=2, seed=0)
     sp = dl.spectrum(m, x, backend="numpy")
-    assert sp.sizes["point"] == 200
+    assert sp.max_real.shape == (2, 100)
     assert sp.max_real.values.max() <= 0.9 - 1.0 + 1e-12
     assert (sp.stability.values == 1).all()
     system = System(m)
-    for p in (0, 57, 199):
-        y = sp.state.values[p]
-        c = system.c(sp.x.values.reshape(-1, 1)[p:p + 1])
+    for bi, t in ((0, 0), (0, 57), (1, 99)):
+        y = sp.state.values[bi, t]
+        c = system.c(sp.x.values[bi, t:t + 1])
         Jfd = np.empty((6, 6))
         for j in range(6):
             e = np.zeros(6)
             e[j] = 1e-6
             Jfd[:, j] = (system.F((y + e)[None], c)[0] - system.F((y - e)[None], c)[0]) / 2e-6
         ev = np.sort_complex(np.linalg.eigvals(Jfd))
-        got = np.sort_complex(eigenvalues_from(sp.isel(point=p)))
+        got = np.sort_complex(eigenvalues_from(sp.isel(batch=bi, time=t)))
         np.testing.assert_allclose(got, ev, rtol=0, atol=1e-6)
 
 

@@ -199,7 +199,7 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
     """
     import xarray as xr
 
-    from .._dataset import base_attrs, model_attrs, model_variables
+    from .._dataset import base_attrs, finish, model_attrs, model_variables
 
     system = System(model)
     tol = _check_tol(tol)
@@ -317,7 +317,7 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
     }
     attrs = {**model_attrs(model), **base_attrs("numpy", command), "over": str(over), "lo": lo, "hi": hi,
              "n_folds": nf, "stop_reason": reason, "tol": tol, "system": system.kind}
-    return xr.Dataset(data, attrs=attrs)
+    return finish(xr.Dataset(data, attrs=attrs), "continuation")
 
 
 def _sys_at(system, fam, lam):

@@ -55,7 +55,7 @@ def convergence(model, x, h_prev=None, *, K_max: int = 50, eta=None, floor: floa
     """
     import xarray as xr
 
-    from .._dataset import base_attrs, model_attrs, model_variables
+    from .._dataset import base_attrs, finish, model_attrs, model_variables
 
     if not isinstance(model, IRNN):
         raise ParameterError("model", f"convergence of the inner recursion needs an irnn model, "
@@ -139,7 +139,7 @@ def convergence(model, x, h_prev=None, *, K_max: int = 50, eta=None, floor: floa
              "lipschitz_phi": PHI_LIPSCHITZ[model.activation], "norm_U": float(np.linalg.norm(model.U, 2)),
              "reference": "scipy.optimize.root (hybr)", "reference_converged": int(ref_ok.all())}
     coords = {"k": ("k", k, {"long_name": "inner iteration k", "units": "1"})}
-    return xr.Dataset(data, coords=coords, attrs=attrs)
+    return finish(xr.Dataset(data, coords=coords, attrs=attrs), "convergence")
 
 
 def phi_start(system: System, c):

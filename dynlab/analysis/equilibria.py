@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._dataset import eigenvalues_from, finish  # noqa: F401  (eigenvalues_from: public, dl.eigenvalues_from)
 from ..activations import dphi, phi
 from ..errors import ParameterError
 from ..models import IRNN
@@ -166,7 +167,7 @@ def irnn_equilibrium(model: IRNN, x, h_prev=None, *, method: str = "newton", tol
         },
         attrs={**model_attrs(model), **base_attrs("numpy", None), "method": method, "tol": tol},
     )
-    return ds
+    return finish(ds, "irnn_equilibrium")
 
 
 # =============================================================================================
@@ -485,11 +486,6 @@ def eig_variables(eigs, lead, name="eig", what="eigenvalue of ∇φ·U − αI")
                                                                              "units": "1"})}
 
 
-def eigenvalues_from(ds, name="eig"):
-    """The complex eigenvalues stored by ``eig_variables`` (``ds[name_real] + 1j·ds[name_imag]``)."""
-    return ds[f"{name}_real"].values + 1j * ds[f"{name}_imag"].values
-
-
 def _flow_label(system: System) -> str:
     if system.kind == "irnn":
         return "eigenvalue of ∇φ·U − αI"
@@ -621,7 +617,7 @@ def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1
              "step_size": float(system.step_size if step_size is None else step_size),
              "n_converged": int(conv.sum()), "n_points": int(N), "system": system.kind,
              "equation": _EQUATIONS[system.kind]}
-    return xr.Dataset(data, attrs=attrs)
+    return finish(xr.Dataset(data, attrs=attrs), "equilibrium")
 
 
 def implicit_derivatives(system: System, y, c):
@@ -805,7 +801,7 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
              "n_starts": int(Y.shape[0]), "trajectory_steps": int(trajectory_steps), "spread": float(spread),
              "search_seed": int(seed), "n_roots": int((kinds == 1).sum()), "n_slow": int((kinds == 0).sum()),
              "system": system.kind, "equation": _EQUATIONS[system.kind]}
-    return xr.Dataset(data, attrs=attrs)
+    return finish(xr.Dataset(data, attrs=attrs), "fixed_points")
 
 
 def _levenberg_marquardt(system: System, c, y, *, max_iter=200, gtol=1e-15):

@@ -504,7 +504,7 @@ def gradient_norms(model, x, h0=None, *, backend=None, dL_dhT=None, step_norms=T
     """
     import xarray as xr
 
-    from .._dataset import base_attrs
+    from .._dataset import base_attrs, finish
 
     backend = resolve_backend(backend)
     from ..simulation import check_input, check_model
@@ -548,7 +548,7 @@ def gradient_norms(model, x, h0=None, *, backend=None, dL_dhT=None, step_norms=T
     ds.attrs["gradient_kernel"] = kernel
     ds.attrs["step_norms"] = int(step_norms)
     ds.attrs["steps"] = T
-    return ds
+    return finish(ds, "gradient_norms")
 
 
 __all__ = ["gradient_norms", "jacobian_norms", "BackwardNorms", "NORM_METHODS", "irnn_reverse_norms"]

@@ -531,7 +531,7 @@ def implicit_equilibrium(model: Implicit, X, *, method: str = "auto", tol: float
     """
     import xarray as xr
 
-    from .._dataset import base_attrs, model_attrs, model_variables
+    from .._dataset import base_attrs, finish, model_attrs, model_variables
 
     Xa, single = _check_X(model, X)
     Z, res, its, conv, code = solve(model, Xa, method=method, tol=tol, max_iter=max_iter, steps=steps, dt=dt)
@@ -556,7 +556,7 @@ def implicit_equilibrium(model: Implicit, X, *, method: str = "auto", tol: float
         attrs={**model_attrs(model), **base_attrs("numpy", command), "method": method, "tol": tol,
                "hidden2": model.hidden2, "layers": model.layers},
     )
-    return ds
+    return finish(ds, "implicit_equilibrium")
 
 
 # ============================================================================ implicit derivatives

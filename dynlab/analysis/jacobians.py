@@ -223,7 +223,9 @@ def jacobians(model, x, h0=None, *, backend=None, inputs=True, command=None):
         ds["jac_x"] = xr.Variable(lead + ("time", "unit", "unit_in"), Jx.reshape(B, T, D, d)[sel],
                                   {"long_name": "input Jacobian ∂h_t/∂x_t", "units": "1"})
     ds.attrs["jacobian_kernel"] = jacobian_path(model, B * T, backend)
-    return ds
+    from .._dataset import finish
+
+    return finish(ds, "jacobians")
 
 
 # ============================================================================ dispatch

@@ -38,6 +38,7 @@ import dataclasses
 
 import numpy as np
 
+from .._dataset import finish
 from ..activations import MAX_AFFINE, dphi, piece
 from ..backends import resolve_backend
 from ..errors import DivergenceError, ParameterError
@@ -486,7 +487,7 @@ def templates(model, x, W_out, b_out=None, h0=None, *, backend=None, command=Non
         "W_out": xr.Variable(("class", "unit"), r["W_out"], {"long_name": "read-out weights W_out", "units": "1"}),
         "b_out": xr.Variable(("class",), r["b_out"], {"long_name": "read-out bias b_out", "units": "1"}),
     }
-    return _wrap(model, tr, data, command, backend)
+    return finish(_wrap(model, tr, data, command, backend), "templates")
 
 
 # ============================================================================ random initial state
@@ -818,16 +819,19 @@ def knn_accuracy(features, labels, ks=(1, 2, 5, 10), *, train_fraction: float = 
 
 # ============================================================================ Dataset
 def _param_variables(model, layers):
+    """One layer: its parameters as they are.  L > 1 layers: every layer alike, under
+    ``layer{ℓ}_`` (ℓ = 1..L), its settings as attrs under the same prefix."""
     import xarray as xr
 
     from .._dataset import model_attrs, model_variables
 
-    out = dict(model_variables(layers[0]))
-    attrs = {}
-    for ell, m in enumerate(layers[1:], start=2):
+    if len(layers) == 1:
+        return dict(model_variables(layers[0])), {}
+    out, attrs = {}, {}
+    for ell, m in enumerate(layers, start=1):
         prefix = f"layer{ell}_"
         for name, v in model_variables(m, prefix).items():
-            dims = ("unit", "unit_from") if name == prefix + "W" else v.dims
+            dims = ("unit", "unit_from") if (ell > 1 and name == prefix + "W") else v.dims
             out[name] = xr.Variable(dims, v.values, v.attrs)
         attrs.update(model_attrs(m, prefix))
     return out, attrs
@@ -855,11 +859,10 @@ def _wrap(model, tr: Trace, data: dict, command, backend):
         coords["batch"] = ("batch", np.arange(B), {"long_name": "sequence", "units": "1"})
     if len(layers) > 1:
         coords["layer"] = ("layer", np.arange(1, len(layers) + 1), {"long_name": "layer ℓ", "units": "1"})
-    attrs = model_attrs(layers[0])
+    attrs = model_attrs(layers[0]) if len(layers) == 1 else {"model": "rnn",
+                                                             "activation": layers[0].activation}
     attrs.update(extra)
     attrs["layers"] = len(layers)
-    if isinstance(model, StackedRNN):
-        attrs["model"] = "rnn"
     attrs.update(base_attrs(resolve_backend(backend), command))
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
@@ -914,7 +917,7 @@ def partition(model, x, h0=None, *, backend=None, reconstruction: str = "auto", 
     }
     ds = _wrap(model, tr, data, command, backend)
     ds.attrs["reconstruction_method"] = method
-    return ds
+    return finish(ds, "partition")
 
 
 def model_from_partition(ds):
@@ -923,7 +926,8 @@ def model_from_partition(ds):
     from ..io import model_from_dataset
 
     L = int(ds.attrs.get("layers", 1))
-    first = model_from_dataset(ds)
     if L == 1:
-        return first
+        return model_from_dataset(ds)
+    # every layer under layer{ℓ}_; files written before that kept layer 1 unprefixed
+    first = model_from_dataset(ds, prefix="layer1_" if "layer1_U" in ds else "")
     return StackedRNN((first,) + tuple(model_from_dataset(ds, prefix=f"layer{ell}_") for ell in range(2, L + 1)))

@@ -43,12 +43,12 @@ def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, ba
 
     Returns
     -------
-    xarray.Dataset along ``point`` (B·T points, sequence-major) with ``eig_real``/``eig_imag``
-    (point, eig) sorted by decreasing real part, ``max_real``, ``stability`` (1/0/−1: the flow's
-    real parts for irnn and ctrnn, the step Jacobian's radius for the discrete cells),
-    ``state`` (point, unit) the point y, ``point_batch``/``point_time`` (0-based), with
-    ``step`` also ``step_eig_real``/``step_eig_imag`` and ``step_radius``; at equilibria
-    ``residual`` and ``converged``; the input ``x``, ``h0`` and the model's parameters.
+    xarray.Dataset (``attrs["result"] = "spectrum"``), every point at its ([batch,] time) place
+    (time m = 1..T, the point of step m): ``eig_real``/``eig_imag`` ([batch,] time, eig) sorted by
+    decreasing real part, ``max_real``, ``stability`` (1/0/−1: the flow's real parts for irnn and
+    ctrnn, the step Jacobian's radius for the discrete cells), ``state`` ([batch,] time, unit)
+    the point y; with ``step`` also ``step_eig_real``/``step_eig_imag`` and ``step_radius``; at
+    equilibria ``residual`` and ``converged``; the input ``x``, ``h0`` and the model's parameters.
 
     Example
     -------
@@ -57,7 +57,7 @@ def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, ba
     """
     import xarray as xr
 
-    from .._dataset import base_attrs, model_attrs, model_variables
+    from .._dataset import base_attrs, finish, model_attrs, model_variables
     from ..backends import resolve_backend
     from ..simulation import check_h0, check_input, run_states
     from .jacobians import jacobian_at
@@ -81,16 +81,25 @@ def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, ba
         y = H.reshape(B * T, D) + model.sign * hprev
     else:
         y = hprev.copy()
+    lead = ("batch",) if batched else ()
+    sel = slice(None) if batched else 0
+    dims = lead + ("time",)
+
+    def per_point(a):
+        """(B·T, …) point values → ([batch,] time, …)."""
+        a = np.asarray(a)
+        return a.reshape((B, T) + a.shape[1:])[sel]
+
     data = {}
     if at == "equilibrium":
         y, res, _, conv = run_solver(system, c, y, "newton", tol=tol)
-        data["residual"] = xr.Variable(("point",), res, {"long_name": "max-abs residual ‖F‖∞ of the equilibrium",
-                                                         "units": "1"})
-        data["converged"] = xr.Variable(("point",), conv.astype(np.int8), {"long_name": f"residual ≤ {tol:g}",
-                                                                           "units": "1"})
+        data["residual"] = xr.Variable(dims, per_point(res), {"long_name": "max-abs residual ‖F‖∞ of the equilibrium",
+                                                              "units": "1"})
+        data["converged"] = xr.Variable(dims, per_point(conv.astype(np.int8)), {"long_name": f"residual ≤ {tol:g}",
+                                                                                "units": "1"})
     eigs = flow_eigenvalues(system, y, c)
-    data.update(eig_variables(eigs, ("point",), what=_flow_label(system)))
-    data["max_real"] = xr.Variable(("point",), eigs.real.max(axis=1),
+    data.update(eig_variables(per_point(eigs), dims, what=_flow_label(system)))
+    data["max_real"] = xr.Variable(dims, per_point(eigs.real.max(axis=1)),
                                    {"long_name": "largest real part of the eigenvalues", "units": "1"})
     if step:
         where = y if (at == "equilibrium" and system.kind != "irnn") else hprev
@@ -100,25 +109,22 @@ def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, ba
             t = (np.arange(lo, hi) % T) if (system.kind == "irnn" and np.ndim(model.eta) == 2) else None
             J = jacobian_at(model, xs[lo:hi], where[lo:hi], backend=backend, t=t)
             seig[lo:hi] = np.sort(np.linalg.eigvals(J), axis=-1)[:, ::-1]
-        data.update(eig_variables(seig, ("point",), name="step_eig", what="eigenvalue of the step Jacobian ∂h_m/∂h_(m-1)"))
-        data["step_radius"] = xr.Variable(("point",), np.abs(seig).max(axis=1),
+        data.update(eig_variables(per_point(seig), dims, name="step_eig",
+                                  what="eigenvalue of the step Jacobian ∂h_m/∂h_(m-1)"))
+        data["step_radius"] = xr.Variable(dims, per_point(np.abs(seig).max(axis=1)),
                                           {"long_name": "spectral radius of ∂h_m/∂h_(m-1)", "units": "1"})
     if system.discrete:
         stab = stability_label(eigs + 1.0, discrete=True, tol=stability_tol)
     else:
         stab = stability_label(eigs, discrete=False, tol=stability_tol)
-    lead = ("batch",) if batched else ()
-    sel = slice(None) if batched else 0
     data.update({
-        "stability": xr.Variable(("point",), stab, dict(STABILITY_ATTRS)),
-        "state": xr.Variable(("point", "unit"), y, {"long_name": f"point analysed ({system.variable})", "units": "1"}),
-        "point_batch": xr.Variable(("point",), np.repeat(np.arange(B), T), {"long_name": "sequence index", "units": "1"}),
-        "point_time": xr.Variable(("point",), np.tile(np.arange(T), B), {"long_name": "time index (0-based)",
-                                                                        "units": "step"}),
+        "stability": xr.Variable(dims, per_point(stab), dict(STABILITY_ATTRS)),
+        "state": xr.Variable(dims + ("unit",), per_point(y), {"long_name": f"point analysed ({system.variable})",
+                                                               "units": "1"}),
         "x": xr.Variable(lead + ("time", "unit_in"), xa[sel], {"long_name": "input x_t", "units": "1"}),
         "h0": xr.Variable(lead + ("unit",), h0a[sel], {"long_name": "initial state h_0", "units": "1"}),
         **model_variables(model),
     })
     attrs = {**model_attrs(model), **base_attrs(backend, command), "at": at, "system": system.kind,
              "n_points": int(B * T), "n_stable": int((stab == 1).sum()), "tol": tol}
-    return xr.Dataset(data, attrs=attrs)
+    return finish(xr.Dataset(data, attrs=attrs), "spectrum")

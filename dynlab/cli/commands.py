@@ -76,8 +76,8 @@ def simulate(ctx, out, data, **options):
 
     Example: dynlab simulate --model irnn --K 5 --steps 1000 --data run.nc --out run.png
     """
-    from ..plot import plot_states, simulate_summary
-    from ..spec import simulate_spec
+    from ..plot import plot_states
+    from ..runs import simulate_spec, simulate_summary
 
     with keep_partial(data):
         ds = simulate_spec(make_spec(ctx, options))
@@ -105,7 +105,8 @@ def phase(ctx, out, data, field, **options):
 
     Example: dynlab phase --model irnn --K 5 --compare rnn,fastrnn --out phase.png
     """
-    from ..plot import phase_dataset, phase_summary, plot_phase
+    from ..plot import plot_phase
+    from ..runs import phase_dataset, phase_summary
 
     with keep_partial(data):
         ds = phase_dataset(make_spec(ctx, options), field=field)
@@ -132,7 +133,8 @@ def gradients(ctx, out, data, K, lyapunov, step_norms, **options):
 
     Example: dynlab gradients --model irnn --K 1,5,10 --compare rnn,fastrnn --out grad.png
     """
-    from ..plot import gradients_dataset, gradients_summary, plot_gradients
+    from ..plot import plot_gradients
+    from ..runs import gradients_dataset, gradients_summary
     from ..spec import GradientSpec
 
     spec = GradientSpec(make_spec(ctx, dict(options, K=None)), K_values=K, lyapunov=lyapunov, step_norms=step_norms)
@@ -324,8 +326,8 @@ def equilibria(ctx, out, data, method, tol, n_starts, continue_over, param_range
 
     Example: dynlab equilibria --model ctrnn --hidden 1 --continue-over b --range -10,2 --out bif.png
     """
-    from ..plot import equilibria_dataset, equilibria_summary, plot_equilibria
-    from ..plot.stability import not_converged
+    from ..plot import plot_equilibria
+    from ..runs import equilibria_dataset, equilibria_summary, not_converged
     from ..spec import EquilibriaSpec
 
     spec = EquilibriaSpec(make_spec(ctx, options), method=method.lower(), tol=tol, n_starts=n_starts,
@@ -353,7 +355,8 @@ def spectrum(ctx, out, data, at, **options):
 
     Example: dynlab spectrum --model irnn --K 5 --hidden 32 --batch 8 --out fig7.png
     """
-    from ..plot import plot_spectrum, spectrum_dataset, spectrum_summary
+    from ..plot import plot_spectrum
+    from ..runs import spectrum_dataset, spectrum_summary
     from ..spec import SpectrumSpec
 
     with keep_partial(data):
@@ -376,7 +379,8 @@ def converge(ctx, out, data, K_max, **options):
 
     Example: dynlab converge --model irnn --hidden 16 --eta 0.5 --K-max 60 --out fig6.png
     """
-    from ..plot import converge_dataset, converge_summary, plot_convergence
+    from ..plot import plot_convergence
+    from ..runs import converge_dataset, converge_summary
     from ..spec import ConvergeSpec
 
     ds = converge_dataset(ConvergeSpec(make_spec(ctx, options), K_max=K_max))
@@ -404,7 +408,8 @@ def partition(ctx, out, data, layers, embed, tsne, dataset, **options):
 
     Example: dynlab partition --dataset digits --hidden 32 --batch 300 --embed --out codes.png
     """
-    from ..plot.partition import partition_dataset, partition_summary, plot_partition
+    from ..plot import plot_partition
+    from ..runs import partition_dataset, partition_summary
     from ..spec import PartitionSpec
 
     spec = PartitionSpec(make_spec(ctx, options), layers=layers, embed=embed, tsne=tsne, dataset=dataset)
@@ -432,8 +437,9 @@ def train(ctx, out, data, task, steps, pad, iterations, lr, optimiser, batch, cl
     --model irnn --K 5 --g0 previous --activation relu --set rank=4 --set sign=-1
     --weight-scale 0.05 --eta 0.1 --lr 0.01 --iterations 600 --out add.png
     """
-    from ..plot.training import implicit_train_summary, plot_implicit_training, plot_training, train_summary
-    from ..train.loop import ImplicitTrainResult, TrainSpec, train_spec
+    from ..plot import plot_implicit_training, plot_training
+    from ..runs import implicit_train_summary, train_spec, train_summary
+    from ..train.loop import ImplicitTrainResult, TrainSpec
 
     spec = TrainSpec(make_spec(ctx, options), task=task, steps=steps, pad=pad, iterations=iterations, lr=lr,
                      optimiser=optimiser, batch=batch, clip=clip, sigma_eps=sigma_eps, record_every=record_every,

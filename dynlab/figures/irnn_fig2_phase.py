@@ -15,7 +15,7 @@ NAME = "irnn-fig2-phase"
 
 
 def compute(quick: bool):
-    from ..plot import phase_dataset
+    from ..runs import phase_dataset
     from ..spec import RunSpec
 
     T = 300 if quick else 1000
@@ -31,8 +31,7 @@ def _own_step_residual(ds, name):
     from ..io import model_from_dataset
     from ..simulation import simulate
 
-    prefix = "" if name == str(ds.model.values[0]) else name + "__"
-    model = model_from_dataset(ds, prefix)
+    model = model_from_dataset(ds, entry=name)
     h = ds["h"].sel(model=name).values
     x = ds["x"].values
     # one step from h_m with input x_m, for every m at once (a batch of length-1 sequences)

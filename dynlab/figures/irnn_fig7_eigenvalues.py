@@ -29,7 +29,7 @@ def check(ds):
     re = ds["eig_real"].values
     return {"passed": bool(np.all(re < 0)) and bool(np.all(ds["stability"].values == 1)),
             "max_real_part": float(re.max()), "min_real_part": float(re.min()),
-            "points": int(ds.sizes["point"]), "eigenvalues": int(re.size),
+            "points": int(ds["max_real"].size), "eigenvalues": int(re.size),
             "max_step_radius": float(ds["step_radius"].max())}
 
 

@@ -1,22 +1,59 @@
-"""Dataset → matplotlib: every picture is drawn from a Dataset alone (DESIGN §2).
+"""Dataset → matplotlib Figure: every picture is drawn from a result alone; nothing is computed here.
 
-``phase_dataset`` / ``plot_phase``  phase portraits (iRNN paper Fig. 2), with equilibria;
-``gradients_dataset`` / ``plot_gradients``  ‖∂h_T/∂h_t‖₂ against T − t, Lyapunov spectra;
-``plot_states``                     h_t over time for one sequence of ``dynlab.simulate``;
-``save_figure``                     write a Figure as png, pdf or svg (chosen by suffix).
+``draw(result)``            the picture of any public call's result, chosen from the result
+                            itself (``attrs["result"]``); the functions below draw one kind each
+                            and accept the same results:
+``plot_states``             h_t over time (``simulate``)
+``plot_phase``              phase portraits (``dynlab phase``, or any result with states h)
+``plot_gradients``          ‖∂h_T/∂h_t‖₂ against T − t (``gradient_norms``, ``dynlab gradients``)
+``plot_lyapunov``           finite-time Lyapunov spectra (``lyapunov``)
+``plot_jacobians``          step Jacobians over time (``jacobians``)
+``plot_equilibria``         ``equilibrium``, ``irnn_equilibrium``, ``fixed_points``, ``continuation``,
+                            ``implicit_equilibrium``
+``plot_spectrum``           eigenvalues of ∇φU − αI (``spectrum``)
+``plot_convergence``        the iRNN inner recursion (``convergence``)
+``plot_partition``, ``plot_templates``   MASO codes and templates
+``plot_training``, ``plot_implicit_training``   training histories
+``plot_sweep``              sweep results
+``save_figure``             write a Figure as png, pdf or svg (chosen by suffix)
 
-matplotlib is imported only when something is drawn.
+Layering: this package reads Datasets only; it imports no model, analysis, kernel, simulation,
+training, sweep or command (``dynlab.runs``) module (a test checks it).  matplotlib is imported
+only when something is drawn.  The command-level computations that used to live here
+(``phase_dataset``, ``gradients_dataset``, …) are in ``dynlab.runs``; the old names still
+resolve here, with a ``DeprecationWarning``.
 """
-from .gradients import gradients_dataset, gradients_summary, plot_gradients
-from .partition import partition_dataset, partition_summary, plot_partition
-from .phase import phase_dataset, phase_summary, plot_phase
-from .states import plot_states, simulate_summary
-from .stability import (converge_dataset, converge_summary, equilibria_dataset, equilibria_summary, plot_convergence,
-                        plot_equilibria, plot_spectrum, spectrum_dataset, spectrum_summary)
-from .style import COLORS, PANEL_WIDTH, new_figure, save_figure
+from __future__ import annotations
 
-__all__ = ["COLORS", "PANEL_WIDTH", "gradients_dataset", "gradients_summary", "plot_gradients", "new_figure", "phase_dataset", "phase_summary", "plot_phase",
-           "plot_states", "save_figure", "simulate_summary",
-           "converge_dataset", "converge_summary", "equilibria_dataset", "equilibria_summary", "plot_convergence",
-           "plot_equilibria", "plot_spectrum", "spectrum_dataset", "spectrum_summary"]
-__all__ += ["partition_dataset", "partition_summary", "plot_partition"]
+from .draw import PICTURES, draw, result_kind
+from .gradients import plot_gradients
+from .jacobians import plot_jacobians
+from .lyapunov import plot_lyapunov
+from .partition import plot_partition, plot_templates
+from .phase import plot_phase
+from .stability import plot_convergence, plot_equilibria, plot_spectrum
+from .states import plot_states
+from .style import COLORS, PANEL_WIDTH, new_figure, save_figure
+from .sweep import plot_sweep
+from .training import plot_implicit_training, plot_training
+
+__all__ = ["COLORS", "PANEL_WIDTH", "PICTURES", "draw", "new_figure", "plot_convergence", "plot_equilibria",
+           "plot_gradients", "plot_implicit_training", "plot_jacobians", "plot_lyapunov", "plot_partition",
+           "plot_phase", "plot_spectrum", "plot_states", "plot_sweep", "plot_templates", "plot_training",
+           "result_kind", "save_figure"]
+
+#: Names that moved to ``dynlab.runs`` (the command layer); resolved with a DeprecationWarning.
+_MOVED = ("phase_dataset", "phase_summary", "gradients_dataset", "gradients_summary", "equilibria_dataset",
+          "equilibria_summary", "spectrum_dataset", "spectrum_summary", "converge_dataset", "converge_summary",
+          "partition_dataset", "partition_summary", "simulate_summary")
+
+
+def __getattr__(name):
+    if name in _MOVED:
+        import importlib
+        import warnings
+
+        warnings.warn(f"dynlab.plot.{name} moved to dynlab.runs.{name} (dynlab.plot only draws)",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module("dynlab.runs"), name)
+    raise AttributeError(f"module 'dynlab.plot' has no attribute {name!r}")

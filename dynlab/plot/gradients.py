@@ -1,220 +1,68 @@
-"""Gradient flow pictures: ‖∂h_T/∂h_t‖₂ against T − t for several models on one input.
+"""Gradient flow pictures: ‖∂h_T/∂h_t‖₂ against T − t, one line per entry.
 
-``gradients_dataset(spec)`` computes every number into one Dataset (one entry per model
-along ``model``: the primary model once per K value, then each compared model);
-``plot_gradients(ds)`` draws from that Dataset alone; ``gradients_summary(ds)`` is the
-printed table.  As for ``phase``: the first entry's parameters are unprefixed, every other
-entry's under ``<entry>__``.
+``plot_gradients`` draws ``dynlab.gradient_norms``'s result (one model) and ``dynlab
+gradients``'s (one entry per model along ``model``, with a Lyapunov spectrum panel when the
+spectrum was computed), from the Dataset alone.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
-from ..errors import DivergenceError, ParameterError
-from .style import CYCLE, PRETTY, new_figure, styled
+from ..errors import ParameterError
+from .labels import entries, entry_data, entry_title
+from .style import CYCLE, panel_axes, styled
 
-_SEP = "__"
 #: Lowest value drawn on the log axis; vanishing curves continue below it (in the Dataset).
 FLOOR = 1e-30
 
 
-def _entry_name(model, several_K: bool) -> str:
-    return f"irnn-K{model.K}" if (model.name == "irnn" and several_K) else model.name
-
-
-def gradients_dataset(spec):
-    """Gradient norms (and Lyapunov exponents) of each model of a ``GradientSpec`` on one input.
-
-    Every model runs on the same input x_1..x_T from h_0 = 0; ``dynlab.gradient_norms`` and
-    ``dynlab.lyapunov`` (top exponent, or the whole spectrum with ``spec.lyapunov``).
-
-    Parameters
-    ----------
-    spec : dynlab.spec.GradientSpec
-
-    Returns
-    -------
-    xarray.Dataset with, along ``model`` (entry names: ``irnn-K5`` … when several K, else the
-    registry name): ``jac_norm``, ``log_jac_norm``, ``step_norm`` (model, time; not with
-    ``spec.step_norms`` False); ``ratio``
-    (model); ``lyapunov`` (model, exponent) per step; ``h`` (model, time, unit);
-    ``diverged_at`` (model); ``x`` (time, unit_in); parameters and attrs as ``phase``.
-    Raises ParameterError (``steps`` for T < 2, ``K`` for K values on a non-iRNN model,
-    ``compare`` for repeated models) and DivergenceError with the full Dataset (NaN for the
-    diverged entry) in ``err.partial``.
-
-    Example
-    -------
-    >>> ds = gradients_dataset(GradientSpec(RunSpec(model="irnn"), K_values=(1, 5), lyapunov=True))
-    """
-    import xarray as xr
-
-    from .._dataset import base_attrs, model_attrs, model_variables
-    from ..analysis.gradients import gradient_norms
-    from ..analysis.lyapunov import lyapunov
-    from ..backends import resolve_backend
-    from ..models import get_model_class
-    from ..spec import build_input, build_model
-
-    run = spec.run
-    if run.batch is not None:
-        raise ParameterError("batch", "gradients compares models on one sequence; leave batch unset")
-    if run.steps < 2:
-        raise ParameterError("steps", f"needs at least 2 steps for ∂h_T/∂h_(T-1), got {run.steps}")
-    backend = resolve_backend(run.backend)
-    Ks = tuple(spec.K_values) or (None,)
-    primaries = [build_model(dataclasses.replace(run, K=K)) for K in Ks]
-    if len(Ks) > 1 and primaries[0].name != "irnn":
-        raise ParameterError("K", f"lists several values, but K is an irnn setting (model {primaries[0].name!r})")
-    several = len(Ks) > 1
-    names = [_entry_name(m, several) for m in primaries]
-    models = list(primaries)
-    for name in run.compare:
-        canonical = get_model_class(name, "compare").name
-        if canonical in names or (canonical == primaries[0].name):
-            raise ParameterError("compare", f"{canonical!r} is already an entry; each model appears once")
-        names.append(canonical)
-        models.append(build_model(run, canonical, like=primaries[0]))
-    x = build_input(run, primaries[0].inputs)
-    T, D = x.shape[0], primaries[0].hidden
-    k = D if spec.lyapunov else 1
-
-    n = len(models)
-    out = {v: np.full((n, T), np.nan)
-           for v in ("jac_norm", "log_jac_norm") + (("step_norm",) if spec.step_norms else ())}
-    ratio = np.full(n, np.nan)
-    lam = np.full((n, k), np.nan)
-    H = np.full((n, T, D), np.nan)
-    diverged = np.zeros(n, dtype=np.int64)
-    for i, model in enumerate(models):
-        try:
-            g = gradient_norms(model, x, backend=backend, step_norms=spec.step_norms, command=run.command)
-        except DivergenceError as err:
-            H[i, :err.step - 1] = err.partial["h"].values
-            diverged[i] = err.step
-            continue
-        for v in out:
-            out[v][i] = g[v].values
-        ratio[i] = float(g["ratio"])
-        H[i] = g["h"].values
-        lam[i] = lyapunov(model, x, k=k, backend=backend)["lyapunov"].values
-
-    data = {
-        "jac_norm": xr.Variable(("model", "time"), out["jac_norm"], {"long_name": "‖∂h_T/∂h_t‖₂", "units": "1"}),
-        "log_jac_norm": xr.Variable(("model", "time"), out["log_jac_norm"],
-                                    {"long_name": "ln ‖∂h_T/∂h_t‖₂", "units": "1"}),
-        **({"step_norm": xr.Variable(("model", "time"), out["step_norm"],
-                                     {"long_name": "‖∂h_t/∂h_(t-1)‖₂", "units": "1"})} if spec.step_norms else {}),
-        "ratio": xr.Variable(("model",), ratio, {"long_name": "‖∂h_T/∂h_1‖₂ / ‖∂h_T/∂h_(T-1)‖₂", "units": "1"}),
-        "lyapunov": xr.Variable(("model", "exponent"), lam,
-                                {"long_name": "finite-time Lyapunov exponent λ_i", "units": "1/step"}),
-        "h": xr.Variable(("model", "time", "unit"), H, {"long_name": "hidden state h_t", "units": "1"}),
-        "x": xr.Variable(("time", "unit_in"), x, {"long_name": "input x_t", "units": "1"}),
-        "h0": xr.Variable(("unit",), np.zeros(D), {"long_name": "initial state h_0", "units": "1"}),
-        "diverged_at": xr.Variable(("model",), diverged,
-                                   {"long_name": "first step with a non-finite state (0: none)", "units": "step"}),
-    }
-    unit = np.arange(D)
-    coords = {
-        "model": ("model", np.array(names, dtype=object), {"long_name": "model", "units": "1"}),
-        "time": ("time", np.arange(1, T + 1), {"long_name": "time step t", "units": "step"}),
-        "exponent": ("exponent", np.arange(1, k + 1), {"long_name": "exponent index i", "units": "1"}),
-        "unit": ("unit", unit, {"long_name": "hidden unit", "units": "1"}),
-        "unit_from": ("unit_from", unit, {"long_name": "presynaptic unit", "units": "1"}),
-        "unit_in": ("unit_in", np.arange(primaries[0].inputs), {"long_name": "input feature", "units": "1"}),
-    }
-    attrs = model_attrs(models[0])
-    attrs.update(base_attrs(backend, run.command))
-    for name, model in zip(names[1:], models[1:]):
-        data.update(model_variables(model, prefix=name + _SEP))
-        attrs.update(model_attrs(model, prefix=name + _SEP))
-    data.update(model_variables(models[0]))
-    attrs.update({"models": ",".join(names), "input": run.input, "input_seed": run.seed,
-                  "variance": "none" if run.variance is None else float(run.variance), "steps": T,
-                  "lyapunov_spectrum": int(spec.lyapunov)})
-    ds = xr.Dataset(data, coords=coords, attrs=attrs)
-    if diverged.any():
-        i = int(np.flatnonzero(diverged)[0])
-        raise DivergenceError(step=int(diverged[i]), batch=0, model=names[i], partial=ds)
-    return ds
-
-
-def _label(ds, name: str) -> str:
-    p = "" if name == str(ds.model.values[0]) else name + _SEP
-    base = PRETTY.get(str(ds.attrs.get(p + "model", name)), name)
-    if ds.attrs.get(p + "model") == "irnn":
-        base += f" K={int(ds.attrs[p + 'K'])}"
-    return base
-
-
 @styled
-def plot_gradients(ds, axes=None):
-    """‖∂h_T/∂h_t‖₂ against T − t (log y axis), one line per model with its ratio in the legend;
+def plot_gradients(ds, ax=None):
+    """‖∂h_T/∂h_t‖₂ against T − t (log y axis), one line per entry with its ratio in the legend;
     with a ``lyapunov`` spectrum of more than one exponent, a second panel draws λ_i against i.
 
     Parameters
     ----------
-    ds : Dataset from ``gradients_dataset`` (or read back from its NetCDF file)
-    axes : sequence of matplotlib Axes, optional (one, or two with the spectrum)
+    ds : the result of ``dynlab.gradient_norms`` or of ``dynlab gradients`` (or its NetCDF file)
+    ax : matplotlib Axes (the norm panel only) or a sequence of one or two, optional
 
     Returns
     -------
     matplotlib Figure.
     """
-    names = [str(n) for n in ds["model"].values]
-    spectrum = ds.sizes.get("exponent", 0) > 1
-    npanel = 2 if spectrum else 1
-    if axes is None:
-        fig, axes = new_figure(npanel, height=3.0)
-    else:
-        axes = list(np.atleast_1d(axes))
-        if len(axes) != npanel:
-            raise ParameterError("axes", f"needs {npanel} Axes, got {len(axes)}")
-        fig = axes[0].figure
+    if "jac_norm" not in ds:
+        raise ParameterError("ds", "a gradient-flow picture draws jac_norm; this result has none")
+    names = entries(ds)
+    spectrum = "lyapunov" in ds and ds.sizes.get("exponent", 0) > 1
+    fig, axes = panel_axes(ax, 2 if spectrum else 1, height=3.0)
     T = ds.sizes["time"]
     lag = T - ds["time"].values
-    ax = axes[0]
+    a0 = axes[0]
     for i, name in enumerate(names):
-        y = ds["jac_norm"].sel(model=name).values
+        y = entry_data(ds, name, "jac_norm").values
+        if y.ndim > 1:  # a batched result: the first sequence
+            y = y.reshape(-1, y.shape[-1])[0]
         keep = np.isfinite(y) & (y > 0)
-        r = float(ds["ratio"].sel(model=name))
-        ax.plot(lag[keep], y[keep], color=CYCLE[i % len(CYCLE)], lw=1.0,
-                label=f"{_label(ds, name)} (ratio {r:.3g})")
-    ax.set_yscale("log")
-    finite = ds["jac_norm"].values[np.isfinite(ds["jac_norm"].values) & (ds["jac_norm"].values > 0)]
+        r = np.ravel(entry_data(ds, name, "ratio").values)[0]
+        a0.plot(lag[keep], y[keep], color=CYCLE[i % len(CYCLE)], lw=1.0,
+                label=f"{entry_title(ds, name)} (ratio {float(r):.3g})")
+    a0.set_yscale("log")
+    vals = ds["jac_norm"].values
+    finite = vals[np.isfinite(vals) & (vals > 0)]
     if finite.size:  # a vanishing curve must not flatten the others: it leaves at FLOOR
-        ax.set_ylim(bottom=max(float(finite.min()) / 2, FLOOR))
-    ax.set_xlabel("T − t (steps back from the end)")
-    ax.set_ylabel(r"$\|\partial h_T / \partial h_t\|_2$")
-    ax.set_title(f"gradient flow, T={T}")
-    ax.legend(frameon=False, loc="lower left")
-    if spectrum:
-        ax = axes[1]
+        a0.set_ylim(bottom=max(float(finite.min()) / 2, FLOOR))
+    a0.set_xlabel("T − t (steps back from the end)")
+    a0.set_ylabel(r"$\|\partial h_T / \partial h_t\|_2$")
+    a0.set_title(f"gradient flow, T={T}")
+    a0.legend(frameon=False, loc="lower left")
+    if spectrum and axes[1] is not None:
+        a1 = axes[1]
         idx = ds["exponent"].values
         for i, name in enumerate(names):
-            ax.plot(idx, ds["lyapunov"].sel(model=name).values, "o-", ms=3, color=CYCLE[i % len(CYCLE)],
-                    label=_label(ds, name))
-        ax.axhline(0.0, color="0.6", lw=0.6)
-        ax.set_xlabel("exponent index i")
-        ax.set_ylabel(r"Lyapunov exponent $\lambda_i$ (1/step)")
-        ax.set_title("finite-time Lyapunov spectrum")
+            a1.plot(idx, entry_data(ds, name, "lyapunov").values, "o-", ms=3, color=CYCLE[i % len(CYCLE)],
+                    label=entry_title(ds, name))
+        a1.axhline(0.0, color="0.6", lw=0.6)
+        a1.set_xlabel("exponent index i")
+        a1.set_ylabel(r"Lyapunov exponent $\lambda_i$ (1/step)")
+        a1.set_title("finite-time Lyapunov spectrum")
     return fig
-
-
-def gradients_summary(ds) -> str:
-    """The printed table: per model the ratio, ‖∂h_T/∂h_1‖₂ (its log when it under/overflows)
-    and the top Lyapunov exponent."""
-    names = [str(n) for n in ds["model"].values]
-    labels = [_label(ds, n) for n in names]
-    w = max(12, max(map(len, labels)) + 2)
-    lines = [f"gradient flow over T={ds.sizes['time']} steps, D={ds.sizes['unit']}, backend {ds.attrs.get('backend')}",
-             f"{'model':<{w}}{'ratio':>12}{'‖∂h_T/∂h_1‖':>14}{'ln‖∂h_T/∂h_1‖':>16}{'top λ (1/step)':>16}"]
-    for name, label in zip(names, labels):
-        r = float(ds["ratio"].sel(model=name))
-        j1 = float(ds["jac_norm"].sel(model=name)[0])
-        l1 = float(ds["log_jac_norm"].sel(model=name)[0])
-        lam = float(ds["lyapunov"].sel(model=name)[0])
-        lines.append(f"{label:<{w}}{r:>12.4g}{j1:>14.4g}{l1:>16.6g}{lam:>16.5g}")
-    return "\n".join(lines)

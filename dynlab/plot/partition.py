@@ -1,20 +1,19 @@
-"""``dynlab partition``: the MASO partition codes of a piecewise-affine RNN, drawn from a Dataset.
+"""MASO pictures of piecewise-affine RNNs, drawn from a Dataset alone.
 
-``partition_dataset(spec)`` builds the Dataset (``dynlab.analysis.partition.partition`` plus,
-with ``--embed``, 2-D embeddings of the prefix codes at four time slices); ``plot_partition``
-draws codes over time (units × time), the ``regions`` curve, the reconstruction error and the
-embeddings; ``partition_summary`` is the one-paragraph text the command prints.
+``plot_partition`` draws ``dynlab.partition``'s result (and ``dynlab partition``'s): codes over
+time (units × time), the ``regions`` curve, the reconstruction error and, when stored, the
+embeddings of the prefix codes.  ``plot_templates`` draws ``dynlab.templates``'s result: the
+templates dz_c/dx of one sequence and the split z_c = ⟨template_c, x⟩ + bias_c.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .style import COLORS, PANEL_WIDTH, RC, styled
+from ..errors import ParameterError
+from .style import COLORS, PANEL_WIDTH, RC, panel_axes, styled
 
 #: Sequences drawn in the embedding panels are coloured by label (at most this many classes).
 MAX_CLASSES = 10
-#: Default number of labelled sequences taken by ``--dataset`` when ``--batch`` is not given.
-DATASET_BATCH = 500
 
 
 def rows_figure(ncols: tuple, height: float, width: float | None = None):
@@ -31,96 +30,6 @@ def rows_figure(ncols: tuple, height: float, width: float | None = None):
         subs = fig.subfigures(len(ncols), 1, squeeze=False)[:, 0]
         rows = [list(np.atleast_1d(sub.subplots(1, n))) for sub, n in zip(subs, ncols)]
     return fig, rows
-
-
-def _build_model(spec, inputs: int):
-    from ..errors import ParameterError
-    from ..models.stacked import StackedRNN
-    from ..spec import build_model
-
-    run = spec.run
-    if spec.layers < 1:
-        raise ParameterError("layers", f"must be ≥ 1, got {spec.layers}")
-    if spec.layers == 1:
-        return build_model(run)
-    if run.weights is not None:
-        raise ParameterError("layers", "a weights file holds one layer; --layers needs random weights")
-    if run.model not in (None, "rnn"):
-        raise ParameterError("layers", f"stacked layers are rnn layers (--model rnn), got --model {run.model}")
-    extra = dict(run.settings)
-    bad = [k for k in extra if k not in ("identity_init", "leak")]
-    if bad:
-        raise ParameterError(bad[0], "is not a setting of stacked rnn layers (identity_init, leak)")
-    for key in ("K", "eta", "alpha", "g0"):
-        if getattr(run, key) is not None:
-            raise ParameterError(key, "is not a setting of the rnn model")
-    return StackedRNN.random(run.hidden or 2, inputs, layers=spec.layers, seed=run.seed,
-                             weight_scale=run.weight_scale, activation=run.activation, **extra)
-
-
-def partition_dataset(spec):
-    """The Dataset of a ``PartitionSpec`` (``dynlab partition``).
-
-    Model: ``rnn`` with ReLU unless asked otherwise (``--layers L`` stacks L rnn layers).
-    Input: the spec's ``--input`` sequence(s), or ``--dataset`` labelled sequences (then a
-    ``label`` variable).  Returns ``dynlab.partition``'s Dataset (``codes``, ``regions``,
-    ``prefix_regions``, ``reconstruction_error``, ``h``, …) plus, with ``embed``,
-    ``embedding_pca`` (and with ``tsne`` also ``embedding_tsne``) (slice, batch, coord) at
-    ``slice_time`` = T/4, T/2, 3T/4, T.
-    """
-    import dataclasses
-
-    import xarray as xr
-
-    from ..analysis.partition import embed_codes, partition
-    from ..errors import ParameterError
-    from ..spec import build_input
-
-    run = spec.run
-    if run.weights is None:
-        run = dataclasses.replace(run, model=run.model or "rnn", activation=run.activation or "relu")
-    spec = dataclasses.replace(spec, run=run)
-    labels = None
-    if spec.dataset is not None:
-        from ..tasks.labelled import labelled_sequences
-
-        x, labels, name = labelled_sequences(spec.dataset, seed=run.seed)
-        if run.inputs is not None and run.inputs != x.shape[2]:
-            raise ParameterError("inputs", f"the {name} data have {x.shape[2]} input feature(s), got {run.inputs}")
-        n = DATASET_BATCH if run.batch is None else run.batch
-        if n < 1:
-            raise ParameterError("batch", f"must be ≥ 1, got {n}")
-        keep = np.sort(np.random.default_rng(run.seed).permutation(len(labels))[:n])
-        x, labels = x[keep], labels[keep]
-        model = _build_model(dataclasses.replace(spec, run=dataclasses.replace(run, inputs=x.shape[2])), x.shape[2])
-    else:
-        model = _build_model(spec, run.inputs or 1)
-        x = build_input(run, model.inputs)
-    ds = partition(model, x, backend=run.backend, command=run.command)
-    if labels is not None:
-        ds["label"] = xr.Variable(("batch",), labels, {"long_name": "class label", "units": "1"})
-        ds.attrs["dataset"] = name
-    if spec.tsne and not spec.embed:
-        raise ParameterError("tsne", "goes with --embed (it adds t-SNE to the PCA embedding)")
-    if spec.tsne:
-        from ..tasks.labelled import have_digits
-
-        if not have_digits():
-            raise ParameterError("tsne", "needs scikit-learn (pip install 'dynlab[digits]')")
-    if spec.embed:
-        if "batch" not in ds["codes"].dims or ds.sizes["batch"] < 3:
-            raise ParameterError("embed", "needs at least 3 sequences: give --batch B (B ≥ 3) or --dataset")
-        T = ds.sizes["time"]
-        times = np.unique(np.clip(np.round(np.array([0.25, 0.5, 0.75, 1.0]) * T).astype(int), 1, T))
-        codes = ds["codes"].values
-        ds = ds.assign_coords(slice_time=("slice", times, {"long_name": "time slice t", "units": "step"}))
-        ds["embedding_pca"] = xr.Variable(("slice", "batch", "coord"), embed_codes(codes, times, method="pca"),
-                                          {"long_name": "PCA of the prefix codes c_1..c_t", "units": "1"})
-        if spec.tsne:
-            ds["embedding_tsne"] = xr.Variable(("slice", "batch", "coord"),
-                                               embed_codes(codes, times, method="tsne", seed=run.seed),
-                                               {"long_name": "t-SNE of the prefix codes c_1..c_t", "units": "1"})
-    return ds
 
 
 def _codes_image(ds, ax, batch: int = 0):
@@ -149,16 +58,23 @@ def _codes_image(ds, ax, batch: int = 0):
 
 
 @styled
-def plot_partition(ds):
+def plot_partition(ds, ax=None):
     """Codes over time (units × time), regions over time, reconstruction error; embeddings.
 
     Parameters
     ----------
-    ds : Dataset of ``partition_dataset`` / ``dynlab.partition``
+    ds : the result of ``dynlab.partition`` (or of ``dynlab partition``, with embeddings)
+    ax : an Axes (the codes panel only), optional
 
     Returns a matplotlib Figure: one row of three panels, and with embeddings a second row
     with one panel per time slice (t-SNE when present, else PCA).
     """
+    if "codes" not in ds:
+        raise ParameterError("ds", "a partition picture draws codes; this result has none")
+    if ax is not None:
+        fig, (a0,) = panel_axes(ax, 1)
+        _codes_image(ds, a0)
+        return fig
     emb_name = "embedding_tsne" if "embedding_tsne" in ds else ("embedding_pca" if "embedding_pca" in ds else None)
     ncols = (3,) if emb_name is None else (3, ds.sizes["slice"])
     fig, axes = rows_figure(ncols, 2.6, width=PANEL_WIDTH * 0.85 * 4 if emb_name else None)
@@ -209,7 +125,7 @@ def plot_partition(ds):
         if labels is not None and len(np.unique(labels)) <= MAX_CLASSES:
             axes[1][emb.shape[0] - 1].legend(frameon=False, fontsize=5, markerscale=2, loc="center left",
                                              bbox_to_anchor=(1.0, 0.5))
-    from .style import PRETTY
+    from .labels import PRETTY
 
     title = f"{PRETTY.get(ds.attrs.get('model'), ds.attrs.get('model', ''))} ({ds.attrs.get('activation', '')}"
     title += f", {ds.attrs.get('layers', 1)} layers)" if int(ds.attrs.get("layers", 1)) > 1 else ")"
@@ -223,12 +139,52 @@ def _class_color(i: int) -> str:
     return matplotlib.colormaps["tab10"](i % 10)
 
 
-def partition_summary(ds) -> str:
-    """One paragraph: codes shape, regions at the end, reconstruction error."""
-    err = float(np.max(ds["reconstruction_error"].values))
-    shape = " × ".join(f"{ds.sizes[d]} {d}" for d in ds["codes"].dims)
-    text = (f"codes: {shape}; distinct codes seen by t = {ds.sizes['time']}: {int(ds['regions'].values[-1])}")
-    if "batch" in ds["codes"].dims:
-        text += f"; distinct prefix codes over the batch: {int(ds['prefix_regions'].values[-1])}"
-    text += f"; max reconstruction error |A_RNN x + B_RNN − h| = {err:.2e} ({ds.attrs.get('reconstruction_method')})"
-    return text
+
+
+@styled
+def plot_templates(ds, ax=None, *, batch: int = 0):
+    """The templates dz_c/dx of one sequence (one row per class, shared colour scale centred on
+    0, with a colour bar) and, per class, z_c split into ⟨template_c, x⟩ and bias_c.
+
+    Parameters
+    ----------
+    ds : the result of ``dynlab.templates`` (``template`` (batch, class, time, unit_in),
+        ``inner_product``, ``bias``, ``z``)
+    ax : an Axes (the templates only) or a sequence of two, optional
+    batch : which sequence to draw
+
+    Returns a matplotlib Figure.
+    """
+    if "template" not in ds:
+        raise ParameterError("ds", "a templates picture draws template; this result has none")
+    tpl = ds["template"]
+    pick = {"batch": batch} if "batch" in tpl.dims else {}
+    tpl = tpl.isel(pick).transpose("class", "time", "unit_in").values
+    C, T, d = tpl.shape
+    img = tpl.reshape(C, T * d)
+    fig, axes = panel_axes(ax, 2, height=3.0)
+    lim = float(np.abs(img).max()) or 1.0
+    a0 = axes[0]
+    im = a0.imshow(img, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest",
+                   extent=(0.5, T + 0.5, C - 0.5, -0.5))
+    a0.set_xlabel("time step t" + (f" (× {d} input features)" if d > 1 else ""))
+    a0.set_ylabel("class c")
+    a0.set_yticks(np.arange(C))
+    a0.set_title("templates dz_c/dx" + (f", sequence {batch + 1}" if "batch" in ds["template"].dims else ""))
+    fig.colorbar(im, ax=a0, shrink=0.85, label="dz_c/dx")
+    if axes[1] is not None:
+        a1 = axes[1]
+        inner = np.atleast_1d(ds["inner_product"].isel(pick).values)
+        bias = np.atleast_1d(ds["bias"].isel(pick).values)
+        z = np.atleast_1d(ds["z"].isel(pick).values)
+        c = np.arange(C)
+        a1.bar(c - 0.2, inner, width=0.4, color=COLORS["blue"], label=r"$\langle$template, x$\rangle$")
+        a1.bar(c + 0.2, bias, width=0.4, color=COLORS["orange"], label="bias")
+        a1.plot(c, z, "o", color=COLORS["black"], ms=4, label="z = sum")
+        a1.axhline(0, color="0.6", lw=0.6)
+        a1.set_xticks(c)
+        a1.set_xlabel("class c")
+        a1.set_ylabel("output z_c")
+        a1.set_title(f"largest z: class {int(np.argmax(z))}")
+        a1.legend(frameon=False)
+    return fig

@@ -1,253 +1,23 @@
-"""Phase portraits (iRNN paper, Fig. 2): the trajectory h_m in state space, and for an iRNN
-the equilibrium curve {s : α s = φ(U s + W x + b)} with the points s_m = h_m + h_{m-1}.
+"""Phase portraits (iRNN paper, Fig. 2): the trajectory h_m in state space; for an iRNN
+entry of a ``dynlab phase`` result also the equilibrium curve {s : α s = φ(U s + W x + b)}
+with the points s_m = h_m + h_{m-1}; for a 2-D cell at a constant input its vector field.
 
-Two steps, as everywhere in dynlab: ``phase_dataset(spec)`` computes every number into a
-Dataset; ``plot_phase(ds)`` draws from that Dataset alone, so the picture can be redrawn
-from the NetCDF file.  States with D > 2 are drawn in the plane of the top two principal
-components of each model's trajectory (stored in the Dataset as ``pc_*``).
+``plot_phase`` draws any result that holds states ``h``: the ``dynlab phase`` Dataset (one
+panel per entry along ``model``), ``dynlab.simulate``, ``gradient_norms``, ``lyapunov``,
+``partition``, …  States with D > 2 are drawn in the plane of the top two principal
+components of the trajectory (those stored in the Dataset when there are, else those of the
+drawn trajectory).
 """
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
-from ..errors import DivergenceError, ParameterError
-from .style import COLORS, PRETTY, new_figure, styled
+from ..errors import ParameterError
+from .labels import entries, entry_attr, entry_data, entry_title
+from .style import COLORS, new_figure, styled
 
-#: Number of input values at which the equilibrium curve is solved when d = 1.
-CURVE_POINTS = 400
-#: Input variance when none is given (random-walk and noise inputs): the iRNN paper's Fig. 2.
-DEFAULT_VARIANCE = 10.0
-#: Number of principal components kept for D > 2.
-N_PC = 2
-_SEP = "__"
 #: Legend entries in this order (a substring of each label).
 _LEGEND_ORDER = ("trajectory", "equilibria", "s_m", "start", "field", "nullcline", "equilibrium")
-
-
-def _entry_prefix(ds, name: str) -> str:
-    """Prefix of a model entry's parameters and attrs: '' for the primary, '<name>__' else."""
-    return "" if name == str(ds.model.values[0]) else name + _SEP
-
-
-def phase_dataset(spec, field=None):
-    """Simulate the spec's model (and ``spec.compare`` models) on one input and collect a phase portrait.
-
-    ``field``: also the primary model's vector field, nullclines and equilibria (``add_field``);
-    None (the default) means: on for a 2-D ctrnn with a constant input, off otherwise.
-
-    Every model runs on the same input sequence x_1..x_T from h_0 = 0.  The compared models
-    share the seed, sizes and activation of the primary one and keep their own defaults.
-
-    Parameters
-    ----------
-    spec : dynlab.spec.RunSpec
-        ``spec.batch`` must be None (one sequence); D = hidden must be ≥ 2.  An unset
-        ``variance`` is 10 (Fig. 2) for the random-walk and noise inputs.
-
-    Returns
-    -------
-    xarray.Dataset with
-      ``h`` (model, time, unit)  the states, one entry per model along ``model`` (names);
-      ``x`` (time, unit_in), ``h0`` (unit), ``diverged_at`` (model): 0, or the first
-      non-finite step (states from there on are NaN);
-      the primary model's parameters unprefixed and its settings as attrs, every compared
-      model's under the prefix ``<name>__``;
-      for the iRNN entry (at most one): ``s`` (time, unit) = h_m + sign·h_{m-1},
-      ``eq_residual`` (time) = ‖α s_m − φ(U s_m + W x_m + b)‖∞, and the equilibrium curve
-      ``s_eq`` (x_grid, unit) at inputs ``x_eq`` (x_grid, unit_in) with its
-      ``s_eq_residual`` and ``s_eq_converged`` (x_grid): a grid of 400 values over
-      [min x, max x] for d = 1 (``x_grid`` is then x itself), the inputs x_m along the
-      sequence for d > 1 (``x_grid`` is then the time step);
-      for D > 2: ``pc_mean`` (model, unit), ``pc_components`` (model, pc, unit) and
-      ``pc_explained`` (model, pc) of each model's trajectory; attr ``projection``.
-
-    Raises
-    ------
-    ParameterError naming the setting (``compare`` for unknown or repeated models);
-    DivergenceError when a state becomes non-finite, with the full Dataset (NaN past the
-    failure) in ``err.partial``.
-
-    Example
-    -------
-    >>> ds = phase_dataset(RunSpec(model="irnn", K=5, variance=10.0, compare=("rnn", "fastrnn")))
-    """
-    import xarray as xr
-
-    from .._dataset import base_attrs, model_attrs, model_variables
-    from ..analysis.equilibria import equilibrium_curve
-    from ..analysis.projection import pca
-    from ..backends import resolve_backend
-    from ..models import IRNN, get_model_class
-    from ..simulation import simulate
-    from ..spec import VARIANCE_INPUTS, build_input, build_model
-
-    if spec.variance is None and str(spec.input).strip().lower().replace("_", "-") in VARIANCE_INPUTS:
-        spec = dataclasses.replace(spec, variance=DEFAULT_VARIANCE)
-    if spec.batch is not None:
-        raise ParameterError("batch", "a phase portrait draws one sequence; leave batch unset")
-    backend = resolve_backend(spec.backend)
-    primary = build_model(spec)
-    if primary.hidden < 2:
-        raise ParameterError("hidden", f"a phase portrait needs at least 2 hidden units, got {primary.hidden}")
-    names = [primary.name]
-    for name in spec.compare:
-        canonical = get_model_class(name, "compare").name
-        if canonical in names:
-            what = "is the primary model" if canonical == primary.name else "is listed twice"
-            raise ParameterError("compare", f"{canonical!r} {what}; each model appears once")
-        names.append(canonical)
-    models = [primary] + [build_model(spec, name, like=primary) for name in names[1:]]
-    x = build_input(spec, primary.inputs)
-    T, D = x.shape[0], primary.hidden
-
-    H = np.full((len(models), T, D), np.nan)
-    diverged = np.zeros(len(models), dtype=np.int64)
-    for i, model in enumerate(models):
-        try:
-            H[i] = simulate(model, x, backend=backend, command=spec.command)["h"].values
-        except DivergenceError as err:
-            H[i, :err.step - 1] = err.partial["h"].values
-            diverged[i] = err.step
-
-    unit = np.arange(D)
-    data = {
-        "h": xr.Variable(("model", "time", "unit"), H, {"long_name": "hidden state h_m", "units": "1"}),
-        "x": xr.Variable(("time", "unit_in"), x, {"long_name": "input x_m", "units": "1"}),
-        "h0": xr.Variable(("unit",), np.zeros(D), {"long_name": "initial state h_0", "units": "1"}),
-        "diverged_at": xr.Variable(("model",), diverged,
-                                   {"long_name": "first step with a non-finite state (0: none)", "units": "step"}),
-    }
-    coords = {
-        "model": ("model", np.array(names, dtype=object), {"long_name": "model", "units": "1"}),
-        "time": ("time", np.arange(1, T + 1), {"long_name": "time step m", "units": "step"}),
-        "unit": ("unit", unit, {"long_name": "hidden unit", "units": "1"}),
-        "unit_from": ("unit_from", unit, {"long_name": "presynaptic unit", "units": "1"}),
-        "unit_in": ("unit_in", np.arange(primary.inputs), {"long_name": "input feature", "units": "1"}),
-    }
-    attrs = model_attrs(primary)
-    attrs.update(base_attrs(backend, spec.command))
-    for name, model in zip(names[1:], models[1:]):
-        data.update(model_variables(model, prefix=name + _SEP))
-        attrs.update(model_attrs(model, prefix=name + _SEP))
-    data.update(model_variables(primary))
-    attrs.update({"models": ",".join(names), "input": spec.input, "input_seed": spec.seed,
-                  "variance": "none" if spec.variance is None else float(spec.variance),
-                  "steps": T, "irnn_entry": "none", "projection": "none"})
-
-    irnn_at = [i for i, m in enumerate(models) if isinstance(m, IRNN)]
-    if irnn_at:
-        i = irnn_at[0]
-        model = models[i]
-        h = H[i]
-        s = h + model.sign * np.vstack([np.zeros((1, D)), h[:-1]])
-        with np.errstate(invalid="ignore"):
-            residual = np.max(np.abs(model.equilibrium_residual(s, x)), axis=1)
-        if model.inputs == 1:
-            grid = np.linspace(x.min(), x.max(), CURVE_POINTS)
-            xs = grid[:, None]
-            grid_attrs = {"long_name": "input x", "units": "1"}
-        else:
-            grid, xs = np.arange(1, T + 1), x
-            grid_attrs = {"long_name": "time step of the input x_m on the path", "units": "step"}
-        s_eq, s_res, s_conv = equilibrium_curve(model, xs)
-        coords["x_grid"] = ("x_grid", grid, grid_attrs)
-        sign = "+" if model.sign > 0 else "−"
-        data.update({
-            "s": xr.Variable(("time", "unit"), s, {"long_name": f"s_m = h_m {sign} h_(m-1)", "units": "1"}),
-            "eq_residual": xr.Variable(("time",), residual,
-                                       {"long_name": "max-abs residual of α s_m − φ(U s_m + W x_m + b)",
-                                        "units": "1"}),
-            "s_eq": xr.Variable(("x_grid", "unit"), s_eq,
-                                {"long_name": "equilibrium α s = φ(U s + W x + b)", "units": "1"}),
-            "x_eq": xr.Variable(("x_grid", "unit_in"), xs, {"long_name": "input x of the equilibrium", "units": "1"}),
-            "s_eq_residual": xr.Variable(("x_grid",), s_res,
-                                         {"long_name": "max-abs residual of the equilibrium solve", "units": "1"}),
-            "s_eq_converged": xr.Variable(("x_grid",), s_conv.astype(np.int8),
-                                          {"long_name": "equilibrium solve converged (1) or not (0)", "units": "1"}),
-        })
-        attrs["irnn_entry"] = names[i]
-
-    if D > N_PC:
-        means, comps, explained = zip(*(pca(H[i], N_PC) for i in range(len(models))))
-        coords["pc"] = ("pc", np.arange(1, N_PC + 1), {"long_name": "principal component", "units": "1"})
-        data.update({
-            "pc_mean": xr.Variable(("model", "unit"), np.array(means),
-                                   {"long_name": "mean of the trajectory h", "units": "1"}),
-            "pc_components": xr.Variable(("model", "pc", "unit"), np.array(comps),
-                                         {"long_name": "principal axes of the trajectory h", "units": "1"}),
-            "pc_explained": xr.Variable(("model", "pc"), np.array(explained),
-                                        {"long_name": "fraction of the trajectory's variance", "units": "1"}),
-        })
-        attrs["projection"] = f"projected on top-{N_PC} PCs of each model's trajectory h"
-
-    ds = xr.Dataset(data, coords=coords, attrs=attrs)
-    kind = str(spec.input).strip().lower().replace("_", "-")
-    if field is None:
-        field = primary.name == "ctrnn" and D == 2 and kind == "constant"
-    if field:
-        if kind != "constant":
-            raise ParameterError("field", "the vector field of a driven system changes with every input; "
-                                          "use --input constant")
-        ds = add_field(ds, primary, x[0], H[0])
-    if diverged.any():  # everything computed is in the Dataset; report the first failure
-        i = int(np.flatnonzero(diverged)[0])
-        raise DivergenceError(step=int(diverged[i]), batch=0, model=names[i], partial=ds)
-    return ds
-
-
-#: Grid points per axis of the stored vector field (streamlines and nullcline contours).
-FIELD_POINTS = 121
-#: Models whose phase portrait can carry a vector field (the iRNN draws its equilibrium curve).
-FIELD_MODELS = ("ctrnn", "rnn", "fastrnn", "antisymmetric", "rin")
-
-
-def add_field(ds, model, x, h):
-    """Add the vector field, nullclines and equilibria of a 2-D model at a constant input x.
-
-    The field is F of ``dynlab.analysis.equilibria.System``: the CTRNN's dg/dt, or for a discrete
-    cell the displacement step(h) − h (its zeros are the map's fixed points).  The nullclines
-    are the zero sets F_1 = 0 and F_2 = 0, drawn as contours of F on the grid, so every branch
-    shows; the equilibria come from ``dynlab.fixed_points`` (multi-start, certified) with their
-    stability.  The grid covers the trajectory h and the equilibria, padded by 25 %.
-
-    Adds ``field_F1``, ``field_F2`` (field_x2, field_x1) on coords ``field_x1``, ``field_x2``,
-    and ``fp_h`` (fixed_point, unit), ``fp_stability``, ``fp_certified`` (fixed_point); attr
-    ``field`` describing F.
-    """
-    import xarray as xr
-
-    from ..analysis.equilibria import STABILITY_ATTRS, System, fixed_points
-
-    if model.name not in FIELD_MODELS:
-        raise ParameterError("field", f"a vector field is drawn for {', '.join(FIELD_MODELS)}; the iRNN's "
-                                      f"portrait shows its equilibrium curve instead")
-    if model.hidden != 2:
-        raise ParameterError("field", f"a vector field needs a 2-D state, got hidden={model.hidden}")
-    system = System(model)
-    h = h[np.all(np.isfinite(h), axis=1)]
-    scale = max(1.0, float(np.abs(h).max()) if h.size else 1.0)
-    fp = fixed_points(model, x, n_starts=64, spread=scale, seed=0)
-    pts = np.vstack([h, fp["h_eq"].values, np.zeros((1, 2))])
-    lo, hi = pts.min(axis=0), pts.max(axis=0)
-    pad = 0.25 * np.maximum(hi - lo, 0.2)
-    g1 = np.linspace(lo[0] - pad[0], hi[0] + pad[0], FIELD_POINTS)
-    g2 = np.linspace(lo[1] - pad[1], hi[1] + pad[1], FIELD_POINTS)
-    Y = np.stack(np.meshgrid(g1, g2), axis=-1).reshape(-1, 2)
-    F = system.F(Y, np.broadcast_to(system.c(np.asarray(x)[None]), Y.shape)).reshape(FIELD_POINTS, FIELD_POINTS, 2)
-    what = "dg/dt" if system.kind == "ctrnn" else "step(h) − h"
-    ds = ds.assign_coords(field_x1=("field_x1", g1, {"long_name": "h₁", "units": "1"}),
-                          field_x2=("field_x2", g2, {"long_name": "h₂", "units": "1"}))
-    ds["field_F1"] = xr.Variable(("field_x2", "field_x1"), F[..., 0], {"long_name": f"{what}, component 1", "units": "1"})
-    ds["field_F2"] = xr.Variable(("field_x2", "field_x1"), F[..., 1], {"long_name": f"{what}, component 2", "units": "1"})
-    roots = fp["kind"].values == 1
-    ds["fp_h"] = xr.Variable(("fixed_point", "unit"), fp["h_eq"].values[roots], {"long_name": "equilibrium", "units": "1"})
-    ds["fp_stability"] = xr.Variable(("fixed_point",), fp["stability"].values[roots], dict(STABILITY_ATTRS))
-    ds["fp_certified"] = xr.Variable(("fixed_point",), fp["certified"].values[roots],
-                                     {"long_name": "certified root (Newton–Kantorovich)", "units": "1"})
-    ds.attrs["field"] = f"{what} at the constant input x = {np.array2string(np.asarray(x), precision=4)}"
-    return ds
 
 
 def _draw_field(ds, ax) -> None:
@@ -271,34 +41,56 @@ def _draw_field(ds, ax) -> None:
     ax.set_ylim(g2[0], g2[-1])
 
 
-def _title(ds, name: str) -> str:
-    p = _entry_prefix(ds, name)
-    title = PRETTY.get(name, name)
-    if name == "irnn":
-        title += f" (K={int(ds.attrs[p + 'K'])})"
-    return title
+def _states(ds, name: str, batch: int):
+    """(h0, h) of one entry and sequence: (D,), (T, D)."""
+    h = entry_data(ds, name, "h")
+    if "batch" in h.dims:
+        h = h.isel(batch=batch)
+    h0 = ds["h0"] if "h0" in ds else None
+    if h0 is not None and "batch" in h0.dims:
+        h0 = h0.isel(batch=batch)
+    h = np.asarray(h.transpose(..., "time", "unit").values, dtype=np.float64)
+    h0 = np.zeros(h.shape[1]) if h0 is None else np.asarray(h0.values, dtype=np.float64)
+    return h0, h
 
 
-def _panel(ds, name: str, ax) -> None:
+def _plane(ds, name: str, traj: np.ndarray):
+    """(function mapping (…, D) points into the drawing plane, axis labels)."""
+    D = traj.shape[1]
+    if D <= 2:
+        return (lambda a: np.asarray(a)[..., :2]), ("h₁", "h₂" if D == 2 else "")
+    if "pc_components" in ds:
+        mean = entry_data(ds, name, "pc_mean").values
+        comps = entry_data(ds, name, "pc_components").values
+        frac = entry_data(ds, name, "pc_explained").values
+    else:  # the plane of the drawn trajectory's top two principal components
+        pts = traj[np.all(np.isfinite(traj), axis=1)]
+        mean = pts.mean(axis=0)
+        _, sv, vt = np.linalg.svd(pts - mean, full_matrices=False)
+        comps = vt[:2]
+        frac = sv[:2] ** 2 / max(float(np.sum(sv ** 2)), np.finfo(float).tiny)
+    labels = (f"PC1 ({100 * frac[0]:.0f}% var)", f"PC2 ({100 * frac[1]:.0f}% var)")
+    return (lambda a: (np.asarray(a, dtype=np.float64) - mean) @ comps.T), labels
+
+
+def _panel(ds, name: str, ax, batch: int):
+    """Draw one entry into ``ax``; returns the time-coloured trajectory (for the colour bar)."""
     from matplotlib.ticker import MaxNLocator
 
-    from ..analysis.projection import project
+    h0, h = _states(ds, name, batch)
+    plane, (xlabel, ylabel) = _plane(ds, name, np.vstack([h0[None], h]))
+    traj = plane(np.vstack([h0[None], h]))
+    if traj.shape[1] == 1:  # D = 1: h_m against h_{m-1} would be a return map; draw h against m
+        traj = np.column_stack([np.arange(traj.shape[0]), traj[:, 0]])
+        xlabel, ylabel = "time step m", "h"
+    t = np.arange(traj.shape[0])
+    from matplotlib.collections import LineCollection
 
-    projected = "pc_components" in ds
-    if projected:
-        mean = ds["pc_mean"].sel(model=name).values
-        comps = ds["pc_components"].sel(model=name).values
-
-        def plane(a):
-            return project(a, mean, comps)
-    else:
-        def plane(a):
-            return np.asarray(a)[..., :2]
-
-    h = ds["h"].sel(model=name).values
-    traj = plane(np.vstack([ds["h0"].values[None], h]))
-    ax.plot(traj[:, 0], traj[:, 1], color=COLORS["orange"], lw=0.5, alpha=0.9, zorder=1,
-            label=r"trajectory $h_m$")
+    seg = np.stack([traj[:-1], traj[1:]], axis=1)
+    lc = LineCollection(seg, cmap="viridis", linewidths=0.6, alpha=0.9, zorder=1)
+    lc.set_array(t[1:].astype(float))
+    ax.add_collection(lc)
+    ax.plot([], [], color="#21918c", lw=0.8, label=r"trajectory $h_m$ (colour: time)")
     if ds.attrs.get("irnn_entry") == name:
         curve = plane(ds["s_eq"].values)
         s = plane(ds["s"].values)
@@ -306,97 +98,76 @@ def _panel(ds, name: str, ax) -> None:
         # d > 1: the equilibria along the (jumpy) input path, drawn thin.
         wide = ds.sizes["unit_in"] == 1
         ax.plot(curve[:, 0], curve[:, 1], color=COLORS["blue"], lw=4.0 if wide else 0.7,
-                alpha=0.75, solid_capstyle="round", zorder=2,
+                alpha=0.45, solid_capstyle="round", zorder=2,
                 label=r"equilibria $\alpha s = \phi(Us + Wx + b)$")
-        sign = "+" if int(ds.attrs.get(_entry_prefix(ds, name) + "sign", 1)) > 0 else "-"
-        ax.scatter(s[:, 0], s[:, 1], s=2, color=COLORS["green"], edgecolors="none", zorder=3,
+        sign = "+" if int(entry_attr(ds, name, "sign", 1)) > 0 else "-"
+        ax.scatter(s[:, 0], s[:, 1], s=3, color=COLORS["vermillion"], edgecolors="none", zorder=3,
                    label=rf"$s_m = h_m {sign} h_{{m-1}}$")
-    if "field_F1" in ds and name == str(ds.model.values[0]):
+    if "field_F1" in ds and name == entries(ds)[0]:
         _draw_field(ds, ax)
     ax.plot(traj[0, 0], traj[0, 1], "o", color=COLORS["black"], ms=5, zorder=4, label=r"start $h_0$")
-    at = int(ds["diverged_at"].sel(model=name))
-    title = _title(ds, name)
-    if at:
-        title += f"\ndiverged at m={at}"
-    if projected:
+    title = entry_title(ds, name)
+    if "diverged_at" in ds:
+        at = int(np.ravel(entry_data(ds, name, "diverged_at").values)[0 if "batch" not in ds["diverged_at"].dims
+                                                                          else batch])
+        if at:
+            title += f"\ndiverged at m={at}"
+    if "batch" in ds["h"].dims:
+        title += f", sequence {batch + 1} of {ds.sizes['batch']}"
+    if h.shape[1] > 2:
         title += "\nprojected on top-2 PCs"
-        frac = ds["pc_explained"].sel(model=name).values
-        ax.set_xlabel(f"PC1 ({100 * frac[0]:.0f}% var)")
-        ax.set_ylabel(f"PC2 ({100 * frac[1]:.0f}% var)")
-    else:
-        ax.set_xlabel("h₁")
-        ax.set_ylabel("h₂")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     if "field_F1" not in ds:
+        ax.autoscale_view()
         ax.margins(0.05)
+    if h.shape[1] == 2 and "field_F1" not in ds:
+        ax.set_aspect("equal", adjustable="datalim")
     ax.xaxis.set_major_locator(MaxNLocator(5))
     ax.yaxis.set_major_locator(MaxNLocator(5))
+    return lc
 
 
 @styled
-def plot_phase(ds, axes=None):
-    """Draw a phase portrait from a ``phase_dataset`` Dataset, one panel per model.
+def plot_phase(ds, ax=None, *, batch: int = 0):
+    """Draw a phase portrait, one panel per entry (``model``) of the result.
 
     Parameters
     ----------
-    ds : xarray.Dataset from ``phase_dataset`` (or read back from its NetCDF file)
-    axes : sequence of matplotlib Axes, optional
-        One per entry of ``ds.model``; by default a new figure of 3.4-inch panels side by side.
+    ds : any result Dataset with states ``h`` (``dynlab phase``'s, ``dynlab.simulate``'s, …;
+        read back from its NetCDF file too)
+    ax : matplotlib Axes or a sequence of them (one per entry), optional
+        By default a new figure of 3.4-inch panels side by side.
+    batch : which sequence of a batched result to draw
 
     Returns
     -------
     matplotlib Figure (pass it to ``dynlab.plot.save_figure``).
     """
-    names = [str(n) for n in ds["model"].values]
-    if axes is None:
-        fig, axes = new_figure(len(names), height=3.2)
+    if "h" not in ds:
+        raise ParameterError("ds", "a phase portrait draws the states h; this result has none")
+    names = entries(ds)
+    if ax is None:
+        fig, axes = new_figure(len(names), height=3.3)
     else:
-        axes = list(np.atleast_1d(axes))
+        axes = [ax] if hasattr(ax, "figure") and not isinstance(ax, (list, tuple)) else list(ax)
         if len(axes) != len(names):
-            raise ParameterError("axes", f"needs one Axes per model ({len(names)}), got {len(axes)}")
+            raise ParameterError("ax", f"needs one Axes per model ({len(names)}), got {len(axes)}")
         fig = axes[0].figure
-    for ax, name in zip(axes, names):
-        _panel(ds, name, ax)
+    lines = [_panel(ds, name, a, batch) for a, name in zip(axes, names)]
     handles = {}
-    for ax in axes:
-        for hnd, lab in zip(*ax.get_legend_handles_labels()):
+    for a in axes:
+        for hnd, lab in zip(*a.get_legend_handles_labels()):
             handles.setdefault(lab, hnd)
     labels = sorted(handles, key=lambda lab: [k in lab for k in _LEGEND_ORDER].index(True))
     legend = fig.legend([handles[k] for k in labels], labels, loc="outside lower center",
-                        ncols=min(len(labels), 2 * len(axes)), frameon=False, handlelength=1.8,
+                        ncols=min(len(labels), max(2, 2 * len(axes))), frameon=False, handlelength=1.8,
                         columnspacing=1.2)
     for handle in legend.legend_handles:
         if hasattr(handle, "set_sizes"):  # the tiny s_m dots, made visible in the legend
             handle.set_sizes([12])
+    if ax is None:
+        cb = fig.colorbar(lines[-1], ax=axes, shrink=0.8, pad=0.02, aspect=30)
+        cb.set_label("time step m")
     return fig
-
-
-def phase_summary(ds) -> str:
-    """A short text summary of a ``phase_dataset`` Dataset (sizes; iRNN equilibrium residuals)."""
-    names = [str(n) for n in ds["model"].values]
-    T, D, d = ds.sizes["time"], ds.sizes["unit"], ds.sizes["unit_in"]
-    lines = [f"phase portrait of {', '.join(_title(ds, n) for n in names)}: T={T} steps, D={D} hidden units, "
-             f"d={d} input(s), {ds.attrs.get('input', 'input')} input, backend {ds.attrs.get('backend')}"]
-    if "projection" in ds.attrs and ds.attrs["projection"] != "none":
-        frac = ds["pc_explained"].sum("pc").values
-        lines.append(ds.attrs["projection"] + "; variance kept: "
-                     + ", ".join(f"{n} {100 * f:.0f}%" for n, f in zip(names, frac)))
-    entry = ds.attrs.get("irnn_entry", "none")
-    if entry != "none":
-        r = ds["eq_residual"].values
-        r = r[np.isfinite(r)]
-        lines.append(f"iRNN distance of {ds['s'].attrs['long_name']} from the equilibrium (max-abs residual of "
-                     f"α s − φ(U s + W x + b)): median {np.median(r):.3g}, max {np.max(r):.3g}")
-        bad = int((ds["s_eq_converged"].values == 0).sum())
-        if bad:
-            lines.append(f"warning: the equilibrium curve did not converge at {bad} of "
-                         f"{ds.sizes['x_grid']} inputs (max residual {float(ds['s_eq_residual'].max()):.3g})")
-    if "fp_h" in ds:
-        stab = ds["fp_stability"].values
-        lines.append(f"vector field {ds.attrs['field']}: {ds.sizes['fixed_point']} equilibria "
-                     f"({int((stab == 1).sum())} stable, {int((stab == -1).sum())} unstable): "
-                     + "; ".join(np.array2string(h, precision=4) for h in ds["fp_h"].values))
-    for n, at in zip(names, ds["diverged_at"].values):
-        if at:
-            lines.append(f"{n}: state became non-finite at step m={int(at)}")
-    return "\n".join(lines)

@@ -1,9 +1,9 @@
 """States over time: h_t of each unit, for one sequence of a ``dynlab.simulate`` Dataset."""
 from __future__ import annotations
 
-import numpy as np
 
-from .style import CYCLE, PRETTY, new_figure, styled
+from .labels import entries, entry_title
+from .style import CYCLE, panel_axes, styled
 
 #: Units drawn at most; beyond this the picture is unreadable.
 MAX_UNITS = 16
@@ -24,13 +24,15 @@ def plot_states(ds, ax=None, *, batch: int = 0):
     -------
     matplotlib Figure.
     """
+    if "h" not in ds:
+        from ..errors import ParameterError
+        raise ParameterError("ds", "a states picture draws h; this result has none")
     h = ds["h"]
+    if "model" in h.dims:  # a multi-entry result: the first entry
+        h = h.isel(model=0)
     if "batch" in h.dims:
         h = h.isel(batch=batch)
-    if ax is None:
-        fig, (ax,) = new_figure(1, height=2.4)
-    else:
-        fig = ax.figure
+    fig, (ax,) = panel_axes(ax, 1, height=2.4)
     time = ds["t"].values if "t" in ds.coords else ds["time"].values
     D = h.sizes["unit"]
     shown = min(D, MAX_UNITS)
@@ -39,9 +41,7 @@ def plot_states(ds, ax=None, *, batch: int = 0):
                 label=f"unit {i + 1}" if shown <= len(CYCLE) else None)
     ax.set_xlabel("continuous time t" if "t" in ds.coords else "time step t")
     ax.set_ylabel("hidden state $h_t$")
-    title = PRETTY.get(ds.attrs.get("model"), ds.attrs.get("model", ""))
-    if ds.attrs.get("model") == "irnn":
-        title += f" (K={ds.attrs.get('K')})"
+    title = entry_title(ds, entries(ds)[0])
     if "batch" in ds["h"].dims:
         title += f", sequence {batch + 1} of {ds.sizes['batch']}"
     if shown < D:
@@ -50,18 +50,3 @@ def plot_states(ds, ax=None, *, batch: int = 0):
     if shown <= len(CYCLE):
         ax.legend(frameon=False, ncols=min(shown, 4), loc="best")
     return fig
-
-
-def simulate_summary(ds) -> str:
-    """One paragraph describing a ``dynlab.simulate`` Dataset: shapes, final state norm, backend."""
-    h = ds["h"].values
-    final = np.linalg.norm(h[..., -1, :], axis=-1)
-    shape = " × ".join(f"{ds.sizes[d]} {d}" for d in ds["h"].dims)
-    if np.ndim(final) == 0:
-        norm = f"‖h_T‖₂ = {float(final):.6g}"
-    else:
-        norm = f"‖h_T‖₂ over the batch: min {final.min():.6g}, median {np.median(final):.6g}, max {final.max():.6g}"
-    settings = ", ".join(f"{k}={ds.attrs[k]}" for k in ("activation", "K", "g0") if k in ds.attrs)
-    return (f"Simulated {ds.attrs.get('model')} ({settings}) with D={ds.sizes['unit']} hidden units and "
-            f"d={ds.sizes['unit_in']} input(s): h has shape ({shape}); final state {norm}; "
-            f"backend {ds.attrs.get('backend')} (kernel {ds.attrs.get('kernel', '?')}).")

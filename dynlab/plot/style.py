@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from ..errors import ParameterError
+from .labels import PRETTY  # noqa: F401  (display names; kept importable from here)
 
 #: Okabe & Ito (2008) colour-blind-safe palette.
 COLORS = {
@@ -48,10 +49,6 @@ RC = {
     "pdf.fonttype": 42,
 }
 
-#: Display names of the models, in the papers' spelling.
-PRETTY = {"rnn": "RNN", "fastrnn": "FastRNN", "antisymmetric": "AntisymmetricRNN", "rin": "RIN",
-          "irnn": "iRNN", "ctrnn": "CTRNN"}
-
 
 def check_picture_path(path) -> str:
     """``path`` as a string if its suffix is a picture format, else a ParameterError on ``out``."""
@@ -77,6 +74,29 @@ def new_figure(ncols: int = 1, height: float = 3.0):
         fig = Figure(figsize=(PANEL_WIDTH * ncols, height), layout="constrained")
         FigureCanvasAgg(fig)
         axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
+    return fig, axes
+
+
+def panel_axes(ax, n: int, height: float = 3.0, width: float | None = None):
+    """(fig, axes) for a picture of ``n`` panels.
+
+    ``ax`` None: a new Figure of ``n`` panels side by side.  A sequence of ``n`` Axes: those.
+    One Axes: the picture's first (main) panel is drawn into it and the other panels are
+    skipped (their entries in ``axes`` are None).  Anything else is a ParameterError on ``ax``.
+    """
+    if ax is None:
+        return new_figure(n, height=height) if width is None else _wide_figure(n, height, width)
+    if hasattr(ax, "figure") and not isinstance(ax, (list, tuple)):
+        return ax.figure, [ax] + [None] * (n - 1)
+    axes = list(ax)
+    if len(axes) != n:
+        raise ParameterError("ax", f"this picture has {n} panel(s); give one Axes or {n}, got {len(axes)}")
+    return axes[0].figure, axes
+
+
+def _wide_figure(n: int, height: float, width: float):
+    fig, axes = new_figure(n, height=height)
+    fig.set_size_inches(width, height)
     return fig, axes
 
 

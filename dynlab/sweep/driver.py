@@ -258,6 +258,7 @@ def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=Non
             ds[name].values[...] = arr
         ds["done"].values[...] = done.astype(np.int8)
     ds.attrs["points_computed"] = computed
+    ds.attrs["result"] = "sweep"
     return ds
 
 

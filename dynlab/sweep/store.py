@@ -67,7 +67,7 @@ def template(spec, target, chunks, attrs: dict):
     data["computed_at"] = xr.Variable(dims, np.full(shape, np.nan),
                                       {"long_name": "wall-clock time the point was computed (seconds since the Unix epoch)",
                                        "units": "s"})
-    ds = xr.Dataset(data, coords=coords, attrs=attrs)
+    ds = xr.Dataset(data, coords=coords, attrs={**attrs, "result": "sweep"})
     return ds, {name: tuple(chunks) + tuple(n for _, n in v.dims) for name, v in variables.items()}
 
 

@@ -88,7 +88,7 @@ def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: s
     """
     import xarray as xr
 
-    from .._dataset import base_attrs, model_attrs, model_variables
+    from .._dataset import base_attrs, finish, model_attrs, model_variables
     from ..analysis.implicit import implicit_vjp, solve
     from ..io import save_model
     from ..models import make_model
@@ -197,4 +197,4 @@ def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: s
                "batch": -1 if batch is None else batch, "iterations": iterations, "hidden2": model.hidden2,
                "tol": tol, **{f"task_{k_}": (v if not isinstance(v, list) else str(v)) for k_, v in data.info.items()}},
     )
-    return model, ds
+    return model, finish(ds, "train_implicit")

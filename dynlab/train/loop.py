@@ -326,7 +326,7 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
 def _history(model, readout, task, records, its, past, config, command):
     import xarray as xr
 
-    from .._dataset import base_attrs, clean_attr, model_attrs, model_variables
+    from .._dataset import base_attrs, clean_attr, finish, model_attrs, model_variables
 
     data = {k: np.asarray(v, dtype=np.float64) for k, v in records.items()}
     it = np.asarray(its, dtype=np.int64)
@@ -353,7 +353,7 @@ def _history(model, readout, task, records, its, past, config, command):
         else:
             attrs[k] = clean_attr(v if not isinstance(v, list) else ",".join(v))
     coords = {"iteration": ("iteration", it, {"long_name": "training iteration", "units": "1"})}
-    return xr.Dataset(dvars, coords=coords, attrs=attrs)
+    return finish(xr.Dataset(dvars, coords=coords, attrs=attrs), "train_model")
 
 
 # ============================================================================ checkpoints

@@ -1,0 +1,42 @@
+"""Datasets holding several entries side by side along ``model`` (``dynlab phase``, ``gradients``).
+
+Every entry is stored alike: its parameters as variables ``<entry>__<name>`` (``rnn__U``,
+``irnn-K5__eta``) and its settings as attrs ``<entry>__<setting>``; ``attrs["models"]`` lists
+the entries in order and ``attrs["model"]`` the distinct registry names among them.  No entry is
+privileged, so nothing at the top level describes one entry only.  ``dynlab.model_from_dataset
+(ds, entry="rnn")`` rebuilds an entry's model.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+SEP = "__"
+
+
+def entry_prefix(name: str) -> str:
+    """The prefix of an entry's parameters and settings (``"rnn"`` → ``"rnn__"``)."""
+    return name + SEP
+
+
+def entry_coords(names, models, T: int, time_name: str = "time step t") -> dict:
+    """The coordinates shared by multi-entry Datasets: model, time, unit, unit_from, unit_in."""
+    primary = models[0]
+    unit = np.arange(primary.hidden)
+    return {
+        "model": ("model", np.array(names, dtype=object), {"long_name": "model", "units": "1"}),
+        "time": ("time", np.arange(1, T + 1), {"long_name": time_name, "units": "step"}),
+        "unit": ("unit", unit, {"long_name": "hidden unit", "units": "1"}),
+        "unit_from": ("unit_from", unit, {"long_name": "presynaptic unit", "units": "1"}),
+        "unit_in": ("unit_in", np.arange(primary.inputs), {"long_name": "input feature", "units": "1"}),
+    }
+
+
+def add_entries(data: dict, attrs: dict, names, models) -> None:
+    """Every entry's parameters (variables) and settings (attrs) under its prefix, in place."""
+    from .._dataset import model_attrs, model_variables
+
+    for name, model in zip(names, models):
+        data.update(model_variables(model, prefix=entry_prefix(name)))
+        attrs.update(model_attrs(model, prefix=entry_prefix(name)))
+    attrs["models"] = ",".join(names)
+    attrs["model"] = ",".join(dict.fromkeys(m.name for m in models))

@@ -1,0 +1,206 @@
+"""``dynlab equilibria``, ``spectrum`` and ``converge``: spec → analyses → one Dataset each,
+and the text each command prints.  ``dynlab.plot`` draws the Datasets (``plot_equilibria``,
+``plot_spectrum``, ``plot_convergence``, or ``draw`` for any of them).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ParameterError
+
+STAB_NAMES = {1: "stable", 0: "marginal", -1: "unstable"}
+
+
+def _model_and_input(run):
+    from ..spec import build_input, build_model
+
+    if run.batch is not None:
+        raise ParameterError("batch", "this command analyses one sequence; leave batch unset")
+    model = build_model(run)
+    return model, build_input(run, model.inputs)
+
+
+def _previous_states(model, x, backend):
+    from ..simulation import simulate
+
+    h = simulate(model, x, backend=backend)["h"].values
+    return np.vstack([np.zeros((1, model.hidden)), h[:-1]])
+
+
+def _along_time(ds, T: int, long_name: str = "time step m"):
+    """A per-input result along ``time`` (the command's inputs are the steps of one sequence)."""
+    ds = ds.rename({"batch": "time"})
+    return ds.assign_coords(time=("time", np.arange(1, T + 1), {"long_name": long_name, "units": "step"}))
+
+
+# ------------------------------------------------------------------------- equilibria
+def equilibria_dataset(spec):
+    """The Dataset of ``dynlab equilibria`` for an ``EquilibriaSpec``.
+
+    Default: ``dynlab.equilibrium`` at every input x_m of the sequence with h_prev = h_{m-1}
+    of the simulated trajectory (for the iRNN the step equilibrium; for the others the fixed
+    point at the constant input x_m, Newton started from h_{m-1}), along ``time``;
+    ``n_starts``: ``dynlab.fixed_points`` at x_1; ``continue_over``: ``dynlab.continuation``
+    from x_1 over the named input/parameter; an implicit net: ``dynlab.implicit_equilibrium``
+    at every input.  ``attrs["result"]`` names the call that made it.
+    """
+    from ..analysis.continuation import continuation
+    from ..analysis.equilibria import equilibrium, fixed_points
+    from ..spec import input_attrs
+
+    run = spec.run
+    model, x = _model_and_input(run)
+    if model.name == "implicit":
+        return _implicit_equilibria(spec, model, x)
+    if spec.continue_over is not None:
+        if spec.param_range is None:
+            raise ParameterError("param_range", "continuation needs a range LO,HI")
+        lo, hi = spec.param_range
+        ds = continuation(model, spec.continue_over, lo, hi, x=x[0], tol=spec.tol, command=run.command)
+    elif spec.n_starts is not None:
+        ds = fixed_points(model, x[0], n_starts=spec.n_starts, seed=run.seed, tol=spec.tol, command=run.command)
+    else:
+        hp = _previous_states(model, x, run.backend)
+        ds = equilibrium(model, x, hp, method=spec.method, tol=spec.tol, command=run.command)
+        ds = _along_time(ds, x.shape[0])
+    ds.attrs.update(input_attrs(run, x.shape[0]))
+    return ds
+
+
+#: ``dynlab equilibria --method`` → ``implicit_equilibrium`` method ("euler": the plain
+#: fixed-point iteration Y ← f(WY + QX + T), the implicit net's analogue of the Euler recursion).
+IMPLICIT_METHODS = {"newton": "newton", "euler": "fixed-point", "rk4": "rk4", "scipy": "scipy"}
+
+
+def _implicit_equilibria(spec, model, x):
+    """Implicit nets: ``dynlab.implicit_equilibrium`` at every input x_m of the sequence (the rows
+    of x are N independent inputs)."""
+    from ..analysis.implicit import implicit_equilibrium
+    from ..spec import input_attrs
+
+    for name in ("n_starts", "continue_over"):
+        if getattr(spec, name) is not None:
+            raise ParameterError(name, "is not available for the implicit networks")
+    ds = implicit_equilibrium(model, x, method=IMPLICIT_METHODS[spec.method], tol=spec.tol,
+                              command=spec.run.command)
+    ds = _along_time(ds, x.shape[0], "input m")
+    ds.attrs.update({"method": spec.method, "tol": spec.tol, **input_attrs(spec.run, x.shape[0])})
+    return ds
+
+
+def equilibria_summary(ds) -> str:
+    """The text ``dynlab equilibria`` prints for its Dataset (any of its results)."""
+    result = ds.attrs.get("result")
+    name = ds.attrs.get("model")
+    if result == "continuation":
+        lines = [f"continuation of the {name} equilibria over {ds.attrs['over']} ∈ [{ds.attrs['lo']:g}, "
+                 f"{ds.attrs['hi']:g}]: {ds.sizes['arc']} branch points, max residual "
+                 f"{float(ds['residual'].max()):.3g}; stopped: {ds.attrs['stop_reason']}"]
+        for i in range(ds.sizes.get("fold", 0)):
+            ref = "refined" if int(ds["fold_refined"][i]) else "interpolated"
+            lines.append(f"fold at {ds.attrs['over']} = {float(ds['fold_param'][i]):.10g}, "
+                         f"h = {np.array2string(ds['fold_h'].values[i], precision=6)} ({ref})")
+        n_unst = int((ds["stability"].values == -1).sum())
+        lines.append(f"{n_unst} of {ds.sizes['arc']} branch points unstable")
+        return "\n".join(lines)
+    if result == "fixed_points":
+        lines = [f"multi-start search ({ds.attrs['n_starts']} starts) for equilibria of {name}: "
+                 f"{ds.attrs['n_roots']} roots, {ds.attrs['n_slow']} slow points"]
+        for i in range(ds.sizes["point"]):
+            kind = "root" if int(ds["kind"][i]) == 1 else "slow point"
+            cert = "certified" if int(ds["certified"][i]) else "not certified"
+            lines.append(f"  {kind}: h = {np.array2string(ds['h_eq'].values[i], precision=6)}, residual "
+                         f"{float(ds['residual'][i]):.2g}, {STAB_NAMES[int(ds['stability'][i])]}, "
+                         f"max Re λ {float(ds['max_real'][i]):.4g}, {cert}")
+        return "\n".join(lines)
+    n, ok = ds["converged"].size, int(ds["converged"].sum())
+    if result == "implicit_equilibrium":
+        return (f"equilibria of the implicit net at {n} inputs ({ds.attrs['method']}, tol {ds.attrs['tol']:g}): "
+                f"{ok}/{n} converged, max residual {float(ds['residual'].max()):.3g}, iterations ≤ "
+                f"{int(ds['iterations'].max())}")
+    stab = ds["stability"].values
+    lines = [f"equilibria of {name} at {n} inputs ({ds.attrs['method']}, tol {ds.attrs['tol']:g}): {ok}/{n} converged, "
+             f"max residual {float(ds['residual'].max()):.3g}, iterations ≤ {int(ds['iterations'].max())}",
+             f"stability: {int((stab == 1).sum())} stable, {int((stab == 0).sum())} marginal, "
+             f"{int((stab == -1).sum())} unstable; max Re λ = {float(ds['max_real'].max()):.4g}"]
+    return "\n".join(lines)
+
+
+def not_converged(ds) -> str | None:
+    """One line saying where a solve of ``dynlab equilibria`` failed (None when all converged)."""
+    if ds.attrs.get("result") not in ("equilibrium", "implicit_equilibrium"):
+        return None
+    bad = np.flatnonzero(ds["converged"].values == 0)
+    if not bad.size:
+        return None
+    m = int(ds["time"].values[bad[0]])
+    return (f"the equilibrium solve did not converge at {bad.size} of {ds.sizes['time']} inputs (first at step "
+            f"m={m}, residual {float(ds['residual'].values[bad[0]]):.3g} > tol {ds.attrs['tol']:g})")
+
+
+# ------------------------------------------------------------------------- spectrum
+def spectrum_dataset(spec):
+    """``dynlab.spectrum`` of the spec's model along its input sequence(s) (batch allowed)."""
+    from ..analysis.spectra import spectrum
+    from ..spec import build_input, build_model, input_attrs
+
+    run = spec.run
+    model = build_model(run)
+    x = build_input(run, model.inputs)
+    ds = spectrum(model, x, at=spec.at, backend=run.backend, command=run.command)
+    ds.attrs.update(input_attrs(run, ds.sizes["time"]))
+    return ds
+
+
+def spectrum_summary(ds) -> str:
+    """The text ``dynlab spectrum`` prints."""
+    from .._dataset import eigenvalues_from
+
+    ev = eigenvalues_from(ds, "eig")
+    n = ds["max_real"].size
+    lines = [f"spectra of {ds.attrs.get('model')} at {n} points ({ds.attrs.get('at')}): max Re λ = {ev.real.max():.4g}, "
+             f"{100 * (ev.real < 0).mean():.1f}% of eigenvalues with negative real part, "
+             f"{int(ds.attrs['n_stable'])}/{n} points stable"]
+    if "step_radius" in ds:
+        r = ds["step_radius"].values
+        lines.append(f"step Jacobian spectral radius: median {np.median(r):.4g}, max {r.max():.4g}")
+    if "converged" in ds:
+        lines.append(f"equilibria: {int(ds['converged'].sum())}/{n} converged, max residual "
+                     f"{float(ds['residual'].max()):.3g}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------- convergence
+def converge_dataset(spec):
+    """``dynlab.convergence`` at every step of the spec's sequence: x_m with h_prev = h_{m-1}
+    of the simulated trajectory (one problem per step, along ``time``)."""
+    from ..analysis.convergence import convergence
+    from ..spec import input_attrs
+
+    run = spec.run
+    model, x = _model_and_input(run)
+    if model.name != "irnn":
+        raise ParameterError("model", f"converge studies the iRNN's inner recursion; got {model.name!r}")
+    hp = _previous_states(model, x, run.backend)
+    ds = convergence(model, x, hp, K_max=spec.K_max, command=run.command)
+    ds = _along_time(ds, x.shape[0])
+    ds.attrs.update(input_attrs(run, x.shape[0]))
+    return ds
+
+
+def converge_summary(ds) -> str:
+    """The text ``dynlab converge`` prints."""
+    rates = np.atleast_1d(ds["rate"].values)
+    local = np.atleast_1d(ds["local_rate"].values)
+    holds = np.atleast_1d(ds["bound_holds"].values)
+    printed = np.atleast_2d(ds["printed_bound_holds"].values)
+    n = rates.size
+    return "\n".join([
+        f"inner recursion of the iRNN over k = 0..{ds.attrs['K_max']} at {n} inputs, against scipy's root "
+        f"(max residual {float(ds['reference_residual'].max()):.2g})",
+        f"fitted rate: median {np.nanmedian(rates):.4g}, max {np.nanmax(rates):.4g}; local rate "
+        f"(spectral radius of I + η(∇φU − αI)): median {np.median(local):.4g}, max {local.max():.4g}",
+        f"bound ρ = |1 − αη| + η‖U‖₂ = {float(ds['bound_rate']):.4g}: e_k ≤ ρ^k e_0 holds for every k at "
+        f"{int(holds.sum())}/{n} inputs; the printed form e_K ≤ ρ^K e_1 fails at K = 1 for "
+        f"{int((printed[:, 1] == 0).sum())}/{n}",
+    ])
