@@ -1,7 +1,6 @@
 """States over time: h_t of each unit, for one sequence of a ``dynlab.simulate`` Dataset."""
 from __future__ import annotations
 
-
 from .labels import entries, entry_title
 from .style import CYCLE, panel_axes, styled
 
