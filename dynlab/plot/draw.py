@@ -48,7 +48,7 @@ _BY_CONTENT = (
     ("done", "sweep"), ("template", "templates"), ("codes", "partition"), ("Y_test", "train_implicit"),
     ("loss", "train_model"), ("jac_norm", "gradient_norms"), ("lyapunov_running", "lyapunov"),
     ("jac", "jacobians"), ("error", "convergence"), ("param", "continuation"), ("kind", "fixed_points"),
-    ("Y", "implicit_equilibrium"), ("point_time", "spectrum"), ("h_eq", "equilibrium"), ("h", "simulate"),
+    ("Y", "implicit_equilibrium"), ("h_eq", "equilibrium"), ("eig_real", "spectrum"), ("h", "simulate"),
 )
 
 

@@ -50,7 +50,11 @@ def plot_gradients(ds, ax=None):
     vals = ds["jac_norm"].values
     finite = vals[np.isfinite(vals) & (vals > 0)]
     if finite.size:  # a vanishing curve must not flatten the others: it leaves at FLOOR
-        a0.set_ylim(bottom=max(float(finite.min()) / 2, FLOOR))
+        lo, hi = max(float(finite.min()) / 2, FLOOR), float(finite.max()) * 2
+        if hi / lo < 100:  # at least two decades, so the axis reads in powers of ten
+            mid = np.sqrt(lo * hi)
+            lo, hi = mid / 10, mid * 10
+        a0.set_ylim(lo, hi)
     a0.set_xlabel("T − t (steps back from the end)")
     a0.set_ylabel(r"$\|\partial h_T / \partial h_t\|_2$")
     a0.set_title(f"gradient flow, T={T}")

@@ -34,9 +34,13 @@ def plot_jacobians(ds, ax=None, *, batch: int = 0):
     norm = np.linalg.norm(J, ord=2, axis=(1, 2))
     radius = np.abs(np.linalg.eigvals(J)).max(axis=1)
     a0 = axes[0]
-    a0.semilogy(t, norm, color=COLORS["blue"], lw=0.9, label=r"$\|J_t\|_2$")
-    a0.semilogy(t, radius, color=COLORS["vermillion"], lw=0.9, ls="--", label=r"spectral radius $\rho(J_t)$")
+    a0.plot(t, norm, color=COLORS["blue"], lw=0.9, label=r"$\|J_t\|_2$")
+    a0.plot(t, radius, color=COLORS["vermillion"], lw=0.9, ls="--", label=r"spectral radius $\rho(J_t)$")
     a0.axhline(1.0, color="0.6", lw=0.6)
+    both = np.concatenate([norm, radius])
+    both = both[np.isfinite(both) & (both > 0)]
+    if both.size and both.max() / both.min() > 10:  # log scale only where the sizes span decades
+        a0.set_yscale("log")
     a0.set_xlabel("time step t")
     a0.set_ylabel("size of $J_t = \\partial h_t/\\partial h_{t-1}$")
     title = entry_title(ds, entries(ds)[0])
@@ -47,6 +51,10 @@ def plot_jacobians(ds, ax=None, *, batch: int = 0):
         last = J[-1]
         lim = float(np.abs(last).max()) or 1.0
         im = a1.imshow(last, cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
+        from matplotlib.ticker import MaxNLocator
+
+        a1.xaxis.set_major_locator(MaxNLocator(integer=True))
+        a1.yaxis.set_major_locator(MaxNLocator(integer=True))
         a1.set_xlabel("unit j (of h_(T-1))")
         a1.set_ylabel("unit i (of h_T)")
         a1.set_title(f"$J_T$ at t = {int(t[-1])}")

@@ -38,6 +38,9 @@ def plot_lyapunov(ds, ax=None):
     else:
         a0.plot(idx, lam.values, "o-", ms=4, color=COLORS["blue"])
     a0.axhline(0.0, color="0.6", lw=0.6)
+    from matplotlib.ticker import MaxNLocator
+
+    a0.xaxis.set_major_locator(MaxNLocator(integer=True))
     a0.set_xlabel("exponent index i")
     a0.set_ylabel(r"$\lambda_i$ (1/step)")
     title = entry_title(ds, entries(ds)[0])

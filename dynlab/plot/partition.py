@@ -48,6 +48,9 @@ def _codes_image(ds, ax, batch: int = 0):
     T = img.shape[1]
     ax.imshow(img, aspect="auto", interpolation="nearest", cmap=ListedColormap(["#f2f2f2", COLORS["blue"]]),
               vmin=0, vmax=1, extent=(0.5, T + 0.5, img.shape[0] - 0.5, -0.5))
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     D = c.shape[1]
     for ell in range(1, L):
         ax.axhline(ell * D - 0.5, color=COLORS["vermillion"], lw=0.8)
@@ -88,6 +91,9 @@ def plot_partition(ds, ax=None):
                 label="distinct prefix codes")
     ax.set_xlabel("time step t")
     ax.set_ylabel("regions")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title("regions so far")
     ax.legend(frameon=False, loc="lower right")
 

@@ -108,7 +108,8 @@ def _fixed_points(ds, axes):
                    facecolors="none", edgecolors=COLORS["purple"], label="slow point")
     ax.set_xlabel("unit 1")
     ax.set_ylabel("unit 2" if h.shape[1] > 1 else "")
-    ax.set_title(f"{ds.attrs['n_roots']} equilibria, {ds.attrs['n_slow']} slow points of "
+    n, slow_n = int(ds.attrs["n_roots"]), int(ds.attrs["n_slow"])
+    ax.set_title(f"{n} equilibri{'um' if n == 1 else 'a'}, {slow_n} slow point{'' if slow_n == 1 else 's'} of "
                  f"{entry_title(ds, entries(ds)[0])}")
     if stab.size or slow.any():
         ax.legend(frameon=False)
@@ -117,7 +118,36 @@ def _fixed_points(ds, axes):
         axes[1].set_title("eigenvalues at each equilibrium")
 
 
+def _single(ds, axes, kind):
+    """One equilibrium: its eigenvalues in the complex plane (when stored) and its state."""
+    ax = axes[0]
+    title = entry_title(ds, entries(ds)[0])
+    if "eig_real" in ds:
+        code = int(ds["stability"].values) if "stability" in ds else None
+        _complex_plane(ds, ax, "eig", color_by=None if code is None else np.atleast_1d(code))
+        ax.set_title(f"eigenvalues at the equilibrium, {title}")
+        if code is not None:
+            ax.legend(frameon=False)
+    else:
+        ax.set_title(f"step equilibrium, {title}")
+    target = axes[1] if "eig_real" in ds else ax
+    if target is None:
+        return
+    h = np.ravel(ds["h_eq"].values)
+    target.bar(np.arange(1, h.size + 1), h, color=COLORS["blue"])
+    target.axhline(0, color="0.6", lw=0.6)
+    target.set_xlabel("unit")
+    target.set_ylabel("equilibrium h_eq")
+    ok = "converged" if int(ds["converged"].values) else "NOT converged"
+    target.set_title(f"residual {float(ds['residual'].values):.2g} ({ok})")
+    from matplotlib.ticker import MaxNLocator
+
+    target.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _sequence(ds, axes, kind):
+    if ds["residual"].ndim == 0:
+        return _single(ds, axes, kind)
     t, label = _points_axis(ds, "residual")
     ax = axes[0]
     if kind == "equilibrium":
@@ -148,6 +178,11 @@ def _sequence(ds, axes, kind):
         ax.set_title(f"{ds.attrs.get('method', 'solve')}: residual and convergence")
         if tol is not None or bad.any():
             ax.legend(frameon=False)
+    from matplotlib.ticker import MaxNLocator
+
+    for a in axes:
+        if a is not None:
+            a.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 @styled
@@ -181,7 +216,12 @@ def plot_equilibria(ds, ax=None):
 
 
 def _complex_plane(ds, ax, name, color_by=None, unit_circle=False):
+    """Eigenvalues in the complex plane, with the stability boundary: Re λ = 0 for a flow, the
+    circle |λ + 1| = 1 for a map's ∂step/∂h − I (``attrs["system"] == "map"``), the unit
+    circle for a step Jacobian (``unit_circle``)."""
     ev = eigenvalues_from(ds, name)
+    if ev.ndim == 1:
+        ev = ev[None]
     if color_by is None:
         ax.scatter(ev.real.ravel(), ev.imag.ravel(), s=3, color=COLORS["blue"], alpha=0.4, edgecolors="none")
     else:
@@ -193,6 +233,11 @@ def _complex_plane(ds, ax, name, color_by=None, unit_circle=False):
     if unit_circle:
         th = np.linspace(0, 2 * np.pi, 400)
         ax.plot(np.cos(th), np.sin(th), color=COLORS["vermillion"], lw=0.8, label="unit circle")
+        ax.set_aspect("equal", adjustable="datalim")
+        ax.legend(frameon=False, loc="upper left")
+    elif ds.attrs.get("system") == "map":
+        th = np.linspace(0, 2 * np.pi, 400)
+        ax.plot(np.cos(th) - 1.0, np.sin(th), color="0.4", lw=0.8, ls=":", label="|λ + 1| = 1 (map stable inside)")
         ax.set_aspect("equal", adjustable="datalim")
         ax.legend(frameon=False, loc="upper left")
     else:

@@ -10,11 +10,17 @@ from .style import COLORS, CYCLE, panel_axes, styled
 BOOKKEEPING = ("done", "computed_at", "diverged_at")
 #: Variables drawn at most (the first ones of the result).
 MAX_PANELS = 3
+#: Heat maps of at most this many cells print each cell's value.
+ANNOTATE_MAX_CELLS = 36
 
 
 def _ticks(ax, axis: str, values) -> np.ndarray:
     """Positions for a swept coordinate: its values when numeric, else 0..n-1 with labels."""
     values = np.asarray(values)
+    if np.issubdtype(values.dtype, np.integer):
+        from matplotlib.ticker import MaxNLocator
+
+        getattr(ax, f"{axis}axis").set_major_locator(MaxNLocator(integer=True))
     if np.issubdtype(values.dtype, np.number):
         return values.astype(np.float64)
     pos = np.arange(values.size, dtype=np.float64)
@@ -28,7 +34,7 @@ def plot_sweep(ds, ax=None, *, variables=None):
     """One panel per result variable (the first three unless ``variables`` names them).
 
     One swept setting: the variable against it (points not done are left out); two: a heat map
-    over both; more: a heat map over the first two at the first value of the others (said in the
+    over both, one cell per grid point (values printed in small grids; "—" not done or NaN); more: a heat map over the first two at the first value of the others (said in the
     title).  A variable with extra dimensions (e.g. ``exponent``) is drawn at its first index.
 
     Parameters
@@ -68,11 +74,17 @@ def plot_sweep(ds, ax=None, *, variables=None):
             a.plot(x, vals, "o-", ms=3, color=COLORS["blue"])
             a.set_xlabel(dims[0])
             a.set_ylabel(label)
-        else:
-            x = _ticks(a, "x", ds[dims[1]].values)
-            y = _ticks(a, "y", ds[dims[0]].values)
-            mesh = a.pcolormesh(_edges(x), _edges(y), vals, cmap="viridis", shading="flat")
+        else:  # one cell per grid point, labelled by its setting (grids are often log-spaced)
+            mesh = a.imshow(vals, origin="lower", aspect="auto", cmap="viridis", interpolation="nearest")
+            _label_cells(a, "x", ds[dims[1]].values)
+            _label_cells(a, "y", ds[dims[0]].values)
             fig.colorbar(mesh, ax=a, shrink=0.85, label=name)
+            if vals.size <= ANNOTATE_MAX_CELLS:
+                finite = vals[np.isfinite(vals)]
+                mid = (finite.min() + finite.max()) / 2 if finite.size else 0.0
+                for (i, j), v in np.ndenumerate(vals):
+                    a.text(j, i, "—" if not np.isfinite(v) else f"{v:.3g}", ha="center", va="center", fontsize=6,
+                           color="white" if np.isfinite(v) and v < mid else "black")
             a.set_xlabel(dims[1])
             a.set_ylabel(dims[0])
         title = name + (f" ({', '.join(f'{d}={v}' for d, v in fixed.items())})" if fixed else "")
@@ -84,9 +96,12 @@ def plot_sweep(ds, ax=None, *, variables=None):
     return fig
 
 
-def _edges(c: np.ndarray) -> np.ndarray:
-    """Cell edges around centres c (midpoints; half a step beyond the ends)."""
-    if c.size == 1:
-        return np.array([c[0] - 0.5, c[0] + 0.5])
-    mid = (c[1:] + c[:-1]) / 2
-    return np.concatenate([[c[0] - (mid[0] - c[0])], mid, [c[-1] + (c[-1] - mid[-1])]])
+def _label_cells(ax, axis: str, values) -> None:
+    """Ticks at the cells 0..n−1 of a heat-map axis, labelled by the swept values (at most 8)."""
+    values = np.asarray(values)
+    pos = np.arange(values.size)
+    if values.size > 8:
+        pos = np.unique(np.linspace(0, values.size - 1, 8).round().astype(int))
+    getattr(ax, f"set_{axis}ticks")(pos)
+    getattr(ax, f"set_{axis}ticklabels")([f"{v:.3g}" if isinstance(v, (float, np.floating)) else str(v)
+                                          for v in values[pos]])

@@ -65,6 +65,10 @@ def plot_training(ds, ax=None):
     a2.set_yscale("log")
     a2.set_xlabel("iteration")
     a2.legend(frameon=False)
+    from matplotlib.ticker import MaxNLocator
+
+    for a in (a0, a1, a2):
+        a.xaxis.set_major_locator(MaxNLocator(integer=True))
     model = PRETTY.get(ds.attrs.get("model", ""), ds.attrs.get("model", ""))
     fig.suptitle(f"{model} on {ds.attrs.get('task', '')} (T = {ds.attrs.get('task_steps', '')})")
     return fig
