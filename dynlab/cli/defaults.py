@@ -4,7 +4,7 @@
 ``"simulate"``, ``"figures make"``, ``"dynlab"`` for the group; ``name`` the click parameter
 name) is a ``Default`` or ``NO_DEFAULT`` (flags, paths, repeatable ``--set``, mode switches,
 arguments).  ``stated_defaults`` writes each ``Default`` into its option: a plain value
-becomes click's default, and the help line ends in ``[default: …]`` rendered from the same
+becomes click's default, and the help line carries ``[default: …]`` rendered from the same
 entry.  A default that depends on another option (``By``: per model, per ``--input``, per
 ``--task``) or that a weights file or checkpoint overrides (``unless``) is filled in by
 ``fill`` in the command body, before the spec is built.  Defaults the library applies
@@ -105,7 +105,7 @@ def _fmt(value) -> str:
 
 
 def render_value(value) -> str:
-    """A default as --help states it; a ``By`` as "0.5 for irnn, 0.1 for rin; 1 otherwise"."""
+    """A default as --help states it; a ``By`` as "0.1 for rin; 0.5 for irnn; 1 otherwise"."""
     if not isinstance(value, By):
         return _fmt(value)
     groups: dict = {}
@@ -263,8 +263,7 @@ DEFAULTS = {
               "hidden": Default(_by_kind(IMPLICIT_HIDDEN, TRAIN_HIDDEN), unless=("weights", "resume")),
               "task": Default("adding"),
               "steps": Default(By("task", TASK_STEPS), fill=False,
-                               text="100 for --task adding, adding-ternary, copy (copy: the delay); "
-                                    "the digits tasks fix their own"),
+                               text="100 for --task adding, adding-ternary, copy; the digits tasks fix their own"),
               "pad": Default(0),
               "iterations": Default(_by_kind(IMPLICIT_ITERATIONS, TRAIN_ITERATIONS)),
               "lr": Default(_by_kind(IMPLICIT_LR, TRAIN_LR)),
