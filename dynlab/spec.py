@@ -178,13 +178,16 @@ def simulate_spec(spec: RunSpec):
     """Build the spec's model and input and run ``dynlab.simulate`` on them.
 
     Returns the simulation Dataset (``h`` ([batch,] time, unit), ``x``, parameters, attrs
-    with ``command = spec.command``); raises ``DivergenceError`` with the finite steps in
+    with ``command = spec.command`` and the input's kind, seed, variance and T, as every
+    command's Dataset records them); raises ``DivergenceError`` with the finite steps in
     ``err.partial`` when a state becomes non-finite.
     """
     from .simulation import simulate
 
     model = build_model(spec)
-    return simulate(model, build_input(spec, model.inputs), backend=spec.backend, command=spec.command)
+    ds = simulate(model, build_input(spec, model.inputs), backend=spec.backend, command=spec.command)
+    ds.attrs.update(input_attrs(spec, ds.sizes["time"]))
+    return ds
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,7 +15,7 @@ import click
 
 from .._version import __version__
 from ..errors import DivergenceError, ParameterError
-from .options import option_for
+from .options import option_for, quiet_option
 
 
 def _one_line(text: str) -> str:
@@ -69,12 +69,15 @@ def _fail(message: str, code: int) -> int:
 
 @click.group(cls=DynlabGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="dynlab", message="%(prog)s %(version)s")
+@quiet_option
 def main():
     """dynlab: numerical dynamics and gradient analysis of recurrent networks.
 
     Every command builds one model from the shared options (--model, --hidden, --K, …),
     runs it through the library, writes the Dataset with --data FILE.nc and the picture
-    with --out FILE.png.  A user error exits with status 2, a numerical failure with 1.
+    with --out FILE.png.  Each option's help states the default that command uses; an
+    option the chosen mode would not use is refused.  A user error exits with status 2, a
+    numerical failure with 1.  --quiet (-q), here or after the command, prints only errors.
     """
 
 

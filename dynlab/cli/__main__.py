@@ -1,4 +1,5 @@
 """``python -m dynlab.cli``: the same as the ``dynlab`` console script."""
 from . import main
 
-main()
+if __name__ == "__main__":
+    main(prog_name="dynlab")

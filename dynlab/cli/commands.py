@@ -1,4 +1,12 @@
-"""The commands: each body builds the spec and calls the library (``dynlab.spec``, ``dynlab.plot``)."""
+"""The commands: each body fills the defaults, refuses options that do not apply, builds the spec
+and calls the library (``dynlab.runs`` computes, ``dynlab.plot.draw`` draws).
+
+Every command follows the same steps, in this order, so nothing is computed before every user
+error is found: click parses the options (paths are checked writable then, ``options.py``);
+``_prepare`` fills the defaults that depend on other options (``defaults.fill``) and refuses an
+option that would have no effect (``checks.check``); then the run; then the Dataset is written
+(``--data``), the picture drawn from it (``--out``), and the summary printed unless ``--quiet``.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -6,11 +14,28 @@ import contextlib
 import click
 
 from . import main
-from .options import (backend_option, compare_option, data_option, input_options, lyapunov_option, make_spec,
-                      model_options, model_options_K_list, out_option, step_norms_option)
+from .checks import check
+from .defaults import command_key, fill, given, stated_defaults
+from .options import (IRNN_ONLY, backend_option, check_writable_dir, compare_option, data_option, input_options,
+                      is_quiet, lyapunov_option, make_spec, model_options, model_options_K_list,
+                      model_options_without, out_option, quiet_option, step_norms_option)
 from .options import sweep_options
 from .options import dataset_option, embed_option, layers_option, tsne_option
 from .options import train_options
+
+
+def _prepare(ctx: click.Context, values: dict) -> dict:
+    """The command's option values with the dependent defaults filled in; refuses (exit 2, one
+    line) an option the chosen mode does not use.  Runs before anything is computed."""
+    values = fill(ctx, values)
+    check(ctx, command_key(ctx), values, given(ctx))
+    return values
+
+
+def _say(ctx: click.Context, text: str) -> None:
+    """Print a summary or 'wrote' line on stdout, unless --quiet."""
+    if not is_quiet(ctx):
+        click.echo(text)
 
 
 def _write_data(ds, path: str) -> None:
@@ -37,24 +62,27 @@ def keep_partial(data: str | None):
         raise
 
 
-def _save(ds, data: str | None, out: str | None, draw) -> None:
-    """Write the Dataset first (it is never lost to a drawing failure), then the picture."""
+def _save(ctx: click.Context, ds, data: str | None, out: str | None) -> None:
+    """Write the Dataset first (it is never lost to a drawing failure), then its picture, drawn
+    by ``dynlab.plot.draw`` (the function a script calls on the same result)."""
     written = []
     if data is not None:
         _write_data(ds, data)
         written.append(data)
     if out is not None:
-        from ..plot import save_figure
+        from ..plot import draw, save_figure
 
         save_figure(draw(ds), out)
         written.append(out)
     if written:
-        click.echo("wrote " + ", ".join(written))
+        _say(ctx, "wrote " + ", ".join(written))
 
 
+@stated_defaults("models")
 @main.command()
+@quiet_option
 def models():
-    """List the models with their settings and defaults."""
+    """List the models with their settings and defaults (printed also with --quiet: it is the answer)."""
     from .. import MODELS, model_options
 
     width = max(map(len, MODELS)) + 2
@@ -64,37 +92,41 @@ def models():
         click.echo(f"{'':<{width}}settings: {opts}")
 
 
+@stated_defaults("simulate")
 @main.command(short_help="Run a model over input sequences; write h_t and plot it.")
 @model_options
 @input_options(batch=True)
 @backend_option
 @out_option
 @data_option
+@quiet_option
 @click.pass_context
 def simulate(ctx, out, data, **options):
     """Run a model over input sequences: h_t to --data, the first sequence's h_t to --out.
 
     Example: dynlab simulate --model irnn --K 5 --steps 1000 --data run.nc --out run.png
     """
-    from ..plot import plot_states
     from ..runs import simulate_spec, simulate_summary
 
+    options = _prepare(ctx, options)
     with keep_partial(data):
         ds = simulate_spec(make_spec(ctx, options))
-    _save(ds, data, out, plot_states)
-    click.echo(simulate_summary(ds))
+    _save(ctx, ds, data, out)
+    _say(ctx, simulate_summary(ds))
 
 
+@stated_defaults("phase")
 @main.command(short_help="Phase portrait of h (iRNN paper Fig. 2), with the equilibrium curve.")
 @model_options
-@input_options(batch=False, variance_default="10, as in the iRNN paper's Fig. 2")
+@input_options(batch=False)
 @compare_option
 @click.option("--field/--no-field", "field", default=None,
               help="Draw the vector field (streamlines), nullclines and equilibria (by stability) of a 2-D "
-                   "ctrnn or cell at a constant input. [default: on for ctrnn with --input constant]")
+                   "ctrnn or cell (not irnn) at a constant input (--input constant).")
 @backend_option
 @out_option
 @data_option
+@quiet_option
 @click.pass_context
 def phase(ctx, out, data, field, **options):
     """Phase portrait of the hidden state (iRNN paper, Fig. 2).
@@ -103,17 +135,20 @@ def phase(ctx, out, data, field, **options):
     curve α s = φ(U s + W x + b) over the input's range (blue) with s_m = h_m + h_{m-1}
     (green).  D > 2 is projected on the trajectory's top two principal components.
 
+    The input's variance is 10 here (random-walk, noise), as in the paper's Fig. 2.
+
     Example: dynlab phase --model irnn --K 5 --compare rnn,fastrnn --out phase.png
     """
-    from ..plot import plot_phase
     from ..runs import phase_dataset, phase_summary
 
+    options = _prepare(ctx, options)
     with keep_partial(data):
         ds = phase_dataset(make_spec(ctx, options), field=field)
-    _save(ds, data, out, plot_phase)
-    click.echo(phase_summary(ds))
+    _save(ctx, ds, data, out)
+    _say(ctx, phase_summary(ds))
 
 
+@stated_defaults("gradients")
 @main.command(short_help="Gradient flow ‖∂h_T/∂h_t‖ over T − t for several models; ratio, Lyapunov.")
 @model_options_K_list
 @input_options(batch=False)
@@ -123,6 +158,7 @@ def phase(ctx, out, data, field, **options):
 @backend_option
 @out_option
 @data_option
+@quiet_option
 @click.pass_context
 def gradients(ctx, out, data, K, lyapunov, step_norms, **options):
     """Gradient flow through time (iRNN paper Figs. 3b, 8): ‖∂h_T/∂h_t‖₂ against T − t.
@@ -133,19 +169,21 @@ def gradients(ctx, out, data, K, lyapunov, step_norms, **options):
 
     Example: dynlab gradients --model irnn --K 1,5,10 --compare rnn,fastrnn --out grad.png
     """
-    from ..plot import plot_gradients
     from ..runs import gradients_dataset, gradients_summary
     from ..spec import GradientSpec
 
+    options = _prepare(ctx, dict(options, K=K))
     spec = GradientSpec(make_spec(ctx, dict(options, K=None)), K_values=K, lyapunov=lyapunov, step_norms=step_norms)
     with keep_partial(data):
         ds = gradients_dataset(spec)
-    _save(ds, data, out, plot_gradients)
-    click.echo(gradients_summary(ds))
+    _save(ctx, ds, data, out)
+    _say(ctx, gradients_summary(ds))
 
 
 # ----------------------------------------------------------------------------- figures
+@stated_defaults("figures")
 @main.group(short_help="The papers' figures: list, make, all (claims checked on the data).")
+@quiet_option
 def figures():
     """Reproduce the figures of the four papers (DESIGN §6), each with its claim checked.
 
@@ -157,17 +195,24 @@ def figures():
     """
 
 
-_figure_out = click.option("--out", "out_dir", type=str, default="figures", show_default=True, metavar="DIR",
-                           help="Directory for the pictures, the NetCDF data and claims.json.")
+def _parse_out_dir(ctx, param, value):
+    """A directory we can write into (made when missing), checked before any figure runs."""
+    return None if value is None else check_writable_dir(value, ctx, param)
+
+
+_figure_out = click.option("--out", "out_dir", type=str, default=None, metavar="DIR", callback=_parse_out_dir,
+                           help="Directory for the pictures, the NetCDF data and claims.json (made when missing).")
 _figure_quick = click.option("--quick", is_flag=True, default=False,
                              help="Reduced sizes (a few seconds per figure; scaling printed on each).")
-_figure_format = click.option("--format", "fmt", type=click.Choice(["png", "pdf", "svg"]), default="png",
-                              show_default=True, help="Picture format.")
+_figure_format = click.option("--format", "fmt", type=click.Choice(["png", "pdf", "svg"]), default=None,
+                              help="Picture format.")
 
 
+@stated_defaults("figures list")
 @figures.command("list")
+@quiet_option
 def figures_list():
-    """List the figures: name, source, and the claim checked on the data."""
+    """List the figures: name, source, and the claim checked on the data (printed also with --quiet)."""
     from ..figures import recipes
 
     found = recipes()
@@ -192,32 +237,36 @@ def _make_figures(ctx, names, out_dir, quick, fmt, gallery=False):
         raise ParameterError("out_dir", f"cannot create {out_dir} ({exc.strerror or exc})") from None
     records = []
     t0 = time.perf_counter()
-    with click.progressbar(chosen, label="figures", file=sys.stderr,
-                           item_show_func=lambda r: r.name if r else "") as bar:
-        for recipe in bar:
+    quiet = is_quiet(ctx)
+    bar = (contextlib.nullcontext(chosen) if quiet else
+           click.progressbar(chosen, label="figures", file=sys.stderr, item_show_func=lambda r: r.name if r else ""))
+    with bar as items:
+        for recipe in items:
             records.append(run_recipe(recipe, out_dir, quick=quick, fmt=fmt))
             write_claims(records, out_dir)  # after every figure: nothing finished is lost
     for r in records:
         nums = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r["measured"].items())
-        click.echo(f"{'PASS' if r['passed'] else 'FAIL'}  {r['name']:<26} {r['seconds']:>7.1f} s  {nums}")
+        _say(ctx, f"{'PASS' if r['passed'] else 'FAIL'}  {r['name']:<26} {r['seconds']:>7.1f} s  {nums}")
     extra = ""
     if gallery:
         from ..figures._gallery import write_gallery
 
         write_gallery(records, out_dir, fmt=fmt, total_seconds=time.perf_counter() - t0)
         extra = ", README.md"
-    click.echo(f"wrote {len(records)} figure(s), claims.json{extra} to {out_dir}")
+    _say(ctx, f"wrote {len(records)} figure(s), claims.json{extra} to {out_dir}")
     failed = [r["name"] for r in records if not r["passed"]]
     if failed:
         click.echo(f"Error: claim failed for {', '.join(failed)}", err=True)
         ctx.exit(1)
 
 
+@stated_defaults("figures make")
 @figures.command("make")
 @click.argument("names", nargs=-1, required=True)
 @_figure_out
 @_figure_quick
 @_figure_format
+@quiet_option
 @click.pass_context
 def figures_make(ctx, names, out_dir, quick, fmt):
     """Make the named figures (see `dynlab figures list`).
@@ -227,10 +276,12 @@ def figures_make(ctx, names, out_dir, quick, fmt):
     _make_figures(ctx, names, out_dir, quick, fmt)
 
 
+@stated_defaults("figures all")
 @figures.command("all")
 @_figure_out
 @_figure_quick
 @_figure_format
+@quiet_option
 @click.pass_context
 def figures_all(ctx, out_dir, quick, fmt):
     """Make every figure, in DESIGN §6 order, and the gallery page README.md beside them.
@@ -269,11 +320,13 @@ class _Progress:
             click.echo("", err=True)
 
 
+@stated_defaults("sweep")
 @main.command(short_help="Sweep one analysis over a grid of settings (TOML spec) into a Zarr store.")
 @click.argument("spec_file", metavar="SPEC.toml", type=str)
 @sweep_options
 @backend_option
 @data_option
+@quiet_option
 @click.pass_context
 def sweep(ctx, spec_file, store, resume, scheduler, region_size, backend, data):
     """Run the sweep SPEC.toml describes (see `dynlab.sweep.specfile`): analysis, [model],
@@ -284,36 +337,37 @@ def sweep(ctx, spec_file, store, resume, scheduler, region_size, backend, data):
     """
     import shlex
 
-    from ..errors import ParameterError
     from ..sweep import sweep_from_file
 
-    if resume and store is None:
-        raise ParameterError("store", "--resume needs the store to continue (--out STORE.zarr)")
+    _prepare(ctx, dict(store=store, resume=resume, scheduler=scheduler, region_size=region_size, backend=backend))
     argv = (ctx.obj or {}).get("argv")
-    bar = _Progress()
+    bar = None if is_quiet(ctx) else _Progress()
     try:
         ds = sweep_from_file(spec_file, store=store, resume=resume, scheduler=scheduler, region_size=region_size,
                              backend=backend, progress=bar,
                              command=None if argv is None else "dynlab " + shlex.join(argv))
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
     if data is not None:
         _write_data(ds, data)
-    click.echo(f"{ds.attrs['analysis']}: {int(ds['done'].sum())}/{ds['done'].size} points over "
-               f"{', '.join(f'{d}={n}' for d, n in ds['done'].sizes.items())}; "
-               f"{ds.attrs['points_computed']} computed now" + (f"; store {store}" if store else "")
-               + (f"; wrote {data}" if data else ""))
+    _say(ctx, f"{ds.attrs['analysis']}: {int(ds['done'].sum())}/{ds['done'].size} points over "
+              f"{', '.join(f'{d}={n}' for d, n in ds['done'].sizes.items())}; "
+              f"{ds.attrs['points_computed']} computed now" + (f"; store {store}" if store else "")
+              + (f"; wrote {data}" if data else ""))
 # ------------------------------------------------- equilibria, spectrum, converge (issue 4)
 from .options import K_max_option, equilibria_options, spectrum_at_option  # noqa: E402
 
 
+@stated_defaults("equilibria")
 @main.command(short_help="Equilibria along an input sequence, multi-start fixed points, continuation.")
 @model_options
-@input_options(batch=False, steps=100)
+@input_options(batch=False)
 @equilibria_options
 @backend_option
 @out_option
 @data_option
+@quiet_option
 @click.pass_context
 def equilibria(ctx, out, data, method, tol, n_starts, continue_over, param_range, **options):
     """Equilibria and their stability (eigenvalues of ∇φU − αI).
@@ -326,28 +380,31 @@ def equilibria(ctx, out, data, method, tol, n_starts, continue_over, param_range
 
     Example: dynlab equilibria --model ctrnn --hidden 1 --continue-over b --range -10,2 --out bif.png
     """
-    from ..plot import plot_equilibria
     from ..runs import equilibria_dataset, equilibria_summary, not_converged
     from ..spec import EquilibriaSpec
 
-    spec = EquilibriaSpec(make_spec(ctx, options), method=method.lower(), tol=tol, n_starts=n_starts,
-                          continue_over=continue_over, param_range=param_range)
+    mode = dict(method=method, tol=tol, n_starts=n_starts, continue_over=continue_over, param_range=param_range)
+    options = _prepare(ctx, {**options, **mode})
+    mode = {k: options.pop(k) for k in mode}
+    spec = EquilibriaSpec(make_spec(ctx, options), **dict(mode, method=mode["method"].lower()))
     ds = equilibria_dataset(spec)
-    _save(ds, data, out, plot_equilibria)
-    click.echo(equilibria_summary(ds))
+    _save(ctx, ds, data, out)
+    _say(ctx, equilibria_summary(ds))
     failed = not_converged(ds)
     if failed:
         click.echo(f"Error: {failed}", err=True)
         ctx.exit(1)
 
 
+@stated_defaults("spectrum")
 @main.command(short_help="Eigenvalues of ∇φU − αI along trajectories (iRNN paper Fig. 7).")
 @model_options
-@input_options(batch=True, steps=200)
+@input_options(batch=True)
 @spectrum_at_option
 @backend_option
 @out_option
 @data_option
+@quiet_option
 @click.pass_context
 def spectrum(ctx, out, data, at, **options):
     """Stability spectra at every point of the input sequence(s): eigenvalues of ∇φU − αI
@@ -355,23 +412,26 @@ def spectrum(ctx, out, data, at, **options):
 
     Example: dynlab spectrum --model irnn --K 5 --hidden 32 --batch 8 --out fig7.png
     """
-    from ..plot import plot_spectrum
     from ..runs import spectrum_dataset, spectrum_summary
     from ..spec import SpectrumSpec
 
+    options = _prepare(ctx, dict(options, at=at))
+    at = options.pop("at")
     with keep_partial(data):
         ds = spectrum_dataset(SpectrumSpec(make_spec(ctx, options), at=at.lower()))
-    _save(ds, data, out, plot_spectrum)
-    click.echo(spectrum_summary(ds))
+    _save(ctx, ds, data, out)
+    _say(ctx, spectrum_summary(ds))
 
 
+@stated_defaults("converge")
 @main.command(short_help="Convergence of the iRNN inner recursion to its equilibrium (Fig. 6).")
 @model_options
-@input_options(batch=False, steps=20)
+@input_options(batch=False)
 @K_max_option
 @backend_option
 @out_option
 @data_option
+@quiet_option
 @click.pass_context
 def converge(ctx, out, data, K_max, **options):
     """‖g_k − h_eq‖ against k at every step of the sequence (h_eq: scipy's root), the fitted
@@ -379,18 +439,19 @@ def converge(ctx, out, data, K_max, **options):
 
     Example: dynlab converge --model irnn --hidden 16 --eta 0.5 --K-max 60 --out fig6.png
     """
-    from ..plot import plot_convergence
     from ..runs import converge_dataset, converge_summary
     from ..spec import ConvergeSpec
 
+    options = _prepare(ctx, options)
     ds = converge_dataset(ConvergeSpec(make_spec(ctx, options), K_max=K_max))
-    _save(ds, data, out, plot_convergence)
-    click.echo(converge_summary(ds))
+    _save(ctx, ds, data, out)
+    _say(ctx, converge_summary(ds))
 
 
+@stated_defaults("partition")
 @main.command(short_help="MASO partition codes of a piecewise-affine RNN over time; regions; exact affine form.")
-@model_options
-@input_options(batch=True, steps=200)
+@model_options_without(*IRNN_ONLY)
+@input_options(batch=True)
 @layers_option
 @embed_option
 @tsne_option
@@ -398,6 +459,7 @@ def converge(ctx, out, data, K_max, **options):
 @backend_option
 @out_option
 @data_option
+@quiet_option
 @click.pass_context
 def partition(ctx, out, data, layers, embed, tsne, dataset, **options):
     """Partition codes of a relu / leaky-relu / abs RNN (MASO paper, Thms. 1-2, Fig. 2).
@@ -408,46 +470,48 @@ def partition(ctx, out, data, layers, embed, tsne, dataset, **options):
 
     Example: dynlab partition --dataset digits --hidden 32 --batch 300 --embed --out codes.png
     """
-    from ..plot import plot_partition
     from ..runs import partition_dataset, partition_summary
     from ..spec import PartitionSpec
 
-    spec = PartitionSpec(make_spec(ctx, options), layers=layers, embed=embed, tsne=tsne, dataset=dataset)
-    ds = partition_dataset(spec)
-    _save(ds, data, out, plot_partition)
-    click.echo(partition_summary(ds))
+    maso = dict(layers=layers, embed=embed, tsne=tsne, dataset=dataset)
+    options = _prepare(ctx, {**options, **maso})
+    maso = {k: options.pop(k) for k in maso}
+    ds = partition_dataset(PartitionSpec(make_spec(ctx, options), **maso))
+    _save(ctx, ds, data, out)
+    _say(ctx, partition_summary(ds))
 
 
+@stated_defaults("train")
 @main.command(short_help="Train a model on a task with exact BPTT gradients; record gradient diagnostics.")
 @model_options
 @train_options
 @out_option
 @data_option
+@quiet_option
 @click.pass_context
-def train(ctx, out, data, task, steps, pad, iterations, lr, optimiser, batch, clip, sigma_eps, record_every, eta_per_k,
-          resume, save_weights, **options):
+def train(ctx, out, data, **options):
     """Train a model plus a linear read-out on a task (adding, adding-ternary, copy, digits).
 
     Exact gradients by reverse mode through time; every --record-every iterations the loss,
     the validation loss, ‖∂h_T/∂h_1‖, the ratio ‖∂h_T/∂h_1‖/‖∂h_T/∂h_(T-1)‖, ‖∂L/∂h_1‖,
     ‖𝒜_h‖ = ‖∂h_T/∂h_0‖ and ‖∂L/∂W_r‖ go to the history (--data), drawn with --out.
-    --hidden defaults to 64 here; --inputs comes from the task.
+    --hidden defaults to 64 here (2 for the implicit networks); --inputs comes from the task.
 
     Example (the iRNN set-up that learns the adding task, README): dynlab train --task adding
     --model irnn --K 5 --g0 previous --activation relu --set rank=4 --set sign=-1
     --weight-scale 0.05 --eta 0.1 --lr 0.01 --iterations 600 --out add.png
     """
-    from ..plot import plot_implicit_training, plot_training
     from ..runs import implicit_train_summary, train_spec, train_summary
     from ..train.loop import ImplicitTrainResult, TrainSpec
 
-    spec = TrainSpec(make_spec(ctx, options), task=task, steps=steps, pad=pad, iterations=iterations, lr=lr,
-                     optimiser=optimiser, batch=batch, clip=clip, sigma_eps=sigma_eps, record_every=record_every,
-                     eta_per_k=eta_per_k, resume=resume, save_weights=save_weights)
+    options = _prepare(ctx, options)
+    training = {k: options.pop(k) for k in ("task", "steps", "pad", "iterations", "lr", "optimiser", "batch", "clip",
+                                            "sigma_eps", "record_every", "eta_per_k", "resume", "save_weights")}
+    spec = TrainSpec(make_spec(ctx, options), progress=False if is_quiet(ctx) else None, **training)
     with keep_partial(data):
         res = train_spec(spec)
     implicit = isinstance(res, ImplicitTrainResult)
-    _save(res.history, data, out, plot_implicit_training if implicit else plot_training)
-    if save_weights is not None:
-        click.echo(f"wrote {save_weights}")
-    click.echo((implicit_train_summary if implicit else train_summary)(res.history))
+    _save(ctx, res.history, data, out)
+    if training["save_weights"] is not None:
+        _say(ctx, f"wrote {training['save_weights']}")
+    _say(ctx, (implicit_train_summary if implicit else train_summary)(res.history))

@@ -101,11 +101,72 @@ def _parse_compare(ctx, param, value):
     return names
 
 
+def _fail(ctx, param, message: str):
+    raise click.BadParameter(message, ctx, param)
+
+
 def _check_parent(path: str, ctx, param) -> str:
+    """``path``'s folder exists (the only check when click is only completing the command line)."""
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
-        raise click.BadParameter(f"the folder {os.path.dirname(path) or '.'!r} of {path!r} does not exist",
-                                 ctx, param)
+        _fail(ctx, param, f"the folder {os.path.dirname(path) or '.'!r} of {path!r} does not exist")
+    return path
+
+
+def check_writable_file(path: str, ctx=None, param=None) -> str:
+    """``path`` can be written, found out before any computation by trying it.
+
+    The folder must exist; an existing directory of that name is refused; an existing file is
+    opened for appending (never truncated, so nothing is clobbered); a new file is created with
+    O_EXCL and removed again.  ``os.access`` is not used: as root it answers yes under /proc or
+    on a read-only mount.
+    """
+    _check_parent(path, ctx, param)
+    if os.path.isdir(path):
+        _fail(ctx, param, f"{path!r} is a directory")
+    if ctx is not None and ctx.resilient_parsing:
+        return path
+    try:
+        if os.path.exists(path):
+            with open(path, "ab"):
+                pass
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.close(fd)
+            os.unlink(path)
+    except OSError as exc:
+        _fail(ctx, param, f"cannot write {path!r} ({exc.strerror or exc})")
+    return path
+
+
+def check_writable_dir(path: str, ctx=None, param=None, *, may_exist: bool = True) -> str:
+    """``path`` is (or can be made) a directory we can write into, tried before any computation.
+
+    An existing path must be a directory (``may_exist``), and a file is created in it and removed;
+    a new one needs its nearest existing ancestor to be a directory in which a directory can be
+    created (one is made there and removed).
+    """
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            _fail(ctx, param, f"{path!r} exists and is not a directory")
+        if not may_exist:
+            return path
+        where = path
+    else:
+        where = os.path.dirname(os.path.abspath(path))
+        while not os.path.exists(where):
+            where = os.path.dirname(where)
+        if not os.path.isdir(where):
+            _fail(ctx, param, f"{where!r} (in {path!r}) is not a directory")
+    if ctx is not None and ctx.resilient_parsing:
+        return path
+    import tempfile
+
+    try:
+        probe = tempfile.mkdtemp(prefix=".dynlab-probe-", dir=where)
+        os.rmdir(probe)
+    except OSError as exc:
+        _fail(ctx, param, f"cannot write into {where!r} ({exc.strerror or exc})")
     return path
 
 
@@ -115,45 +176,81 @@ def _parse_out(ctx, param, value):
     from ..plot.style import FORMATS
 
     if os.path.splitext(value)[1].lower() not in FORMATS:
-        raise click.BadParameter(f"must end in {', '.join(FORMATS)} (the picture format is read from the "
-                                 f"suffix), got {value!r}", ctx, param)
-    return _check_parent(value, ctx, param)
+        _fail(ctx, param, f"must end in {', '.join(FORMATS)} (the picture format is read from the suffix), "
+                          f"got {value!r}")
+    return check_writable_file(value, ctx, param)
 
 
 def _parse_data(ctx, param, value):
-    return None if value is None else _check_parent(value, ctx, param)
+    if value is None:
+        return None
+    if os.path.splitext(value)[1].lower() != ".nc":
+        _fail(ctx, param, f"must end in .nc (the results are written as NetCDF), got {value!r}")
+    return check_writable_file(value, ctx, param)
+
+
+def _set_quiet(ctx, param, value):
+    """``--quiet`` anywhere on the line (before or after the command) silences the whole run."""
+    if value and not ctx.resilient_parsing:
+        ctx.ensure_object(dict)["quiet"] = True
+    return value
+
+
+def is_quiet(ctx) -> bool:
+    """Whether ``--quiet``/``-q`` was given, to the group or to the command."""
+    while ctx is not None:
+        if isinstance(ctx.obj, dict) and ctx.obj.get("quiet"):
+            return True
+        ctx = ctx.parent
+    return False
+
+
+#: ``-q``/``--quiet`` (the group's and every command's): no progress bars, no summaries.
+quiet_option = click.option("-q", "--quiet", is_flag=True, default=False, expose_value=False, callback=_set_quiet,
+                            help="Print nothing but errors: no progress bar, no summary, no 'wrote' line "
+                                 "(results are still written).")
 
 
 _CHOICE = dict(case_sensitive=False)
 
-_MODEL_OPTIONS = (
-    click.option("--model", type=click.Choice(MODEL_NAMES, **_CHOICE), default=None,
-                 help="Model kind (see `dynlab models`). [default: irnn]"),
-    click.option("--hidden", type=int, default=None, metavar="D",
-                 help="Hidden-state size D. [default: 2]"),
-    click.option("--inputs", type=int, default=None, metavar="d",
-                 help="Input size d. [default: 1]"),
-    click.option("--activation", type=click.Choice(ACTIVATION_NAMES, **_CHOICE), default=None,
-                 help="Activation φ. [default: the model's own; relu for rin, tanh otherwise]"),
-    click.option("--K", "K", type=int, default=None,
-                 help="irnn: number of inner Euler steps K (K=1 is SiRNN). [default: 1]"),
-    click.option("--eta", type=float, default=None,
-                 help="irnn: inner step size η > 0. [default: 1]"),
-    click.option("--alpha", type=float, default=None,
-                 help="irnn, ctrnn: the leak α ≥ 0; fastrnn: its raw gate α. [default: the model's]"),
-    click.option("--g0", type=click.Choice(G0_CHOICES, **_CHOICE), default=None,
-                 help="irnn: inner start g_0 = 0 or h_{m-1}. [default: zero]"),
-    click.option("--weight-scale", "weight_scale", type=float, default=None, metavar="S",
-                 help="Scale of the random recurrent weights, U ~ N(0, S²/D). "
-                      "[default: the model's; 0.5 irnn, 0.1 rin, 1 otherwise]"),
-    click.option("--set", "settings", multiple=True, metavar="NAME=VALUE", callback=_parse_settings,
-                 help="Any other model setting listed by `dynlab models` (beta, eps, rank, …); repeatable."),
-    click.option("--seed", type=int, default=0, show_default=True, metavar="N",
-                 help="Seed of the random weights and of the input sequence."),
-    click.option("--weights", type=str, default=None, metavar="FILE.npz",
-                 help="Load the model from a dynlab.save_model file instead of drawing random weights."),
-)
-model_options = _stack(*_MODEL_OPTIONS)
+#: The shared model options by parameter name, in --help order.  Defaults are stated from
+#: ``dynlab.cli.defaults.DEFAULTS`` (per command), never written here.
+_MODEL_OPTIONS = {
+    "model": click.option("--model", type=click.Choice(MODEL_NAMES, **_CHOICE), default=None,
+                          help="Model kind (see `dynlab models`)."),
+    "hidden": click.option("--hidden", type=int, default=None, metavar="D", help="Hidden-state size D."),
+    "inputs": click.option("--inputs", type=int, default=None, metavar="d", help="Input size d."),
+    "activation": click.option("--activation", type=click.Choice(ACTIVATION_NAMES, **_CHOICE), default=None,
+                               help="Activation φ."),
+    "K": click.option("--K", "K", type=int, default=None,
+                      help="irnn: number of inner Euler steps K (K=1 is SiRNN)."),
+    "eta": click.option("--eta", type=float, default=None, help="irnn: inner step size η > 0."),
+    "alpha": click.option("--alpha", type=float, default=None,
+                          help="irnn, ctrnn: the leak α ≥ 0; fastrnn: its raw gate α."),
+    "g0": click.option("--g0", type=click.Choice(G0_CHOICES, **_CHOICE), default=None,
+                       help="irnn: inner start g_0 = 0 or h_{m-1}."),
+    "weight_scale": click.option("--weight-scale", "weight_scale", type=float, default=None, metavar="S",
+                                 help="Scale of the random recurrent weights, U ~ N(0, S²/D)."),
+    "settings": click.option("--set", "settings", multiple=True, metavar="NAME=VALUE", callback=_parse_settings,
+                             help="Any other model setting listed by `dynlab models` (beta, eps, rank, …); "
+                                  "repeatable.  leak needs --activation leaky-relu."),
+    "seed": click.option("--seed", type=int, default=None, metavar="N",
+                         help="Seed of the random weights and of the input sequence."),
+    "weights": click.option("--weights", type=str, default=None, metavar="FILE.npz",
+                            help="Load the model from a dynlab.save_model file instead of drawing random weights; "
+                                 "the file fixes the model, its sizes and settings (the model options above "
+                                 "may not be given with it)."),
+}
+#: Settings of the iRNN alone (commands whose models include no iRNN leave their options out).
+IRNN_ONLY = ("K", "eta", "g0")
+
+
+def model_options_without(*names):
+    """``model_options`` less the named options (``dynlab partition`` takes no iRNN)."""
+    return _stack(*(opt for name, opt in _MODEL_OPTIONS.items() if name not in names))
+
+
+model_options = model_options_without()
 
 
 def _parse_K_list(ctx, param, value):
@@ -178,42 +275,39 @@ def _parse_K_list(ctx, param, value):
 
 
 _K_LIST_OPTION = click.option("--K", "K", type=str, default=None, metavar="K1,K2,…", callback=_parse_K_list,
-                              help="irnn: inner Euler steps K, one model per value, e.g. 1,5,10. [default: 1]")
+                              help="irnn: inner Euler steps K, one model per value, e.g. 1,5,10.")
 #: ``model_options`` with ``--K`` taking a comma-separated list (commands that compare K values).
-model_options_K_list = _stack(*(_K_LIST_OPTION if i == 4 else opt for i, opt in enumerate(_MODEL_OPTIONS)))
+model_options_K_list = _stack(*(_K_LIST_OPTION if name == "K" else opt for name, opt in _MODEL_OPTIONS.items()))
 
 
-def input_options(*, batch: bool = True, variance_default: str = "1", steps: int = 1000):
-    """The input-sequence options; ``variance_default`` describes the command's default in --help.
+def input_options(*, batch: bool = True):
+    """The input-sequence options (their defaults, per command, are in ``dynlab.cli.defaults``).
 
     ``--variance`` stays None when not given, so it never clashes with an input kind that
-    takes no variance; the library fills in the default.
+    takes no variance; the command or the library fills in the default.
     """
-    opts = [
-        click.option("--steps", type=int, default=steps, show_default=True, metavar="T",
-                     help="Sequence length T."),
-    ]
+    opts = [click.option("--steps", type=int, default=None, metavar="T", help="Sequence length T.")]
     if batch:
         opts.append(click.option("--batch", type=int, default=None, metavar="B",
-                                 help="Number of independent sequences B. [default: one, unbatched]"))
+                                 help="Number of independent sequences B."))
     opts += [
-        click.option("--input", "input", type=click.Choice(INPUT_KINDS, **_CHOICE), default="random-walk",
-                     show_default=True, help="Input sequence kind."),
+        click.option("--input", "input", type=click.Choice(INPUT_KINDS, **_CHOICE), default=None,
+                     help="Input sequence kind."),
         click.option("--variance", type=float, default=None, metavar="V",
-                     help=f"Step variance of random-walk, variance of noise. [default: {variance_default}]"),
+                     help="Step variance of random-walk, variance of noise."),
     ]
     return _stack(*opts)
 
 
 backend_option = click.option("--backend", type=click.Choice(BACKEND_NAMES, **_CHOICE), default=None,
-                              help="Where the kernels run. [default: numba]")
+                              help="Where the kernels run.")
 out_option = click.option("--out", type=str, default=None, metavar="FILE", callback=_parse_out,
                           help="Write the picture (.png, .pdf or .svg, by suffix).")
 data_option = click.option("--data", type=str, default=None, metavar="FILE.nc", callback=_parse_data,
-                           help="Write the results as a NetCDF Dataset.")
+                           help="Write the results as a NetCDF Dataset (.nc).")
 lyapunov_option = click.option("--lyapunov", is_flag=True, default=False,
                                help="Also compute the full finite-time Lyapunov spectrum and draw it.")
-step_norms_option = click.option("--step-norms/--no-step-norms", default=True, show_default=True,
+step_norms_option = click.option("--step-norms/--no-step-norms", default=True,
                                  help="Also ‖∂h_t/∂h_(t-1)‖ for every t. --no-step-norms leaves them out "
                                       "(an iRNN with --hidden > 32 then runs the curve in reverse mode, "
                                       "≈ 3× faster).")
@@ -237,23 +331,26 @@ OPTION_OF.update({"store": "--out", "scheduler": "--scheduler", "region_size": "
 
 
 def _parse_store(ctx, param, value):
+    """A ``.zarr`` store path whose folder exists and can take (or whose store can take) new files."""
     if value is None:
         return None
-    if not value.rstrip("/").endswith(".zarr"):
-        raise click.BadParameter(f"must be a Zarr store path ending in .zarr, got {value!r}", ctx, param)
-    return _check_parent(value.rstrip("/"), ctx, param)
+    value = value.rstrip("/")
+    if not value.endswith(".zarr"):
+        _fail(ctx, param, f"must be a Zarr store path ending in .zarr, got {value!r}")
+    _check_parent(value, ctx, param)
+    return check_writable_dir(value, ctx, param)
 
 
 sweep_options = _stack(
     click.option("--out", "store", type=str, default=None, metavar="STORE.zarr", callback=_parse_store,
                  help="The Zarr store, written region by region as points finish (never overwritten)."),
     click.option("--resume", is_flag=True, default=False,
-                 help="Continue the sweep in --out (killed or interrupted): compute only the missing points."),
+                 help="Continue the sweep in --out (killed or interrupted): compute only the missing points "
+                      "(the store fixes the regions: no --region-size then)."),
     click.option("--scheduler", type=str, default=None, metavar="local|ADDRESS",
-                 help="Run regions as Dask tasks: `local` (a LocalCluster) or a scheduler address. "
-                      "[default: in process]"),
+                 help="Run regions as Dask tasks: `local` (a LocalCluster) or a scheduler address."),
     click.option("--region-size", "region_size", type=click.IntRange(min=1), default=None, metavar="N",
-                 help="Points per region (the store's chunk). [default: 64 batched, 8 otherwise]"),
+                 help="Points per region (the store's chunk)."),
 )
 # ------------------------------------------------- equilibria, spectrum, converge (issue 4)
 # ("method" is left out: it is also the ctrnn's integration setting, given with --set method=…;
@@ -279,35 +376,39 @@ def _parse_range(ctx, param, value):
 
 
 equilibria_options = _stack(
-    click.option("--method", type=click.Choice(EQ_METHOD_NAMES, **_CHOICE), default="newton", show_default=True,
-                 help="Solver: Newton with the analytic Jacobian, the Euler (iRNN) recursion, fixed-step RK4 "
-                      "on the flow, or scipy's root (the reference)."),
-    click.option("--tol", type=float, default=1e-12, show_default=True, help="Residual tolerance ‖F‖∞."),
+    click.option("--method", type=click.Choice(EQ_METHOD_NAMES, **_CHOICE), default=None,
+                 help="Solver of the equilibria along the sequence: Newton with the analytic Jacobian, the "
+                      "Euler (iRNN) recursion, fixed-step RK4 on the flow, or scipy's root (the reference).  "
+                      "--fixed-points and --continue-over run their own solvers and refuse it."),
+    click.option("--tol", type=float, default=None, help="Residual tolerance ‖F‖∞ (every mode)."),
     click.option("--fixed-points", "n_starts", type=int, default=None, metavar="N",
-                 help="Multi-start search for every equilibrium at the first input, from N starts."),
+                 help="Instead: a multi-start search for every equilibrium at the first input x_1, from N "
+                      "starts (uses x_1 only: no --steps, --method or --backend)."),
     click.option("--continue-over", "continue_over", type=str, default=None, metavar="NAME",
-                 help="Continue the equilibria over x, x<j>, b, b<i> or alpha (pseudo-arclength; "
-                      "bifurcation diagram with folds); needs --range."),
+                 help="Instead: continue the equilibria at x_1 over x, x<j>, b, b<i> or alpha (pseudo-arclength; "
+                      "bifurcation diagram with folds); needs --range; no --steps, --method or --backend."),
     click.option("--range", "param_range", type=str, default=None, metavar="LO,HI", callback=_parse_range,
-                 help="Range of the --continue-over parameter."),
+                 help="Range of the --continue-over parameter (only with it)."),
 )
 spectrum_at_option = click.option("--at", "at", type=click.Choice(("trajectory", "equilibrium"), **_CHOICE),
-                                  default="trajectory", show_default=True,
+                                  default=None,
                                   help="Spectra at the simulated states, or at each input's equilibrium.")
-K_max_option = click.option("--K-max", "K_max", type=int, default=50, show_default=True,
+K_max_option = click.option("--K-max", "K_max", type=int, default=None,
                             help="Last inner iteration k of the recursion.")
 # --- dynlab partition (MASO) ------------------------------------------------------------------
 OPTION_OF.update({"layers": "--layers", "embed": "--embed", "dataset": "--dataset", "tsne": "--tsne"})
-layers_option = click.option("--layers", type=int, default=1, show_default=True, metavar="L",
+layers_option = click.option("--layers", type=int, default=None, metavar="L",
                              help="Stacked rnn layers; layer ℓ > 1 reads layer ℓ−1's state at the same step.")
 embed_option = click.option("--embed", is_flag=True, default=False,
                             help="Embed the batch's partition codes in 2-D at four time slices (PCA).")
 tsne_option = click.option("--tsne", is_flag=True, default=False,
-                           help="With --embed, also a t-SNE embedding (needs scikit-learn; slow for large batches).")
+                           help="With --embed (only), also a t-SNE embedding (needs scikit-learn; slow for large "
+                                "batches).")
 dataset_option = click.option("--dataset", type=click.Choice(("auto", "digits", "patterns"), case_sensitive=False),
                               default=None, help="Labelled sequences instead of --input: scikit-learn's 8×8 "
                                                  "digits as pixel sequences, or a synthetic pattern task "
-                                                 "(auto: digits when scikit-learn is installed).")
+                                                 "(auto: digits when scikit-learn is installed).  The data "
+                                                 "fix the sequences: no --steps, --input or --variance.")
 # ---------------------------------------------------------------- dynlab train
 #: Task names of ``dynlab train`` (tests check this equals ``dynlab.tasks.TASKS``), and the
 #: implicit-network tasks (``--model implicit``).
@@ -324,32 +425,42 @@ def _parse_npz_out(ctx, param, value):
     if value is None:
         return None
     if not value.endswith(".npz"):
-        raise click.BadParameter(f"must end in .npz, got {value!r}", ctx, param)
-    return _check_parent(value, ctx, param)
+        _fail(ctx, param, f"must end in .npz, got {value!r}")
+    return check_writable_file(value, ctx, param)
+
+
+def _parse_npz_in(ctx, param, value):
+    if value is None:
+        return None
+    if not value.endswith(".npz"):
+        _fail(ctx, param, f"must end in .npz (a checkpoint written by --save-weights), got {value!r}")
+    if not os.path.isfile(value):
+        _fail(ctx, param, f"no such file: {value}")
+    return value
 
 
 train_options = _stack(
-    click.option("--task", type=click.Choice(TASK_NAMES + IMPLICIT_TASK_NAMES, **_CHOICE), default="adding",
-                 show_default=True, help="Training task (xor, oscillator: with --model implicit)."),
+    click.option("--task", type=click.Choice(TASK_NAMES + IMPLICIT_TASK_NAMES, **_CHOICE), default=None,
+                 help="Training task (xor, oscillator: with --model implicit)."),
     click.option("--steps", type=int, default=None, metavar="T",
-                 help="Task length T (adding: sequence length; copy: the delay). [default: 100; fixed for digits]"),
-    click.option("--pad", type=int, default=0, show_default=True, metavar="P",
+                 help="Task length T (adding: sequence length; copy: the delay)."),
+    click.option("--pad", type=int, default=None, metavar="P",
                  help="Noise padding: append P steps of N(0, 1) noise to every input (end-of-sequence tasks)."),
     click.option("--iterations", type=int, default=None, metavar="N",
-                 help="Training iterations (with --resume: further iterations). [default: 500; 3000 for xor, oscillator]"),
-    click.option("--lr", type=float, default=None, help="Learning rate. [default: 1e-3; 0.01 for xor, oscillator]"),
-    click.option("--optimiser", type=click.Choice(OPTIMISER_NAMES, **_CHOICE), default="adam", show_default=True),
-    click.option("--batch", type=int, default=128, show_default=True, metavar="B", help="Sequences per iteration."),
-    click.option("--clip", type=float, default=None, metavar="C",
-                 help="Clip the gradients to global norm C. [default: no clipping]"),
-    click.option("--sigma-eps", "sigma_eps", type=float, default=0.0, show_default=True, metavar="σ",
+                 help="Training iterations (with --resume: further iterations)."),
+    click.option("--lr", type=float, default=None, help="Learning rate."),
+    click.option("--optimiser", type=click.Choice(OPTIMISER_NAMES, **_CHOICE), default=None, help="Optimiser."),
+    click.option("--batch", type=int, default=None, metavar="B", help="Sequences per iteration."),
+    click.option("--clip", type=float, default=None, metavar="C", help="Clip the gradients to global norm C."),
+    click.option("--sigma-eps", "sigma_eps", type=float, default=None, metavar="σ",
                  help="Random initial state h_0 = ε ~ N(0, σ² I), drawn afresh every iteration."),
-    click.option("--record-every", "record_every", type=int, default=10, show_default=True, metavar="N",
+    click.option("--record-every", "record_every", type=int, default=None, metavar="N",
                  help="Record the loss and gradient diagnostics every N iterations."),
     click.option("--eta-per-k", "eta_per_k", is_flag=True, default=False,
                  help="irnn: one learnable η per inner step k."),
-    click.option("--resume", type=str, default=None, metavar="FILE.npz",
-                 help="Continue the run saved with --save-weights (bit-for-bit)."),
+    click.option("--resume", type=str, default=None, metavar="FILE.npz", callback=_parse_npz_in,
+                 help="Continue the run saved with --save-weights (bit-for-bit): the checkpoint fixes the model, "
+                      "the task and the optimiser, so only --iterations and the outputs may be given with it."),
     click.option("--save-weights", "save_weights", type=str, default=None, metavar="FILE.npz",
                  callback=_parse_npz_out,
                  help="Write the trained model with the training state (readable by --weights and --resume)."),

@@ -101,6 +101,9 @@ def phase_dataset(spec, field=None):
     primary = build_model(spec)
     if primary.hidden < 2:
         raise ParameterError("hidden", f"a phase portrait needs at least 2 hidden units, got {primary.hidden}")
+    kind = input_kind(spec)
+    if field:  # refused before anything is simulated
+        _check_field(primary, kind)
     names, models = compared_models(spec, primary)
     x = build_input(spec, primary.inputs)
     T, D = x.shape[0], primary.hidden
@@ -174,19 +177,27 @@ def phase_dataset(spec, field=None):
         attrs["projection"] = f"projected on top-{N_PC} PCs of each model's trajectory h"
 
     ds = xr.Dataset(data, coords=coords, attrs=attrs)
-    kind = input_kind(spec)
     if field is None:
         field = primary.name == "ctrnn" and D == 2 and kind == "constant"
     if field:
-        if kind != "constant":
-            raise ParameterError("field", "the vector field of a driven system changes with every input; "
-                                          "use --input constant")
         ds = add_field(ds, primary, x[0], H[0])
     ds = finish(ds, "phase")
     if diverged.any():  # everything computed is in the Dataset; report the first failure
         i = int(np.flatnonzero(diverged)[0])
         raise DivergenceError(step=int(diverged[i]), batch=0, model=names[i], partial=ds)
     return ds
+
+
+def _check_field(model, kind: str) -> None:
+    """ParameterError naming ``field`` unless ``model`` and the input ``kind`` can have a vector field."""
+    if model.name not in FIELD_MODELS:
+        raise ParameterError("field", f"a vector field is drawn for {', '.join(FIELD_MODELS)}; the iRNN's "
+                                      f"portrait shows its equilibrium curve instead")
+    if model.hidden != 2:
+        raise ParameterError("field", f"a vector field needs a 2-D state, got hidden={model.hidden}")
+    if kind != "constant":
+        raise ParameterError("field", "the vector field of a driven system changes with every input; "
+                                      "use --input constant")
 
 
 def add_field(ds, model, x, h):
@@ -206,11 +217,7 @@ def add_field(ds, model, x, h):
 
     from ..analysis.equilibria import STABILITY_ATTRS, System, fixed_points
 
-    if model.name not in FIELD_MODELS:
-        raise ParameterError("field", f"a vector field is drawn for {', '.join(FIELD_MODELS)}; the iRNN's "
-                                      f"portrait shows its equilibrium curve instead")
-    if model.hidden != 2:
-        raise ParameterError("field", f"a vector field needs a 2-D state, got hidden={model.hidden}")
+    _check_field(model, "constant")
     system = System(model)
     h = h[np.all(np.isfinite(h), axis=1)]
     scale = max(1.0, float(np.abs(h).max()) if h.size else 1.0)

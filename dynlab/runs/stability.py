@@ -27,6 +27,14 @@ def _previous_states(model, x, backend):
     return np.vstack([np.zeros((1, model.hidden)), h[:-1]])
 
 
+def _resolved(backend) -> str:
+    """The backend the trajectory h_(m-1) was simulated on (attr ``trajectory_backend``; the solves
+    themselves run in NumPy, attr ``backend``)."""
+    from ..backends import resolve_backend
+
+    return resolve_backend(backend)
+
+
 def _along_time(ds, T: int, long_name: str = "time step m"):
     """A per-input result along ``time`` (the command's inputs are the steps of one sequence)."""
     ds = ds.rename({"batch": "time"})
@@ -63,6 +71,7 @@ def equilibria_dataset(spec):
         hp = _previous_states(model, x, run.backend)
         ds = equilibrium(model, x, hp, method=spec.method, tol=spec.tol, command=run.command)
         ds = _along_time(ds, x.shape[0])
+        ds.attrs["trajectory_backend"] = _resolved(run.backend)
     ds.attrs.update(input_attrs(run, x.shape[0]))
     return ds
 
@@ -184,6 +193,7 @@ def converge_dataset(spec):
     hp = _previous_states(model, x, run.backend)
     ds = convergence(model, x, hp, K_max=spec.K_max, command=run.command)
     ds = _along_time(ds, x.shape[0])
+    ds.attrs["trajectory_backend"] = _resolved(run.backend)
     ds.attrs.update(input_attrs(run, x.shape[0]))
     return ds
 
