@@ -45,7 +45,9 @@ def dynlab_location() -> str:
 
 
 def from_checkout(path: str) -> bool:
-    return os.path.commonpath([os.path.realpath(path), CHECKOUT]) == CHECKOUT
+    """Whether the package folder ``path`` is this checkout's source (``CHECKOUT/dynlab``); a
+    virtual environment inside the checkout (``.venv``) holds an installed copy."""
+    return os.path.realpath(path) == os.path.join(CHECKOUT, "dynlab")
 
 
 def tested_line() -> str:
