@@ -41,6 +41,8 @@ CHECKOUT = os.path.realpath(os.path.join(os.path.dirname(__file__), os.pardir))
 
 def dynlab_location() -> str:
     """The folder of the dynlab package this process imports."""
+    if dynlab.__file__ is None:   # a namespace package: a folder without __init__.py
+        return os.path.realpath(list(dynlab.__path__)[0])
     return os.path.realpath(os.path.dirname(dynlab.__file__))
 
 
@@ -69,6 +71,10 @@ def pytest_terminal_summary(terminalreporter):
 def pytest_sessionstart(session):
     """Stop before any test when the wrong dynlab would be tested (module docstring)."""
     where = dynlab_location()
+    if dynlab.__file__ is None:
+        pytest.exit(f"dynlab is imported from {where}, a folder without __init__.py: the remains of an "
+                    f"uninstalled copy (e.g. Numba's cache files in its __pycache__ folders); delete that "
+                    f"folder and reinstall", returncode=3)
     if os.environ.get("DYNLAB_TEST_INSTALLED") == "1" and from_checkout(where):
         pytest.exit(f"DYNLAB_TEST_INSTALLED=1 but dynlab is imported from this checkout ({where}): install it "
                     f"without -e and run the `pytest` script, not `python -m pytest`", returncode=3)
