@@ -1,4 +1,4 @@
-"""Workload ``cli`` (DESIGN §7): wall-clock of whole ``dynlab`` processes.
+"""Workload ``cli`` (docs/design.md, *Benchmarks*): wall-clock of whole ``dynlab`` processes.
 
 help        ``dynlab --help`` (target: under 0.5 s — the CLI imports numpy, xarray and
             matplotlib only inside the command that needs them)

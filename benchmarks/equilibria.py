@@ -1,4 +1,4 @@
-"""Workload ``equilibria`` (DESIGN §7): implicit network D=64, 16 inputs, N=1000 inputs, to ‖G‖∞ ≤ 1e-12.
+"""Workload ``equilibria`` (docs/design.md, *Benchmarks*): implicit network D=64, 16 inputs, N=1000 inputs, to ‖G‖∞ ≤ 1e-12.
 
 The network: ``make_model("implicit", hidden=64, inputs=16, seed=0)`` (sigmoid, W ~ N(0, 1/64),
 Q, T ~ U[−0.5, 0.5]); inputs X ~ N(0, 1), one row per input.  Rows:

@@ -1,4 +1,4 @@
-"""Workloads ``forward-small`` and ``forward-large`` (DESIGN §7): the iRNN forward pass.
+"""Workloads ``forward-small`` and ``forward-large`` (docs/design.md, *Benchmarks*): the iRNN forward pass.
 
 forward-small  B=1, D=2, d=1, K=5, T=100 000, tanh, float64 — long horizon, tiny cell: per-call
                overhead dominates, so the jitted scalar loops should win by a wide margin.

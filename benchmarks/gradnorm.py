@@ -1,4 +1,4 @@
-"""Workload ``gradnorm`` (DESIGN §7): ‖∂h_T/∂h_t‖₂ for every t, iRNN D=128, K=5, T=1000, B=1.
+"""Workload ``gradnorm`` (docs/design.md, *Benchmarks*): ‖∂h_T/∂h_t‖₂ for every t, iRNN D=128, K=5, T=1000, B=1.
 
 Rows (all on the same model, input and trajectory):
 

@@ -37,7 +37,7 @@ class Impl:
 
 @dataclasses.dataclass
 class Workload:
-    """A named workload (DESIGN §7).
+    """A named workload (docs/design.md, *Benchmarks*).
 
     ``build(quick)`` returns (impls, info): the implementations, the first of which is the
     reference the others are checked against, and a dict of facts printed with the results

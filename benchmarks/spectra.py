@@ -1,4 +1,4 @@
-"""Workload ``spectra`` (DESIGN §7): eigenvalues of ∇φU − I at 2000 points, D = 128.
+"""Workload ``spectra`` (docs/design.md, *Benchmarks*): eigenvalues of ∇φU − I at 2000 points, D = 128.
 
 Rows (same model, same points):
 

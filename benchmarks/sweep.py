@@ -1,4 +1,4 @@
-"""Workload ``sweep`` (DESIGN §7): gradient norms for 10⁴ (K, η, weight-scale) settings, D=32, T=200.
+"""Workload ``sweep`` (docs/design.md, *Benchmarks*): gradient norms for 10⁴ (K, η, weight-scale) settings, D=32, T=200.
 
 Rows, all on the same 64 settings (K ∈ {1, 4, 7, 10} × η ∈ {0.1, 0.4, 0.7, 1.0} × weight
 scale ∈ {0.5, 1, 1.5, 2}; iRNN, tanh, d = 1, random walk of variance 1, seed 0), each

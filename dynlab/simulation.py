@@ -1,6 +1,6 @@
 """``simulate``: run a model over input sequences and return the states as a Dataset.
 
-Two layers, as in DESIGN §2: ``simulate`` validates once, picks the backend once and wraps
+Two layers (docs/design.md, *Architecture*): ``simulate`` validates once, picks the backend once and wraps
 the result; ``run_states`` is the lower layer on prepared arrays that analyses loop over.
 """
 from __future__ import annotations
@@ -183,7 +183,7 @@ def simulate(model: Model, x, h0=None, *, backend: str | None = None, dtype=np.f
     -------
     xarray.Dataset with ``h`` (batch, time, unit) — (time, unit) for an unbatched x — the
     input ``x``, the initial state ``h0``, the model's parameters, and attrs with every
-    setting (DESIGN §3).
+    setting (docs/design.md, *Data contract*).
 
     Example
     -------
@@ -221,7 +221,7 @@ def simulate(model: Model, x, h0=None, *, backend: str | None = None, dtype=np.f
 
 def wrap_states(model: Model, x: np.ndarray, h0: np.ndarray, H: np.ndarray, *, batched: bool,
                 backend: str, command: str | None, path: str = "", prefix: str = ""):
-    """The Dataset of a simulation (DESIGN §3)."""
+    """The Dataset of a simulation (docs/design.md, *Data contract*)."""
     import xarray as xr
 
     from ._dataset import base_attrs, model_attrs, model_variables

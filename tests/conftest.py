@@ -9,10 +9,22 @@ each other and from tests/naive.py only by summation order, ≈ 1e-16 relative p
 ``kernel_path`` runs one test on each of the three kernel families: the NumPy reference,
 the numba backend's jitted loops (``VECTORISE_MIN_WORK`` huge) and its vectorised BLAS kernel
 (``VECTORISE_MIN_WORK`` = 0).
+
+Which dynlab is tested.  The README's test command, ``pytest -q --import-mode=importlib`` (the
+``pytest`` script: ``python -m pytest`` would put the working directory first on sys.path),
+imports the *installed* dynlab; with an editable install (``pip install -e ".[test]"``) that is
+the checkout itself.  Only this folder is put on sys.path (for ``naive``, ``naive_maso`` and
+``conftest``).  Every test runs in an empty scratch directory, so that the processes the tests
+start (``sys.executable -m dynlab.cli``, ``python -c``, the ``dynlab`` script), which put their
+working directory first on sys.path, import that same dynlab; the session stops at once if a
+started process would import another one.  ``DYNLAB_TEST_INSTALLED=1`` (set by ``.ci/run``)
+also stops it when dynlab is imported from this checkout rather than from site-packages.  The
+pytest header names the dynlab under test.
 """
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -22,6 +34,70 @@ sys.path.insert(0, os.path.dirname(__file__))  # so tests can `import naive`
 
 import dynlab  # noqa: E402
 import dynlab.config  # noqa: E402
+
+#: The checkout the tests belong to (the folder above tests/).
+CHECKOUT = os.path.realpath(os.path.join(os.path.dirname(__file__), os.pardir))
+
+
+def dynlab_location() -> str:
+    """The folder of the dynlab package this process imports."""
+    if dynlab.__file__ is None:   # a namespace package: a folder without __init__.py
+        return os.path.realpath(list(dynlab.__path__)[0])
+    return os.path.realpath(os.path.dirname(dynlab.__file__))
+
+
+def from_checkout(path: str) -> bool:
+    """Whether the package folder ``path`` is this checkout's source (``CHECKOUT/dynlab``); a
+    virtual environment inside the checkout (``.venv``) holds an installed copy."""
+    return os.path.realpath(path) == os.path.join(CHECKOUT, "dynlab")
+
+
+def tested_line() -> str:
+    """``dynlab VERSION from PATH: installed|this checkout`` (``.ci/run`` reads it)."""
+    where = dynlab_location()
+    kind = "this checkout (an editable install, or the working directory)" if from_checkout(where) \
+        else "installed, not this checkout"
+    return f"dynlab {dynlab.__version__} from {where}: {kind}"
+
+
+def pytest_report_header(config):
+    return tested_line()
+
+
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.write_line(tested_line())   # shown with -q too, where the header is not
+
+
+def pytest_sessionstart(session):
+    """Stop before any test when the wrong dynlab would be tested (module docstring)."""
+    where = dynlab_location()
+    if dynlab.__file__ is None:
+        pytest.exit(f"dynlab is imported from {where}, a folder without __init__.py: the remains of an "
+                    f"uninstalled copy (e.g. Numba's cache files in its __pycache__ folders); delete that "
+                    f"folder and reinstall", returncode=3)
+    if os.environ.get("DYNLAB_TEST_INSTALLED") == "1" and from_checkout(where):
+        pytest.exit(f"DYNLAB_TEST_INSTALLED=1 but dynlab is imported from this checkout ({where}): install it "
+                    f"without -e and run the `pytest` script, not `python -m pytest`", returncode=3)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        child = subprocess.run([sys.executable, "-c", "import dynlab, os; print(os.path.dirname(dynlab.__file__))"],
+                               cwd=scratch, capture_output=True, text=True, timeout=120)
+    theirs = os.path.realpath(child.stdout.strip()) if child.returncode == 0 else f"nothing ({child.stderr.strip()})"
+    if theirs != where:
+        pytest.exit(f"the tests import dynlab from {where}, but the processes they start would import {theirs}: "
+                    f"install the checkout (pip install -e \".[test]\" to test your working copy) and run the "
+                    f"`pytest` script from any directory", returncode=3)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def scratch_cwd(tmp_path_factory):
+    """Run every test in an empty directory (module docstring: started processes import the
+    dynlab under test, and nothing is written into the checkout)."""
+    before = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("cwd"))
+    yield
+    os.chdir(before)
 
 D_HIDDEN = 4
 D_IN = 2

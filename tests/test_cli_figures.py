@@ -56,4 +56,4 @@ def test_make_keeps_the_other_records_of_claims_json(tmp_path):
     run(["figures", "make", "rin-gradients", "--quick", "--out", str(tmp_path)])
     run(["figures", "make", "irnn-fig2-phase", "--quick", "--out", str(tmp_path)])
     claims = json.loads((tmp_path / "claims.json").read_text())
-    assert [c["name"] for c in claims] == ["irnn-fig2-phase", "rin-gradients"]  # DESIGN §6 order
+    assert [c["name"] for c in claims] == ["irnn-fig2-phase", "rin-gradients"]  # dynlab.figures.ORDER

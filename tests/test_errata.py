@@ -1,4 +1,4 @@
-"""Erratum (DESIGN §6): "SiRNN run over K steps equals iRNN(K)" is not an identity.
+"""Erratum (docs/design.md, *Figures*; the gallery's errata): "SiRNN run over K steps equals iRNN(K)" is not an identity.
 
 With φ = identity, g_0 = 0, b = 0 and x = 0 both maps are linear in closed form:
 iRNN(K) one step: s_k = g_k + h_{m-1} obeys s_k = A s_{k-1}, s_0 = h_{m-1}, so

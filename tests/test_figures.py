@@ -1,4 +1,4 @@
-"""Every figure recipe of DESIGN §6, in --quick mode: its claim holds on its data, the data
+"""Every figure recipe (docs/design.md, *Figures*), in --quick mode: its claim holds on its data, the data
 round-trips through NetCDF, and the picture can be redrawn from the saved file alone."""
 import json
 import os

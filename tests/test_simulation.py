@@ -1,6 +1,6 @@
 """dynlab.simulate: every model × every activation × every kernel path against tests/naive.py,
 float32 against float64, batched against unbatched, divergence reporting, and the Dataset
-contract of DESIGN §3.
+contract of docs/design.md, *Data contract*.
 """
 from __future__ import annotations
 

@@ -475,7 +475,7 @@ def stability_label(eigs, *, discrete: bool, tol: float = 1e-9):
 
 
 def eig_variables(eigs, lead, name="eig", what="eigenvalue of ∇φ·U − αI"):
-    """Complex eigenvalues as two real variables (NetCDF has no complex type; DESIGN §3):
+    """Complex eigenvalues as two real variables (NetCDF has no complex type; docs/design.md, *Data contract*):
     ``{name}_real`` and ``{name}_imag`` with the ``eig`` dimension last."""
     import xarray as xr
 

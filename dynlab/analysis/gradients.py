@@ -10,7 +10,7 @@ with ‖P̃_t‖_F = 1, and its log scale ℓ_t accumulated; then ln‖P_t‖₂
 even where ‖P_t‖₂ itself under- or overflows float64.  With a loss gradient g = ∂L/∂h_T,
 ∂L/∂h_t = g P_t (a row vector), computed from the same products.
 
-Two layers (DESIGN §2):
+Two layers (docs/design.md, *Architecture*):
 
 * ``gradient_norms(model, x, …)`` simulates, evaluates the closed-form J_t
   (``dynlab.analysis.jacobians.jacobian_at``) a chunk of time steps at a time, runs the backward
@@ -492,7 +492,7 @@ def gradient_norms(model, x, h0=None, *, backend=None, dL_dhT=None, step_norms=T
     log (finite where jac_norm under/overflows), ``step_norm`` ((batch,) time) ‖∂h_t/∂h_{t-1}‖₂,
     ``ratio`` ((batch,)) ‖∂h_T/∂h_1‖₂/‖∂h_T/∂h_{T−1}‖₂ (iRNN paper Fig. 3b); with ``dL_dhT``:
     ``dL_dhT``, ``dL_dh_norm`` ((batch,) time) ‖∂L/∂h_t‖₂ and ``dL_dh1_norm`` ((batch,)); plus
-    ``h``, ``x``, ``h0``, the parameters and the attrs of DESIGN §3 (``norm_method``,
+    ``h``, ``x``, ``h0``, the parameters and the attrs of docs/design.md, *Data contract* (``norm_method``,
     ``norm_rtol``, ``gradient_kernel``).  Raises ParameterError naming ``x`` when T < 2,
     DivergenceError when the state becomes non-finite.
 

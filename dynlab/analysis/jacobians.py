@@ -196,7 +196,7 @@ def jacobians(model, x, h0=None, *, backend=None, inputs=True, command=None):
     -------
     xarray.Dataset: ``jac`` ((batch,) time, unit, unit_from) = ∂h_t/∂h_{t-1};
     ``jac_x`` ((batch,) time, unit, unit_in) = ∂h_t/∂x_t; ``h``, ``x``, ``h0``, the model's
-    parameters and the attrs of DESIGN §3.  A non-finite state raises ``DivergenceError``.
+    parameters and the attrs of docs/design.md, *Data contract*.  A non-finite state raises ``DivergenceError``.
 
     Example
     -------

@@ -882,7 +882,7 @@ def partition(model, x, h0=None, *, backend=None, reconstruction: str = "auto", 
 
     Returns
     -------
-    xarray.Dataset (DESIGN §5): ``codes`` ([batch,] time, unit[, layer]) int8 piece index;
+    xarray.Dataset (docs/design.md, *Data contract*): ``codes`` ([batch,] time, unit[, layer]) int8 piece index;
     ``regions`` (time) distinct per-step codes seen so far (all sequences pooled);
     ``prefix_regions`` (time) distinct prefix codes over the batch; ``reconstruction_error``
     ([batch]) max |ĥ − h|; ``h`` ([batch,] time, unit[, layer]); ``x``, ``h0``; parameters

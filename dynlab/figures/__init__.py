@@ -1,4 +1,4 @@
-"""The paper figures (DESIGN §6): one recipe module per figure, found by name.
+"""The paper figures (docs/design.md, *Figures*): one recipe module per figure, found by name.
 
 Each module ``dynlab/figures/<name with _ for ->.py`` defines ``RECIPE = Recipe(...)``:
 
@@ -8,7 +8,7 @@ Each module ``dynlab/figures/<name with _ for ->.py`` defines ``RECIPE = Recipe(
 - ``check(ds) -> dict`` states the claim as a check on the data: ``{"passed": bool, ...}`` with
   the measured numbers (plain floats/ints/strings) that decide it.
 
-``recipes()`` returns every recipe in DESIGN §6 order; ``get(name)`` one of them.
+``recipes()`` returns every recipe in ``ORDER`` (the order of docs/design.md, *Figures*); ``get(name)`` one of them.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pkgutil
 
 from ._recipe import Recipe, run_recipe
 
-#: DESIGN §6 order; recipes not listed here follow in name order.
+#: The order of the figure list (docs/design.md, *Figures*); recipes not listed here follow in name order.
 ORDER = (
     "irnn-fig2-phase", "irnn-fig3-add", "irnn-fig4-copy", "irnn-fig6-convergence",
     "irnn-fig7-eigenvalues", "irnn-fig8-gradnorm", "maso-fig2-codes", "maso-fig3-templates",
@@ -31,7 +31,7 @@ def _module_names():
 
 
 def recipes() -> dict:
-    """name → Recipe for every recipe module present, in DESIGN §6 order."""
+    """name → Recipe for every recipe module present, in ``ORDER``."""
     found = {}
     for mod in _module_names():
         r = importlib.import_module(f"{__name__}.{mod}").RECIPE

@@ -10,7 +10,7 @@ from typing import Callable
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
-    """One paper figure (DESIGN §6).
+    """One paper figure (docs/design.md, *Figures*).
 
     name     : ``irnn-fig6-convergence`` style; the module is the name with ``_`` for ``-``
     source   : the paper figure(s), e.g. ``"iRNN Fig. 6"``

@@ -78,6 +78,8 @@ class Model:
     DEFAULT_ACTIVATION: ClassVar[str] = "tanh"
     DEFAULT_WEIGHT_SCALE: ClassVar[float] = 1.0
     DESCRIPTION: ClassVar[str] = ""
+    #: The sizes the repr starts with.
+    REPR_SIZES: ClassVar[tuple[str, ...]] = ("hidden", "inputs")
 
     def _set(self, field: str, value: Any) -> None:
         object.__setattr__(self, field, value)
@@ -123,9 +125,27 @@ class Model:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
-    def __repr__(self) -> str:  # arrays would flood the screen
-        s = ", ".join(f"{k}={v!r}" for k, v in self.settings().items())
-        return f"{type(self).__name__}(hidden={self.hidden}, inputs={self.inputs}, {s})"
+    def __repr__(self) -> str:
+        """One line: sizes, every setting and scalar parameter, then the arrays by shape.
+
+        ``IRNN(hidden=128, inputs=2, eta=0.1, alpha=1.0, K=5, g0='zero', sign=1, activation='tanh',
+        seed=0, weight_scale=0.5, U=<array 128×128>, W=<array 128×2>, b=<array 128>)``.  Absent
+        optional arrays (the low-rank factors, a second layer) are left out, and so is ``leak``
+        unless the activation is leaky-relu.  Subclasses are declared with ``repr=False`` so that
+        the dataclass decorator keeps this repr instead of generating one that prints every weight.
+        """
+        from .._repr import value
+
+        head = [f"{k}={getattr(self, k)}" for k in self.REPR_SIZES]
+        scalars, arrays = [], []
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if v is None and f.name not in ("seed", "weight_scale"):
+                continue
+            if f.name == "leak" and self.activation != "leaky-relu":
+                continue
+            (arrays if isinstance(v, np.ndarray) and v.ndim > 0 else scalars).append(f"{f.name}={value(v)}")
+        return f"{type(self).__name__}({', '.join(head + scalars + arrays)})"
 
     # ---------------------------------------------------------------- random
     @classmethod

@@ -22,7 +22,7 @@ def _sigmoid(v: float) -> float:
     return float(1.0 / (1.0 + np.exp(-v))) if v >= 0 else float(np.exp(v) / (1.0 + np.exp(v)))
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)  # repr: Model.__repr__
 class RNN(Model):
     """Elman RNN, h_t = φ(U h_{t-1} + W x_t + b).
 
@@ -66,7 +66,7 @@ class RNN(Model):
                    weight_scale=ws, init="identity" if identity_init else "gaussian")
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)  # repr: Model.__repr__
 class FastRNN(Model):
     """FastRNN (Kusupati et al. 2018, EdgeML form):
     h_t = σ(β) h_{t-1} + σ(α) φ(U h_{t-1} + W x_t + b), with α₀ = −3, β₀ = 3.
@@ -106,7 +106,7 @@ class FastRNN(Model):
                    leak=leak, seed=seed, weight_scale=ws)
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)  # repr: Model.__repr__
 class AntisymmetricRNN(Model):
     """AntisymmetricRNN (Chang et al. 2019), ungated:
     h_t = h_{t-1} + ε φ((M − Mᵀ − γI) h_{t-1} + W x_t + b).
@@ -151,7 +151,7 @@ class AntisymmetricRNN(Model):
                    leak=leak, seed=seed, weight_scale=ws)
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)  # repr: Model.__repr__
 class RIN(Model):
     """Recurrent Identity Network: h_t = φ(W x_t + (U + I) h_{t-1} + b), ReLU by default.
 

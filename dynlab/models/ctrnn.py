@@ -20,7 +20,7 @@ FIXED_STEP = ("euler", "rk4")
 SCIPY_METHODS = ("RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA")
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)  # repr: Model.__repr__
 class CTRNN(Model):
     """Continuous-time RNN sampled every ``dt`` time units."""
 

@@ -48,7 +48,7 @@ _LABELS = {
 LAYER2 = ("W2", "Q2", "R", "T2")
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)  # repr: Model.__repr__
 class Implicit(Model):
     """An implicit recurrent network with one layer (``hidden2 == 0``) or two (``hidden2 > 0``)."""
 
@@ -75,6 +75,7 @@ class Implicit(Model):
     SEQUENCE: ClassVar[bool] = False
     PARAM_DIMS: ClassVar[dict] = _DIMS
     PARAM_LABELS: ClassVar[dict] = _LABELS
+    REPR_SIZES: ClassVar[tuple[str, ...]] = ("hidden", "hidden2", "inputs")
 
     def __post_init__(self):
         from ..activations import check_activation

@@ -20,7 +20,7 @@ from ..errors import ParameterError
 from .base import Model, as_int, as_matrix, as_scalar
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)  # repr: Model.__repr__
 class IRNN(Model):
     """Incremental RNN with K inner Euler steps.
 

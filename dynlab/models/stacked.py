@@ -76,8 +76,13 @@ class StackedRNN:
         return self.layers[0].seed
 
     def __repr__(self) -> str:
-        return f"StackedRNN(layers={self.n_layers}, hidden={self.hidden}, inputs={self.inputs}, " \
-               f"activation={self.activation!r})"
+        """One line: ``StackedRNN(layers=2, hidden=8, inputs=1, activation='relu', seed=0,
+        weight_scale=1.0)`` (the seed and weight scale of layer 1; layer ℓ used seed + ℓ − 1)."""
+        from .._repr import value
+
+        first = self.layers[0]
+        return (f"StackedRNN(layers={self.n_layers}, hidden={self.hidden}, inputs={self.inputs}, "
+                f"activation={self.activation!r}, seed={value(first.seed)}, weight_scale={value(first.weight_scale)})")
 
     @classmethod
     def random(cls, hidden: int, inputs: int, *, layers: int = 2, seed: int | None = None,

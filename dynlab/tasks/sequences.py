@@ -178,6 +178,25 @@ class Task:
         idx = rng.integers(0, self.size("train"), as_int(batch, "batch", low=1))
         return self.batch("train", idx)
 
+    def __repr__(self) -> str:
+        """A few lines: name, loss, sizes, seed, baseline and every split by shape (never the data).
+
+        The copy task stores its inputs as symbol codes; the shapes shown are those ``batch``
+        returns (one-hot).  The dataclass keeps this method (it generates a repr only where the
+        class defines none), and equality stays identity (``eq=False``).
+        """
+        from .._repr import number, shape, value
+
+        extra = "".join(f", {k}={value(self.settings[k])}" for k in ("pad", "pad_variance") if self.settings.get(k))
+        splits = []
+        for split, (x, y) in self.data.items():
+            xs = tuple(np.shape(x)) + ((self.onehot,) if self.onehot else ())
+            splits.append(f"{split}: x {shape(xs)}, target {shape(y)}")
+        return (f"Task({self.name!r}, loss={self.loss!r}, steps={self.steps}, inputs={self.inputs}, "
+                f"outputs={self.outputs}, seed={value(self.seed)}{extra},\n"
+                f"     baseline={number(self.baseline)} ({self.baseline_name}),\n"
+                f"     {'; '.join(splits)})")
+
 
 def _splits(gen, sizes, seed):
     out = {}

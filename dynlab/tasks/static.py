@@ -38,6 +38,19 @@ class StaticTask:
     def targets(self) -> int:
         return int(self.Y_train.shape[1])
 
+    def __repr__(self) -> str:
+        """Two lines: name, sizes, the splits by shape and the generator's settings (``info``).
+
+        Defined here, so the dataclass decorator keeps it and still generates ``__eq__`` (and
+        no ``__hash__``), as before."""
+        from .._repr import shape, value
+
+        splits = "; ".join(f"{name}: X {shape(getattr(self, 'X_' + name))}, Y {shape(getattr(self, 'Y_' + name))}"
+                           for name in ("train", "val", "test"))
+        info = ", ".join(f"{k}={value(v)}" for k, v in self.info.items())
+        return (f"StaticTask({self.name!r}, inputs={self.inputs}, targets={self.targets}, {splits},\n"
+                f"           info: {info or 'none'})")
+
 
 def xor(second: str = "free") -> StaticTask:
     """XOR on the four points of {0, 1}²: target 1 of Y1 is x1 XOR x2.

@@ -86,8 +86,37 @@ class TrainResult:
         """``save_checkpoint(path, self)``."""
         return save_checkpoint(path, self)
 
+    def __repr__(self) -> str:
+        """A few lines: the model, the task and optimiser, the last record of the history.
+
+        Defined here, so the dataclass decorator keeps it (and still generates ``__eq__``)."""
+        return _result_repr(self)
+
 
 # ============================================================================ helpers
+def _result_repr(res) -> str:
+    """``TrainResult`` → its few lines (the arrays of the model, read-out and history by shape)."""
+    from .._repr import number, value
+
+    h, c = res.history, res.config
+    task = c.get("task", {})
+    a = getattr(h, "attrs", {})
+    lines = [f"TrainResult({res.model!r},",
+             f"    task={task.get('task')!r} (steps={task.get('steps')}, loss={a.get('loss_kind')!r}, "
+             f"baseline={number(a.get('baseline'))}), iteration={res.iteration}, optimiser={c.get('optimiser')!r}, "
+             f"lr={value(getattr(res.optimiser, 'lr', None))}, batch={c.get('batch')}, seed={c.get('seed')},"]
+    if getattr(h, "sizes", {}).get("iteration"):
+        last = int(h["iteration"].values[-1])
+        shown = [k for k in ("loss", "val_loss", "val_accuracy", "jac_norm", "ratio", "grad_norm") if k in h]
+        lines.append(f"    at iteration {last}: " + ", ".join(f"{k}={number(h[k].values[-1])}" for k in shown) + ",")
+        n = h.sizes["iteration"]
+        lines.append(f"    history: {n} record{'s' * (n != 1)} over iteration "
+                     f"{int(h['iteration'].values[0])}..{last}, {len(h.data_vars)} variables)")
+    else:
+        lines.append("    history: no records)")
+    return "\n".join(lines)
+
+
 def _default_freeze(model):
     return ("alpha",) if isinstance(model, IRNN) else ()
 
@@ -536,6 +565,20 @@ class ImplicitTrainResult:
 
     model: object
     history: object
+
+    def __repr__(self) -> str:
+        """A few lines: the model, the task and gradient, the final losses (never the arrays)."""
+        from .._repr import number
+
+        h = self.history
+        a = h.attrs
+        final = [f"{k}={number(h[k].values[-1])}" for k in ("loss", "val_loss") if k in h and h[k].size]
+        if "test_loss" in h:
+            final.append(f"test_loss={number(h['test_loss'].values)}")
+        return (f"ImplicitTrainResult({self.model!r},\n"
+                f"    task={a.get('task')!r}, gradient={a.get('gradient')!r}, iterations={a.get('iterations')}, "
+                f"optimiser={a.get('optimiser')!r}, lr={a.get('lr')},\n"
+                f"    final: {', '.join(final)})")
 
 
 #: ``dynlab train`` options that have no meaning for the implicit networks, with their defaults.
