@@ -16,11 +16,6 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DESIGN = ROOT / "docs" / "design.md"
 
-#: Files that still cite the design document that lived outside the repository, each with the
-#: number of such lines; they belong to another change (the CLI's help texts).  The test fails
-#: when such a file no longer has them, so that its entry is removed here with the fix.
-PENDING = {"dynlab/cli/commands.py": 2}
-
 
 def _section(title: str) -> str:
     text = DESIGN.read_text(encoding="utf-8")
@@ -62,7 +57,7 @@ def test_no_reference_to_files_outside_the_repository():
         hits = [i + 1 for i, line in enumerate(text.splitlines()) if pattern.search(line)]
         if hits:
             found[str(path.relative_to(ROOT))] = hits
-    assert {k: len(v) for k, v in found.items()} == PENDING, found
+    assert not found, found
 
 
 def test_readme_links_the_design_page():

@@ -185,7 +185,7 @@ def gradients(ctx, out, data, K, lyapunov, step_norms, **options):
 @main.group(short_help="The papers' figures: list, make, all (claims checked on the data).")
 @quiet_option
 def figures():
-    """Reproduce the figures of the four papers (DESIGN §6), each with its claim checked.
+    """Reproduce the figures of the four papers (docs/design.md, *Figures*), each with its claim checked.
 
     Every figure writes NAME.png (or .pdf), its data NAME.nc, and a line in claims.json with
     the claim, the measured numbers and pass/fail.  Exit status 1 when any claim fails (all
@@ -284,7 +284,7 @@ def figures_make(ctx, names, out_dir, quick, fmt):
 @quiet_option
 @click.pass_context
 def figures_all(ctx, out_dir, quick, fmt):
-    """Make every figure, in DESIGN §6 order, and the gallery page README.md beside them.
+    """Make every figure, in the order of `dynlab figures list`, and the gallery page README.md beside them.
 
     Example: dynlab figures all --quick --out figs/
     """
