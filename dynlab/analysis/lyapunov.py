@@ -37,10 +37,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import config
+from .._validate import as_int
 from ..backends import resolve_backend
 from ..errors import ParameterError
 from ..models import CTRNN, IRNN
-from ..models.base import as_int
 from .gradients import jacobian_stack
 
 

@@ -640,7 +640,7 @@ def random_h0_monte_carlo(model, x, y, W_out, b_out=None, *, sigma: float, loss:
 
     Returns dict: ``estimate``, ``stderr``, ``pairs``, ``changed_fraction``, ``loss``.
     """
-    from ..models.base import as_int
+    from .._validate import as_int
 
     sigma = float(sigma)
     if not np.isfinite(sigma) or sigma < 0:
@@ -779,7 +779,7 @@ def knn_predict(train_X, train_y, test_X, k: int) -> np.ndarray:
     sort); the vote is by count, a tie between classes going to the class of the nearest
     neighbour among the tied ones.
     """
-    from ..models.base import as_int
+    from .._validate import as_int
 
     k = as_int(k, "k", low=1)
     y = np.asarray(train_y)
@@ -795,7 +795,7 @@ def knn_accuracy(features, labels, ks=(1, 2, 5, 10), *, train_fraction: float = 
     The split is a seeded random permutation; with ``splits`` > 1 the accuracy is the mean over
     that many independent splits (seeds seed, seed + 1, …).  Returns {k: accuracy}.
     """
-    from ..models.base import as_int
+    from .._validate import as_int
 
     y = np.asarray(labels)
     X = np.asarray(features, dtype=np.float64).reshape(len(y), -1)

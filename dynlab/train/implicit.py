@@ -89,10 +89,10 @@ def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: s
     import xarray as xr
 
     from .._dataset import base_attrs, finish, model_attrs, model_variables
+    from .._validate import as_int
     from ..analysis.implicit import implicit_vjp, solve
     from ..io import save_model
     from ..models import make_model
-    from ..models.base import as_int
     from ..models.implicit import Implicit
     from ..tasks.static import STATIC_TASKS, StaticTask
     from .optim import make_optimiser

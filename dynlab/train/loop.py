@@ -226,7 +226,7 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
     >>> m = dl.make_model("irnn", 64, 2, K=5, rank=4, g0="previous", activation="relu", eta=0.1, seed=0)
     >>> res = train_model(m, task, iterations=600, lr=1e-2)
     """
-    from ..models.base import as_int, as_scalar
+    from .._validate import as_int, as_scalar
     from ..tasks.sequences import Task
 
     bp.param_names(model)
