@@ -192,7 +192,8 @@ def _irnn_tangent_logr(model, xa, h0a, H, Q):
     frames, updated."""
     from .._blas import limit_blas_threads
     from ..kernels import grad_numba
-    from .gradients import irnn_linearisation, irnn_step_form, previous_states
+    from .gradients import irnn_linearisation, irnn_step_form
+    from .jacobians import previous_states
 
     B, T, _ = xa.shape
     k = Q.shape[2]
@@ -250,7 +251,7 @@ def lyapunov(model, x, h0=None, *, k=None, transient=0, backend=None, Q0=None, c
 
     from .._dataset import base_attrs, finish
     from ..simulation import check_input, check_model
-    from .gradients import jacobian_blocks, prepared_states
+    from .jacobians import jacobian_blocks, prepared_states
 
     backend = resolve_backend(backend)
     model = check_model(model)
