@@ -51,6 +51,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import config
+from .._blas import blas_threads
 from ..backends import resolve_backend
 from ..errors import ParameterError
 from ..models import IRNN
@@ -340,6 +341,7 @@ def _finish(out: dict, B: int, T: int) -> dict:
     return res
 
 
+@blas_threads("GRADIENT_BLAS_THREADS")
 def jacobian_norms(J, *, dL_dhT=None, backend=None) -> dict:
     """Norms of the backward products of a given Jacobian stack (the array-level layer).
 
@@ -413,6 +415,7 @@ def _check_cotangent(dL_dhT, B: int, D: int, batched: bool):
     return np.ascontiguousarray(g)
 
 
+@blas_threads("GRADIENT_BLAS_THREADS")
 def gradient_norms(model, x, h0=None, *, backend=None, dL_dhT=None, step_norms=True, command=None):
     """‖∂h_T/∂h_t‖₂ for every t = 1..T, the step norms and the iRNN paper's ratio, as a Dataset.
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import config
+from .._blas import blas_threads
 from ..activations import ACTIVATION_IDS, dphi, phi
 from ..backends import namespace, resolve_backend, to_numpy
 from ..errors import ConvergenceError, DivergenceError, ParameterError
@@ -107,6 +108,7 @@ def jacobian_path(model: Model, n_points: int, backend: str) -> str:
 
 
 # ============================================================================ public
+@blas_threads("GRADIENT_BLAS_THREADS")
 def jacobian_at(model, x, hprev, *, backend=None, inputs=False, t=None):
     """Closed-form one-step Jacobians at N points.
 
@@ -177,6 +179,7 @@ def flow_jacobian(model, x, g, interval, *, inputs=False):
     return (J, Jx) if inputs else J
 
 
+@blas_threads("GRADIENT_BLAS_THREADS")
 def jacobians(model, x, h0=None, *, backend=None, inputs=True, command=None):
     """Simulate, then the one-step Jacobians J_t = ∂h_t/∂h_{t-1} for t = 1..T.
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import config
+from .._blas import blas_threads
 from .._validate import as_int
 from ..backends import resolve_backend
 from ..errors import ParameterError
@@ -148,6 +149,7 @@ def _summarise(logr: np.ndarray, transient: int):
     return lam, running, order
 
 
+@blas_threads("LYAPUNOV_BLAS_THREADS")
 def lyapunov_spectrum(J, *, k=None, transient=0, backend=None, Q0=None) -> dict:
     """Finite-time Lyapunov exponents of a given Jacobian stack (the array-level layer).
 
@@ -215,6 +217,7 @@ def _irnn_tangent_logr(model, xa, h0a, H, Q):
     return logr
 
 
+@blas_threads("LYAPUNOV_BLAS_THREADS")
 def lyapunov(model, x, h0=None, *, k=None, transient=0, backend=None, Q0=None, command=None):
     """Finite-time Lyapunov exponents of ``model`` driven by ``x`` (Benettin's QR method).
 

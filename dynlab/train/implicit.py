@@ -16,6 +16,7 @@ import dataclasses
 
 import numpy as np
 
+from .._blas import blas_threads
 from ..errors import ConvergenceError, ParameterError
 
 RECURRENT = ("W", "W2", "R")
@@ -52,6 +53,7 @@ def evaluate(model, X, target, *, tol=1e-12):
     return loss, Z[:, model.outputs], float(res.max())
 
 
+@blas_threads("IMPLICIT_BLAS_THREADS")
 def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: str = "exact",
                    feedforward: bool = False, activation: str = "sigmoid", optimiser: str = "adam",
                    lr: float = 0.01, iterations: int = 3000, batch: int | None = None, seed: int | None = 0,

@@ -46,6 +46,7 @@ import time
 
 import numpy as np
 
+from .._blas import blas_threads
 from ..errors import DivergenceError, ParameterError
 from ..models import IRNN, AntisymmetricRNN, Model
 from . import backprop as bp
@@ -135,6 +136,7 @@ def run_outputs(model, readout, x, loss, h0=None, chunk: int = 500):
     return np.concatenate(outs, axis=-2)
 
 
+@blas_threads("TRAIN_BLAS_THREADS")
 def evaluate(model, readout, task, split: str = "val") -> dict:
     """Loss (and accuracy for classification) of a model on a whole split, from h_0 = 0."""
     x, y = task.batch(split)
@@ -143,6 +145,7 @@ def evaluate(model, readout, task, split: str = "val") -> dict:
     return {"loss": L, **extra}
 
 
+@blas_threads("TRAIN_BLAS_THREADS")
 def jacobian_diagnostics(model, x, h0=None) -> dict:
     """‖∂h_T/∂h_0‖, ‖∂h_T/∂h_1‖, ‖∂h_T/∂h_{T-1}‖ and their ratio for each sequence of x (B, T, d).
 
@@ -183,6 +186,7 @@ def _bar(i, n, loss, start):
 
 
 # ============================================================================ the loop
+@blas_threads("TRAIN_BLAS_THREADS")
 def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam", lr: float = 1e-3,
                 batch: int = 128, clip: float | None = None, sigma_eps: float = 0.0, record_every: int = 10,
                 seed: int = 0, freeze=None, learn_h0: bool = False, diag_batch: int = 8,
