@@ -6,8 +6,9 @@ no arguments).  The harness
 1. calls every implementation once (JIT compilation, caches) and checks its result against
    the workload's reference implementation with ``Workload.check`` (a benchmark of a wrong
    answer is worthless, so a mismatch is reported, and the row is marked);
-2. times ``repeat`` calls of each, interleaved round by round (so a slow spell of the machine
-   hits every implementation alike), and reports the median and the ratio to the baseline.
+2. times ``repeat`` calls of each, interleaved round by round in a fresh seeded order each
+   round (so a slow spell of the machine, or a penalty for a position in the round, hits every
+   implementation alike), and reports the median and the ratio to the baseline.
 
 Timings are wall-clock (``time.perf_counter``).  Nothing here is a test: machines are noisy;
 the numbers go to BENCHMARKS.md.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import random
 import statistics
 import time
 from typing import Any, Callable
@@ -95,8 +97,10 @@ def run_workload(w: Workload, *, repeat: int | None = None, quick: bool = False,
         if ref is None:
             ref = out
     times = {impl.name: [] for impl in impls}
-    for _ in range(repeat):
-        for impl in impls:
+    for round_ in range(repeat):
+        # a fresh (seeded) order each round: an effect of the position in the round (the row
+        # after a heavy one, or a periodic load) then hits every implementation alike
+        for impl in random.Random(round_).sample(impls, len(impls)):
             gc.collect()
             t0 = time.perf_counter()
             impl.fn()

@@ -6,6 +6,11 @@ sign +1, scalar η, MSE at the end through a linear read-out.  Rows:
 * ``dynlab BPTT (numpy)`` (reference): ``dynlab.train.backprop.loss_and_grads`` — the forward
   pass with its tape and the reverse-mode pass, returning the loss and ∂L/∂{U, W, b, η, α,
   W_out, b_out, h_0};
+* ``dynlab BPTT, forced 1 BLAS thread``: the same call inside threadpoolctl's limit of every
+  loaded BLAS to one thread (outside dynlab's own limiting), and ``dynlab BPTT, BLAS's own
+  threads``: the same call with ``config.TRAIN_BLAS_THREADS = None``; the info lines give the
+  default's median over the forced single-thread one (goal ≤ 1.1: the default configuration is
+  the fast one) and what BLAS's own thread count costs or gains;
 * ``dynlab forward only (tape)``: the taped forward pass alone (what the backward pass costs
   on top of it), not compared;
 * ``dl.simulate, numba`` (floor, not compared): the forward states alone through the
@@ -18,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 import dynlab as dl
+from dynlab import config
 from dynlab.train import backprop as bp
 
 from .harness import Impl, Workload
@@ -40,6 +46,33 @@ def _dynlab(m, x, y, readout):
         return [np.asarray(L)] + [np.asarray(g[k], dtype=np.float64) for k in names]
 
     return call
+
+
+def _forced_single_thread(call):
+    """``call`` with every loaded BLAS on one thread, set through threadpoolctl directly."""
+    import scipy.linalg.cython_blas  # noqa: F401  (scipy's BLAS loaded, so the controller sees it)
+    from threadpoolctl import ThreadpoolController
+
+    controller = ThreadpoolController()
+
+    def run():
+        with controller.limit(limits=1, user_api="blas"):
+            return call()
+
+    return run
+
+
+def _blas_own_threads(call):
+    """``call`` with dynlab's training limit switched off (``config.TRAIN_BLAS_THREADS = None``)."""
+    def run():
+        saved = config.TRAIN_BLAS_THREADS
+        config.TRAIN_BLAS_THREADS = None
+        try:
+            return call()
+        finally:
+            config.TRAIN_BLAS_THREADS = saved
+
+    return run
 
 
 def _torch(m, x, y, readout):
@@ -74,7 +107,10 @@ def _torch(m, x, y, readout):
 def build(quick: bool):
     m, x, y, readout = _setup(quick)
     B, T, _ = x.shape
-    impls = [Impl("dynlab BPTT (numpy)", _dynlab(m, x, y, readout))]
+    step = _dynlab(m, x, y, readout)
+    impls = [Impl("dynlab BPTT (numpy)", step, note=f"default: TRAIN_BLAS_THREADS = {config.TRAIN_BLAS_THREADS}"),
+             Impl("dynlab BPTT, forced 1 BLAS thread", _forced_single_thread(step), note="threadpoolctl, every BLAS"),
+             Impl("dynlab BPTT, BLAS's own threads", _blas_own_threads(step), note="TRAIN_BLAS_THREADS = None")]
     impls.append(Impl("dynlab forward only (tape)", lambda: bp.forward(m, x).H, check=False,
                       note="the taped forward pass alone"))
     impls.append(Impl("dl.simulate, numba", lambda: dl.simulate(m, x)["h"].values, check=False,
@@ -82,7 +118,10 @@ def build(quick: bool):
     if torch_or_none() is not None:
         impls.append(Impl("torch autograd", _torch(m, x, y, readout), note="eager ops, loss.backward()"))
     info = {"sizes": f"iRNN D={m.hidden}, K={m.K}, T={T}, batch {B}, d=2, tanh, MSE at the end",
-            "PyTorch": "installed" if torch_or_none() is not None else "not installed (peer row absent)"}
+            "PyTorch": "installed" if torch_or_none() is not None else "not installed (peer row absent)",
+            "ratios": [("default / forced single BLAS thread (goal ≤ 1.1)", "dynlab BPTT (numpy)",
+                        "dynlab BPTT, forced 1 BLAS thread"),
+                       ("BLAS's own threads / default", "dynlab BPTT, BLAS's own threads", "dynlab BPTT (numpy)")]}
     return impls, info
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import config
+from ._blas import blas_threads
 from ._dataset import finish
 from .activations import ACTIVATION_IDS
 from .backends import namespace, resolve_backend, to_numpy
@@ -158,6 +159,7 @@ def run_states(model: Model, x: np.ndarray, h0: np.ndarray, backend: str, *, sto
     return H, bad, path
 
 
+@blas_threads("SIMULATION_BLAS_THREADS")
 def simulate(model: Model, x, h0=None, *, backend: str | None = None, dtype=np.float64,
              on_divergence: str = "raise", command: str | None = None):
     """Run ``model`` over the input sequence(s) ``x`` and return the states as a Dataset.

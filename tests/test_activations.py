@@ -181,6 +181,6 @@ def test_fused_phi_equals_ufunc_phi(name):
     z = rng.standard_normal((64, 33)) * 3.0
     a, b = z.copy(), z.copy()
     act = ACTIVATION_IDS[name]
-    numba_cpu.FusedOps.phi(a, act, 0.1, np, np.empty_like(a))
+    vectorised.FusedOps().phi(a, act, 0.1, np, np.empty_like(a))
     vectorised.UfuncOps(np).phi(b, act, 0.1, np, np.empty_like(b))
     np.testing.assert_allclose(a, b, rtol=4 * 2.2e-16, atol=2.3e-16)

@@ -23,6 +23,7 @@ import re
 
 import numpy as np
 
+from .._blas import blas_threads
 from ..activations import dphi, phi
 from ..errors import ConvergenceError, ParameterError
 from .equilibria import (STABILITY_ATTRS, System, _check_tol, _flow_label, _inputs, d2phi, eig_variables,
@@ -164,6 +165,7 @@ def _moore_spence(fam, y, lam, tol, max_iter=30):
     return Z[:D], Z[D], False, res
 
 
+@blas_threads("EQUILIBRIA_BLAS_THREADS")
 def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, ds=None, ds_max=None,
                  max_points: int = 4000, tol: float = 1e-12, stability_tol: float = 1e-9, command=None):
     """Follow the equilibria over a scalar input or parameter λ ∈ [lo, hi] by pseudo-arclength

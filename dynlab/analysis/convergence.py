@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._blas import blas_threads
 from ..errors import ParameterError
 from ..models import IRNN
 from .equilibria import PHI_LIPSCHITZ, System, _check_tol, _inputs, _states, flow_eigenvalues, run_solver
 
 
+@blas_threads("EQUILIBRIA_BLAS_THREADS")
 def convergence(model, x, h_prev=None, *, K_max: int = 50, eta=None, floor: float = 1e-12,
                 command=None):
     """Error of the iRNN inner recursion against the scipy root, its rates and the bound ρ.

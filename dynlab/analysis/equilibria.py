@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._blas import blas_threads
 from .._dataset import eigenvalues_from, finish  # noqa: F401  (eigenvalues_from: public, dl.eigenvalues_from)
 from ..activations import dphi, phi
 from ..errors import ParameterError
@@ -63,6 +64,7 @@ def solve_newton(model: IRNN, c: np.ndarray, s0: np.ndarray, *, tol: float = 1e-
     return s, res, it, bool(res <= tol)
 
 
+@blas_threads("EQUILIBRIA_BLAS_THREADS")
 def equilibrium_curve(model: IRNN, xs, *, tol: float = 1e-12, max_iter: int = 50):
     """Equilibria along a path of inputs, by continuation (each solve starts from the last).
 
@@ -102,6 +104,7 @@ def equilibrium_curve(model: IRNN, xs, *, tol: float = 1e-12, max_iter: int = 50
     return S, res, conv
 
 
+@blas_threads("EQUILIBRIA_BLAS_THREADS")
 def irnn_equilibrium(model: IRNN, x, h_prev=None, *, method: str = "newton", tol: float = 1e-12,
                      max_iter: int | None = None):
     """The iRNN step's equilibrium for inputs x and previous states h_prev, as a Dataset.
@@ -525,6 +528,7 @@ def _check_tol(tol):
     return tol
 
 
+@blas_threads("EQUILIBRIA_BLAS_THREADS")
 def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1e-12, max_iter=None,
                 step_size=None, stability_tol: float = 1e-9, derivatives: bool = False, command=None):
     """Equilibria at constant inputs, batched: the iRNN step's, or a fixed point of any other model.
@@ -643,6 +647,7 @@ _EQUATIONS = {"irnn": "α s = φ(U s + W x + b), s = h_eq + sign·h_prev",
 
 
 # ------------------------------------------------------------------ multi-start search
+@blas_threads("EQUILIBRIA_BLAS_THREADS")
 def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 50, spread: float = 2.0,
                  starts=None, seed: int = 0, tol: float = 1e-12, slow_tol: float = 1e-6,
                  dedup_tol: float = 1e-6, max_iter: int = 200, stability_tol: float = 1e-9, command=None):

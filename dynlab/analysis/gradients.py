@@ -51,9 +51,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import config
+from .._blas import blas_threads
 from ..backends import resolve_backend
-from ..errors import DivergenceError, ParameterError
+from ..errors import ParameterError
 from ..models import IRNN
+from .jacobians import jacobian_blocks, prepared_states, previous_states
 
 #: Names of the norm methods, recorded in the Dataset attrs.
 NORM_METHODS = {
@@ -222,19 +224,6 @@ def _row_blocks(D: int) -> np.ndarray:
     return np.array([(D * b) // nb for b in range(nb + 1)], dtype=np.int64)
 
 
-def previous_states(h0, H, lo: int, hi: int) -> np.ndarray:
-    """h_{t−1} for the times t = lo+1 … hi (1-based): H[..., t−2, :], h0 for t = 1.
-
-    h0 (…, D), H (…, T, D) with the same leading axes; returns (…, hi − lo, D)."""
-    out = np.empty(H.shape[:-2] + (hi - lo, H.shape[-1]))
-    if lo == 0:
-        out[..., 0, :] = h0
-        out[..., 1:, :] = H[..., :hi - 1, :]
-    else:
-        out[...] = H[..., lo - 1:hi - 1, :]
-    return out
-
-
 def irnn_step_form(model):
     """(a, σ) of the iRNN's step Jacobian J = a·A_K ⋯ A_1 − σI (``irnn_xp``): σ = sign,
     a = σ for g₀ = 0 and 1 + σ for g₀ = h_{m−1}."""
@@ -352,6 +341,7 @@ def _finish(out: dict, B: int, T: int) -> dict:
     return res
 
 
+@blas_threads("GRADIENT_BLAS_THREADS")
 def jacobian_norms(J, *, dL_dhT=None, backend=None) -> dict:
     """Norms of the backward products of a given Jacobian stack (the array-level layer).
 
@@ -425,45 +415,7 @@ def _check_cotangent(dL_dhT, B: int, D: int, batched: bool):
     return np.ascontiguousarray(g)
 
 
-# ============================================================================ model layer
-def prepared_states(model, x, h0, backend, command=None):
-    """Validate, simulate; (xa, batched, h0a, H, ds) or a DivergenceError naming the step
-    (shared by ``gradient_norms``, ``lyapunov`` and ``jacobians``)."""
-    from ..simulation import check_h0, check_input, check_model, run_states, wrap_states
-
-    model = check_model(model)
-    xa, batched = check_input(x, model.inputs)
-    h0a = check_h0(h0, xa.shape[0], model.hidden)
-    B, T, _ = xa.shape
-    if isinstance(model, IRNN):
-        model.eta_table(T)  # a per-time η must have T rows
-    H, bad, sim_path = run_states(model, xa, h0a, backend, stop=True)
-    used = "scipy" if sim_path == "scipy" else backend
-    ds = wrap_states(model, xa, h0a, H, batched=batched, backend=used, command=command, path=sim_path)
-    first = int(bad.min())
-    if first < T:
-        raise DivergenceError(step=first + 1, batch=int(np.argmin(bad)), model=model.name,
-                              partial=ds.isel(time=slice(0, first)))
-    return xa, batched, h0a, H, ds
-
-
-def jacobian_blocks(model, xa, h0a, H, backend):
-    """A function (lo, hi) → J (B, hi−lo, D, D) of J_t for t = lo+1 … hi, from ``jacobian_at``."""
-    from .jacobians import jacobian_at
-
-    B, T, d = xa.shape
-    D = model.hidden
-
-    def get(lo, hi):
-        n = hi - lo
-        hprev = previous_states(h0a, H, lo, hi)
-        t = np.tile(np.arange(lo, hi, dtype=np.int64), B)
-        J = jacobian_at(model, xa[:, lo:hi].reshape(B * n, d), hprev.reshape(B * n, D), backend=backend, t=t)
-        return J.reshape(B, n, D, D)
-
-    return get
-
-
+@blas_threads("GRADIENT_BLAS_THREADS")
 def gradient_norms(model, x, h0=None, *, backend=None, dL_dhT=None, step_norms=True, command=None):
     """‖∂h_T/∂h_t‖₂ for every t = 1..T, the step norms and the iRNN paper's ratio, as a Dataset.
 

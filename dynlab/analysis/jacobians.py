@@ -30,9 +30,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import config
-from ..activations import dphi, phi
+from .._blas import blas_threads
+from ..activations import ACTIVATION_IDS, dphi, phi
 from ..backends import namespace, resolve_backend, to_numpy
-from ..errors import ConvergenceError, ParameterError
+from ..errors import ConvergenceError, DivergenceError, ParameterError
 from ..models import CTRNN, IRNN, Model
 from ..models.ctrnn import FIXED_STEP
 
@@ -107,6 +108,7 @@ def jacobian_path(model: Model, n_points: int, backend: str) -> str:
 
 
 # ============================================================================ public
+@blas_threads("GRADIENT_BLAS_THREADS")
 def jacobian_at(model, x, hprev, *, backend=None, inputs=False, t=None):
     """Closed-form one-step Jacobians at N points.
 
@@ -177,6 +179,7 @@ def flow_jacobian(model, x, g, interval, *, inputs=False):
     return (J, Jx) if inputs else J
 
 
+@blas_threads("GRADIENT_BLAS_THREADS")
 def jacobians(model, x, h0=None, *, backend=None, inputs=True, command=None):
     """Simulate, then the one-step Jacobians J_t = ∂h_t/∂h_{t-1} for t = 1..T.
 
@@ -203,8 +206,6 @@ def jacobians(model, x, h0=None, *, backend=None, inputs=True, command=None):
     >>> ds = jacobians(make_model("irnn", 2, 1, K=5, seed=0), np.zeros((100, 1)))
     >>> ds.jac.shape     # (100, 2, 2)
     """
-    from .gradients import prepared_states
-
     backend = resolve_backend(backend)
     xa, batched, h0a, H, ds = prepared_states(model, x, h0, backend, command=command)
     B, T, d = xa.shape
@@ -228,6 +229,56 @@ def jacobians(model, x, h0=None, *, backend=None, inputs=True, command=None):
     return finish(ds, "jacobians")
 
 
+# ============================================================================ model layer
+def previous_states(h0, H, lo: int, hi: int) -> np.ndarray:
+    """h_{t−1} for the times t = lo+1 … hi (1-based): H[..., t−2, :], h0 for t = 1.
+
+    h0 (…, D), H (…, T, D) with the same leading axes; returns (…, hi − lo, D)."""
+    out = np.empty(H.shape[:-2] + (hi - lo, H.shape[-1]))
+    if lo == 0:
+        out[..., 0, :] = h0
+        out[..., 1:, :] = H[..., :hi - 1, :]
+    else:
+        out[...] = H[..., lo - 1:hi - 1, :]
+    return out
+
+
+def prepared_states(model, x, h0, backend, command=None):
+    """Validate, simulate; (xa, batched, h0a, H, ds) or a DivergenceError naming the step
+    (shared by ``gradient_norms``, ``lyapunov`` and ``jacobians``)."""
+    from ..simulation import check_h0, check_input, check_model, run_states, wrap_states
+
+    model = check_model(model)
+    xa, batched = check_input(x, model.inputs)
+    h0a = check_h0(h0, xa.shape[0], model.hidden)
+    B, T, _ = xa.shape
+    if isinstance(model, IRNN):
+        model.eta_table(T)  # a per-time η must have T rows
+    H, bad, sim_path = run_states(model, xa, h0a, backend, stop=True)
+    used = "scipy" if sim_path == "scipy" else backend
+    ds = wrap_states(model, xa, h0a, H, batched=batched, backend=used, command=command, path=sim_path)
+    first = int(bad.min())
+    if first < T:
+        raise DivergenceError(step=first + 1, batch=int(np.argmin(bad)), model=model.name,
+                              partial=ds.isel(time=slice(0, first)))
+    return xa, batched, h0a, H, ds
+
+
+def jacobian_blocks(model, xa, h0a, H, backend):
+    """A function (lo, hi) → J (B, hi−lo, D, D) of J_t for t = lo+1 … hi, from ``jacobian_at``."""
+    B, T, d = xa.shape
+    D = model.hidden
+
+    def get(lo, hi):
+        n = hi - lo
+        hprev = previous_states(h0a, H, lo, hi)
+        t = np.tile(np.arange(lo, hi, dtype=np.int64), B)
+        J = jacobian_at(model, xa[:, lo:hi].reshape(B * n, d), hprev.reshape(B * n, D), backend=backend, t=t)
+        return J.reshape(B, n, D, D)
+
+    return get
+
+
 # ============================================================================ dispatch
 def _dispatch(model, x, hprev, eta, want_x, path, backend):
     act = model.activation
@@ -235,8 +286,7 @@ def _dispatch(model, x, hprev, eta, want_x, path, backend):
     if path == "scipy":
         return _ctrnn_flow(model, x, hprev, model.dt, model.method, want_x)
     if path == "numba_cpu":
-        from ..kernels import jac_numba
-        return jac_numba.jacobian(model, x, hprev, eta, want_x)
+        return _numba_jacobian(model, x, hprev, eta, want_x)
     xp = namespace("cupy" if path == "cupy" else "numpy")
     X, Hp = xp.asarray(x), xp.asarray(hprev)
     Wm, b = xp.asarray(model.W), xp.asarray(model.b)
@@ -250,6 +300,41 @@ def _dispatch(model, x, hprev, eta, want_x, path, backend):
         a, gain, R = model.gated_form()
         J, Jx = gated_xp(xp.asarray(R), Wm, b, float(a), float(gain), act, leak, X, Hp, want_x, xp)
     return to_numpy(J), (to_numpy(Jx) if want_x else None)
+
+
+def _plain(a):
+    """A writable C-contiguous float64 array: model arrays are read-only, and numba types a
+    read-only array differently, so without this each kernel would compile twice."""
+    a = np.asarray(a, dtype=np.float64)
+    return a if (a.flags.c_contiguous and a.flags.writeable) else np.array(a, dtype=np.float64, order="C")
+
+
+def _numba_jacobian(model, x, hprev, eta, want_x):
+    """The ``dynlab.kernels.jac_numba`` kernel of ``model``'s family on plain arrays and ids;
+    returns (J, Jx or None).
+
+    x (N, d), hprev (N, D) float64 C-contiguous (validated by the caller); eta the (N, K)
+    per-point η table for an iRNN (None otherwise).
+    """
+    from ..kernels import jac_numba
+
+    N, D = hprev.shape
+    d = model.inputs
+    act = ACTIVATION_IDS[model.activation]
+    leak = float(model.leak)
+    J = np.empty((N, D, D))
+    Jx = np.empty((N, D, d if want_x else 0))
+    x, hprev, W, b = _plain(x), _plain(hprev), _plain(model.W), _plain(model.b)
+    if isinstance(model, IRNN):
+        jac_numba.irnn(_plain(model.U), W, b, _plain(eta), float(model.alpha), model.K, model.g0 == "previous",
+                       float(model.sign), act, leak, x, hprev, J, Jx)
+    elif isinstance(model, CTRNN):
+        jac_numba.ctrnn(_plain(model.U), W, b, float(model.tau), float(model.alpha), float(model.dt),
+                        model.substeps, model.method == "rk4", act, leak, x, hprev, J, Jx)
+    else:
+        a, gain, R = model.gated_form()
+        jac_numba.gated(_plain(R), W, b, float(a), float(gain), act, leak, x, hprev, J, Jx)
+    return J, (Jx if want_x else None)
 
 
 # ============================================================================ NumPy form

@@ -37,10 +37,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import config
+from .._blas import blas_threads
+from .._validate import as_int
 from ..backends import resolve_backend
 from ..errors import ParameterError
 from ..models import CTRNN, IRNN
-from ..models.base import as_int
 from .gradients import jacobian_stack
 
 
@@ -148,6 +149,7 @@ def _summarise(logr: np.ndarray, transient: int):
     return lam, running, order
 
 
+@blas_threads("LYAPUNOV_BLAS_THREADS")
 def lyapunov_spectrum(J, *, k=None, transient=0, backend=None, Q0=None) -> dict:
     """Finite-time Lyapunov exponents of a given Jacobian stack (the array-level layer).
 
@@ -192,7 +194,8 @@ def _irnn_tangent_logr(model, xa, h0a, H, Q):
     frames, updated."""
     from .._blas import limit_blas_threads
     from ..kernels import grad_numba
-    from .gradients import irnn_linearisation, irnn_step_form, previous_states
+    from .gradients import irnn_linearisation, irnn_step_form
+    from .jacobians import previous_states
 
     B, T, _ = xa.shape
     k = Q.shape[2]
@@ -214,6 +217,7 @@ def _irnn_tangent_logr(model, xa, h0a, H, Q):
     return logr
 
 
+@blas_threads("LYAPUNOV_BLAS_THREADS")
 def lyapunov(model, x, h0=None, *, k=None, transient=0, backend=None, Q0=None, command=None):
     """Finite-time Lyapunov exponents of ``model`` driven by ``x`` (Benettin's QR method).
 
@@ -250,7 +254,7 @@ def lyapunov(model, x, h0=None, *, k=None, transient=0, backend=None, Q0=None, c
 
     from .._dataset import base_attrs, finish
     from ..simulation import check_input, check_model
-    from .gradients import jacobian_blocks, prepared_states
+    from .jacobians import jacobian_blocks, prepared_states
 
     backend = resolve_backend(backend)
     model = check_model(model)

@@ -38,6 +38,7 @@ import dataclasses
 
 import numpy as np
 
+from .._blas import blas_threads
 from .._dataset import finish
 from ..activations import MAX_AFFINE, dphi, piece
 from ..backends import resolve_backend
@@ -173,6 +174,7 @@ def forward(model, x, h0=None, *, backend=None) -> Trace:
     return Trace(layers, xa, batched, h0s, Hs, Zs, Ss, Ps)
 
 
+@blas_threads("PARTITION_BLAS_THREADS")
 def partition_codes(model, x, h0=None, *, backend=None) -> np.ndarray:
     """Affine-piece index of every unit at every step (and layer): (…, T, D[, L]) int8.
 
@@ -263,6 +265,7 @@ def _layer_matrix(m, S, h0, din):
     return A, Bv
 
 
+@blas_threads("PARTITION_BLAS_THREADS")
 def affine_form(model, x, h0=None, *, backend=None) -> dict:
     """The exact affine form h = A_RNN x + B_RNN of each input (MASO Theorems 1–2).
 
@@ -440,6 +443,7 @@ def template_arrays(tr: Trace, W_out, b_out=None) -> dict:
             "dz_dh0": np.concatenate(r["dh0"], axis=-1).reshape(B, Wo.shape[0], -1)}
 
 
+@blas_threads("PARTITION_BLAS_THREADS")
 def templates(model, x, W_out, b_out=None, h0=None, *, backend=None, command=None):
     """Matched-filter templates dz/dx of a linear read-out z = W_out h_T + b_out (MASO §5).
 
@@ -491,6 +495,7 @@ def templates(model, x, W_out, b_out=None, h0=None, *, backend=None, command=Non
 
 
 # ============================================================================ random initial state
+@blas_threads("PARTITION_BLAS_THREADS")
 def initial_state_jacobian(model, x, h0=None, *, backend=None) -> np.ndarray:
     """𝒜_h = ∂h_T/∂h_0 = ∏_{s=T}^{1} A_σ^(s) W_r (MASO §6) for each sequence.
 
@@ -554,6 +559,7 @@ def _prepare(model, x, y, W_out, b_out, loss, h0, backend):
     return loss, tr, Wo, bo, yy
 
 
+@blas_threads("PARTITION_BLAS_THREADS")
 def loss_gradient_h0(model, x, y, W_out, b_out=None, *, loss: str = "mse", h0=None, backend=None) -> dict:
     """∂L/∂h_0 = (∂L/∂z) W_out 𝒜_h for L = (1/N) Σ_n ℓ(z_n, y_n), z_n = W_out h_T + b_out (eq. 10).
 
@@ -580,6 +586,7 @@ def loss_gradient_h0(model, x, y, W_out, b_out=None, *, loss: str = "mse", h0=No
             "loss": float(np.mean(losses(z, yy, loss)))}
 
 
+@blas_threads("PARTITION_BLAS_THREADS")
 def random_h0_regulariser(model, x, y, W_out, b_out=None, *, sigma: float, loss: str = "mse", h0=None,
                           printed: bool = False, backend=None) -> dict:
     """The regulariser ℛ = E_ε[L̃] − L of a random initial state h_0 + ε, ε ~ N(0, σ² I) (MASO Thm. 3).
@@ -628,6 +635,7 @@ def random_h0_regulariser(model, x, y, W_out, b_out=None, *, sigma: float, loss:
     return {"value": float(per.sum() / N), "per_sequence": per, "loss": float(np.mean(losses(z, yy, loss)))}
 
 
+@blas_threads("PARTITION_BLAS_THREADS")
 def random_h0_monte_carlo(model, x, y, W_out, b_out=None, *, sigma: float, loss: str = "mse", pairs: int = 256,
                           seed: int | None = 0, h0=None, backend=None) -> dict:
     """Monte-Carlo estimate of E_ε[L̃] − L with antithetic pairs (the reference for Thm. 3).
@@ -640,7 +648,7 @@ def random_h0_monte_carlo(model, x, y, W_out, b_out=None, *, sigma: float, loss:
 
     Returns dict: ``estimate``, ``stderr``, ``pairs``, ``changed_fraction``, ``loss``.
     """
-    from ..models.base import as_int
+    from .._validate import as_int
 
     sigma = float(sigma)
     if not np.isfinite(sigma) or sigma < 0:
@@ -779,7 +787,7 @@ def knn_predict(train_X, train_y, test_X, k: int) -> np.ndarray:
     sort); the vote is by count, a tie between classes going to the class of the nearest
     neighbour among the tied ones.
     """
-    from ..models.base import as_int
+    from .._validate import as_int
 
     k = as_int(k, "k", low=1)
     y = np.asarray(train_y)
@@ -795,7 +803,7 @@ def knn_accuracy(features, labels, ks=(1, 2, 5, 10), *, train_fraction: float = 
     The split is a seeded random permutation; with ``splits`` > 1 the accuracy is the mean over
     that many independent splits (seeds seed, seed + 1, …).  Returns {k: accuracy}.
     """
-    from ..models.base import as_int
+    from .._validate import as_int
 
     y = np.asarray(labels)
     X = np.asarray(features, dtype=np.float64).reshape(len(y), -1)
@@ -867,6 +875,7 @@ def _wrap(model, tr: Trace, data: dict, command, backend):
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
+@blas_threads("PARTITION_BLAS_THREADS")
 def partition(model, x, h0=None, *, backend=None, reconstruction: str = "auto", command=None):
     """Partition codes, regions and the exact affine reconstruction of an RNN on its input(s).
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._blas import blas_threads
 from ..errors import ParameterError
 from .equilibria import (STABILITY_ATTRS, System, _flow_label, eig_variables, flow_eigenvalues, run_solver,
                          stability_label)
@@ -25,6 +26,7 @@ from .equilibria import (STABILITY_ATTRS, System, _flow_label, eig_variables, fl
 AT = ("trajectory", "equilibrium")
 
 
+@blas_threads("SPECTRA_BLAS_THREADS")
 def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, backend=None,
              tol: float = 1e-12, stability_tol: float = 1e-9, command=None):
     """Eigenvalues of ∇φ·U − αI (and of the step Jacobian) at every point of input sequences.

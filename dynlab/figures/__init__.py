@@ -15,15 +15,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from ._recipe import Recipe, run_recipe
-
-#: The order of the figure list (docs/design.md, *Figures*); recipes not listed here follow in name order.
-ORDER = (
-    "irnn-fig2-phase", "irnn-fig3-add", "irnn-fig4-copy", "irnn-fig6-convergence",
-    "irnn-fig7-eigenvalues", "irnn-fig8-gradnorm", "maso-fig2-codes", "maso-fig3-templates",
-    "maso-fig4-random-h0", "implicit-fig1-derivative", "implicit-fig2-xor",
-    "implicit-fig6-oscillator", "rin-gradients",
-)
+from ._recipe import ORDER, Recipe, run_recipe
 
 
 def _module_names():

@@ -7,6 +7,13 @@ import os
 import time
 from typing import Callable
 
+#: The order of the figure list (docs/design.md, *Figures*); recipes not listed here follow in name order (``recipes()``, claims.json).
+ORDER = (
+    "irnn-fig2-phase", "irnn-fig3-add", "irnn-fig4-copy", "irnn-fig6-convergence",
+    "irnn-fig7-eigenvalues", "irnn-fig8-gradnorm", "maso-fig2-codes", "maso-fig3-templates",
+    "maso-fig4-random-h0", "implicit-fig1-derivative", "implicit-fig2-xor",
+    "implicit-fig6-oscillator", "rin-gradients",
+)
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
@@ -70,8 +77,6 @@ def write_claims(records: list, out_dir) -> str:
     kept (so ``dynlab figures make A`` into a gallery updates A's record and loses no other);
     the file is written to a temporary name first and renamed, so it is never left half-written.
     """
-    from . import ORDER
-
     path = os.path.join(out_dir, "claims.json")
     merged = {}
     if os.path.exists(path):

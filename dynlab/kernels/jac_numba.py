@@ -2,8 +2,8 @@
 
 The default for small D (the iRNN paper's 2-D cells, long horizons), where NumPy's batched
 matmuls over tiny matrices cost more in overhead than in arithmetic.  The equations are
-those of ``dynlab.analysis.jacobians`` (its module docstring); ``jacobian`` is the wrapper
-that prepares plain arrays, the ``_``-free kernels only compute.  Every kernel writes
+those of ``dynlab.analysis.jacobians`` (its module docstring), which turns a model into the
+plain arrays and ids these kernels take (kernels see arrays and ids only).  Every kernel writes
 J (N, D, D) and Jx (N, D, dx); dx = 0 when the input Jacobian is not wanted, so its loops
 run zero times.
 """
@@ -14,7 +14,6 @@ import math
 import numpy as np
 from numba import njit
 
-from ..activations import ACTIVATION_IDS
 from ..config import NUMBA_CACHE
 from .numba_cpu import act_scalar
 
@@ -225,37 +224,3 @@ def ctrnn(U, W, b, tau, alpha, dt, substeps, rk4, act, leak, x, hprev, J, Jx):
                 J[n, i, j] = G[i, j]
             for j in range(dx):
                 Jx[n, i, j] = Gx[i, j]
-
-
-def _plain(a):
-    """A writable C-contiguous float64 array: model arrays are read-only, and numba types a
-    read-only array differently, so without this each kernel would compile twice."""
-    a = np.asarray(a, dtype=np.float64)
-    return a if (a.flags.c_contiguous and a.flags.writeable) else np.array(a, dtype=np.float64, order="C")
-
-
-def jacobian(model, x, hprev, eta, want_x):
-    """Wrapper: plain arrays for the kernel of ``model``'s family; returns (J, Jx or None).
-
-    x (N, d), hprev (N, D) float64 C-contiguous (validated by the caller); eta the (N, K)
-    per-point η table for an iRNN (None otherwise).
-    """
-    from ..models import CTRNN, IRNN
-
-    N, D = hprev.shape
-    d = model.inputs
-    act = ACTIVATION_IDS[model.activation]
-    leak = float(model.leak)
-    J = np.empty((N, D, D))
-    Jx = np.empty((N, D, d if want_x else 0))
-    x, hprev, W, b = _plain(x), _plain(hprev), _plain(model.W), _plain(model.b)
-    if isinstance(model, IRNN):
-        irnn(_plain(model.U), W, b, _plain(eta), float(model.alpha), model.K, model.g0 == "previous",
-             float(model.sign), act, leak, x, hprev, J, Jx)
-    elif isinstance(model, CTRNN):
-        ctrnn(_plain(model.U), W, b, float(model.tau), float(model.alpha), float(model.dt), model.substeps,
-              model.method == "rk4", act, leak, x, hprev, J, Jx)
-    else:
-        a, gain, R = model.gated_form()
-        gated(_plain(R), W, b, float(a), float(gain), act, leak, x, hprev, J, Jx)
-    return J, (Jx if want_x else None)

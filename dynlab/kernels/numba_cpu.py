@@ -318,28 +318,3 @@ def sigmoid_inplace(z):
     for i in range(z.shape[0]):
         for j in range(z.shape[1]):
             z[i, j] = 0.5 + 0.5 * tanh_f64(0.5 * z[i, j])
-
-
-class FusedOps:
-    """The ``ops`` of ``dynlab.kernels.vectorised`` as single fused numba passes."""
-
-    @staticmethod
-    def phi(z, act, leak, xp, tmp):
-        """z ← φ(z): the vectorised float64 tanh/sigmoid above, NumPy's ufuncs otherwise."""
-        if z.dtype == np.float64 and z.flags.c_contiguous and act in (0, 2):
-            (tanh_inplace if act == 0 else sigmoid_inplace)(z)
-        else:
-            from .vectorised import phi_inplace
-            phi_inplace(z, act, leak, xp, tmp)
-
-    @staticmethod
-    def axpby(buf, D, z, a, e):
-        fused_axpby(buf, D, z, a, e)
-
-    @staticmethod
-    def irnn_finish(buf, D, z, a, e, hprev, sign, start, out):
-        return bool(fused_irnn_finish(buf, D, z, a, e, hprev, sign, start, out))
-
-    @staticmethod
-    def gated_finish(buf, D, z, a, gain, out):
-        return bool(fused_gated_finish(buf, D, z, a, gain, out))

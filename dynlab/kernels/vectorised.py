@@ -66,8 +66,8 @@ class UfuncOps:
 
     The state lives in the first D columns of the product operand ``buf`` = [s, x_t, 1]
     (see ``_augmented``).  ``finish`` methods return None: finiteness is then checked by
-    ``_run`` every ``check_every`` steps.  ``dynlab.kernels.numba_cpu.FusedOps`` offers the
-    same methods as single fused passes that also report finiteness.
+    ``_run`` every ``check_every`` steps.  ``FusedOps`` offers the same methods as single fused
+    passes that also report finiteness.
     """
 
     def __init__(self, xp):
@@ -109,9 +109,35 @@ class UfuncOps:
         h[...] = out
 
 
+class FusedOps:
+    """The ``ops`` above as single fused numba passes of ``dynlab.kernels.numba_cpu`` (NumPy,
+    float64, CPU) that also report finiteness.  numba_cpu is imported on first construction,
+    so this module loads without numba (CuPy, or NumPy's ufuncs)."""
+
+    def __init__(self):
+        from . import numba_cpu
+
+        self._k = numba_cpu
+
+    def phi(self, z, act, leak, xp, tmp):
+        """z ← φ(z): numba_cpu's vectorised float64 tanh/sigmoid, NumPy's ufuncs otherwise."""
+        if z.dtype == np.float64 and z.flags.c_contiguous and act in (0, 2):
+            (self._k.tanh_inplace if act == 0 else self._k.sigmoid_inplace)(z)
+        else:
+            phi_inplace(z, act, leak, xp, tmp)
+
+    def axpby(self, buf, D, z, a, e):
+        self._k.fused_axpby(buf, D, z, a, e)
+
+    def irnn_finish(self, buf, D, z, a, e, hprev, sign, start, out):
+        return bool(self._k.fused_irnn_finish(buf, D, z, a, e, hprev, sign, start, out))
+
+    def gated_finish(self, buf, D, z, a, gain, out):
+        return bool(self._k.fused_gated_finish(buf, D, z, a, gain, out))
+
+
 def _ops(xp, fused):
     if fused and xp is np:
-        from .numba_cpu import FusedOps
         return FusedOps()
     return UfuncOps(xp)
 

@@ -15,7 +15,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from .base import Model, as_matrix, as_scalar
+from .._validate import as_matrix, as_scalar
+from .base import Model
 
 
 def _sigmoid(v: float) -> float:

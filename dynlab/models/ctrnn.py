@@ -13,8 +13,9 @@ from typing import ClassVar
 
 import numpy as np
 
+from .._validate import as_int, as_matrix, as_scalar
 from ..errors import ParameterError
-from .base import Model, as_int, as_matrix, as_scalar
+from .base import Model
 
 FIXED_STEP = ("euler", "rk4")
 SCIPY_METHODS = ("RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA")

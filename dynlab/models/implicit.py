@@ -30,8 +30,9 @@ from typing import ClassVar
 
 import numpy as np
 
+from .._validate import as_int, as_matrix
 from ..errors import ParameterError
-from .base import Model, as_int, as_matrix
+from .base import Model
 
 #: Dataset dimensions of each parameter (the Dataset builder reads ``PARAM_DIMS``).
 _DIMS = {
@@ -78,8 +79,8 @@ class Implicit(Model):
     REPR_SIZES: ClassVar[tuple[str, ...]] = ("hidden", "hidden2", "inputs")
 
     def __post_init__(self):
+        from .._validate import as_scalar
         from ..activations import check_activation
-        from .base import as_scalar
 
         self._set("activation", check_activation(self.activation))
         self._set("leak", as_scalar(self.leak, "leak", low=0.0, high=1.0))

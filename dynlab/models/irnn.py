@@ -16,8 +16,9 @@ from typing import ClassVar
 
 import numpy as np
 
+from .._validate import as_int, as_matrix, as_scalar
 from ..errors import ParameterError
-from .base import Model, as_int, as_matrix, as_scalar
+from .base import Model
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)  # repr: Model.__repr__

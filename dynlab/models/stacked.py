@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from .._validate import as_int
 from ..errors import ParameterError
-from .base import as_int
 from .cells import RNN
 
 

@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from .._blas import blas_threads
 from ..errors import ParameterError
 from . import store as _store
 from .grid import RUN_SETTINGS, SweepSpec, make_sweep_spec, region_chunks, region_points, regions
@@ -31,6 +32,7 @@ def split_settings(settings: dict, target) -> tuple[dict, dict]:
     return run, opts
 
 
+@blas_threads("SWEEP_BLAS_THREADS")
 def compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool = True) -> dict:
     """The values of one region: name → array (region shape + extra dims), with ``computed_at``."""
     target = get_target(spec.analysis)

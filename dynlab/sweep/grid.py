@@ -27,12 +27,8 @@ import numpy as np
 
 from .. import spec as _spec
 from ..errors import ParameterError
+from .targets import RUN_SETTINGS, get_target
 
-#: Run settings and their types (float settings accept ints).
-RUN_SETTINGS = {
-    "model": str, "hidden": int, "inputs": int, "activation": str, "K": int, "eta": float, "alpha": float,
-    "g0": str, "weight_scale": float, "seed": int, "steps": int, "input": str, "variance": float,
-}
 #: Defaults of the run settings a sweep fills in when they are not given (RunSpec's), so the
 #: attrs of a result name the whole run.
 RUN_DEFAULTS = {"model": _spec.DEFAULT_MODEL, "hidden": _spec.DEFAULT_HIDDEN, "inputs": _spec.DEFAULT_INPUTS,
@@ -176,8 +172,6 @@ def make_sweep_spec(analysis: str, grid=None, *, fixed=None, zipped=None, seeds=
     ``seeds``: an unknown setting, a wrong type, an empty list, a repeated value, a setting
     given twice, a shape-setting option that is swept, or a sweep with no axis at all.
     """
-    from .targets import get_target
-
     target = get_target(analysis)
     grid = dict(grid or {})
     fixed = dict(fixed or {})

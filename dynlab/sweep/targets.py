@@ -35,6 +35,13 @@ import numpy as np
 
 from ..errors import ParameterError
 
+#: Run settings and their types (float settings accept ints): what ``model_and_input`` builds a
+#: point's run from; the sweep spec (``grid``) validates a grid against them.
+RUN_SETTINGS = {
+    "model": str, "hidden": int, "inputs": int, "activation": str, "K": int, "eta": float, "alpha": float,
+    "g0": str, "weight_scale": float, "seed": int, "steps": int, "input": str, "variance": float,
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class Var:
@@ -103,7 +110,6 @@ def get_target(name) -> Target:
 def model_and_input(run: dict):
     """The model and input sequence (T, d) of a point's run settings (``dynlab.spec`` rules)."""
     from ..spec import RunSpec, build_input, build_model
-    from .grid import RUN_SETTINGS
 
     fields = {k: v for k, v in run.items() if k in RUN_SETTINGS}
     extra = tuple(sorted((k, v) for k, v in run.items() if k not in RUN_SETTINGS))

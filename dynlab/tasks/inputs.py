@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validate import as_int, as_scalar
 from ..errors import ParameterError
-from ..models.base import as_int, as_scalar
 
 
 def _shape(steps, inputs, batch):

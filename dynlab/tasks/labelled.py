@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validate import as_int, as_scalar
 from ..errors import ParameterError
-from ..models.base import as_int, as_scalar
 
 LABELLED = ("digits", "patterns")
 

@@ -35,8 +35,8 @@ import math
 
 import numpy as np
 
+from .._validate import as_int, as_scalar
 from ..errors import ParameterError
-from ..models.base import as_int, as_scalar
 
 TASKS = ("adding", "adding-ternary", "copy", "digits-pixels", "digits-rows")
 SPLITS = ("train", "val", "test")

@@ -100,7 +100,7 @@ def damped_oscillator(samples: int = 2000, *, window: int = 20, dt: float = 0.1,
     Targets, scaled into [0, 1] so that a sigmoid output can reach them: (ω₀ − 1, δ/2)
     (``info["target_offset"]``, ``info["target_scale"]`` undo it).  Splits by ``split`` fractions.
     """
-    from ..models.base import as_int, as_scalar
+    from .._validate import as_int, as_scalar
 
     samples = as_int(samples, "samples", low=3)
     window = as_int(window, "window", low=2)

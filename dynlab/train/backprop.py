@@ -42,6 +42,7 @@ import dataclasses
 
 import numpy as np
 
+from .._blas import blas_threads
 from ..activations import dphi, phi
 from ..errors import DivergenceError, ParameterError
 from ..models import CTRNN, IRNN, RIN, RNN, AntisymmetricRNN, FastRNN, Model
@@ -118,6 +119,7 @@ def _as_batch(model, x, h0):
     return xa, h0a
 
 
+@blas_threads("TRAIN_BLAS_THREADS")
 def forward(model: Model, x, h0=None) -> Tape:
     """Run ``model`` over x (B, T, d) from h0 (B, D) (zeros by default), keeping the tape.
 
@@ -207,6 +209,7 @@ def _check_finite(model, H, t):
 
 
 # ============================================================================ backward
+@blas_threads("TRAIN_BLAS_THREADS")
 def backward(tape: Tape, dL_dH) -> tuple[dict, np.ndarray, np.ndarray]:
     """Vector–Jacobian products through time.
 
@@ -375,6 +378,7 @@ def readout_outputs(readout, H, loss):
     return Hs @ readout["W_out"].T + readout["b_out"]
 
 
+@blas_threads("TRAIN_BLAS_THREADS")
 def loss_and_grads(model: Model, readout: dict, x, target, *, loss: str, h0=None):
     """The loss and the exact gradient of every parameter.
 
@@ -417,6 +421,7 @@ def loss_and_grads(model: Model, readout: dict, x, target, *, loss: str, h0=None
     return L, grads, info
 
 
+@blas_threads("TRAIN_BLAS_THREADS")
 def predict(model: Model, readout: dict, x, *, loss: str, h0=None):
     """The read-out outputs of ``model`` on x ((B, C), or (T, B, C) for -seq losses)."""
     tape = forward(model, x, h0)

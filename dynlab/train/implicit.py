@@ -16,6 +16,7 @@ import dataclasses
 
 import numpy as np
 
+from .._blas import blas_threads
 from ..errors import ConvergenceError, ParameterError
 
 RECURRENT = ("W", "W2", "R")
@@ -52,6 +53,7 @@ def evaluate(model, X, target, *, tol=1e-12):
     return loss, Z[:, model.outputs], float(res.max())
 
 
+@blas_threads("IMPLICIT_BLAS_THREADS")
 def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: str = "exact",
                    feedforward: bool = False, activation: str = "sigmoid", optimiser: str = "adam",
                    lr: float = 0.01, iterations: int = 3000, batch: int | None = None, seed: int | None = 0,
@@ -89,10 +91,10 @@ def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: s
     import xarray as xr
 
     from .._dataset import base_attrs, finish, model_attrs, model_variables
+    from .._validate import as_int
     from ..analysis.implicit import implicit_vjp, solve
     from ..io import save_model
     from ..models import make_model
-    from ..models.base import as_int
     from ..models.implicit import Implicit
     from ..tasks.static import STATIC_TASKS, StaticTask
     from .optim import make_optimiser

@@ -46,6 +46,7 @@ import time
 
 import numpy as np
 
+from .._blas import blas_threads
 from ..errors import DivergenceError, ParameterError
 from ..models import IRNN, AntisymmetricRNN, Model
 from . import backprop as bp
@@ -164,6 +165,7 @@ def run_outputs(model, readout, x, loss, h0=None, chunk: int = 500):
     return np.concatenate(outs, axis=-2)
 
 
+@blas_threads("TRAIN_BLAS_THREADS")
 def evaluate(model, readout, task, split: str = "val") -> dict:
     """Loss (and accuracy for classification) of a model on a whole split, from h_0 = 0."""
     x, y = task.batch(split)
@@ -172,6 +174,7 @@ def evaluate(model, readout, task, split: str = "val") -> dict:
     return {"loss": L, **extra}
 
 
+@blas_threads("TRAIN_BLAS_THREADS")
 def jacobian_diagnostics(model, x, h0=None) -> dict:
     """‖∂h_T/∂h_0‖, ‖∂h_T/∂h_1‖, ‖∂h_T/∂h_{T-1}‖ and their ratio for each sequence of x (B, T, d).
 
@@ -212,6 +215,7 @@ def _bar(i, n, loss, start):
 
 
 # ============================================================================ the loop
+@blas_threads("TRAIN_BLAS_THREADS")
 def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam", lr: float = 1e-3,
                 batch: int = 128, clip: float | None = None, sigma_eps: float = 0.0, record_every: int = 10,
                 seed: int = 0, freeze=None, learn_h0: bool = False, diag_batch: int = 8,
@@ -255,7 +259,7 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
     >>> m = dl.make_model("irnn", 64, 2, K=5, rank=4, g0="previous", activation="relu", eta=0.1, seed=0)
     >>> res = train_model(m, task, iterations=600, lr=1e-2)
     """
-    from ..models.base import as_int, as_scalar
+    from .._validate import as_int, as_scalar
     from ..tasks.sequences import Task
 
     bp.param_names(model)

@@ -1,0 +1,236 @@
+"""BLAS thread limits: in force inside every family's hot loop, restored afterwards, nestable.
+
+The loops of small BLAS products (training, BPTT, spectra, Lyapunov, gradients, equilibria,
+continuation, MASO reverse passes, sweep regions, implicit training) run with BLAS on
+``config.<FAMILY>_BLAS_THREADS`` threads (``dynlab._blas``).  Each case below starts from BLAS
+on 2 threads, replaces a function the path calls inside its loop by a spy that reads the BLAS
+thread counts from threadpoolctl, runs the public call, and checks that the spy saw the
+family's limit — and that the 2 threads are back afterwards.  Not a timing test.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dynlab as dl
+from dynlab import config
+from dynlab._blas import blas_threads, limit_blas_threads
+
+threadpoolctl = pytest.importorskip("threadpoolctl")
+import scipy.linalg.cython_blas  # noqa: E402,F401  (loaded first, so that threadpoolctl sees scipy's BLAS)
+
+
+def blas_counts() -> list[int]:
+    """The thread counts of every loaded BLAS (NumPy's and scipy's OpenBLAS, …), sorted, unique."""
+    info = threadpoolctl.ThreadpoolController().info()
+    return sorted({lib["num_threads"] for lib in info if lib["user_api"] == "blas"})
+
+
+@pytest.fixture
+def two_threads():
+    """BLAS on 2 threads for the test (skipped where BLAS cannot run 2)."""
+    with threadpoolctl.ThreadpoolController().limit(limits=2, user_api="blas"):
+        if blas_counts() != [2]:
+            pytest.skip(f"BLAS runs {blas_counts()} threads here, not 2: a limit to 1 cannot be told apart")
+        yield
+    assert blas_counts() != [], "no BLAS found"
+
+
+def spy(monkeypatch, owner, name: str, seen: list):
+    """Replace ``owner.name`` by a wrapper that records the BLAS thread counts at each call."""
+    original = getattr(owner, name)
+
+    def recording(*args, **kwargs):
+        seen.append(blas_counts())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, recording)
+
+
+# ---------------------------------------------------------------------------- the paths
+
+def _irnn(D=4, K=3, d=1):
+    return dl.make_model("irnn", D, d, K=K, eta=0.5, seed=0)
+
+
+def _walk(T=30, B=1):
+    return dl.tasks.random_walk(steps=T, inputs=1, variance=2.0, batch=B, seed=0)
+
+
+def _loss_and_grads():
+    from dynlab.train import backprop as bp
+
+    m = dl.make_model("irnn", 4, 2, K=3, eta=0.5, seed=0)
+    x, y = dl.tasks.adding_problem(20, 8, seed=0)
+    return lambda: bp.loss_and_grads(m, bp.init_readout(4, 1, seed=0), x, y, loss="mse")
+
+
+def _backward():
+    from dynlab.train import backprop as bp
+
+    tape = bp.forward(_irnn(d=2), np.random.default_rng(0).standard_normal((8, 20, 2)))
+    ext = np.zeros(tape.H[1:].shape)
+    ext[-1] = 1.0
+    return lambda: bp.backward(tape, ext)
+
+
+def _train_model():
+    task = dl.tasks.make_task("adding", 20, seed=0, n_train=64, n_val=16, n_test=16)
+    m = dl.make_model("irnn", 4, 2, K=3, eta=0.5, seed=0)
+    return lambda: dl.train_model(m, task, iterations=2, batch=8, record_every=2, progress=False)
+
+
+def _train_implicit():
+    return lambda: dl.train_implicit("xor", hidden=2, iterations=3, seed=0)
+
+
+def _templates():
+    rng = np.random.default_rng(0)
+    m = dl.make_model("rnn", 4, 1, activation="relu", seed=0)
+    return lambda: dl.templates(m, rng.uniform(0, 1, (2, 10, 1)), rng.standard_normal((3, 4)))
+
+
+def _sweep():
+    return lambda: dl.sweep("lyapunov", {"weight_scale": [0.5, 1.0]}, fixed={"model": "rnn", "hidden": 3, "steps": 20})
+
+
+#: (path, the tunable that governs it, where the spy goes, the function it replaces, the call)
+CASES = [
+    ("loss_and_grads: taped forward", "TRAIN_BLAS_THREADS", "dynlab.train.backprop", "_check_finite",
+     _loss_and_grads),
+    ("backward: BPTT", "TRAIN_BLAS_THREADS", "dynlab.train.backprop", "_backward_irnn", _backward),
+    ("train_model: each iteration", "TRAIN_BLAS_THREADS", "dynlab.train.backprop", "loss_and_grads", _train_model),
+    ("train_implicit: each iteration", "IMPLICIT_BLAS_THREADS", "dynlab.analysis.implicit", "implicit_vjp",
+     _train_implicit),
+    ("spectrum: eigenvalues", "SPECTRA_BLAS_THREADS", "dynlab.analysis.spectra", "flow_eigenvalues",
+     lambda: (lambda m=_irnn(), x=_walk(): dl.spectrum(m, x))),
+    ("lyapunov: QR steps", "LYAPUNOV_BLAS_THREADS", "dynlab.analysis.lyapunov.TangentQR", "feed",
+     lambda: (lambda m=_irnn(), x=_walk(): dl.lyapunov(m, x))),
+    ("gradient_norms: J_t and backward pass", "GRADIENT_BLAS_THREADS", "dynlab.analysis.gradients", "_run_chunks",
+     lambda: (lambda m=_irnn(), x=_walk(): dl.gradient_norms(m, x))),
+    ("jacobians: J_t", "GRADIENT_BLAS_THREADS", "dynlab.analysis.jacobians", "_dispatch",
+     lambda: (lambda m=_irnn(), x=_walk(): dl.jacobians(m, x))),
+    ("equilibrium: Newton", "EQUILIBRIA_BLAS_THREADS", "dynlab.analysis.equilibria", "run_solver",
+     lambda: (lambda m=_irnn(): dl.equilibrium(m, np.linspace(-1, 1, 5)[:, None]))),
+    ("continuation: corrector", "EQUILIBRIA_BLAS_THREADS", "dynlab.analysis.continuation", "_correct",
+     lambda: (lambda m=_irnn(D=2): dl.continuation(m, "x", -1.0, 1.0, max_points=20))),
+    ("templates: reverse pass", "PARTITION_BLAS_THREADS", "dynlab.analysis.partition", "template_arrays", _templates),
+    ("sweep: each region", "SWEEP_BLAS_THREADS", "dynlab.sweep.driver", "region_points", _sweep),
+]
+
+
+def _resolve(dotted: str):
+    import importlib
+
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(dotted)
+
+
+@pytest.mark.parametrize("path, setting, owner, name, make", CASES, ids=[c[0] for c in CASES])
+def test_limit_in_force_inside_the_loop(two_threads, monkeypatch, path, setting, owner, name, make):
+    assert getattr(config, setting) == 1  # the default this test pins
+    call = make()
+    seen = []
+    spy(monkeypatch, _resolve(owner), name, seen)
+    call()
+    assert seen, f"{owner}.{name} was not called by {path}"
+    assert all(counts == [1] for counts in seen), f"{path}: BLAS threads seen inside {seen}"
+    assert blas_counts() == [2], "the threads were not given back"
+
+
+@pytest.mark.parametrize("path, setting, owner, name, make", CASES[:3] + CASES[4:5], ids=[c[0] for c in CASES[:3] + CASES[4:5]])
+def test_limit_follows_the_tunable_at_call_time(two_threads, monkeypatch, path, setting, owner, name, make):
+    """None in the family's tunable: BLAS keeps its own threads (read at call time)."""
+    monkeypatch.setattr(config, setting, None)
+    call = make()
+    seen = []
+    spy(monkeypatch, _resolve(owner), name, seen)
+    call()
+    assert seen and all(counts == [2] for counts in seen)
+
+
+def test_simulate_keeps_blas_threads_by_default_and_limits_on_request(two_threads, monkeypatch):
+    """``simulate``'s large batch products: BLAS's own threads by default (config), 1 on request."""
+    import dynlab.simulation as sim
+
+    m, x = _irnn(), _walk()
+    seen = []
+    spy(monkeypatch, sim, "run_states", seen)
+    assert config.SIMULATION_BLAS_THREADS is None
+    dl.simulate(m, x)
+    monkeypatch.setattr(config, "SIMULATION_BLAS_THREADS", 1)
+    dl.simulate(m, x)
+    assert seen == [[2], [1]]
+    assert blas_counts() == [2]
+
+
+# ---------------------------------------------------------------------------- the mechanism
+
+def test_limits_nest_and_restore(two_threads):
+    with limit_blas_threads(1):
+        assert blas_counts() == [1]
+        with limit_blas_threads(1):          # the same limit: shared, not set again
+            assert blas_counts() == [1]
+        assert blas_counts() == [1]          # still held by the outer block
+        with limit_blas_threads(2):          # a different limit inside: set and restored on its own
+            assert blas_counts() == [2]
+        assert blas_counts() == [1]
+        with limit_blas_threads(None):
+            assert blas_counts() == [1]
+    assert blas_counts() == [2]
+
+
+def test_limit_restored_after_an_exception(two_threads):
+    @blas_threads("TRAIN_BLAS_THREADS")
+    def fails():
+        assert blas_counts() == [1]
+        raise ValueError("inside")
+
+    with pytest.raises(ValueError, match="inside"):
+        fails()
+    assert blas_counts() == [2]
+    assert fails.__name__ == "fails" and fails.blas_threads_setting == "TRAIN_BLAS_THREADS"
+
+
+def test_limit_shared_by_threads_is_restored_when_the_last_leaves(two_threads):
+    """Python threads sharing the limit (a Dask sweep on threads): one thread leaving does not
+    give the threads back while another still computes; the last one does."""
+    inside, release = threading.Barrier(2), threading.Event()
+    seen = []
+
+    def hold(wait):
+        with limit_blas_threads(1):
+            inside.wait(timeout=30)
+            if wait:
+                release.wait(timeout=30)
+            seen.append(blas_counts())
+
+    first = threading.Thread(target=hold, args=(False,))
+    second = threading.Thread(target=hold, args=(True,))
+    first.start(), second.start()
+    first.join(timeout=30)
+    still = blas_counts()                    # the first left, the second holds the limit
+    release.set()
+    second.join(timeout=30)
+    assert seen == [[1], [1]] and still == [1]
+    assert blas_counts() == [2]
+
+
+def test_every_tunable_is_applied_somewhere():
+    """Each ``*_BLAS_THREADS`` of dynlab.config governs some code (no dead tunable)."""
+    root = Path(dl.__file__).parent
+    source = "\n".join(p.read_text() for p in root.rglob("*.py") if p.name != "config.py")
+    for name in (n for n in dir(config) if n.endswith("_BLAS_THREADS")):
+        assert re.search(rf'blas_threads\("{name}"\)|config\.{name}\b', source), f"{name} is not applied"
