@@ -23,6 +23,9 @@ _EXPORTS = {
     "IRNN": "dynlab.models",
     "CTRNN": "dynlab.models",
     "Implicit": "dynlab.models",
+    "GRU": "dynlab.models",
+    "LSTM": "dynlab.models",
+    "Stack": "dynlab.models",
     # simulation
     "simulate": "dynlab.simulation",
     # analyses

@@ -72,22 +72,43 @@ def kernel_path(model: Model, batch: int, backend: str) -> str:
     """Which kernel family runs: 'numpy_ref', 'numba_cpu', 'vectorised' or 'scipy'."""
     if isinstance(model, CTRNN) and model.method not in FIXED_STEP:
         return "scipy"
-    if backend == "numpy":
+    if backend == "numpy" or is_map(model):
         return "numpy_ref"
     if backend == "cupy":
         return "vectorised"
     return "vectorised" if batch * model.hidden ** 2 >= config.VECTORISE_MIN_WORK else "numba_cpu"
 
 
+def _map_states(model, x, h0, stop, dtype):
+    """The reference loop of a map model: s_t = model.step(s_{t-1}, x_t), batched over B, with the
+    bookkeeping of the kernels (``bad``: first non-finite 0-based step, T if none)."""
+    from .kernels.numpy_ref import _record
+
+    B, T, _ = x.shape
+    H = np.full((B, T, model.state_size), np.nan, dtype=dtype)
+    bad = np.full(B, T, dtype=np.int64)
+    alive = np.ones(B, dtype=bool)
+    s = h0.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t in range(T):
+            s = np.where(alive[:, None], model.step(s, x[:, t]), s).astype(dtype).astype(np.float64)
+            alive = _record(H, bad, t, s.astype(dtype), stop, alive)
+            if stop and not alive.any():
+                break
+    return H, bad
+
+
 def run_states(model: Model, x: np.ndarray, h0: np.ndarray, backend: str, *, stop: bool = True,
                dtype=np.float64) -> tuple[np.ndarray, np.ndarray, str]:
     """States h_1..h_T for prepared inputs: x (B, T, d), h0 (B, D).  Returns (H, bad, path)."""
     B, T, _ = x.shape
-    D = model.hidden
-    act = ACTIVATION_IDS[model.activation]
-    leak = float(model.leak)
+    D = model.state_size
     path = kernel_path(model, B, backend)
     dtype = np.dtype(dtype)
+    if is_map(model):
+        return (*_map_states(model, x, h0, stop, dtype), path)
+    act = ACTIVATION_IDS[model.activation]
+    leak = float(model.leak)
     if path == "scipy":
         from .kernels import numpy_ref
         c = x @ model.W.T + model.b
@@ -199,7 +220,7 @@ def simulate(model: Model, x, h0=None, *, backend: str | None = None, dtype=np.f
     if np.dtype(dtype) not in (np.float64, np.float32):
         raise ParameterError("dtype", f"must be float64 or float32, got {dtype}")
     xa, batched = check_input(x, model.inputs)
-    h0a = check_h0(h0, xa.shape[0], model.hidden)
+    h0a = check_h0(h0, xa.shape[0], model.state_size)
     B, T, _ = xa.shape
     if isinstance(model, IRNN):
         model.eta_table(T)  # shape check of a per-time η before any work
@@ -221,6 +242,24 @@ def simulate(model: Model, x, h0=None, *, backend: str | None = None, dtype=np.f
     return finish(ds, "simulate")
 
 
+def is_map(model) -> bool:
+    """A model given by its ``step``/``step_jacobian`` map (GRU, LSTM, a stack of layers)."""
+    return bool(getattr(model, "MAP", False))
+
+
+def state_coords(model) -> dict:
+    """Coordinates of the state dimension ``unit`` (size ``state_size``; with ``part`` naming what
+    each entry is, "h"/"c" for an LSTM, "h1", "c1", "h2", … for a stack) and of ``unit_from``."""
+    n = model.state_size
+    coords = {"unit": ("unit", np.arange(n), {"long_name": "state unit", "units": "1"}),
+              "unit_from": ("unit_from", np.arange(n), {"long_name": "presynaptic unit", "units": "1"})}
+    labels = model.state_labels()
+    if labels is not None:
+        coords["part"] = ("unit", np.array(labels, dtype=object),
+                          {"long_name": "part of the state (h: hidden output, c: LSTM cell)", "units": "1"})
+    return coords
+
+
 def wrap_states(model: Model, x: np.ndarray, h0: np.ndarray, H: np.ndarray, *, batched: bool,
                 backend: str, command: str | None, path: str = "", prefix: str = ""):
     """The Dataset of a simulation (docs/design.md, *Data contract*)."""
@@ -238,8 +277,7 @@ def wrap_states(model: Model, x: np.ndarray, h0: np.ndarray, H: np.ndarray, *, b
     }
     data_vars.update(model_variables(model, prefix))
     coords = {"time": ("time", np.arange(1, T + 1), {"long_name": "time step t", "units": "step"}),
-              "unit": ("unit", np.arange(model.hidden), {"long_name": "hidden unit", "units": "1"}),
-              "unit_from": ("unit_from", np.arange(model.hidden), {"long_name": "presynaptic unit", "units": "1"}),
+              **state_coords(model),
               "unit_in": ("unit_in", np.arange(model.inputs), {"long_name": "input feature", "units": "1"})}
     if batched:
         coords["batch"] = ("batch", np.arange(H.shape[0]), {"long_name": "sequence", "units": "1"})

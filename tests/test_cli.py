@@ -85,7 +85,7 @@ def test_models_lists_every_model_with_settings():
     for name, cls in dynlab.MODELS.items():
         assert re.search(rf"^{name}\s+{re.escape(cls.DESCRIPTION)}$", out, re.M), name
     assert "weight_scale=0.5" in out and "K=1" in out  # irnn's own defaults
-    assert len(re.findall(r"^\S", out, re.M)) == 7
+    assert len(re.findall(r"^\S", out, re.M)) == len(dynlab.MODELS)
 
 
 # --------------------------------------------------------------------------- simulate

@@ -293,7 +293,7 @@ NEEDS = {("train", "model", "implicit"): {"task": "xor"}, ("train", "task", "xor
          ("train", "task", "oscillator"): {"model": "implicit"}}
 #: The models each command takes (the "otherwise" model of a per-model default is one of them).
 COMMAND_MODELS = {"simulate": D.SEQUENCE_MODELS, "phase": D.SEQUENCE_MODELS, "gradients": D.SEQUENCE_MODELS,
-                  "equilibria": dynlab.cli.options.MODEL_NAMES, "spectrum": D.SEQUENCE_MODELS,
+                  "equilibria": D.EQUILIBRIA_MODELS, "spectrum": D.SPECTRUM_MODELS,
                   "converge": ("irnn",), "partition": D.PARTITION_MODELS, "train": D.TRAIN_MODELS}
 #: A value to give an option when checking that it is refused where its default says it does not apply.
 SAMPLE = {"K": "1", "eta": "1", "alpha": "1", "g0": "zero", "variance": "1", "steps": "5", "inputs": "2",
@@ -422,7 +422,7 @@ def test_sweep_region_size_default_is_the_stated_one(tmp_path, monkeypatch):
 def test_partition_and_train_defaults_are_what_the_issue_found_wrong(tmp_path, monkeypatch):
     """The two cases the issue names: partition says rnn/relu and runs them; train says 64 units."""
     shown = _normal(ok("partition", "--help").stdout)
-    assert _normal("--model [rnn|fastrnn|antisymmetric|rin|irnn|ctrnn|implicit] Model kind (see `dynlab models`). "
+    assert _normal("--model [rnn|fastrnn|antisymmetric|rin|irnn|ctrnn|implicit|gru|lstm|stack] Model kind (see `dynlab models`). "
                    "[default: rnn]") in shown
     assert _normal("Activation φ. [default: relu]") in shown
     ds = _run_to_dataset(tmp_path, "partition", ["--steps", "5"])

@@ -27,8 +27,9 @@ def _param_error(param, fn, *args, **kwargs):
 
 # ----------------------------------------------------------------------------- construction
 def test_registry_has_the_six_models():
-    # plus the implicit network (a static equilibrium model; tests/test_implicit.py)
-    assert set(MODELS) == set(ALL) | {"implicit"}
+    # plus the implicit network (a static equilibrium model; tests/test_implicit.py) and the
+    # PyTorch family: gru, lstm and stacks of layers (tests/test_gated.py)
+    assert set(MODELS) == set(ALL) | {"implicit", "gru", "lstm", "stack"}
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -178,7 +179,7 @@ def test_ctrnn_setting_errors():
 
 def test_other_setting_errors():
     U, W, b = _arrays()
-    _param_error("model", dynlab.make_model, "lstm", 3, 2)
+    _param_error("model", dynlab.make_model, "tcn", 3, 2)
     _param_error("activation", dynlab.make_model, "rnn", 3, 2, activation="softplus")
     _param_error("activation", RNN, U, W, b, activation="gelu")
     _param_error("leak", RNN, U, W, b, activation="leaky-relu", leak=-0.1)

@@ -465,7 +465,7 @@ def gradient_norms(model, x, h0=None, *, backend=None, dL_dhT=None, step_norms=T
     B, T, _ = xa.shape
     if T < 2:
         raise ParameterError("x", f"needs at least 2 time steps (T ≥ 2) for ∂h_T/∂h_(T-1), got T={T}")
-    D = model.hidden
+    D = model.state_size
     g = _check_cotangent(dL_dhT, B, D, batched)
     step_norms = _check_flag(step_norms, "step_norms")
     xa, batched, h0a, H, ds = prepared_states(model, x, h0, backend)

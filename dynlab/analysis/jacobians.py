@@ -96,6 +96,8 @@ def jacobian_path(model: Model, n_points: int, backend: str) -> str:
                                             f"(method={model.method!r}); use backend='numpy' or 'numba', "
                                             "or method='euler'/'rk4'")
         return "scipy"
+    if getattr(model, "MAP", False):
+        return "step_map"  # the model's closed-form step_jacobian, batched NumPy
     if backend == "numpy":
         return "numpy"
     if backend == "cupy":
@@ -138,7 +140,7 @@ def jacobian_at(model, x, hprev, *, backend=None, inputs=False, t=None):
     """
     model = _check_model(model)
     backend = resolve_backend(backend)
-    hprev = _check_points(hprev, model.hidden, "hprev")
+    hprev = _check_points(hprev, model.state_size, "hprev")
     N = hprev.shape[0]
     x = _check_points(x, model.inputs, "x", N)
     path = jacobian_path(model, N, backend)
@@ -209,7 +211,7 @@ def jacobians(model, x, h0=None, *, backend=None, inputs=True, command=None):
     backend = resolve_backend(backend)
     xa, batched, h0a, H, ds = prepared_states(model, x, h0, backend, command=command)
     B, T, d = xa.shape
-    D = model.hidden
+    D = model.state_size
     hprev = np.concatenate([h0a[:, None, :], H[:, :-1]], axis=1).reshape(B * T, D)
     tidx = np.tile(np.arange(T, dtype=np.int64), B)
     J = jacobian_at(model, xa.reshape(B * T, d), hprev, backend=backend, inputs=inputs, t=tidx)
@@ -250,7 +252,7 @@ def prepared_states(model, x, h0, backend, command=None):
 
     model = check_model(model)
     xa, batched = check_input(x, model.inputs)
-    h0a = check_h0(h0, xa.shape[0], model.hidden)
+    h0a = check_h0(h0, xa.shape[0], model.state_size)
     B, T, _ = xa.shape
     if isinstance(model, IRNN):
         model.eta_table(T)  # a per-time η must have T rows
@@ -267,7 +269,7 @@ def prepared_states(model, x, h0, backend, command=None):
 def jacobian_blocks(model, xa, h0a, H, backend):
     """A function (lo, hi) → J (B, hi−lo, D, D) of J_t for t = lo+1 … hi, from ``jacobian_at``."""
     B, T, d = xa.shape
-    D = model.hidden
+    D = model.state_size
 
     def get(lo, hi):
         n = hi - lo
@@ -285,6 +287,9 @@ def _dispatch(model, x, hprev, eta, want_x, path, backend):
     leak = float(model.leak)
     if path == "scipy":
         return _ctrnn_flow(model, x, hprev, model.dt, model.method, want_x)
+    if path == "step_map":
+        J = model.step_jacobian(hprev, x, inputs=want_x)
+        return J if want_x else (J, None)
     if path == "numba_cpu":
         return _numba_jacobian(model, x, hprev, eta, want_x)
     xp = namespace("cupy" if path == "cupy" else "numpy")

@@ -260,7 +260,7 @@ def lyapunov(model, x, h0=None, *, k=None, transient=0, backend=None, Q0=None, c
     model = check_model(model)
     xa, _ = check_input(x, model.inputs)
     B, T, _ = xa.shape
-    D = model.hidden
+    D = model.state_size
     Q = check_frame(Q0, B, D, k)
     k = Q.shape[2]
     transient = _check_transient(transient, T)

@@ -70,7 +70,7 @@ def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, ba
     backend = resolve_backend(backend)
     xa, batched = check_input(x, model.inputs)
     B, T, d = xa.shape
-    h0a = check_h0(h0, B, model.hidden)
+    h0a = check_h0(h0, B, model.state_size)
     H, bad, _ = run_states(model, xa, h0a, backend)
     if bad.min() < T:
         from ..errors import DivergenceError

@@ -126,9 +126,9 @@ def render_value(value) -> str:
 #: checks this equals the library).  A model missing from a row does not take that setting.
 MODEL_SETTINGS = {
     "activation": {"rnn": "tanh", "fastrnn": "tanh", "antisymmetric": "tanh", "rin": "relu", "irnn": "tanh",
-                   "ctrnn": "tanh", "implicit": "sigmoid"},
+                   "ctrnn": "tanh", "implicit": "sigmoid", "gru": "tanh", "lstm": "tanh", "stack": "tanh"},
     "weight_scale": {"rnn": 1.0, "fastrnn": 1.0, "antisymmetric": 1.0, "rin": 0.1, "irnn": 0.5, "ctrnn": 1.0,
-                     "implicit": 1.0},
+                     "implicit": 1.0, "gru": 1.0, "lstm": 1.0, "stack": 1.0},
     "K": {"irnn": 1},
     "eta": {"irnn": 1.0},
     "alpha": {"irnn": 1.0, "ctrnn": 1.0, "fastrnn": -3.0},
@@ -136,6 +136,11 @@ MODEL_SETTINGS = {
 }
 #: The models each command takes (the others are refused, naming --model).
 SEQUENCE_MODELS = tuple(m for m in MODEL_NAMES if m != "implicit")
+#: The models given by their step map alone (PyTorch's cells and stacks of them).
+MAP_MODELS = ("gru", "lstm", "stack")
+#: Equilibria and spectra are solved for the models of the form F(y) = γ φ(R y + c) − β y.
+EQUILIBRIA_MODELS = tuple(m for m in MODEL_NAMES if m not in MAP_MODELS)
+SPECTRUM_MODELS = tuple(m for m in SEQUENCE_MODELS if m not in MAP_MODELS)
 PARTITION_MODELS = ("rnn", "fastrnn", "antisymmetric", "rin")
 TRAIN_MODELS = ("rnn", "fastrnn", "antisymmetric", "rin", "irnn", "implicit")
 
@@ -237,11 +242,11 @@ DEFAULTS = {
     "gradients": {**model_defaults(SEQUENCE_MODELS), **input_defaults(1000, batch=False),
                   "compare": Default((), fill=False), "lyapunov": NO_DEFAULT, "step_norms": Default(True),
                   **_BACKEND, **_OUTPUTS},
-    "equilibria": {**model_defaults(MODEL_NAMES), **input_defaults(100, batch=False),
+    "equilibria": {**model_defaults(EQUILIBRIA_MODELS), **input_defaults(100, batch=False),
                    "method": Default("newton"), "tol": Default(1e-12),
                    "n_starts": NO_DEFAULT, "continue_over": NO_DEFAULT, "param_range": NO_DEFAULT,
                    **_BACKEND, **_OUTPUTS},
-    "spectrum": {**model_defaults(SEQUENCE_MODELS), **input_defaults(200), "at": Default("trajectory"),
+    "spectrum": {**model_defaults(SPECTRUM_MODELS), **input_defaults(200), "at": Default("trajectory"),
                  **_BACKEND, **_OUTPUTS},
     "converge": {**model_defaults(("irnn",)), **input_defaults(20, batch=False), "K_max": Default(50),
                  **_BACKEND, **_OUTPUTS},

@@ -13,7 +13,7 @@ import shlex
 import click
 
 #: Registry names (tests check this equals ``dynlab.MODELS``).
-MODEL_NAMES = ("rnn", "fastrnn", "antisymmetric", "rin", "irnn", "ctrnn", "implicit")
+MODEL_NAMES = ("rnn", "fastrnn", "antisymmetric", "rin", "irnn", "ctrnn", "implicit", "gru", "lstm", "stack")
 #: Activation names (tests check this equals ``dynlab.ACTIVATIONS``).
 ACTIVATION_NAMES = ("tanh", "relu", "sigmoid", "identity", "leaky-relu", "abs")
 #: Input kinds (tests check this equals ``dynlab.tasks.INPUTS``).

@@ -7,12 +7,14 @@ from ..errors import ParameterError
 from .base import Model
 from .cells import RIN, RNN, AntisymmetricRNN, FastRNN
 from .ctrnn import CTRNN
+from .gru_lstm import GRU, LSTM
 from .implicit import Implicit
 from .irnn import IRNN
+from .stack import Stack
 
 #: name → model class; ``make_model`` and the CLI's ``--model`` read this.
 MODELS: dict[str, type[Model]] = {cls.name: cls for cls in (RNN, FastRNN, AntisymmetricRNN, RIN, IRNN, CTRNN,
-                                                                  Implicit)}
+                                                                  Implicit, GRU, LSTM, Stack)}
 
 
 def get_model_class(name: str, param: str = "model") -> type[Model]:
@@ -60,5 +62,6 @@ def make_model(name: str, hidden: int, inputs: int, *, seed: int | None = None,
     return cls.random(hidden, inputs, seed=seed, weight_scale=weight_scale, **settings)
 
 
-__all__ = ["MODELS", "Model", "RNN", "FastRNN", "AntisymmetricRNN", "RIN", "IRNN", "CTRNN", "Implicit",
+__all__ = ["MODELS", "Model", "RNN", "FastRNN", "AntisymmetricRNN", "RIN", "IRNN", "CTRNN", "Implicit", "GRU", "LSTM",
+           "Stack",
            "make_model", "get_model_class", "model_options"]

@@ -68,6 +68,22 @@ class Model:
         """The matrix that multiplies h_{t-1} inside φ (e.g. U + I for the RIN)."""
         return self.U
 
+    @property
+    def state_size(self) -> int:
+        """Size n of the dynamical state s every analysis works on (the Jacobians are n × n):
+        D for every model but the LSTM, whose state is s = [h; c] (2D)."""
+        return self.hidden
+
+    def state_labels(self):
+        """What each entry of the state is (``("h", …, "c", …)`` for an LSTM), or None when the
+        state is the hidden state h itself."""
+        return None
+
+    @property
+    def output_slice(self) -> slice:
+        """The entries of the state s that are the cell's output h (what a read-out reads)."""
+        return slice(0, self.hidden)
+
     # ------------------------------------------------------- introspection
     def params(self) -> dict[str, Any]:
         """Parameters by name (arrays and scalars), as saved to ``.npz`` and Datasets."""

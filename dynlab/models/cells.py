@@ -16,6 +16,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._validate import as_matrix, as_scalar
+from ..activations import dphi, phi
 from .base import Model
 
 
@@ -23,8 +24,34 @@ def _sigmoid(v: float) -> float:
     return float(1.0 / (1.0 + np.exp(-v))) if v >= 0 else float(np.exp(v) / (1.0 + np.exp(v)))
 
 
+class _GatedCell(Model):
+    """The update h_t = a h_{t-1} + c φ(R h_{t-1} + W x_t + b) of ``gated_form()`` as a map on
+    row-batched states (the form a ``Stack`` layer and the generic analyses use)."""
+
+    def step(self, S, X, gi=None):
+        a, gain, R = self.gated_form()
+        S = np.asarray(S, dtype=np.float64)
+        drive = np.asarray(X, dtype=np.float64) @ self.W.T + self.b if gi is None else gi
+        return a * S + gain * phi(self.activation, S @ np.asarray(R).T + drive, self.leak)
+
+    def step_jacobian(self, S, X, *, inputs: bool = False, gi=None):
+        """a I + c diag(φ'(z)) R, and with ``inputs`` also c diag(φ'(z)) W."""
+        a, gain, R = self.gated_form()
+        S = np.asarray(S, dtype=np.float64)
+        drive = np.asarray(X, dtype=np.float64) @ self.W.T + self.b if gi is None else gi
+        q = gain * dphi(self.activation, S @ np.asarray(R).T + drive, self.leak)
+        J = q[:, :, None] * np.asarray(R)[None]
+        idx = np.arange(self.hidden)
+        J[:, idx, idx] += a
+        return (J, q[:, :, None] * self.W[None]) if inputs else J
+
+    def drive(self, X):
+        """W x + b for row-batched x: (N, D)."""
+        return np.asarray(X, dtype=np.float64) @ self.W.T + self.b
+
+
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)  # repr: Model.__repr__
-class RNN(Model):
+class RNN(_GatedCell):
     """Elman RNN, h_t = φ(U h_{t-1} + W x_t + b).
 
     ``make_model("rnn", ..., identity_init=True)`` gives the IRNN of Le et al. (2015):
@@ -68,7 +95,7 @@ class RNN(Model):
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)  # repr: Model.__repr__
-class FastRNN(Model):
+class FastRNN(_GatedCell):
     """FastRNN (Kusupati et al. 2018, EdgeML form):
     h_t = σ(β) h_{t-1} + σ(α) φ(U h_{t-1} + W x_t + b), with α₀ = −3, β₀ = 3.
 
@@ -108,7 +135,7 @@ class FastRNN(Model):
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)  # repr: Model.__repr__
-class AntisymmetricRNN(Model):
+class AntisymmetricRNN(_GatedCell):
     """AntisymmetricRNN (Chang et al. 2019), ungated:
     h_t = h_{t-1} + ε φ((M − Mᵀ − γI) h_{t-1} + W x_t + b).
 
@@ -153,7 +180,7 @@ class AntisymmetricRNN(Model):
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)  # repr: Model.__repr__
-class RIN(Model):
+class RIN(_GatedCell):
     """Recurrent Identity Network: h_t = φ(W x_t + (U + I) h_{t-1} + b), ReLU by default.
 
     U is initialised small (weight_scale 0.1) so the recurrence starts near the identity.

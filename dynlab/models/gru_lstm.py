@@ -1,0 +1,247 @@
+"""Gated recurrent cells with PyTorch's exact equations and gate order: GRU and LSTM.
+
+GRU (``torch.nn.GRU``; gates stacked r, z, n in ``W_ih`` (3D, d), ``W_hh`` (3D, D), ``b_ih``,
+``b_hh`` (3D)), with b_hn *inside* the reset product:
+
+    r = σ(W_ir x + b_ir + W_hr h + b_hr)
+    z = σ(W_iz x + b_iz + W_hz h + b_hz)
+    n = φ(W_in x + b_in + r ⊙ (W_hn h + b_hn))
+    h' = (1 − z) ⊙ n + z ⊙ h
+
+LSTM (``torch.nn.LSTM``; gates stacked i, f, g, o in ``W_ih`` (4D, d), ``W_hh`` (4D, D), ``b_ih``,
+``b_hh`` (4D)):
+
+    i = σ(W_ii x + b_ii + W_hi h + b_hi),  f = σ(…_f),  g = φ(…_g),  o = σ(…_o)
+    c' = f ⊙ c + i ⊙ g,   h' = o ⊙ φ(c')
+
+σ is the logistic sigmoid and φ = tanh in PyTorch.  The gates stay sigmoids (that is what makes
+them gates); ``activation`` replaces φ — the GRU's candidate, the LSTM's cell input g and the
+squashing of c — for studies that want another nonlinearity (PyTorch has none there to match).
+
+The dynamical state of an LSTM is s = [h; c] ∈ R^{2D}: ``state_size`` is 2D, every analysis
+(Jacobians, gradient norms, Lyapunov spectra, fixed points) works on s, and the output h is the
+first D entries (``output_slice``).  ``hidden`` is D, PyTorch's ``hidden_size``.
+
+``step(S, X)`` and ``step_jacobian(S, X)`` are the update and its closed-form Jacobians on
+row-batched states (the NumPy reference of every kernel):
+
+GRU, with a_r, a_z, a_n the pre-activations, q = W_hn h + b_hn, r' = r(1 − r), z' = z(1 − z):
+
+    ∂h'/∂h = diag(1 − z) diag(φ'(a_n)) (diag(r) W_hn + diag(q r') W_hr) + diag(z) + diag((h − n) z') W_hz
+    ∂h'/∂x = diag(1 − z) diag(φ'(a_n)) (W_in + diag(q r') W_ir) + diag((h − n) z') W_iz
+
+LSTM, with t = φ(c'):
+
+    ∂c'/∂h = diag(c f') W_hf + diag(g i') W_hi + diag(i φ'(a_g)) W_hg,    ∂c'/∂c = diag(f)
+    ∂h'/∂h = diag(t o') W_ho + diag(o φ'(c')) ∂c'/∂h,                  ∂h'/∂c = diag(o φ'(c') f)
+    (∂/∂x alike with the W_i· blocks).
+
+Random construction follows PyTorch's: every weight and bias ~ U(−s/√D, s/√D) with
+s = ``weight_scale`` (1 by default, PyTorch's own initialisation).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+import numpy as np
+
+from .._validate import as_matrix
+from ..activations import DEFAULT_LEAK, check_activation, dphi, phi
+from ..errors import ParameterError
+from .base import Model
+
+
+def _sigmoid(z):
+    return phi("sigmoid", z)
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class _TorchCell(Model):
+    """Shared layout of the PyTorch-style cells: G gate blocks of D rows each."""
+
+    W_ih: np.ndarray
+    W_hh: np.ndarray
+    b_ih: np.ndarray
+    b_hh: np.ndarray
+    activation: str = "tanh"
+    leak: float = DEFAULT_LEAK
+    seed: int | None = None
+    weight_scale: float | None = None
+
+    GATES: ClassVar[str] = ""
+    PARAMS: ClassVar[tuple[str, ...]] = ("W_ih", "W_hh", "b_ih", "b_hh")
+    SETTINGS: ClassVar[tuple[str, ...]] = ("activation", "leak")
+    PARAM_DIMS: ClassVar[dict] = {"W_ih": ("gate_row", "unit_in"), "W_hh": ("gate_row", "cell_unit"),
+                                  "b_ih": ("gate_row",), "b_hh": ("gate_row",)}
+    MAP: ClassVar[bool] = True  # a discrete map given by ``step``/``step_jacobian``
+
+    def __post_init__(self):
+        from .._validate import as_int, as_scalar
+
+        G = len(self.GATES)
+        self._set("activation", check_activation(self.activation))
+        self._set("leak", as_scalar(self.leak, "leak", low=0.0, high=1.0))
+        W_hh = as_matrix(self.W_hh, "W_hh", (None, None))
+        D = W_hh.shape[1]
+        if D < 1 or W_hh.shape[0] != G * D:
+            raise ParameterError("W_hh", f"must have shape ({G}·D, D) (gates {', '.join(self.GATES)} stacked), "
+                                         f"got {W_hh.shape}")
+        W_ih = as_matrix(self.W_ih, "W_ih", (G * D, None))
+        if W_ih.shape[1] < 1:
+            raise ParameterError("W_ih", f"must have at least one input column, got shape {W_ih.shape}")
+        self._set("W_hh", W_hh)
+        self._set("W_ih", W_ih)
+        self._set("b_ih", as_matrix(self.b_ih, "b_ih", (G * D,)))
+        self._set("b_hh", as_matrix(self.b_hh, "b_hh", (G * D,)))
+        if self.seed is not None:
+            self._set("seed", as_int(self.seed, "seed", low=0))
+
+    # ----------------------------------------------------------------- sizes
+    @property
+    def hidden(self) -> int:
+        return int(self.W_hh.shape[1])
+
+    @property
+    def inputs(self) -> int:
+        return int(self.W_ih.shape[1])
+
+    @property
+    def recurrent(self) -> np.ndarray:
+        return self.W_hh
+
+    def block(self, name: str, gate: str) -> np.ndarray:
+        """The D rows of ``W_ih``/``W_hh``/``b_ih``/``b_hh`` belonging to ``gate``."""
+        k = self.GATES.index(gate)
+        D = self.hidden
+        return getattr(self, name)[k * D:(k + 1) * D]
+
+    def drive(self, X) -> np.ndarray:
+        """The input part of every gate's pre-activation, W_ih x + b_ih: (N, G·D)."""
+        return np.asarray(X, dtype=np.float64) @ self.W_ih.T + self.b_ih
+
+    @classmethod
+    def random(cls, hidden, inputs, *, seed=None, weight_scale=None, activation=None, leak=DEFAULT_LEAK):
+        rng, D, d, seed, ws = cls._rng_and_sizes(hidden, inputs, seed, weight_scale, cls.DEFAULT_WEIGHT_SCALE)
+        G = len(cls.GATES)
+        k = ws / np.sqrt(D)
+        W_ih = rng.uniform(-k, k, (G * D, d))
+        W_hh = rng.uniform(-k, k, (G * D, D))
+        b_ih = rng.uniform(-k, k, G * D)
+        b_hh = rng.uniform(-k, k, G * D)
+        return cls(W_ih, W_hh, b_ih, b_hh, activation=activation or cls.DEFAULT_ACTIVATION, leak=leak, seed=seed,
+                   weight_scale=ws)
+
+    def _phi(self, z):
+        return phi(self.activation, z, self.leak)
+
+    def _dphi(self, z):
+        return dphi(self.activation, z, self.leak)
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class GRU(_TorchCell):
+    """PyTorch's GRU cell (gates r, z, n; module docstring): h' = (1 − z) ⊙ n + z ⊙ h."""
+
+    name: ClassVar[str] = "gru"
+    GATES: ClassVar[str] = "rzn"
+    DESCRIPTION: ClassVar[str] = ("PyTorch GRU: r, z, n gates, h' = (1 − z) ⊙ n + z ⊙ h, "
+                                  "n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))")
+
+    def _gates(self, S, X, gi=None):
+        D = self.hidden
+        gi = self.drive(X) if gi is None else gi
+        gh = S @ self.W_hh.T + self.b_hh
+        r = _sigmoid(gi[:, :D] + gh[:, :D])
+        z = _sigmoid(gi[:, D:2 * D] + gh[:, D:2 * D])
+        q = gh[:, 2 * D:]
+        a_n = gi[:, 2 * D:] + r * q
+        return r, z, q, a_n, self._phi(a_n)
+
+    def step(self, S, X, gi=None):
+        """h_t for row-batched h_{t-1} = S (N, D) and x_t = X (N, d) (or the drive ``gi``)."""
+        S = np.asarray(S, dtype=np.float64)
+        _, z, _, _, n = self._gates(S, X, gi)
+        return (1.0 - z) * n + z * S
+
+    def step_jacobian(self, S, X, *, inputs: bool = False, gi=None):
+        """∂h_t/∂h_{t-1} (N, D, D), and with ``inputs`` also ∂h_t/∂x_t (N, D, d)."""
+        S = np.asarray(S, dtype=np.float64)
+        r, z, q, a_n, n = self._gates(S, X, gi)
+        dn = self._dphi(a_n)
+        qr = q * r * (1.0 - r)
+        gz = (S - n) * z * (1.0 - z)
+        one_z = 1.0 - z
+        W_hr, W_hz, W_hn = (self.block("W_hh", g) for g in "rzn")
+        J = (one_z * dn)[:, :, None] * (r[:, :, None] * W_hn + qr[:, :, None] * W_hr) + gz[:, :, None] * W_hz
+        idx = np.arange(self.hidden)
+        J[:, idx, idx] += z
+        if not inputs:
+            return J
+        W_ir, W_iz, W_in = (self.block("W_ih", g) for g in "rzn")
+        Jx = (one_z * dn)[:, :, None] * (W_in[None] + qr[:, :, None] * W_ir) + gz[:, :, None] * W_iz
+        return J, Jx
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class LSTM(_TorchCell):
+    """PyTorch's LSTM cell (gates i, f, g, o; module docstring) on the state s = [h; c] ∈ R^{2D}."""
+
+    name: ClassVar[str] = "lstm"
+    GATES: ClassVar[str] = "ifgo"
+    DESCRIPTION: ClassVar[str] = ("PyTorch LSTM: i, f, g, o gates, c' = f ⊙ c + i ⊙ g, h' = o ⊙ tanh(c'); "
+                                  "the state is s = [h; c] (2·hidden)")
+
+    @property
+    def state_size(self) -> int:
+        return 2 * self.hidden
+
+    def state_labels(self):
+        return ("h",) * self.hidden + ("c",) * self.hidden
+
+    def _gates(self, S, X, gi=None):
+        D = self.hidden
+        h, c = S[:, :D], S[:, D:]
+        gi = self.drive(X) if gi is None else gi
+        a = gi + h @ self.W_hh.T + self.b_hh
+        i = _sigmoid(a[:, :D])
+        f = _sigmoid(a[:, D:2 * D])
+        a_g = a[:, 2 * D:3 * D]
+        g = self._phi(a_g)
+        o = _sigmoid(a[:, 3 * D:])
+        c2 = f * c + i * g
+        return h, c, i, f, a_g, g, o, c2
+
+    def step(self, S, X, gi=None):
+        """s_t = [h_t; c_t] for row-batched s_{t-1} = S (N, 2D) and x_t = X (N, d)."""
+        S = np.asarray(S, dtype=np.float64)
+        _, _, _, _, _, _, o, c2 = self._gates(S, X, gi)
+        return np.concatenate([o * self._phi(c2), c2], axis=1)
+
+    def step_jacobian(self, S, X, *, inputs: bool = False, gi=None):
+        """∂s_t/∂s_{t-1} (N, 2D, 2D), and with ``inputs`` also ∂s_t/∂x_t (N, 2D, d)."""
+        S = np.asarray(S, dtype=np.float64)
+        D = self.hidden
+        h, c, i, f, a_g, g, o, c2 = self._gates(S, X, gi)
+        t = self._phi(c2)
+        dt = self._dphi(c2)
+        ci, cf, cg = g * i * (1.0 - i), c * f * (1.0 - f), i * self._dphi(a_g)
+        ho, hc = t * o * (1.0 - o), o * dt
+
+        def rows(name):
+            Wi, Wf, Wg, Wo = (self.block(name, k) for k in "ifgo")
+            dc = cf[:, :, None] * Wf + ci[:, :, None] * Wi + cg[:, :, None] * Wg
+            dh = ho[:, :, None] * Wo + hc[:, :, None] * dc
+            return dh, dc
+
+        N = S.shape[0]
+        J = np.zeros((N, 2 * D, 2 * D))
+        dh, dc = rows("W_hh")
+        J[:, :D, :D], J[:, D:, :D] = dh, dc
+        idx = np.arange(D)
+        J[:, D + idx, D + idx] = f
+        J[:, idx, D + idx] = hc * f
+        if not inputs:
+            return J
+        dhx, dcx = rows("W_ih")
+        return J, np.concatenate([dhx, dcx], axis=1)

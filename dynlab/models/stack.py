@@ -1,0 +1,245 @@
+"""A stack of discrete recurrent layers (``torch.nn.RNN``/``GRU``/``LSTM`` with ``num_layers`` > 1).
+
+Layer 1 reads the input x_t; layer ℓ > 1 reads layer ℓ − 1's output at the same step (PyTorch's
+multi-layer semantics, no dropout):
+
+    s^(1)_t = step_1(s^(1)_{t-1}, x_t),   s^(ℓ)_t = step_ℓ(s^(ℓ)_{t-1}, out(s^(ℓ−1)_t)).
+
+The dynamical state is the concatenation s = [s^(1); …; s^(L)] (an LSTM layer contributes
+[h; c]), so the top layer's output comes last; every analysis runs on s.  Its one-step Jacobian
+is block lower triangular,
+
+    ∂s^(ℓ)_t/∂s_{t-1} = [0 … J_ℓ … 0] + Jx_ℓ P_{ℓ−1} ∂s^(ℓ−1)_t/∂s_{t-1},
+
+with J_ℓ, Jx_ℓ the layer's own state and input Jacobians and P_{ℓ−1} the selection of layer
+ℓ − 1's output (``output_slice``).  Layers: ``rnn`` (and the other one-line cells), ``gru``,
+``lstm`` — any model with ``step``/``step_jacobian``.
+
+Parameters are stored per layer under ``layer{ℓ}_`` (``layer2_W_hh``); the dimensions of a
+layer's matrices are renamed so they cannot clash with the stack's state dimension ``unit``
+(``cell_unit``, ``cell_unit_from``, ``gate_row``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+import numpy as np
+
+from .._validate import as_int
+from ..errors import ParameterError
+from .base import Model
+
+#: Layer kinds ``make_model("stack", …, cell=…)`` builds.
+CELLS = ("rnn", "gru", "lstm")
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class Stack(Model):
+    """L ≥ 1 discrete recurrent layers; layer ℓ > 1 reads layer ℓ − 1's output (module docstring).
+
+    Example
+    -------
+    >>> m = make_model("stack", 16, 3, cell="lstm", layers=2, seed=0)
+    >>> m.state_size          # [h1; c1; h2; c2]
+    64
+    """
+
+    layers: tuple
+    seed: int | None = None
+    weight_scale: float | None = None
+
+    name: ClassVar[str] = "stack"
+    SETTINGS: ClassVar[tuple[str, ...]] = ("cell", "n_layers")
+    MAP: ClassVar[bool] = True
+    DESCRIPTION: ClassVar[str] = ("stack of rnn/gru/lstm layers (PyTorch num_layers > 1): layer ℓ reads layer ℓ−1's "
+                                  "output; the state is every layer's state, the top layer's last")
+
+    def __post_init__(self):
+        layers = tuple(self.layers) if isinstance(self.layers, (list, tuple)) else ()
+        if not layers:
+            raise ParameterError("layers", "must be a non-empty sequence of recurrent layers")
+        for i, m in enumerate(layers):
+            if not (isinstance(m, Model) and hasattr(m, "step") and hasattr(m, "step_jacobian")):
+                raise ParameterError("layers", f"layer {i + 1} must be a discrete cell with a step map "
+                                               f"(rnn, gru, lstm, …), got {type(m).__name__}")
+            if isinstance(m, Stack):
+                raise ParameterError("layers", f"layer {i + 1} is itself a stack; give its layers instead")
+        kinds = {(type(m), m.hidden) for m in layers}
+        if len(kinds) > 1:
+            raise ParameterError("layers", "every layer must be of one kind and one hidden size (as in "
+                                           "PyTorch's multi-layer modules), got "
+                                           + ", ".join(f"{m.name}({m.hidden})" for m in layers))
+        for i in range(1, len(layers)):
+            want = layers[i - 1].hidden
+            if layers[i].inputs != want:
+                raise ParameterError("layers", f"layer {i + 1} takes {layers[i].inputs} inputs but layer {i} "
+                                               f"outputs {want}")
+        self._set("layers", layers)
+        if self.seed is not None:
+            self._set("seed", as_int(self.seed, "seed", low=0))
+
+    # ----------------------------------------------------------------- sizes
+    @property
+    def n_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def hidden(self) -> int:
+        """The top layer's hidden size (the size of the network's output)."""
+        return self.layers[-1].hidden
+
+    @property
+    def inputs(self) -> int:
+        return self.layers[0].inputs
+
+    @property
+    def activation(self) -> str:
+        acts = [m.activation for m in self.layers]
+        return acts[0] if len(set(acts)) == 1 else ",".join(acts)
+
+    @property
+    def leak(self) -> float:
+        return self.layers[0].leak
+
+    @property
+    def cell(self) -> str:
+        names = [m.name for m in self.layers]
+        return names[0] if len(set(names)) == 1 else ",".join(names)
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Where each layer's state starts in s (length L + 1; the last entry is ``state_size``)."""
+        return np.concatenate([[0], np.cumsum([m.state_size for m in self.layers])]).astype(np.int64)
+
+    @property
+    def state_size(self) -> int:
+        return int(self.offsets[-1])
+
+    def state_labels(self):
+        out = []
+        for ell, m in enumerate(self.layers, start=1):
+            own = m.state_labels() or ("h",) * m.state_size
+            out.extend(f"{p}{ell}" for p in own)
+        return tuple(out)
+
+    @property
+    def output_slice(self) -> slice:
+        top = self.layers[-1].output_slice
+        o = int(self.offsets[-2])
+        return slice(o + top.start, o + top.stop)
+
+    # ---------------------------------------------------------- parameters
+    def params(self) -> dict:
+        out = {}
+        for ell, m in enumerate(self.layers, start=1):
+            out.update({f"layer{ell}_{k}": v for k, v in m.params().items()})
+        return out
+
+    def settings(self) -> dict:
+        out = {"cell": self.cell, "n_layers": self.n_layers, "activation": self.activation}
+        for ell, m in enumerate(self.layers, start=1):
+            out.update({f"layer{ell}_{k}": v for k, v in m.settings().items()})
+        return out
+
+    @property
+    def PARAM_DIMS(self) -> dict:  # noqa: N802  (read like the class attribute of the other models)
+        """Per-layer dimension names that cannot clash with the stack's state dimension ``unit``."""
+        from .._dataset import _dims_of
+
+        out = {}
+        for ell, m in enumerate(self.layers, start=1):
+            own = getattr(m, "PARAM_DIMS", {})
+            for k, v in m.params().items():
+                dims = own.get(k) or _dims_of(k, np.asarray(v))
+                ren = {"unit": "cell_unit", "unit_from": "cell_unit_from"}
+                if ell > 1:
+                    ren["unit_in"] = "cell_unit_from" if "cell_unit" not in dims and "unit" in dims else "cell_unit"
+                out[f"layer{ell}_{k}"] = tuple(ren.get(d, d) for d in dims)
+        return out
+
+    def replace(self, **changes) -> "Stack":
+        """A copy with some fields changed; ``layer{ℓ}_<param>`` keys change one layer's parameter."""
+        layered = {k: v for k, v in changes.items() if k.startswith("layer") and "_" in k}
+        rest = {k: v for k, v in changes.items() if k not in layered}
+        layers = list(self.layers)
+        for key, value in layered.items():
+            head, _, param = key.partition("_")
+            ell = int(head[5:]) - 1
+            layers[ell] = layers[ell].replace(**{param: value})
+        return dataclasses.replace(self, layers=tuple(layers), **rest)
+
+    # -------------------------------------------------------------- the map
+    def split(self, S) -> list:
+        o = self.offsets
+        return [S[:, o[i]:o[i + 1]] for i in range(self.n_layers)]
+
+    def step(self, S, X, gi=None):
+        """s_t for row-batched s_{t-1} = S (N, n) and x_t = X (N, d)."""
+        S = np.asarray(S, dtype=np.float64)
+        inp = np.asarray(X, dtype=np.float64)
+        out = []
+        for m, s in zip(self.layers, self.split(S)):
+            s2 = m.step(s, inp)
+            out.append(s2)
+            inp = s2[:, m.output_slice]
+        return np.concatenate(out, axis=1)
+
+    def step_jacobian(self, S, X, *, inputs: bool = False, gi=None):
+        """∂s_t/∂s_{t-1} (N, n, n), and with ``inputs`` also ∂s_t/∂x_t (N, n, d) (module docstring)."""
+        S = np.asarray(S, dtype=np.float64)
+        N, n = S.shape
+        o = self.offsets
+        J = np.zeros((N, n, n))
+        Jx = np.zeros((N, n, self.inputs)) if inputs else None
+        inp = np.asarray(X, dtype=np.float64)
+        below = None  # ∂(output of the layer below at t)/∂s_{t-1} and /∂x_t
+        for ell, (m, s) in enumerate(zip(self.layers, self.split(S))):
+            Jl, Jxl = m.step_jacobian(s, inp, inputs=True)
+            rows = slice(o[ell], o[ell + 1])
+            J[:, rows, rows] = Jl
+            if below is None:
+                if inputs:
+                    Jx[:, rows] = Jxl
+            else:
+                J[:, rows] += np.matmul(Jxl, below[0])
+                if inputs:
+                    Jx[:, rows] = np.matmul(Jxl, below[1])
+            own = J[:, rows][:, m.output_slice]
+            below = (own, Jx[:, rows][:, m.output_slice] if inputs else None)
+            inp = m.step(s, inp)[:, m.output_slice]
+        return (J, Jx) if inputs else J
+
+    # ---------------------------------------------------------------- random
+    @classmethod
+    def random(cls, hidden, inputs, *, seed=None, weight_scale=None, cell="gru", layers=2, activation=None):
+        from .cells import RNN
+        from .gru_lstm import GRU, LSTM
+
+        L = as_int(layers, "layers", low=1)
+        cell = str(cell).strip().lower()
+        if cell not in CELLS:
+            raise ParameterError("cell", f"must be one of {', '.join(CELLS)}, got {cell!r}")
+        kind = {"rnn": RNN, "gru": GRU, "lstm": LSTM}[cell]
+        if seed is not None:
+            seed = as_int(seed, "seed", low=0)
+        extra = {} if activation is None else {"activation": activation}
+        built = []
+        d = inputs
+        for ell in range(L):
+            m = kind.random(hidden, d, seed=None if seed is None else seed + ell, weight_scale=weight_scale, **extra)
+            built.append(m)
+            d = m.hidden
+        return cls(tuple(built), seed=seed, weight_scale=built[0].weight_scale)
+
+    def __repr__(self) -> str:
+        """One line, in the style of every model's: sizes, settings, then each layer's arrays by
+        shape under ``layer{ℓ}_`` (``Stack(hidden=16, inputs=3, cell='lstm', n_layers=2, …,
+        layer1_W_ih=<array 64×3>, …)``)."""
+        from .._repr import value
+
+        head = [f"hidden={self.hidden}", f"inputs={self.inputs}", f"state_size={self.state_size}",
+                f"cell={self.cell!r}", f"n_layers={self.n_layers}", f"activation={self.activation!r}",
+                f"seed={self.seed}", f"weight_scale={self.weight_scale}"]
+        arrays = [f"{k}={value(v)}" for k, v in self.params().items()]
+        return f"Stack({', '.join(head + arrays)})"
