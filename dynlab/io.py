@@ -39,6 +39,8 @@ def save_model(model: Model, path) -> str:
 
 def _from_fields(name: str, params: dict, settings: dict, param: str) -> Model:
     cls = get_model_class(name, param)
+    if cls.name == "stack":
+        return _stack_from_fields(params, settings, param)
     kwargs = dict(params)
     for k, v in settings.items():
         if k == "lowrank":
@@ -50,6 +52,29 @@ def _from_fields(name: str, params: dict, settings: dict, param: str) -> Model:
         return cls(**kwargs)
     except TypeError as exc:
         raise ParameterError(param, f"does not describe a {name} model ({exc})") from None
+
+
+def _stack_from_fields(params: dict, settings: dict, param: str) -> Model:
+    """A ``Stack`` from the ``layer{ℓ}_<name>`` entries ``save_model`` writes (``cell``, ``n_layers``)."""
+    from .models import Stack
+
+    try:
+        L = int(settings.get("n_layers"))
+    except (TypeError, ValueError):
+        raise ParameterError(param, "does not describe a stack model (no n_layers setting)") from None
+    cells = str(settings.get("cell", "")).split(",")
+    cells = cells * L if len(cells) == 1 else cells
+    if len(cells) != L:
+        raise ParameterError(param, f"does not describe a stack model (cell {settings.get('cell')!r}, {L} layers)")
+    layers = []
+    for ell in range(1, L + 1):
+        head = f"layer{ell}_"
+        own = {k[len(head):]: v for k, v in params.items() if k.startswith(head)}
+        sets = {k[len(head):]: v for k, v in settings.items() if k.startswith(head)}
+        layers.append(_from_fields(cells[ell - 1], own, sets, param))
+    meta = {k: (None if (isinstance(settings.get(k), str) and settings[k] == "none") else settings.get(k))
+            for k in _META}
+    return Stack(tuple(layers), **meta)
 
 
 def load_model(path) -> Model:
