@@ -390,7 +390,10 @@ def _solve_batched(J, rhs):
     except np.linalg.LinAlgError:
         out = np.empty_like(rhs)
         for n in range(J.shape[0]):
-            out[n] = np.linalg.lstsq(J[n], rhs[n], rcond=None)[0]
+            try:
+                out[n] = np.linalg.solve(J[n], rhs[n])
+            except np.linalg.LinAlgError:
+                out[n] = np.linalg.lstsq(J[n], rhs[n], rcond=None)[0]
         return out
 
 
@@ -735,8 +738,9 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
     states y ~ N(0, spread²), each run up to ``trajectory_steps`` Euler steps of the natural step
     size (for the maps: steps of the map itself; start n is the point after
     ⌊trajectory_steps·u_n²⌋ steps, u_n uniform, so early points — far from the attractors, near
-    saddles and slow regions — are favoured).  q(y) = ½‖F(y)‖² is minimised from each by batched
-    Levenberg–Marquardt.  Minima with ‖F‖∞ reachable to ``tol`` are polished by Newton and kept
+    saddles and slow regions — are favoured).  From each, batched damped Newton runs first
+    (``NEWTON_FIRST_ITERS`` iterations: most starts converge to a root in a few) and
+    q(y) = ½‖F(y)‖² is minimised by batched Levenberg–Marquardt for the rest.  Minima with ‖F‖∞ reachable to ``tol`` are polished by Newton and kept
     as roots, deduplicated (distance ≤ ``dedup_tol``·(1 + ‖y‖)), and certified by the
     Newton–Kantorovich test of ``System.certify``; minima that are no roots but have
     q ≤ ``slow_tol`` are kept as slow points (``kind`` 0).  A second pass starts halfway between
@@ -824,7 +828,7 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
         Y.append(s)
     Y = np.vstack(Y)
     c = system.c_rows(xa, Y.shape[0])
-    Y, q = _levenberg_marquardt(system, c, Y, max_iter=max_iter)
+    Y, q, its = _search(system, c, Y, tol, max_iter)
     # second pass: saddles separate attractors, so start again halfway between every pair of
     # distinct minima found (a cheap way not to miss the unstable equilibria between them)
     good = Y[q <= max(slow_tol, tol)]
@@ -836,11 +840,12 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
     if mids:
         M = np.array(mids)
         cM = system.c_rows(xa, M.shape[0])
-        M, qM = _levenberg_marquardt(system, cM, M, max_iter=max_iter)
-        Y, q, c = np.vstack([Y, M]), np.concatenate([q, qM]), np.vstack([c, cM])
+        M, qM, itsM = _search(system, cM, M, tol, max_iter)
+        Y, q, c, its = np.vstack([Y, M]), np.concatenate([q, qM]), np.vstack([c, cM]), np.concatenate([its, itsM])
     # polish every start whose q is small enough to be a root or a slow point
     cand = q <= max(slow_tol, tol)
     Yp, rp, itp, okp = newton_batched(system, c[cand], Y[cand], tol=tol, max_iter=50)
+    itp = itp + its[cand]
     roots, slow = [], []
     for yv, r, it, ok, y_lm, q_lm in zip(Yp, rp, itp, okp, Y[cand], q[cand]):
         if ok:
@@ -876,7 +881,8 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
         "converged": xr.Variable(("point",), (resP <= tol).astype(np.int8), {"long_name": f"residual ≤ {tol:g}",
                                                                             "units": "1"}),
         "iterations": xr.Variable(("point",), np.array(iters, dtype=np.int64),
-                                  {"long_name": "Newton polish iterations after the q minimisation", "units": "1"}),
+                                  {"long_name": "Newton iterations (search and polish) of the first start that "
+                                                "ended here; Levenberg–Marquardt steps not counted", "units": "1"}),
         "certified": xr.Variable(("point",), cert.astype(np.int8),
                                  {"long_name": "a unique true root proven nearby (Newton–Kantorovich)", "units": "1"}),
         "certified_radius": xr.Variable(("point",), radius, {"long_name": "radius of the ball holding the true root",
@@ -914,6 +920,27 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
     ds = xr.Dataset(data, attrs=attrs)
     ds = ds.assign_coords(_part_coords(model))
     return finish(ds, "fixed_points")
+
+
+#: Newton iterations from every start before the rows that have not converged go on by
+#: Levenberg–Marquardt (``_search``).
+NEWTON_FIRST_ITERS = 20
+
+
+def _search(system, c, Y, tol, max_iter):
+    """Roots and minima of q = ½‖F‖² from every row: damped Newton (line search on ‖F‖₂, which
+    only decreases ‖F‖) for ``NEWTON_FIRST_ITERS`` iterations — most starts near an attractor
+    or a saddle converge in a few —, then batched Levenberg–Marquardt from where Newton stopped
+    for the rows that did not converge.  Returns (y, q, Newton iterations)."""
+    Yn, res, its, ok = newton_batched(system, c, Y, tol=tol, max_iter=NEWTON_FIRST_ITERS)
+    F = system.F(Yn, c)
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = 0.5 * np.sum(F * F, axis=1)
+    rest = np.flatnonzero(~ok)
+    if rest.size:  # from the start again: where Newton did not converge it may have wandered off
+        Yn[rest], q[rest] = _levenberg_marquardt(system, c[rest], Y[rest], max_iter=max_iter)
+        its[rest] = 0
+    return Yn, np.where(np.isfinite(q), q, np.inf), its
 
 
 def _dedup_roots(roots, dedup_tol):
@@ -1036,9 +1063,16 @@ def _certificate_note(system) -> str:
 
 
 
-def _levenberg_marquardt(system: System, c, y, *, max_iter=200, gtol=1e-15):
+#: Levenberg–Marquardt hands a row to the Newton polish once ‖F‖∞ ≤ this (deep inside Newton's
+#: quadratic basin for every model dynlab has; the polish takes it to ``tol``).
+LM_FTOL = 1e-9
+
+
+def _levenberg_marquardt(system: System, c, y, *, max_iter=200, gtol=1e-15, ftol=LM_FTOL):
     """Minimise q(y) = ½‖F(y)‖² from every row at once (batched Levenberg–Marquardt:
-    (JᵀJ + μI) δ = −JᵀF, μ shrunk on success and grown on failure).  Returns (y, q)."""
+    (JᵀJ + μI) δ = −JᵀF, μ shrunk on success and grown on failure); a row stops at a stationary
+    point (‖JᵀF‖∞ ≤ gtol), at ‖F‖∞ ≤ ftol (a root for Newton to polish) or when μ > 1e12.
+    Returns (y, q)."""
     y = y.copy()
     N, D = y.shape
     F = system.F(y, c)
@@ -1065,6 +1099,7 @@ def _levenberg_marquardt(system: System, c, y, *, max_iter=200, gtol=1e-15):
         y[b], F[b], q[b] = y_new[better], F_new[better], q_new[better]
         mu[b] = np.maximum(mu[b] / 3.0, 1e-12)
         mu[idx[~better]] *= 4.0
-        small = (np.max(np.abs(g), axis=1) <= gtol) | (q[idx] <= 1e-30) | (mu[idx] > 1e12)
+        small = ((np.max(np.abs(g), axis=1) <= gtol) | (q[idx] <= 1e-30) | (mu[idx] > 1e12)
+                 | (np.max(np.abs(F[idx]), axis=1) <= ftol))
         active[idx[small]] = False
     return y, q
