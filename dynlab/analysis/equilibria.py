@@ -270,6 +270,14 @@ class System:
         c = self.c(x)
         return np.array(np.broadcast_to(c, (n, c.shape[-1])))
 
+    def step_jacobian(self, y, c, inputs=False):
+        """The step maps' ∂step/∂s (and ∂step/∂x) at row-batched (y, x = c), through
+        ``dynlab.analysis.jacobians.jacobian_at`` (its fastest path for the model)."""
+        from .jacobians import jacobian_at
+
+        return jacobian_at(self.model, np.asarray(c, dtype=np.float64), np.asarray(y, dtype=np.float64),
+                           inputs=inputs)
+
     def F(self, y, c):
         if self.kind == "step":
             return self.model.step(y, c) - y
@@ -278,7 +286,7 @@ class System:
     def jac(self, y, c):
         """∂F/∂y (N, D, D)."""
         if self.kind == "step":
-            J = self.model.step_jacobian(y, c)
+            J = np.array(self.step_jacobian(y, c))
             idx = np.arange(self.D)
             J[:, idx, idx] -= 1.0
             return J
@@ -707,7 +715,7 @@ def implicit_derivatives(system: System, y, c):
     model = system.model
     Fy = system.jac(y, c)
     if system.kind == "step":
-        _, Jx = model.step_jacobian(y, c, inputs=True)
+        _, Jx = system.step_jacobian(y, c, inputs=True)
         return -np.linalg.solve(Fy, Jx), None
     d = dphi(system.activation, y @ system.R.T + c, system.leak)
     dFdx = (system.gamma * d)[:, :, None] * model.W[None]
