@@ -114,7 +114,7 @@ def _pc_panel(ds, ax, three, max_traj):
     if ex.size > 1:
         ax.set_ylabel(f"PC 2 ({100 * ex[1]:.0f}%)")
     if three:
-        ax.set_zlabel(f"PC 3 ({100 * ex[2]:.0f}%)", labelpad=-1)
+        ax.set_zlabel(f"PC 3 ({100 * ex[2]:.0f}%)", labelpad=4)
         ax.view_init(elev=22, azim=-55)
     name = entry_title(ds, entries(ds)[0])
     ax.set_title(f"fixed points of the {name} (x = {np.array2string(ds['x'].values, precision=2)}), "
