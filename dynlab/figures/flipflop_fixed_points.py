@@ -32,7 +32,7 @@ from ._recipe import Recipe
 NAME = "flipflop-fixed-points"
 #: (D, T, iterations, batch, lr, test trajectories, starts, seeds) quick and full
 QUICK = (16, 50, 300, 32, 2e-2, 32, 256, (0, 1, 2))
-FULL = (64, 100, 1500, 64, 1e-2, 64, 1024, (0, 1, 2, 3, 4))
+FULL = (64, 100, 1000, 64, 1e-2, 64, 1024, (0, 1, 2, 3, 4))
 BRANCH_STEPS = 1000
 BRANCH_EPS = 1e-3
 N_BITS = 3
