@@ -189,6 +189,14 @@ def irnn_equilibrium(model: IRNN, x, h_prev=None, *, method: str = "newton", tol
 #   rnn, fastrnn, antisymmetric, rin (gated form h ← a h + c·φ(R h + W x + b))
 #            y = h, γ = c, β = 1 − a: F(h) = step(h) − h, a fixed point of the map.
 #
+# The models given by their step map alone (gru, lstm, stack; ``MAP``) are not of that form:
+# their ``System`` (kind "step") has F(s) = step(s, x) − s on the whole state s (an LSTM's
+# [h; c], a stack's concatenated layers) and ∂F/∂s = ∂step/∂s − I, the closed-form step
+# Jacobian; c is then the constant input x itself.  Stability, as for every map, is judged by
+# the step Jacobian's eigenvalues μ = λ + 1 against the unit circle.  The certificate uses the
+# Lipschitz bound of ``dynlab.analysis.lipschitz`` (GRU, LSTM, one-layer stacks; deeper stacks
+# and non-smooth candidate activations are never certified).
+#
 # The "euler" method is y ← y + η F(y): the iRNN recursion itself for the iRNN (η its step
 # size), forward Euler on the CTRNN flow (η = τ by default), plain iteration h ← step(h) for
 # the maps (η = 1).  "rk4" integrates dy/dt = F(y) with fixed steps.
@@ -615,7 +623,8 @@ def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1
 
     iRNN: s = h_eq + sign·h_prev solves α s = φ(U s + W x + b), and h_eq is the state the
     inner recursion tends to as K → ∞ (started from the model's g_0).  CTRNN: −α g + φ(U g +
-    W x + b) = 0.  rnn, fastrnn, antisymmetric, rin: h = step(h, x).  For the non-iRNN models
+    W x + b) = 0.  rnn, fastrnn, antisymmetric, rin: h = step(h, x); gru, lstm, stack: s = step(s, x)
+    on the whole state (an LSTM's [h; c], 2D entries).  For the non-iRNN models
     ``h_prev`` is the state each solve starts from (zeros by default).
 
     Parameters
