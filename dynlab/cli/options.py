@@ -414,7 +414,7 @@ dataset_option = click.option("--dataset", type=click.Choice(("auto", "digits", 
 # ---------------------------------------------------------------- dynlab train
 #: Task names of ``dynlab train`` (tests check this equals ``dynlab.tasks.TASKS``), and the
 #: implicit-network tasks (``--model implicit``).
-TASK_NAMES = ("adding", "adding-ternary", "copy", "digits-pixels", "digits-rows")
+TASK_NAMES = ("adding", "adding-ternary", "copy", "digits-pixels", "digits-rows", "flipflop")
 IMPLICIT_TASK_NAMES = ("xor", "oscillator")
 OPTIMISER_NAMES = ("adam", "rmsprop", "sgd")
 OPTION_OF.update({"task": "--task", "iterations": "--iterations", "lr": "--lr", "optimiser": "--optimiser",
