@@ -418,7 +418,9 @@ def test_sigkill_then_resume_recomputes_only_missing_points(tmp_path):
     g = zarr.open_group(out, mode="r")
     done_at_kill = np.asarray(g["done"][...]).astype(bool)
     stamps_at_kill = np.asarray(g["computed_at"][...])
-    assert 10 <= done_at_kill.sum() < done_at_kill.size
+    # the kill may land between a chunk file's creation and its write: that region reads as
+    # not done (and is recomputed below), so at least 9 of the 10 counted regions are done
+    assert 9 <= done_at_kill.sum() < done_at_kill.size
     r = CliRunner().invoke(main, ["sweep", str(spec), "--out", out, "--resume"])
     assert r.exit_code == 0, r.output
     missing = int(done_at_kill.size - done_at_kill.sum())
