@@ -15,10 +15,10 @@ from .harness import format_rows, run_workload
 
 
 def all_workloads():
-    from . import cli, equilibria, forward, gradnorm, partition, spectra, sweep, train
+    from . import cli, equilibria, fixed_points, forward, gradnorm, partition, spectra, sweep, train
 
     found = []
-    for module in (forward, cli, gradnorm, equilibria, spectra, sweep, partition, train):
+    for module in (forward, cli, gradnorm, equilibria, fixed_points, spectra, sweep, partition, train):
         found.extend(module.WORKLOADS)
     return {w.name: w for w in found}
 

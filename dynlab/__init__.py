@@ -52,6 +52,7 @@ _EXPORTS = {
     "write_dataset": "dynlab.io",
     "read_dataset": "dynlab.io",
     "model_from_dataset": "dynlab.io",
+    "from_torch": "dynlab.torch_import",
     # errors
     "DynlabError": "dynlab.errors",
     "ParameterError": "dynlab.errors",

@@ -41,7 +41,9 @@ class RunSpec:
     seed : int
         Seeds both the random weights and the input sequence.
     weights : str or None
-        A ``.npz`` written by ``dynlab.save_model``; replaces random construction.
+        A ``.npz`` written by ``dynlab.save_model``, or a PyTorch network's parameters under
+        PyTorch's names (``.safetensors`` or ``.npz``; ``model`` then names the kind, rnn, gru or
+        lstm, and ``activation`` an RNN's nonlinearity); replaces random construction.
     steps, batch : int, int or None
         Sequence length T and number of sequences B (None: one unbatched sequence).
     input : str
@@ -115,13 +117,13 @@ def build_model(spec: RunSpec, name: str | None = None, *, like=None):
 
         fixed = {"hidden": spec.hidden, "inputs": spec.inputs, "weight_scale": spec.weight_scale,
                  **spec.given_settings()}
+        fixed.pop("activation", None)  # a PyTorch RNN's nonlinearity: load_model takes it, or refuses it for a dynlab file
         for key, value in fixed.items():
             if value is not None:
                 raise ParameterError(key, "cannot be combined with weights: the weights file fixes the model")
-        model = load_model(spec.weights)
-        if spec.model is not None and get_model_class(spec.model).name != model.name:
-            raise ParameterError("model", f"is {spec.model!r} but {spec.weights} holds a {model.name!r} model")
-        return model
+        # load_model checks ``model`` against the file (a file of PyTorch parameters: the kind of
+        # module they are from, rnn/gru/lstm; several layers make a stack of that kind)
+        return load_model(spec.weights, spec.model, activation=spec.activation)
 
     return make_model(spec.model or DEFAULT_MODEL,
                       DEFAULT_HIDDEN if spec.hidden is None else spec.hidden,

@@ -34,6 +34,12 @@ def _train():
     return dl.train_model(dl.make_model("irnn", 6, 2, K=2, seed=0), task, iterations=3, record_every=1)
 
 
+def _gru_fixed_points():
+    m = dl.make_model("gru", 4, 3, weight_scale=3.0, seed=0)
+    H = dl.simulate(m, dl.tasks.flipflop(30, 4, seed=0)[0])["h"].values
+    return dl.fixed_points(m, np.zeros(3), n_starts=16, trajectories=H)
+
+
 # name → (the call, the plot_* function that draws it, the expected attrs["result"])
 CALLS = {
     "simulate": (lambda: dl.simulate(_irnn(), _x()), "plot_states", "simulate"),
@@ -45,7 +51,8 @@ CALLS = {
     "equilibrium-one": (lambda: dl.equilibrium(_irnn(), _x()[0]), "plot_equilibria", "equilibrium"),
     "irnn_equilibrium": (lambda: dl.irnn_equilibrium(_irnn(), _x()[:8]), "plot_equilibria", "irnn_equilibrium"),
     "fixed_points": (lambda: dl.fixed_points(dl.make_model("rnn", 2, 1, weight_scale=2.0, seed=1), _x()[0]),
-                     "plot_equilibria", "fixed_points"),
+                     "plot_fixed_points", "fixed_points"),
+    "fixed_points-trajectories": (lambda: _gru_fixed_points(), "plot_fixed_points", "fixed_points"),
     "continuation": (lambda: dl.continuation(dl.make_model("ctrnn", 1, 1, weight_scale=3.0, seed=0), "b", -4, 4,
                                              x=np.zeros(1)), "plot_equilibria", "continuation"),
     "implicit_equilibrium": (lambda: dl.implicit_equilibrium(dl.make_model("implicit", 3, 2, seed=0),

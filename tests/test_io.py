@@ -1,6 +1,8 @@
 """Weights (.npz) and Datasets (NetCDF): exact round trips, no pickles, clear errors."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -161,3 +163,70 @@ def test_read_dataset_closes_the_file(tmp_path):
     # overwriting works only if the file was closed
     write_dataset(dynlab.simulate(m, np.ones((4, 1))), path)
     np.testing.assert_array_equal(read_dataset(path).x.values, np.ones((4, 1)))
+
+
+# ============================================== gated models and stacks (and PyTorch-made ones)
+TORCH_FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "torch")
+GATED = {
+    "gru": lambda: dynlab.make_model("gru", 4, 3, seed=0),
+    "lstm-relu": lambda: dynlab.make_model("lstm", 3, 2, seed=1, activation="relu"),
+    "stack-gru": lambda: dynlab.make_model("stack", 3, 2, cell="gru", layers=2, seed=2),
+    "stack-lstm": lambda: dynlab.make_model("stack", 3, 2, cell="lstm", layers=3, seed=3),
+    "stack-rnn": lambda: dynlab.make_model("stack", 3, 2, cell="rnn", layers=2, seed=4, activation="relu"),
+    "torch-lstm-2layer": lambda: dynlab.load_model(os.path.join(TORCH_FIXTURES, "lstm-2layer.safetensors")),
+}
+
+
+def _layers(m):
+    return list(m.layers) if isinstance(m, dynlab.Stack) else [m]
+
+
+def _same_gated(a, b):
+    """Bitwise parameters, settings, seeds and weight scales (a stack's: of every layer too)."""
+    assert type(a) is type(b)
+    pa, pb = a.params(), b.params()
+    assert pa.keys() == pb.keys()
+    for k in pa:
+        assert np.asarray(pa[k]).tobytes() == np.asarray(pb[k]).tobytes(), k
+    assert a.settings() == b.settings() and (a.seed, a.weight_scale) == (b.seed, b.weight_scale)
+    for la, lb in zip(_layers(a), _layers(b)):
+        assert (la.seed, la.weight_scale, la.settings()) == (lb.seed, lb.weight_scale, lb.settings())
+
+
+@pytest.mark.parametrize("case", list(GATED))
+def test_gated_models_round_trip_through_npz_and_datasets(case, tmp_path):
+    """save_model/load_model and a simulate Dataset written to NetCDF rebuild the model bit for
+    bit (a stack's layers under ``layer{ℓ}_``), and the rebuilt model reruns the same states."""
+    m = GATED[case]()
+    back = dynlab.load_model(dynlab.save_model(m, tmp_path / "w.npz"))
+    _same_gated(m, back)
+    rng = np.random.default_rng(5)
+    x, h0 = rng.standard_normal((2, 6, m.inputs)), 0.3 * rng.standard_normal((2, m.state_size))
+    ds = dynlab.simulate(m, x, h0)
+    read = dynlab.read_dataset(dynlab.write_dataset(ds, tmp_path / "run.nc"))
+    again = dynlab.model_from_dataset(read)
+    _same_gated(m, again)
+    np.testing.assert_array_equal(dynlab.simulate(again, read.x.values, read.h0.values).h.values, ds.h.values)
+    np.testing.assert_array_equal(dynlab.simulate(back, x, h0).h.values, ds.h.values)
+
+
+def test_load_model_checks_the_kind_of_a_dynlab_file(tmp_path):
+    """``model=`` of a dynlab file must be what it holds; a stack counts as its layers' kind."""
+    path = dynlab.save_model(dynlab.make_model("stack", 3, 2, cell="gru", layers=2, seed=0), tmp_path / "s.npz")
+    assert dynlab.load_model(path, "gru").name == "stack" and dynlab.load_model(path, "stack").name == "stack"
+    with pytest.raises(ParameterError) as info:
+        dynlab.load_model(path, "lstm")
+    assert info.value.param == "model" and "holds a 'stack' model" in info.value.message
+    with pytest.raises(ParameterError) as info:
+        dynlab.load_model(path, activation="relu")
+    assert info.value.param == "activation" and "dynlab weights file" in info.value.message
+
+
+def test_a_stack_of_given_layers_keeps_their_seeds_in_npz(tmp_path):
+    """Layers built on their own keep their seeds through save_model (a Dataset records only the
+    stack's seed, from which model_from_dataset derives Stack.random's seed + ℓ − 1)."""
+    layers = (dynlab.make_model("gru", 3, 2, seed=7), dynlab.make_model("gru", 3, 3, seed=1, weight_scale=0.5))
+    m = dynlab.Stack(layers)
+    back = dynlab.load_model(dynlab.save_model(m, tmp_path / "w.npz"))
+    assert [(la.seed, la.weight_scale) for la in back.layers] == [(7, 1.0), (1, 0.5)]
+    _same_gated(m, back)

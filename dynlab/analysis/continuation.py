@@ -13,7 +13,10 @@ previous one), the predictor X + h t is corrected by Newton on [F(X); tᵀ(X −
 so the branch is followed through folds, where λ turns back.  A fold lies where the tangent's
 λ-component changes sign; it is refined by Newton on the Moore–Spence system
 F(y, λ) = 0, F_y v = 0, lᵀv = 1 (with the analytic φ''), which converges quadratically to the
-point where F_y is singular.  For the piecewise-affine activations (φ'' = 0 on every piece) a
+point where F_y is singular.  For the step maps (gru, lstm, stack: F(s, λ) = step(s, x(λ)) − s
+on the whole state, continued over x or x<j> only) the second-derivative rows of that Newton
+matrix are central differences of the analytic step Jacobian (``_second_derivatives_fd``); the
+residuals are exact.  For the piecewise-affine activations (φ'' = 0 on every piece) a
 fold is a kink: it is reported where the branch turns, without refinement (``fold_refined`` 0).
 Stability along the branch: as in ``dynlab.equilibrium``.
 """
@@ -36,11 +39,14 @@ class _Family:
     def __init__(self, system: System, over: str, x):
         model = system.model
         self.system, self.over = system, over
-        D, d = model.hidden, model.inputs
+        D, d = model.state_size, model.inputs
         self.x = x
         m = re.fullmatch(r"(x|b)(\d*)|alpha", str(over).strip())
         if m is None:
             raise ParameterError("over", f"must be x, x<j>, b, b<i> or alpha, got {over!r}")
+        if system.kind == "step" and m.group(0) == "alpha" or (system.kind == "step" and m.group(1) == "b"):
+            raise ParameterError("over", f"{model.name} is continued over its input: x or x<j> (its biases are "
+                                         f"b_ih/b_hh per gate; change them with model.replace), got {over!r}")
         self.kind = "alpha" if m.group(0) == "alpha" else m.group(1)
         idx = m.group(2) if m.group(0) != "alpha" else ""
         self.index = int(idx) if idx else None
@@ -55,7 +61,9 @@ class _Family:
         else:
             sel[self.index] = 1.0
         self.sel = sel
-        if self.kind == "x":
+        if system.kind == "step":
+            self.dc = None  # F_λ = ∂step/∂x · sel, from the step's input Jacobian
+        elif self.kind == "x":
             self.dc = model.W @ sel
         elif self.kind == "b":
             self.dc = sel.copy()
@@ -70,8 +78,13 @@ class _Family:
         vec = self.x if self.kind == "x" else model.b
         return float(vec[self.index if self.index is not None else 0])
 
+    def x_at(self, lam):
+        return np.where(self.sel > 0, lam, self.x)
+
     def c_beta(self, lam):
         model, s = self.system.model, self.system
+        if s.kind == "step":
+            return self.x_at(lam), None
         x, b = self.x, model.b
         if self.kind == "x":
             x = np.where(self.sel > 0, lam, x)
@@ -83,12 +96,18 @@ class _Family:
     def F(self, y, lam):
         c, beta = self.c_beta(lam)
         s = self.system
+        if s.kind == "step":
+            return s.model.step(y[None], c[None])[0] - y
         return s.gamma * phi(s.activation, s.R @ y + c, s.leak) - beta * y
 
     def derivs(self, y, lam):
         """(F, F_y, F_λ, z)."""
         c, beta = self.c_beta(lam)
         s = self.system
+        if s.kind == "step":
+            J, Jx = s.model.step_jacobian(y[None], c[None], inputs=True)
+            Fy = J[0] - np.eye(len(y))
+            return s.model.step(y[None], c[None])[0] - y, Fy, Jx[0] @ self.sel, None
         z = s.R @ y + c
         d = dphi(s.activation, z, s.leak)
         Fy = (s.gamma * d)[:, None] * s.R - beta * np.eye(len(y))
@@ -144,16 +163,19 @@ def _moore_spence(fam, y, lam, tol, max_iter=30):
     for _ in range(max_iter):
         y, lam, v = Z[:D], Z[D], Z[D + 1:]
         F, Fy, Fl, z = fam.derivs(y, lam)
-        Rv = s.R @ v
-        dd = d2phi(s.activation, z, s.leak)
         G = np.concatenate([F, Fy @ v, [l_vec @ v - 1.0]])
         res = float(np.max(np.abs(G)))
         if res <= tol:
             return y, lam, True, res
         J = np.zeros((2 * D + 1, 2 * D + 1))
         J[:D, :D], J[:D, D] = Fy, Fl
-        J[D:2 * D, :D] = (s.gamma * dd * Rv)[:, None] * s.R
-        J[D:2 * D, D] = s.gamma * dd * Rv * fam.dc - (s.gamma * v if fam.kind == "alpha" else 0.0)
+        if s.kind == "step":
+            J[D:2 * D, :D], J[D:2 * D, D] = _second_derivatives_fd(fam, y, lam, v)
+        else:
+            Rv = s.R @ v
+            dd = d2phi(s.activation, z, s.leak)
+            J[D:2 * D, :D] = (s.gamma * dd * Rv)[:, None] * s.R
+            J[D:2 * D, D] = s.gamma * dd * Rv * fam.dc - (s.gamma * v if fam.kind == "alpha" else 0.0)
         J[D:2 * D, D + 1:] = Fy
         J[2 * D, D + 1:] = l_vec
         try:
@@ -163,6 +185,31 @@ def _moore_spence(fam, y, lam, tol, max_iter=30):
         if not np.all(np.isfinite(Z)):
             break
     return Z[:D], Z[D], False, res
+
+
+def _second_derivatives_fd(fam, y, lam, v):
+    """∂(F_y v)/∂y and ∂(F_y v)/∂λ for the step maps, by central differences of the analytic
+    Jacobian: since ∂²F_i/∂y_j∂y_k is symmetric in j, k, ∂(F_y v)/∂y = D_v F_y, the derivative of
+    F_y along v, ≈ (F_y(y + εv) − F_y(y − εv))/(2ε); ∂(F_y v)/∂λ ≈ (F_y(λ + ε) − F_y(λ − ε)) v/(2ε)
+    (error O(ε²), ε ~ 1e-5 relative).  Only the Moore–Spence Newton *matrix* is approximate: the
+    residuals F = 0 and F_y v = 0 it drives to ``tol`` are exact, so a converged fold is a fold."""
+    ev = 1e-5 / max(np.linalg.norm(v), 1e-300)
+    Jp = fam.derivs(y + ev * v, lam)[1]
+    Jm = fam.derivs(y - ev * v, lam)[1]
+    el = 1e-5 * max(1.0, abs(lam))
+    Lp = fam.derivs(y, lam + el)[1]
+    Lm = fam.derivs(y, lam - el)[1]
+    return (Jp - Jm) / (2.0 * ev), (Lp - Lm) @ v / (2.0 * el)
+
+
+def _smooth(system) -> bool:
+    """Whether φ'' exists (Moore–Spence refinement of folds): tanh/sigmoid φ, or for the gated
+    maps a smooth candidate activation (their gates are sigmoids)."""
+    if system.kind == "step":
+        model = system.model
+        layers = getattr(model, "layers", (model,))
+        return all(m.activation in ("tanh", "sigmoid", "identity") for m in layers)
+    return system.activation in ("tanh", "sigmoid")
 
 
 @blas_threads("EQUILIBRIA_BLAS_THREADS")
@@ -177,7 +224,8 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
     over : "x", "x<j>", "b", "b<i>" or "alpha" (module docstring)
     lo, hi : the range of λ; the branch starts at λ = lo and is followed until λ leaves [lo, hi]
     x : (d,) the constant input (zeros by default); the swept component is replaced by λ
-    start : (D,) first guess of the equilibrium at λ = lo (default: one Picard step from 0)
+    start : (D,) first guess of the equilibrium at λ = lo (default: one Picard step from 0; for
+        the step maps 200 steps of the map from 0)
     ds, ds_max : first and largest arclength step (default (hi − lo)/200 and (hi − lo)/50); a
         step is halved when the corrector lands farther than 0.3·ds from the predictor or the
         tangent turns by more than ~18°, so the branch is not lost at sharp folds
@@ -213,7 +261,7 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
         raise ParameterError("range", f"needs finite lo < hi, got {lo}, {hi}")
     xa, _ = _inputs(model, np.zeros(model.inputs) if x is None else x)
     fam = _Family(system, over, xa[0])
-    D = model.hidden
+    D = model.state_size
     span = hi - lo
     h = span / 200.0 if ds is None else float(ds)
     h_max = span / 50.0 if ds_max is None else float(ds_max)
@@ -222,7 +270,11 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
     h_min = 1e-10 * span
 
     c0, beta0 = fam.c_beta(lo)
-    if start is None:
+    if start is None and system.kind == "step":
+        y0 = np.zeros(D)  # the map run from 0 to where it settles (a stable point, usually)
+        for _ in range(200):
+            y0 = model.step(y0[None], c0[None])[0]
+    elif start is None:
         y0 = phi(system.activation, c0, system.leak) * system.gamma / max(beta0, 1e-12)
     else:
         y0 = np.asarray(start, dtype=np.float64).reshape(D)
@@ -258,7 +310,7 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
         if tn[-1] * t[-1] < 0:  # λ turned back: a fold between X and Xn
             w = t[-1] / (t[-1] - tn[-1])
             guess = (1 - w) * X + w * Xn
-            if system.activation in ("tanh", "sigmoid"):
+            if _smooth(system):
                 yf, lf, conv, res = _moore_spence(fam, guess[:D], guess[D], tol)
                 if not (conv and min(X[D], Xn[D]) - h <= lf <= max(X[D], Xn[D]) + h):
                     yf, lf, conv = guess[:D], guess[D], False
@@ -319,7 +371,9 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
     }
     attrs = {**model_attrs(model), **base_attrs("numpy", command), "over": str(over), "lo": lo, "hi": hi,
              "n_folds": nf, "stop_reason": reason, "tol": tol, "system": system.kind}
-    return finish(xr.Dataset(data, attrs=attrs), "continuation")
+    from .equilibria import _part_coords
+
+    return finish(xr.Dataset(data, attrs=attrs).assign_coords(_part_coords(model)), "continuation")
 
 
 def _sys_at(system, fam, lam):

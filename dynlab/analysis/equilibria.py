@@ -189,6 +189,14 @@ def irnn_equilibrium(model: IRNN, x, h_prev=None, *, method: str = "newton", tol
 #   rnn, fastrnn, antisymmetric, rin (gated form h ← a h + c·φ(R h + W x + b))
 #            y = h, γ = c, β = 1 − a: F(h) = step(h) − h, a fixed point of the map.
 #
+# The models given by their step map alone (gru, lstm, stack; ``MAP``) are not of that form:
+# their ``System`` (kind "step") has F(s) = step(s, x) − s on the whole state s (an LSTM's
+# [h; c], a stack's concatenated layers) and ∂F/∂s = ∂step/∂s − I, the closed-form step
+# Jacobian; c is then the constant input x itself.  Stability, as for every map, is judged by
+# the step Jacobian's eigenvalues μ = λ + 1 against the unit circle.  The certificate uses the
+# Lipschitz bound of ``dynlab.analysis.lipschitz`` (GRU, LSTM, one-layer stacks; deeper stacks
+# and non-smooth candidate activations are never certified).
+#
 # The "euler" method is y ← y + η F(y): the iRNN recursion itself for the iRNN (η its step
 # size), forward Euler on the CTRNN flow (η = τ by default), plain iteration h ← step(h) for
 # the maps (η = 1).  "rk4" integrates dy/dt = F(y) with fixed steps.
@@ -242,6 +250,12 @@ class System:
             self.gamma, self.beta = 1.0 / model.tau, model.alpha / model.tau
             self.step_size = float(model.tau)
             self.variable = "g"
+        elif getattr(model, "MAP", False) and hasattr(model, "step_jacobian"):
+            # gru, lstm, stack: F(s) = step(s, x) − s on the whole state s (an LSTM's [h; c])
+            self.kind, self.R, self.gamma, self.beta = "step", None, 1.0, 1.0
+            self.step_size = 1.0
+            labels = model.state_labels()
+            self.variable = "h" if labels is None or len(set(labels)) == 1 else "s = " + _state_name(labels)
         elif hasattr(model, "gated_form"):
             a, gain, R = model.gated_form()
             self.kind, self.R, self.gamma, self.beta = "map", np.asarray(R), float(gain), 1.0 - float(a)
@@ -249,18 +263,41 @@ class System:
             self.variable = "h"
         else:
             raise ParameterError("model", f"equilibria are not defined for model {getattr(model, 'name', model)!r}")
-        self.discrete = self.kind == "map"
-        self.D = model.hidden
+        self.discrete = self.kind in ("map", "step")
+        self.D = model.state_size
 
     def c(self, x):
-        """c = W x + b for row-batched x (N, d) → (N, D)."""
+        """c = W x + b for row-batched x (N, d) → (N, D); for the step maps (gru, lstm, stack) the
+        constant input x itself (N, d), which ``step`` reads."""
+        if self.kind == "step":
+            return np.array(x, dtype=np.float64, ndmin=2)
         return np.asarray(x, dtype=np.float64) @ self.model.W.T + self.model.b
 
+    def c_rows(self, x, n):
+        """``c(x)`` of one input (1, d) repeated for n rows (a writable copy)."""
+        c = self.c(x)
+        return np.array(np.broadcast_to(c, (n, c.shape[-1])))
+
+    def step_jacobian(self, y, c, inputs=False):
+        """The step maps' ∂step/∂s (and ∂step/∂x) at row-batched (y, x = c), through
+        ``dynlab.analysis.jacobians.jacobian_at`` (its fastest path for the model)."""
+        from .jacobians import jacobian_at
+
+        return jacobian_at(self.model, np.asarray(c, dtype=np.float64), np.asarray(y, dtype=np.float64),
+                           inputs=inputs)
+
     def F(self, y, c):
+        if self.kind == "step":
+            return self.model.step(y, c) - y
         return self.gamma * phi(self.activation, y @ self.R.T + c, self.leak) - self.beta * y
 
     def jac(self, y, c):
         """∂F/∂y (N, D, D)."""
+        if self.kind == "step":
+            J = np.array(self.step_jacobian(y, c))
+            idx = np.arange(self.D)
+            J[:, idx, idx] -= 1.0
+            return J
         d = dphi(self.activation, y @ self.R.T + c, self.leak)
         J = (self.gamma * d)[:, :, None] * self.R[None]
         idx = np.arange(self.D)
@@ -284,6 +321,8 @@ class System:
         N = y.shape[0]
         ok = np.zeros(N, dtype=bool)
         radius = np.full(N, np.nan)
+        if self.kind == "step":
+            return self._certify_step(y, c, F, J, ok, radius)
         normR = float(np.linalg.norm(self.R, 2))
         for n in range(N):
             if not (np.all(np.isfinite(y[n])) and np.all(np.isfinite(J[n]))):
@@ -310,6 +349,49 @@ class System:
                     ok[n], radius[n] = True, eta_k
         return ok, radius
 
+    #: radius ρ of the ball about y on which the step maps' Lipschitz bound is taken
+    CERT_BALL = 0.5
+
+    def _certify_step(self, y, c, F, J, ok, radius):
+        """Newton–Kantorovich for the step maps: L = ``jacobian_lipschitz`` bounds the Lipschitz
+        constant of ∂F = ∂step/∂s − I on the ball B(y, ρ), ρ = ``CERT_BALL``; certified when
+        h = β_K L η_K ≤ ½ and the root's ball r = (1 − √(1 − 2h))/(β_K L) lies inside B(y, ρ).
+        Models without a derived bound (stacks of more than one layer, non-smooth activations)
+        are never certified."""
+        from .lipschitz import jacobian_lipschitz
+
+        rho = self.CERT_BALL
+        L = jacobian_lipschitz(self.model, y, c, rho)
+        if L is None:
+            return ok, radius
+        for n in range(y.shape[0]):
+            if not (np.all(np.isfinite(y[n])) and np.all(np.isfinite(J[n])) and np.isfinite(L[n])):
+                continue
+            svals = np.linalg.svd(J[n], compute_uv=False)
+            if svals[-1] <= 1e-14 * max(svals[0], 1e-300):
+                continue
+            beta_k = 1.0 / svals[-1]
+            eta_k = float(np.linalg.norm(np.linalg.solve(J[n], F[n])))
+            h = beta_k * L[n] * eta_k
+            if L[n] == 0.0:
+                r = eta_k
+            elif h <= 0.5:
+                r = (1.0 - np.sqrt(1.0 - 2.0 * h)) / (beta_k * L[n])
+            else:
+                continue
+            if r <= rho:
+                ok[n], radius[n] = True, r
+        return ok, radius
+
+
+def _state_name(labels) -> str:
+    """"[h; c]" for an LSTM's state labels, "[h1; c1; h2; c2]" for a stack's."""
+    seen = []
+    for lab in labels:
+        if lab not in seen:
+            seen.append(lab)
+    return "[" + "; ".join(seen) + "]"
+
 
 def _maxabs(F):
     with np.errstate(invalid="ignore"):
@@ -324,7 +406,10 @@ def _solve_batched(J, rhs):
     except np.linalg.LinAlgError:
         out = np.empty_like(rhs)
         for n in range(J.shape[0]):
-            out[n] = np.linalg.lstsq(J[n], rhs[n], rcond=None)[0]
+            try:
+                out[n] = np.linalg.solve(J[n], rhs[n])
+            except np.linalg.LinAlgError:
+                out[n] = np.linalg.lstsq(J[n], rhs[n], rcond=None)[0]
         return out
 
 
@@ -455,7 +540,8 @@ def flow_eigenvalues(system: System, y, c, *, chunk: int = 256):
     Built and solved a chunk of points at a time (batched LAPACK ``geev``) to bound memory.
     """
     y = np.atleast_2d(np.asarray(y, dtype=np.float64))
-    c = np.broadcast_to(c, y.shape)
+    c = np.atleast_2d(c)
+    c = np.broadcast_to(c, (y.shape[0], c.shape[-1]))
     N, D = y.shape
     out = np.empty((N, D), dtype=np.complex128)
     for lo in range(0, N, chunk):
@@ -494,6 +580,8 @@ def _flow_label(system: System) -> str:
         return "eigenvalue of ∇φ·U − αI"
     if system.kind == "ctrnn":
         return "eigenvalue of (∇φ·U − αI)/τ"
+    if system.kind == "step":
+        return "eigenvalue of ∂step/∂s − I"
     return "eigenvalue of ∂step/∂h − I"
 
 
@@ -507,7 +595,7 @@ def _inputs(model, x, param="x"):
 
 
 def _states(model, h, N, param):
-    D = model.hidden
+    D = model.state_size
     if h is None:
         return np.zeros((N, D))
     ha = np.asarray(h, dtype=np.float64)
@@ -535,7 +623,8 @@ def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1
 
     iRNN: s = h_eq + sign·h_prev solves α s = φ(U s + W x + b), and h_eq is the state the
     inner recursion tends to as K → ∞ (started from the model's g_0).  CTRNN: −α g + φ(U g +
-    W x + b) = 0.  rnn, fastrnn, antisymmetric, rin: h = step(h, x).  For the non-iRNN models
+    W x + b) = 0.  rnn, fastrnn, antisymmetric, rin: h = step(h, x); gru, lstm, stack: s = step(s, x)
+    on the whole state (an LSTM's [h; c], 2D entries).  For the non-iRNN models
     ``h_prev`` is the state each solve starts from (zeros by default).
 
     Parameters
@@ -621,7 +710,7 @@ def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1
              "step_size": float(system.step_size if step_size is None else step_size),
              "n_converged": int(conv.sum()), "n_points": int(N), "system": system.kind,
              "equation": _EQUATIONS[system.kind]}
-    return finish(xr.Dataset(data, attrs=attrs), "equilibrium")
+    return finish(xr.Dataset(data, attrs=attrs).assign_coords(_part_coords(model)), "equilibrium")
 
 
 def implicit_derivatives(system: System, y, c):
@@ -634,6 +723,9 @@ def implicit_derivatives(system: System, y, c):
     """
     model = system.model
     Fy = system.jac(y, c)
+    if system.kind == "step":
+        _, Jx = system.step_jacobian(y, c, inputs=True)
+        return -np.linalg.solve(Fy, Jx), None
     d = dphi(system.activation, y @ system.R.T + c, system.leak)
     dFdx = (system.gamma * d)[:, :, None] * model.W[None]
     dx = -np.linalg.solve(Fy, dFdx)
@@ -643,42 +735,65 @@ def implicit_derivatives(system: System, y, c):
 
 _EQUATIONS = {"irnn": "α s = φ(U s + W x + b), s = h_eq + sign·h_prev",
               "ctrnn": "0 = −α g + φ(U g + W x + b)",
-              "map": "h = step(h, x)"}
+              "map": "h = step(h, x)",
+              "step": "s = step(s, x) (F(s) = step(s, x) − s)"}
 
 
 # ------------------------------------------------------------------ multi-start search
 @blas_threads("EQUILIBRIA_BLAS_THREADS")
 def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 50, spread: float = 2.0,
-                 starts=None, seed: int = 0, tol: float = 1e-12, slow_tol: float = 1e-6,
-                 dedup_tol: float = 1e-6, max_iter: int = 200, stability_tol: float = 1e-9, command=None):
-    """All the equilibria a multi-start search finds at one constant input, each certified.
+                 starts=None, trajectories=None, start_noise: float = 0.0, n_components: int = 3, seed: int = 0,
+                 tol: float = 1e-12, slow_tol: float = 1e-6, dedup_tol: float = 1e-6, max_iter: int = 200,
+                 stability_tol: float = 1e-9, command=None):
+    """All the equilibria a multi-start search finds at one constant input, each certified and
+    linearised (eigenvalues; eigenvectors of the unstable modes, so saddles are told apart).
 
     As the fixed-point finders for RNNs do (Sussillo & Barak 2013), starts are taken along
-    trajectories of the system itself (``n_starts`` random states y ~ N(0, spread²), each run
-    up to ``trajectory_steps`` Euler steps of the natural step size; start n is the point after
+    trajectories of the system itself: either from ``trajectories`` (states the network visited,
+    e.g. ``simulate(...)["h"]`` on the task's inputs: ``n_starts`` of them drawn uniformly, each
+    plus N(0, start_noise²) noise — the FixedPointFinder workflow), or else ``n_starts`` random
+    states y ~ N(0, spread²), each run up to ``trajectory_steps`` Euler steps of the natural step
+    size (for the maps: steps of the map itself; start n is the point after
     ⌊trajectory_steps·u_n²⌋ steps, u_n uniform, so early points — far from the attractors, near
-    saddles and slow regions — are favoured) and q(y) = ½‖F(y)‖² is minimised from each by batched
-    Levenberg–Marquardt.  Minima with ‖F‖∞ reachable to ``tol`` are polished by Newton and
-    kept as roots, deduplicated (distance ≤ ``dedup_tol``·(1 + ‖y‖)), and certified by the
+    saddles and slow regions — are favoured).  From each, batched damped Newton runs first
+    (``NEWTON_FIRST_ITERS`` iterations: most starts converge to a root in a few) and
+    q(y) = ½‖F(y)‖² is minimised by batched Levenberg–Marquardt for the rest.  Minima with ‖F‖∞ reachable to ``tol`` are polished by Newton and kept
+    as roots, deduplicated (distance ≤ ``dedup_tol``·(1 + ‖y‖)), and certified by the
     Newton–Kantorovich test of ``System.certify``; minima that are no roots but have
-    q ≤ ``slow_tol`` are kept as slow points (``kind`` 0).  A second pass starts halfway
-    between every pair of distinct minima of the first, where saddles usually lie.
+    q ≤ ``slow_tol`` are kept as slow points (``kind`` 0).  A second pass starts halfway between
+    every pair of distinct minima of the first, where saddles usually lie.
 
     For the iRNN the roots are those of the step equation α s = φ(U s + W x + b) in s (with
-    h_prev = 0, h_eq = s); for the CTRNN the zeros of the flow; for the cells the fixed points
-    of the map.
+    h_prev = 0, h_eq = s); for the CTRNN the zeros of the flow; for the cells the fixed points of
+    the map; for gru, lstm and stack the fixed points s = step(s, x) of the whole state (an
+    LSTM's [h; c]), stability from the step Jacobian against the unit circle.
 
     Parameters
     ----------
     model : dynlab model;  x : (d,) constant input (zeros by default)
     starts : (n, D) array, optional — extra starting points (in the solve's variable y)
+    trajectories : (B, T, D) or (N, D) states of the network's own trajectories, optional: the
+        random starts are drawn from them, and the Dataset gets their top ``n_components``
+        principal components with every point, unstable direction and trajectory projected
+        (what ``dynlab.plot.plot_fixed_points`` draws)
+    start_noise : standard deviation of the noise added to starts drawn from ``trajectories``
 
     Returns
     -------
-    xarray.Dataset along ``point``: ``h_eq`` (point, unit), ``q``, ``residual``, ``iterations``, ``converged``,
-    ``certified``, ``certified_radius``, ``kind`` (1 root, 0 slow point), ``eig_real``/``eig_imag``
-    (point, eig), ``max_real``, ``stability``, ``hits`` (how many starts ended there); ``x``.
-    Roots come first, ordered by their first coordinate.
+    xarray.Dataset along ``point``: ``h_eq`` (point, unit), ``q``, ``residual``, ``iterations``,
+    ``converged``, ``certified``, ``certified_radius``, ``kind`` (1 root, 0 slow point),
+    ``eig_real``/``eig_imag`` (point, eig) of ∂F, ``max_real``, ``stability``, ``hits`` (how many
+    starts ended there), ``n_unstable`` (unstable modes: step-Jacobian eigenvalues with
+    |μ| > 1 + stability_tol for the maps, Re λ > stability_tol for the flows),
+    ``unstable_eig_real``/``unstable_eig_imag`` (point, mode) and ``unstable_vectors`` /
+    ``unstable_vectors_imag`` (point, mode, unit): their eigenvalues and unit eigenvectors, most
+    unstable first, NaN beyond a point's ``n_unstable``; for the maps also ``step_eig_real`` /
+    ``step_eig_imag`` (the step Jacobian's eigenvalues μ = λ + 1) and ``step_radius``; ``x``; with
+    ``trajectories`` also ``pc_axes`` (pc, unit), ``pc_mean``, ``pc_explained``, ``h_pc``
+    (point, pc), ``unstable_pc`` (point, mode, pc), ``trajectory_pc`` (trajectory, time, pc).
+    Roots come first, ordered by their first coordinate.  attrs ``n_roots``, ``n_slow``,
+    ``n_stable`` (stable roots), ``n_saddles`` (roots with exactly one unstable mode),
+    ``certificate`` (what certifies the roots, or why none is claimed).
 
     Example
     -------
@@ -695,12 +810,26 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
         raise ParameterError("x", "fixed_points takes one constant input (d,)")
     if int(n_starts) < 1 and starts is None:
         raise ParameterError("n_starts", f"must be ≥ 1, got {n_starts}")
-    D = model.hidden
+    D = model.state_size
     rng = np.random.default_rng(seed)
+    traj = None
+    if trajectories is not None:
+        traj = np.asarray(trajectories, dtype=np.float64)
+        if traj.ndim == 2:
+            traj = traj[None]
+        if traj.ndim != 3 or traj.shape[2] != D or traj.shape[1] < 1 or not np.all(np.isfinite(traj)):
+            raise ParameterError("trajectories", f"must be finite states (B, T, {D}) or (N, {D}), "
+                                                 f"got shape {np.shape(trajectories)}")
+        if not (np.isfinite(start_noise) and start_noise >= 0):
+            raise ParameterError("start_noise", f"must be finite and ≥ 0, got {start_noise}")
     Y = [np.empty((0, D))]
-    if int(n_starts) > 0:
+    if int(n_starts) > 0 and traj is not None:
+        flat = traj.reshape(-1, D)
+        y = flat[rng.integers(0, flat.shape[0], int(n_starts))]
+        Y.append(y + float(start_noise) * rng.standard_normal(y.shape))
+    elif int(n_starts) > 0:
         y = rng.standard_normal((int(n_starts), D)) * float(spread)
-        c = np.broadcast_to(system.c(xa), y.shape)
+        c = system.c_rows(xa, y.shape[0])
         # where along its trajectory each start is taken: early points (where the dynamics is
         # still far from the attractors, near saddles and slow regions) are favoured
         stop = np.floor(int(trajectory_steps) * rng.random(y.shape[0]) ** 2).astype(np.int64)
@@ -715,8 +844,8 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
             raise ParameterError("starts", f"must be a finite (n, {D}) array, got shape {s.shape}")
         Y.append(s)
     Y = np.vstack(Y)
-    c = np.broadcast_to(system.c(xa), Y.shape).copy()
-    Y, q = _levenberg_marquardt(system, c, Y, max_iter=max_iter)
+    c = system.c_rows(xa, Y.shape[0])
+    Y, q, its = _search(system, c, Y, tol, max_iter)
     # second pass: saddles separate attractors, so start again halfway between every pair of
     # distinct minima found (a cheap way not to miss the unstable equilibria between them)
     good = Y[q <= max(slow_tol, tol)]
@@ -727,57 +856,41 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
     mids = [0.5 * (a + b) for i, a in enumerate(uniq) for b in uniq[i + 1:]][:1000]
     if mids:
         M = np.array(mids)
-        cM = np.broadcast_to(system.c(xa), M.shape).copy()
-        M, qM = _levenberg_marquardt(system, cM, M, max_iter=max_iter)
-        Y, q, c = np.vstack([Y, M]), np.concatenate([q, qM]), np.vstack([c, cM])
+        cM = system.c_rows(xa, M.shape[0])
+        M, qM, itsM = _search(system, cM, M, tol, max_iter)
+        Y, q, c, its = np.vstack([Y, M]), np.concatenate([q, qM]), np.vstack([c, cM]), np.concatenate([its, itsM])
     # polish every start whose q is small enough to be a root or a slow point
     cand = q <= max(slow_tol, tol)
     Yp, rp, itp, okp = newton_batched(system, c[cand], Y[cand], tol=tol, max_iter=50)
+    itp = itp + its[cand]
     roots, slow = [], []
     for yv, r, it, ok, y_lm, q_lm in zip(Yp, rp, itp, okp, Y[cand], q[cand]):
         if ok:
             roots.append((yv, it))
         else:
             slow.append((y_lm, q_lm, it))
-    pts, hits, kinds, iters = [], [], [], []
-    for yv, it in roots:
+    pts, hits, kinds, iters = _dedup_roots(roots, dedup_tol)
+    for yv, qv, it in sorted(slow, key=lambda t: t[1]):
         for i, p in enumerate(pts):
-            if kinds[i] == 1 and np.linalg.norm(yv - p) <= dedup_tol * (1.0 + np.linalg.norm(p)):
+            if np.linalg.norm(yv - p) <= 1e-3 * (1.0 + np.linalg.norm(p)):
                 hits[i] += 1
                 break
         else:
             pts.append(yv)
             hits.append(1)
-            kinds.append(1)
-            iters.append(it)
-    order = sorted(range(len(pts)), key=lambda i: tuple(pts[i]))
-    pts, hits, kinds, iters = ([pts[i] for i in order], [hits[i] for i in order], [kinds[i] for i in order],
-                               [iters[i] for i in order])
-    slow_pts = []
-    for yv, qv, it in sorted(slow, key=lambda t: t[1]):
-        if all(np.linalg.norm(yv - p) > 1e-3 * (1.0 + np.linalg.norm(p)) for p in pts + slow_pts):
-            slow_pts.append(yv)
-            pts.append(yv)
-            hits.append(1)
             kinds.append(0)
             iters.append(it)
-        else:
-            for i, p in enumerate(pts):
-                if np.linalg.norm(yv - p) <= 1e-3 * (1.0 + np.linalg.norm(p)):
-                    hits[i] += 1
-                    break
     P = np.array(pts).reshape(-1, D)
     n = P.shape[0]
-    cP = np.broadcast_to(system.c(xa), (n, D)).copy()
+    cP = system.c_rows(xa, n)
     FP = system.F(P, cP) if n else np.empty((0, D))
     resP = _maxabs(FP) if n else np.empty(0)
     cert, radius = system.certify(P, cP, FP) if n else (np.zeros(0, bool), np.empty(0))
-    eigs = flow_eigenvalues(system, P, cP) if n else np.empty((0, D), complex)
-    if system.discrete:
-        stab = stability_label(eigs + 1.0, discrete=True, tol=stability_tol)
-    else:
-        stab = stability_label(eigs, discrete=False, tol=stability_tol)
+    eigs, vecs = _eig_with_vectors(system, P, cP)
+    growth = eigs + 1.0 if system.discrete else eigs
+    stab = stability_label(growth, discrete=system.discrete, tol=stability_tol)
     kinds = np.array(kinds, dtype=np.int8)
+    lab = _flow_label(system)
     data = {
         "h_eq": xr.Variable(("point", "unit"), P, {"long_name": f"equilibrium ({system.variable})", "units": "1"}),
         "q": xr.Variable(("point",), 0.5 * np.sum(FP ** 2, axis=1), {"long_name": "q = ½‖F‖²", "units": "1"}),
@@ -785,7 +898,8 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
         "converged": xr.Variable(("point",), (resP <= tol).astype(np.int8), {"long_name": f"residual ≤ {tol:g}",
                                                                             "units": "1"}),
         "iterations": xr.Variable(("point",), np.array(iters, dtype=np.int64),
-                                  {"long_name": "Newton polish iterations after the q minimisation", "units": "1"}),
+                                  {"long_name": "Newton iterations (search and polish) of the first start that "
+                                                "ended here; Levenberg–Marquardt steps not counted", "units": "1"}),
         "certified": xr.Variable(("point",), cert.astype(np.int8),
                                  {"long_name": "a unique true root proven nearby (Newton–Kantorovich)", "units": "1"}),
         "certified_radius": xr.Variable(("point",), radius, {"long_name": "radius of the ball holding the true root",
@@ -795,23 +909,187 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
                                                 "flag_meanings": "slow_point root"}),
         "hits": xr.Variable(("point",), np.array(hits, dtype=np.int64), {"long_name": "starts that ended here",
                                                                           "units": "1"}),
-        **eig_variables(eigs, ("point",), what=_flow_label(system)),
+        **eig_variables(eigs, ("point",), what=lab),
         "max_real": xr.Variable(("point",), eigs.real.max(axis=1) if n else np.empty(0),
                                 {"long_name": "largest real part of the eigenvalues", "units": "1"}),
         "stability": xr.Variable(("point",), stab, dict(STABILITY_ATTRS)),
         "x": xr.Variable(("unit_in",), xa[0], {"long_name": "constant input x", "units": "1"}),
+        **_unstable_modes(eigs, vecs, growth, system.discrete, stability_tol, lab),
         **model_variables(model),
     }
+    if system.discrete:
+        data.update(eig_variables(eigs + 1.0, ("point",), name="step_eig",
+                                  what="eigenvalue of the step Jacobian ∂s_t/∂s_(t-1)"))
+        data["step_radius"] = xr.Variable(("point",), np.abs(eigs + 1.0).max(axis=1) if n else np.empty(0),
+                                          {"long_name": "spectral radius of the step Jacobian", "units": "1"})
+    if traj is not None:
+        data.update(_projection(traj, P, data, int(n_components)))
+    n_unst = data["n_unstable"].values
     attrs = {**model_attrs(model), **base_attrs("numpy", command), "tol": tol, "slow_tol": slow_tol,
              "n_starts": int(Y.shape[0]), "trajectory_steps": int(trajectory_steps), "spread": float(spread),
+             "starts_from": "trajectories" if traj is not None else "random states run along the dynamics",
+             "start_noise": float(start_noise), "dedup_tol": float(dedup_tol),
              "search_seed": int(seed), "n_roots": int((kinds == 1).sum()), "n_slow": int((kinds == 0).sum()),
+             "n_stable": int(((kinds == 1) & (stab == STABLE)).sum()),
+             "n_saddles": int(((kinds == 1) & (n_unst == 1)).sum()),
+             "certificate": _certificate_note(system),
              "system": system.kind, "equation": _EQUATIONS[system.kind]}
-    return finish(xr.Dataset(data, attrs=attrs), "fixed_points")
+    ds = xr.Dataset(data, attrs=attrs)
+    ds = ds.assign_coords(_part_coords(model))
+    return finish(ds, "fixed_points")
 
 
-def _levenberg_marquardt(system: System, c, y, *, max_iter=200, gtol=1e-15):
+#: Newton iterations from every start before the rows that have not converged go on by
+#: Levenberg–Marquardt (``_search``).
+NEWTON_FIRST_ITERS = 20
+
+
+def _search(system, c, Y, tol, max_iter):
+    """Roots and minima of q = ½‖F‖² from every row: damped Newton (line search on ‖F‖₂, which
+    only decreases ‖F‖) for ``NEWTON_FIRST_ITERS`` iterations — most starts near an attractor
+    or a saddle converge in a few —, then batched Levenberg–Marquardt from where Newton stopped
+    for the rows that did not converge.  Returns (y, q, Newton iterations)."""
+    Yn, res, its, ok = newton_batched(system, c, Y, tol=tol, max_iter=NEWTON_FIRST_ITERS)
+    F = system.F(Yn, c)
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = 0.5 * np.sum(F * F, axis=1)
+    rest = np.flatnonzero(~ok)
+    if rest.size:  # from the start again: where Newton did not converge it may have wandered off
+        Yn[rest], q[rest] = _levenberg_marquardt(system, c[rest], Y[rest], max_iter=max_iter)
+        its[rest] = 0
+    return Yn, np.where(np.isfinite(q), q, np.inf), its
+
+
+def _dedup_roots(roots, dedup_tol):
+    """Distinct roots (distance ≤ dedup_tol·(1 + ‖p‖) is the same point), ordered by their
+    coordinates; returns lists (points, hits, kinds = 1, iterations)."""
+    pts, hits, iters = [], [], []
+    for yv, it in roots:
+        for i, p in enumerate(pts):
+            if np.linalg.norm(yv - p) <= dedup_tol * (1.0 + np.linalg.norm(p)):
+                hits[i] += 1
+                break
+        else:
+            pts.append(yv)
+            hits.append(1)
+            iters.append(it)
+    order = sorted(range(len(pts)), key=lambda i: tuple(pts[i]))
+    return ([pts[i] for i in order], [hits[i] for i in order], [1] * len(order), [iters[i] for i in order])
+
+
+def _eig_with_vectors(system, P, cP):
+    """Eigenvalues (n, D) of ∂F at every point, sorted by decreasing real part, and the matching
+    unit eigenvectors (n, D, D) (columns)."""
+    n, D = P.shape
+    if n == 0:
+        return np.empty((0, D), complex), np.empty((0, D, D), complex)
+    w, V = np.linalg.eig(system.jac(P, cP))
+    order = np.argsort(-w.real, axis=1, kind="stable")
+    w = np.take_along_axis(w, order, axis=1)
+    V = np.take_along_axis(V, order[:, None, :], axis=2)
+    return w.astype(np.complex128), V.astype(np.complex128)
+
+
+def _unstable_modes(eigs, vecs, growth, discrete, tol, what):
+    """``n_unstable``, the unstable eigenvalues and their unit eigenvectors, most unstable first
+    (NaN-padded to the largest count, at least one mode so the variables always exist)."""
+    import xarray as xr
+
+    n, D = eigs.shape
+    size = np.abs(growth) if discrete else growth.real
+    unstable = size > (1.0 + tol if discrete else tol)
+    counts = unstable.sum(axis=1).astype(np.int64)
+    K = max(1, int(counts.max()) if n else 1)
+    ev = np.full((n, K), np.nan + 0j)
+    vv = np.full((n, K, D), np.nan + 0j)
+    for p in range(n):
+        idx = np.flatnonzero(unstable[p])
+        idx = idx[np.argsort(-size[p, idx], kind="stable")]
+        for k, j in enumerate(idx):
+            v = vecs[p, :, j]
+            v = v / np.linalg.norm(v)
+            big = np.argmax(np.abs(v))
+            v = v * (np.abs(v[big]) / v[big])  # the largest component real and positive
+            ev[p, k], vv[p, k] = eigs[p, j], v
+    crit = "|μ| > 1 of the step Jacobian" if discrete else "Re λ > 0"
+    return {
+        "n_unstable": xr.Variable(("point",), counts, {"long_name": f"unstable modes ({crit})", "units": "1"}),
+        "unstable_eig_real": xr.Variable(("point", "mode"), ev.real.copy(),
+                                         {"long_name": f"real part of the unstable {what}", "units": "1"}),
+        "unstable_eig_imag": xr.Variable(("point", "mode"), ev.imag.copy(),
+                                         {"long_name": f"imaginary part of the unstable {what}", "units": "1"}),
+        "unstable_vectors": xr.Variable(("point", "mode", "unit"), vv.real.copy(),
+                                        {"long_name": "unit eigenvector of the unstable mode (real part)",
+                                         "units": "1"}),
+        "unstable_vectors_imag": xr.Variable(("point", "mode", "unit"), vv.imag.copy(),
+                                             {"long_name": "unit eigenvector of the unstable mode (imaginary part)",
+                                              "units": "1"}),
+    }
+
+
+def _projection(traj, P, data, n_components):
+    """Top principal components of the trajectories' states and everything projected on them."""
+    import xarray as xr
+
+    flat = traj.reshape(-1, traj.shape[2])
+    mean = flat.mean(axis=0)
+    _, sv, Vt = np.linalg.svd(flat - mean, full_matrices=False)
+    k = max(1, min(int(n_components), Vt.shape[0]))
+    axes = Vt[:k]
+    for i in range(k):  # a deterministic sign: the largest loading positive
+        if axes[i, np.argmax(np.abs(axes[i]))] < 0:
+            axes[i] = -axes[i]
+    var = sv ** 2
+    vec = data["unstable_vectors"].values
+    return {
+        "pc_axes": xr.Variable(("pc", "unit"), axes, {"long_name": "principal axes of the trajectories' states",
+                                                      "units": "1"}),
+        "pc_mean": xr.Variable(("unit",), mean, {"long_name": "mean state of the trajectories", "units": "1"}),
+        "pc_explained": xr.Variable(("pc",), var[:k] / max(var.sum(), 1e-300),
+                                    {"long_name": "fraction of the trajectories' variance explained", "units": "1"}),
+        "h_pc": xr.Variable(("point", "pc"), (P - mean) @ axes.T, {"long_name": "fixed point in the principal "
+                                                                                 "components", "units": "1"}),
+        "unstable_pc": xr.Variable(("point", "mode", "pc"), vec @ axes.T,
+                                   {"long_name": "unstable eigenvector (real part) in the principal components",
+                                    "units": "1"}),
+        "trajectory_pc": xr.Variable(("trajectory", "time", "pc"), (traj - mean) @ axes.T,
+                                     {"long_name": "trajectory in the principal components", "units": "1"}),
+    }
+
+
+def _part_coords(model) -> dict:
+    """The ``part`` coordinate ("h"/"c", "h1", …) on ``unit`` for the models whose state has parts."""
+    labels = model.state_labels()
+    if labels is None:
+        return {}
+    return {"part": ("unit", np.array(labels, dtype=object),
+                     {"long_name": "part of the state (h: hidden output, c: LSTM cell)", "units": "1"})}
+
+
+def _certificate_note(system) -> str:
+    if system.kind != "step":
+        return "Newton–Kantorovich with L = γ·sup|φ''|·‖R‖₂² (smooth φ), the affine region (piecewise-affine φ)"
+    from .lipschitz import jacobian_lipschitz
+
+    probe = jacobian_lipschitz(system.model, np.zeros((1, system.D)), np.zeros((1, system.model.inputs)), 0.1)
+    if probe is None:
+        return (f"not certified: no Lipschitz bound of the step Jacobian is derived for {system.model.name} "
+                f"(activation {system.model.activation}); roots are checked by residual only")
+    return (f"Newton–Kantorovich with the Lipschitz bound of dynlab.analysis.lipschitz on the ball of radius "
+            f"{System.CERT_BALL} about each point")
+
+
+
+#: Levenberg–Marquardt hands a row to the Newton polish once ‖F‖∞ ≤ this (deep inside Newton's
+#: quadratic basin for every model dynlab has; the polish takes it to ``tol``).
+LM_FTOL = 1e-9
+
+
+def _levenberg_marquardt(system: System, c, y, *, max_iter=200, gtol=1e-15, ftol=LM_FTOL):
     """Minimise q(y) = ½‖F(y)‖² from every row at once (batched Levenberg–Marquardt:
-    (JᵀJ + μI) δ = −JᵀF, μ shrunk on success and grown on failure).  Returns (y, q)."""
+    (JᵀJ + μI) δ = −JᵀF, μ shrunk on success and grown on failure); a row stops at a stationary
+    point (‖JᵀF‖∞ ≤ gtol), at ‖F‖∞ ≤ ftol (a root for Newton to polish) or when μ > 1e12.
+    Returns (y, q)."""
     y = y.copy()
     N, D = y.shape
     F = system.F(y, c)
@@ -838,6 +1116,7 @@ def _levenberg_marquardt(system: System, c, y, *, max_iter=200, gtol=1e-15):
         y[b], F[b], q[b] = y_new[better], F_new[better], q_new[better]
         mu[b] = np.maximum(mu[b] / 3.0, 1e-12)
         mu[idx[~better]] *= 4.0
-        small = (np.max(np.abs(g), axis=1) <= gtol) | (q[idx] <= 1e-30) | (mu[idx] > 1e12)
+        small = ((np.max(np.abs(g), axis=1) <= gtol) | (q[idx] <= 1e-30) | (mu[idx] > 1e12)
+                 | (np.max(np.abs(F[idx]), axis=1) <= ftol))
         active[idx[small]] = False
     return y, q

@@ -5,7 +5,8 @@ At every point analysed two spectra are reported:
 * the flow Jacobian ∂F/∂y of the equilibrium equation F(y) = γ φ(R y + c) − β y
   (``dynlab.analysis.equilibria.System``): for the iRNN ∇φ(U s + W x + b)·U − αI at
   s = h_m + sign·h_{m-1} (the point that sits on the equilibrium manifold as K grows), for the
-  CTRNN (∇φ·U − αI)/τ, for the discrete cells ∂step/∂h − I.  Stable (for a flow) when every
+  CTRNN (∇φ·U − αI)/τ, for the discrete cells ∂step/∂h − I, for gru, lstm and stack ∂step/∂s − I
+  on the whole state s (an LSTM's [h; c]).  Stable (for a flow) when every
   real part is negative;
 * the discrete step Jacobian ∂h_m/∂h_{m-1} (``dynlab.jacobians``: the iRNN's product over its
   K inner steps, the CTRNN's sampled map, the cells' closed forms), against the unit circle.
@@ -20,8 +21,8 @@ import numpy as np
 
 from .._blas import blas_threads
 from ..errors import ParameterError
-from .equilibria import (STABILITY_ATTRS, System, _flow_label, eig_variables, flow_eigenvalues, run_solver,
-                         stability_label)
+from .equilibria import (STABILITY_ATTRS, System, _flow_label, _part_coords, eig_variables, flow_eigenvalues,
+                         run_solver, stability_label)
 
 AT = ("trajectory", "equilibrium")
 
@@ -75,7 +76,7 @@ def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, ba
     if bad.min() < T:
         from ..errors import DivergenceError
         raise DivergenceError(step=int(bad.min()) + 1, batch=int(np.argmin(bad)), model=model.name)
-    D = model.hidden
+    D = model.state_size
     hprev = np.concatenate([h0a[:, None], H[:, :-1]], axis=1).reshape(B * T, D)
     xs = xa.reshape(B * T, d)
     c = system.c(xs)
@@ -129,4 +130,4 @@ def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, ba
     })
     attrs = {**model_attrs(model), **base_attrs(backend, command), "at": at, "system": system.kind,
              "n_points": int(B * T), "n_stable": int((stab == 1).sum()), "tol": tol}
-    return finish(xr.Dataset(data, attrs=attrs), "spectrum")
+    return finish(xr.Dataset(data, attrs=attrs).assign_coords(_part_coords(model)), "spectrum")

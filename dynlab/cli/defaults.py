@@ -138,9 +138,9 @@ MODEL_SETTINGS = {
 SEQUENCE_MODELS = tuple(m for m in MODEL_NAMES if m != "implicit")
 #: The models given by their step map alone (PyTorch's cells and stacks of them).
 MAP_MODELS = ("gru", "lstm", "stack")
-#: Equilibria and spectra are solved for the models of the form F(y) = γ φ(R y + c) − β y.
-EQUILIBRIA_MODELS = tuple(m for m in MODEL_NAMES if m not in MAP_MODELS)
-SPECTRUM_MODELS = tuple(m for m in SEQUENCE_MODELS if m not in MAP_MODELS)
+#: Equilibria and spectra: F(y) = γ φ(R y + c) − β y, and for the map models F(s) = step(s, x) − s.
+EQUILIBRIA_MODELS = tuple(MODEL_NAMES)
+SPECTRUM_MODELS = SEQUENCE_MODELS
 PARTITION_MODELS = ("rnn", "fastrnn", "antisymmetric", "rin")
 TRAIN_MODELS = ("rnn", "fastrnn", "antisymmetric", "rin", "irnn", "implicit")
 
@@ -205,9 +205,9 @@ TRAIN_HIDDEN, IMPLICIT_HIDDEN = 64, 2
 TRAIN_ITERATIONS, IMPLICIT_ITERATIONS = 500, 3000
 TRAIN_LR, IMPLICIT_LR = 1e-3, 1e-2
 #: Input size of each sequence task (``make_task(name).inputs``; a test checks).
-TASK_INPUTS = {"adding": 2, "adding-ternary": 2, "copy": 10, "digits-pixels": 1, "digits-rows": 8}
+TASK_INPUTS = {"adding": 2, "adding-ternary": 2, "copy": 10, "digits-pixels": 1, "digits-rows": 8, "flipflop": 3}
 #: ``--steps`` of the tasks that take one (``make_task``; digits fix their own).
-TASK_STEPS = {"adding": 100, "adding-ternary": 100, "copy": 100}
+TASK_STEPS = {"adding": 100, "adding-ternary": 100, "copy": 100, "flipflop": 100}
 #: ``--batch`` of ``dynlab partition --dataset`` (``dynlab.runs.partition.DATASET_BATCH``; a test checks).
 PARTITION_DATASET_BATCH = 500
 #: ``dynlab phase``'s input variance (the iRNN paper's Fig. 2; ``dynlab.runs.phase.DEFAULT_VARIANCE``).
@@ -268,7 +268,7 @@ DEFAULTS = {
               "hidden": Default(_by_kind(IMPLICIT_HIDDEN, TRAIN_HIDDEN), unless=("weights", "resume")),
               "task": Default("adding"),
               "steps": Default(By("task", TASK_STEPS), fill=False,
-                               text="100 for --task adding, adding-ternary, copy; the digits tasks fix their own"),
+                               text="100 for --task adding, adding-ternary, copy, flipflop; the digits tasks fix their own"),
               "pad": Default(0),
               "iterations": Default(_by_kind(IMPLICIT_ITERATIONS, TRAIN_ITERATIONS)),
               "lr": Default(_by_kind(IMPLICIT_LR, TRAIN_LR)),

@@ -236,10 +236,12 @@ _MODEL_OPTIONS = {
                                   "repeatable.  leak needs --activation leaky-relu."),
     "seed": click.option("--seed", type=int, default=None, metavar="N",
                          help="Seed of the random weights and of the input sequence."),
-    "weights": click.option("--weights", type=str, default=None, metavar="FILE.npz",
-                            help="Load the model from a dynlab.save_model file instead of drawing random weights; "
+    "weights": click.option("--weights", type=str, default=None, metavar="FILE",
+                            help="Load the model from a dynlab.save_model .npz instead of drawing random weights; "
                                  "the file fixes the model, its sizes and settings (the model options above "
-                                 "may not be given with it)."),
+                                 "may not be given with it).  Also a PyTorch network's parameters under PyTorch's "
+                                 "names (.safetensors or .npz of a state_dict): --model rnn|gru|lstm checks the "
+                                 "kind, --activation relu gives an RNN's nonlinearity."),
 }
 #: Settings of the iRNN alone (commands whose models include no iRNN leave their options out).
 IRNN_ONLY = ("K", "eta", "g0")
@@ -412,7 +414,7 @@ dataset_option = click.option("--dataset", type=click.Choice(("auto", "digits", 
 # ---------------------------------------------------------------- dynlab train
 #: Task names of ``dynlab train`` (tests check this equals ``dynlab.tasks.TASKS``), and the
 #: implicit-network tasks (``--model implicit``).
-TASK_NAMES = ("adding", "adding-ternary", "copy", "digits-pixels", "digits-rows")
+TASK_NAMES = ("adding", "adding-ternary", "copy", "digits-pixels", "digits-rows", "flipflop")
 IMPLICIT_TASK_NAMES = ("xor", "oscillator")
 OPTIMISER_NAMES = ("adam", "rmsprop", "sgd")
 OPTION_OF.update({"task": "--task", "iterations": "--iterations", "lr": "--lr", "optimiser": "--optimiser",

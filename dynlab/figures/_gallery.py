@@ -66,6 +66,11 @@ def write_gallery(records: list, out_dir, *, fmt: str = "png", total_seconds: fl
                   f"![{r['name']}]({r['name']}.{fmt})", "",
                   f"Claim: {r['claim']} — **{'passes' if r['passed'] else 'FAILS'}** on the data:", ""]
         lines += [f"- `{k}` = {_fmt(v)}" for k, v in r["measured"].items()]
+        if "control" in r:
+            c = r["control"]
+            lines += [f"- negative control ({c.get('setting', '')}): the same check "
+                      f"{'passes — the control does not discriminate' if c.get('passed') else 'fails, as it must'}; "
+                      + ", ".join(f"`{k}` = {_fmt(v)}" for k, v in c.get("measured", {}).items() if k != "per_seed")]
         lines += ["", "```bash", f"dynlab figures make {r['name']} --out DIR" + (" --quick" if r.get("quick") else ""),
                   "```"]
     lines += ["", "## Errata", "",

@@ -12,7 +12,7 @@ ORDER = (
     "irnn-fig2-phase", "irnn-fig3-add", "irnn-fig4-copy", "irnn-fig6-convergence",
     "irnn-fig7-eigenvalues", "irnn-fig8-gradnorm", "maso-fig2-codes", "maso-fig3-templates",
     "maso-fig4-random-h0", "implicit-fig1-derivative", "implicit-fig2-xor",
-    "implicit-fig6-oscillator", "rin-gradients",
+    "implicit-fig6-oscillator", "rin-gradients", "flipflop-fixed-points",
 )
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +51,7 @@ def run_recipe(recipe: Recipe, out_dir, *, quick: bool = False, fmt: str = "png"
     """Compute, write ``NAME.nc``, draw ``NAME.<fmt>`` from the Dataset, check the claim.
 
     Returns the claim record ``{"name", "source", "claim", "passed", "measured", "seconds",
-    "quick"}``; the data is written before drawing, so nothing computed is lost if drawing fails.
+    "quick"}`` (plus ``per_seed`` and ``control`` when the check reports them); the data is written before drawing, so nothing computed is lost if drawing fails.
     """
     from ..io import write_dataset
     from ..plot.style import save_figure
@@ -64,10 +64,14 @@ def run_recipe(recipe: Recipe, out_dir, *, quick: bool = False, fmt: str = "png"
     write_dataset(ds, os.path.join(out_dir, f"{recipe.name}.nc"))
     measured = _plain(dict(recipe.check(ds)))
     passed = bool(measured.pop("passed"))
+    # a claim checked on several seeds and against a negative control keeps those in the record
+    # itself: "per_seed" (seed → measured numbers) and "control" ({"setting", "measured", "passed"},
+    # the same check on data where it must fail)
+    extra = {k: measured.pop(k) for k in ("per_seed", "control") if k in measured}
     fig = recipe.draw(ds)
     save_figure(fig, os.path.join(out_dir, f"{recipe.name}.{fmt}"))
     return {"name": recipe.name, "source": recipe.source, "claim": recipe.claim, "passed": passed,
-            "measured": measured, "seconds": round(time.perf_counter() - t0, 2), "quick": bool(quick)}
+            "measured": measured, **extra, "seconds": round(time.perf_counter() - t0, 2), "quick": bool(quick)}
 
 
 def write_claims(records: list, out_dir) -> str:

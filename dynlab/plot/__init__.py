@@ -10,6 +10,8 @@
 ``plot_jacobians``          step Jacobians over time (``jacobians``)
 ``plot_equilibria``         ``equilibrium``, ``irnn_equilibrium``, ``fixed_points``, ``continuation``,
                             ``implicit_equilibrium``
+``plot_fixed_points``       ``fixed_points`` with trajectories: the FixedPointFinder picture in the
+                            top principal components (stable points, saddles, unstable directions)
 ``plot_spectrum``           eigenvalues of ∇φU − αI (``spectrum``)
 ``plot_convergence``        the iRNN inner recursion (``convergence``)
 ``plot_partition``, ``plot_templates``   MASO codes and templates
@@ -26,6 +28,7 @@ resolve here, with a ``DeprecationWarning``.
 from __future__ import annotations
 
 from .draw import PICTURES, draw, result_kind
+from .fixed_points import plot_fixed_points
 from .gradients import plot_gradients
 from .jacobians import plot_jacobians
 from .lyapunov import plot_lyapunov
@@ -38,7 +41,7 @@ from .sweep import plot_sweep
 from .training import plot_implicit_training, plot_training
 
 __all__ = ["COLORS", "PANEL_WIDTH", "PICTURES", "draw", "new_figure", "plot_convergence", "plot_equilibria",
-           "plot_gradients", "plot_implicit_training", "plot_jacobians", "plot_lyapunov", "plot_partition",
+           "plot_fixed_points", "plot_gradients", "plot_implicit_training", "plot_jacobians", "plot_lyapunov", "plot_partition",
            "plot_phase", "plot_spectrum", "plot_states", "plot_sweep", "plot_templates", "plot_training",
            "result_kind", "save_figure"]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..errors import ParameterError
 from .gradients import plot_gradients
+from .fixed_points import plot_fixed_points
 from .jacobians import plot_jacobians
 from .lyapunov import plot_lyapunov
 from .partition import plot_partition, plot_templates
@@ -30,7 +31,7 @@ PICTURES = {
     "jacobians": plot_jacobians,
     "equilibrium": plot_equilibria,
     "irnn_equilibrium": plot_equilibria,
-    "fixed_points": plot_equilibria,
+    "fixed_points": plot_fixed_points,
     "continuation": plot_equilibria,
     "implicit_equilibrium": plot_equilibria,
     "spectrum": plot_spectrum,

@@ -235,7 +235,7 @@ def _complex_plane(ds, ax, name, color_by=None, unit_circle=False):
         ax.plot(np.cos(th), np.sin(th), color=COLORS["vermillion"], lw=0.8, label="unit circle")
         ax.set_aspect("equal", adjustable="datalim")
         ax.legend(frameon=False, loc="upper left")
-    elif ds.attrs.get("system") == "map":
+    elif ds.attrs.get("system") in ("map", "step"):
         th = np.linspace(0, 2 * np.pi, 400)
         ax.plot(np.cos(th) - 1.0, np.sin(th), color="0.4", lw=0.8, ls=":", label="|λ + 1| = 1 (map stable inside)")
         ax.set_aspect("equal", adjustable="datalim")

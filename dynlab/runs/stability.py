@@ -24,7 +24,7 @@ def _previous_states(model, x, backend):
     from ..simulation import simulate
 
     h = simulate(model, x, backend=backend)["h"].values
-    return np.vstack([np.zeros((1, model.hidden)), h[:-1]])
+    return np.vstack([np.zeros((1, model.state_size)), h[:-1]])
 
 
 def _resolved(backend) -> str:
@@ -118,8 +118,9 @@ def equilibria_summary(ds) -> str:
         for i in range(ds.sizes["point"]):
             kind = "root" if int(ds["kind"][i]) == 1 else "slow point"
             cert = "certified" if int(ds["certified"][i]) else "not certified"
+            modes = f", {int(ds['n_unstable'][i])} unstable modes" if "n_unstable" in ds else ""
             lines.append(f"  {kind}: h = {np.array2string(ds['h_eq'].values[i], precision=6)}, residual "
-                         f"{float(ds['residual'][i]):.2g}, {STAB_NAMES[int(ds['stability'][i])]}, "
+                         f"{float(ds['residual'][i]):.2g}, {STAB_NAMES[int(ds['stability'][i])]}{modes}, "
                          f"max Re λ {float(ds['max_real'][i]):.4g}, {cert}")
         return "\n".join(lines)
     n, ok = ds["converged"].size, int(ds["converged"].sum())

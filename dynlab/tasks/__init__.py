@@ -8,11 +8,11 @@ from .labelled import LABELLED, digit_sequences, labelled_sequences, pattern_seq
 
 __all__ = ["INPUTS", "constant", "make_input", "noise", "random_walk", "sine"]
 __all__ += ["LABELLED", "digit_sequences", "labelled_sequences", "pattern_sequences"]
-from .sequences import (TASKS, Task, adding_problem, copy_baseline, copy_memory, load_digits_sequences, make_task,
-                        noise_padded, pad_with_noise)
+from .sequences import (TASKS, Task, adding_problem, copy_baseline, copy_memory, flipflop, load_digits_sequences,
+                        make_task, noise_padded, pad_with_noise)
 
-__all__ += ["TASKS", "Task", "adding_problem", "copy_baseline", "copy_memory", "load_digits_sequences", "make_task",
-            "noise_padded", "pad_with_noise"]
+__all__ += ["TASKS", "Task", "adding_problem", "copy_baseline", "copy_memory", "flipflop", "load_digits_sequences",
+            "make_task", "noise_padded", "pad_with_noise"]
 from .static import STATIC_TASKS, StaticTask, damped_oscillator, oscillator_trajectory, xor
 
 __all__ += ["STATIC_TASKS", "StaticTask", "damped_oscillator", "oscillator_trajectory", "xor"]

@@ -24,6 +24,13 @@ symbols) scores 10 ln 8 / (T + 20), the baseline.
 Noise padding: ``pad`` steps of N(0, variance) appended after the informative part of each
 input of an end-of-sequence task, so the answer must be carried through noise.
 
+3-bit flip-flop (Sussillo & Barak 2013): ``bits`` = 3 input channels of sparse ±1 pulses — at
+every step each channel pulses with probability p = 0.05 (``FLIPFLOP_P``), the sign ±1 with
+probability ½, and every channel pulses at t = 0 so its target is defined from the start —;
+output k at step t is the sign of channel k's last pulse at or before t (it flips on the pulse
+step and holds until the next).  Loss: the MSE at every step and channel (``mse-seq``).  The
+memoryless baseline predicts 0: MSE 1 (the targets are ±1).
+
 Digits: scikit-learn's bundled 8×8 digits (1797 images, optional extra ``dynlab[digits]``),
 scaled to [0, 1], as pixel sequences (T = 64, d = 1, row-major) or row sequences (T = 8,
 d = 8); 10 classes, baseline ln 10.  The splits are a seeded shuffle of the 1797 images.
@@ -38,13 +45,15 @@ import numpy as np
 from .._validate import as_int, as_scalar
 from ..errors import ParameterError
 
-TASKS = ("adding", "adding-ternary", "copy", "digits-pixels", "digits-rows")
+TASKS = ("adding", "adding-ternary", "copy", "digits-pixels", "digits-rows", "flipflop")
 SPLITS = ("train", "val", "test")
 #: Tertiles of v_a + v_b (triangular on [0, 2]) — the ternary adding task's class edges.
 TERNARY_EDGES = (math.sqrt(2.0 / 3.0), 2.0 - math.sqrt(2.0 / 3.0))
 COPY_SYMBOLS = 10      # blank, 8 data symbols, delimiter
 COPY_LENGTH = 10       # data symbols to remember
 COPY_CLASSES = 9       # blank + 8 data symbols
+FLIPFLOP_BITS = 3      # input channels / outputs of the flip-flop
+FLIPFLOP_P = 0.05      # pulse probability per channel and step
 
 
 # ============================================================================ generators
@@ -68,6 +77,25 @@ def adding_problem(steps: int, batch: int, *, seed=None, ternary: bool = False):
     if ternary:
         return x, ternary_labels(total)
     return x, total[:, None]
+
+
+def flipflop(steps: int, batch: int, *, bits: int = FLIPFLOP_BITS, p: float = FLIPFLOP_P, seed=None):
+    """One batch of the flip-flop task (module docstring): x (B, T, bits) with entries in
+    {−1, 0, +1}, target (B, T, bits) = the sign of each channel's last pulse."""
+    T = as_int(steps, "steps", low=1)
+    B = as_int(batch, "batch", low=1)
+    K = as_int(bits, "bits", low=1)
+    p = as_scalar(p, "p", low=0.0, high=1.0)
+    rng = np.random.default_rng(seed)
+    pulse = rng.random((B, T, K)) < p
+    pulse[:, 0, :] = True
+    sign = np.where(rng.random((B, T, K)) < 0.5, -1.0, 1.0)
+    x = np.where(pulse, sign, 0.0)
+    # the last pulse's sign, held: index of the last pulse at or before t, then gather
+    t_idx = np.where(pulse, np.arange(T)[None, :, None], 0)
+    last = np.maximum.accumulate(t_idx, axis=1)
+    target = np.take_along_axis(x, last, axis=1)
+    return x, target
 
 
 def ternary_labels(total) -> np.ndarray:
@@ -212,9 +240,9 @@ def make_task(name: str, steps: int | None = None, *, seed: int | None = 0, n_tr
 
     Parameters
     ----------
-    name : ``adding``, ``adding-ternary``, ``copy``, ``digits-pixels``, ``digits-rows``
-    steps : T (adding: sequence length, default 100; copy: the delay, default 100; digits:
-        fixed by the data, must be None)
+    name : ``adding``, ``adding-ternary``, ``copy``, ``digits-pixels``, ``digits-rows``, ``flipflop``
+    steps : T (adding, flipflop: sequence length, default 100; copy: the delay, default 100;
+        digits: fixed by the data, must be None)
     seed : seeds the three splits (independent streams)
     n_train, n_val, n_test : split sizes (synthetic tasks; digits split its 1797 images
         in the same proportions)
@@ -242,6 +270,14 @@ def make_task(name: str, steps: int | None = None, *, seed: int | None = 0, n_tr
                     math.log(3.0) if tern else 1.0 / 6.0,
                     "chance cross-entropy ln 3" if tern else "MSE of predicting 1, Var = 1/6",
                     data, dict(settings, steps=T), seed)
+    elif key == "flipflop":
+        T = 100 if steps is None else as_int(steps, "steps", low=1)
+        if pad:
+            raise ParameterError("pad", "noise padding applies to end-of-sequence tasks, not to flipflop")
+        data = _splits(lambda n, s: flipflop(T, n, seed=s), sizes, seed)
+        task = Task(key, "mse-seq", FLIPFLOP_BITS, FLIPFLOP_BITS, T, 1.0,
+                    "MSE of predicting 0 (targets ±1)", data,
+                    dict(settings, steps=T, bits=FLIPFLOP_BITS, p=FLIPFLOP_P), seed)
     elif key == "copy":
         T = 100 if steps is None else as_int(steps, "steps", low=1)
         if pad:
@@ -279,6 +315,6 @@ def noise_padded(task: Task, pad: int, *, variance: float = 1.0, seed=None) -> T
     return dataclasses.replace(task, data=data, steps=task.steps + pad, settings=settings)
 
 
-__all__ = ["COPY_CLASSES", "SPLITS", "TASKS", "TERNARY_EDGES", "Task", "adding_problem", "copy_baseline",
+__all__ = ["COPY_CLASSES", "FLIPFLOP_BITS", "FLIPFLOP_P", "SPLITS", "flipflop", "TASKS", "TERNARY_EDGES", "Task", "adding_problem", "copy_baseline",
            "copy_memory", "copy_memory_codes", "load_digits_sequences", "make_task", "noise_padded",
            "pad_with_noise", "ternary_labels"]

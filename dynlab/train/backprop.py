@@ -27,6 +27,37 @@ g_k = g_{k-1} + η_{m,k}(φ(z_k) − α s_{k-1}), h_m = g_K; backwards over k = 
 η's gradient takes η's own shape (scalar: Σ_{m,k}; (K,): Σ_m; (T, K): as is).  The big
 parameter sums (R̄, Ū, W̄) are single BLAS products over all stored steps.
 
+GRU (PyTorch's gates r, z, n; ``dynlab.models.gru_lstm``), with a_· the pre-activations,
+q = W_hn h_{t-1} + b_hn, n = φ(a_n), h_t = n + z ⊙ (h_{t-1} − n); from h̄_t:
+
+    ā_n = h̄_t ⊙ (1 − z) ⊙ φ'(a_n),   ā_z = h̄_t ⊙ (h_{t-1} − n) ⊙ z(1 − z),   ā_r = ā_n ⊙ q ⊙ r(1 − r),
+    ḡ^x_t = [ā_r | ā_z | ā_n]  (cotangent of W_ih x + b_ih),   ḡ^h_t = [ā_r | ā_z | ā_n ⊙ r]  (of W_hh h + b_hh),
+    h̄_{t-1} += h̄_t ⊙ z + ḡ^h_t W_hh,
+    W̄_ih = Σ_t ḡ^xᵀ_t x_t,  b̄_ih = Σ_t ḡ^x_t,  W̄_hh = Σ_t ḡ^hᵀ_t h_{t-1},  b̄_hh = Σ_t ḡ^h_t.
+
+LSTM (gates i, f, g, o; state s = [h; c]), with c_t = f ⊙ c_{t-1} + i ⊙ g, h_t = o ⊙ φ(c_t);
+from h̄_t and c̄_t:
+
+    ā_o = h̄_t ⊙ φ(c_t) ⊙ o(1 − o),   c̄' = c̄_t + h̄_t ⊙ o ⊙ φ'(c_t),
+    ā_i = c̄' ⊙ g ⊙ i(1 − i),   ā_f = c̄' ⊙ c_{t-1} ⊙ f(1 − f),   ā_g = c̄' ⊙ i ⊙ φ'(a_g),
+    ḡ_t = [ā_i | ā_f | ā_g | ā_o],   c̄_{t-1} += c̄' ⊙ f,   h̄_{t-1} += ḡ_t W_hh,
+    W̄_ih = Σ_t ḡᵀ_t x_t,  W̄_hh = Σ_t ḡᵀ_t h_{t-1},  b̄_ih = b̄_hh = Σ_t ḡ_t.
+
+The read-out reads the output h (``model.output_slice``: an LSTM's h, not c), so the loss's
+cotangents enter h̄_t alone; h_0 and its gradient are the whole state [h_0; c_0].
+
+Stacks (``dynlab.models.stack``: layer ℓ reads layer ℓ − 1's output at the same step) run
+forward a layer at a time over the whole sequence (each layer's input drive W_ih x_t + b for
+all t is one BLAS product) and backward from the top layer down: layer ℓ's input cotangents
+
+    x̄^(ℓ)_t = ḡ^x_t W_ih    (GRU, LSTM: ḡ_t W_ih;  one-line cells: z̄_t W)
+
+are the cotangents of layer ℓ − 1's outputs h^(ℓ−1)_t, added to its h̄_t.  Parameters are
+named ``layer{ℓ}_<name>``; ∂L/∂h_0 is every layer's ∂L/∂s^(ℓ)_0, bottom first.  The returned
+∂L/∂h_1 is the cotangent of the dynamical state s_1 (what ∂L/∂h_0 = (∂L/∂h_1) J_1 needs, J_1
+the stack's step Jacobian): it counts the paths from s_1 through the steps after the first,
+not the path from layer ℓ − 1 into layer ℓ within step 1 (that is part of J_1).
+
 The read-out y_t = W_out h_t + b_out and the losses (``LOSSES``):
 
     mse      L = mean_{b,c} (y_T − target)²                 target (B, C)
@@ -34,7 +65,9 @@ The read-out y_t = W_out h_t + b_out and the losses (``LOSSES``):
     ce       L = mean_b −log softmax(y_T)[label]             target (B,) int
     ce-seq   L = mean_{b,t} −log softmax(y_t)[label_t]       target (B, T) int (copy task)
 
-Every gradient is checked against central finite differences in tests/test_backprop.py.
+Every gradient is checked against central finite differences in tests/test_backprop.py and
+tests/test_backprop_gated.py, and the GRU's, LSTM's and stacks' also against PyTorch's autograd
+(tests/test_backprop_gated.py, with a committed fixture from tests/fixtures/make_torch_bptt.py).
 """
 from __future__ import annotations
 
@@ -45,7 +78,7 @@ import numpy as np
 from .._blas import blas_threads
 from ..activations import dphi, phi
 from ..errors import DivergenceError, ParameterError
-from ..models import CTRNN, IRNN, RIN, RNN, AntisymmetricRNN, FastRNN, Model
+from ..models import CTRNN, GRU, IRNN, LSTM, RIN, RNN, AntisymmetricRNN, FastRNN, Model, Stack
 
 LOSSES = ("mse", "mse-seq", "ce", "ce-seq")
 #: Parameters of the read-out layer, trained with the recurrent model.
@@ -64,16 +97,36 @@ def _check_trainable(model):
         raise ParameterError("model", f"must be a dynlab model, got {type(model).__name__}")
     if isinstance(model, CTRNN):
         raise ParameterError("model", "BPTT training covers the discrete models (rnn, fastrnn, antisymmetric, "
-                                      "rin, irnn); a ctrnn has no discrete backward pass here")
-    if not isinstance(model, (IRNN, RNN, FastRNN, AntisymmetricRNN, RIN)):
+                                      "rin, irnn, gru, lstm, stack); a ctrnn has no discrete backward pass here")
+    if isinstance(model, Stack):
+        for ell, layer in enumerate(model.layers, start=1):
+            if not isinstance(layer, _LAYERS):
+                raise ParameterError("model", f"layer {ell} of the stack is a {layer.name!r}; the backward pass of a "
+                                              f"stack covers layers rnn, fastrnn, antisymmetric, rin, gru, lstm")
+        return
+    if not isinstance(model, (IRNN, RNN, FastRNN, AntisymmetricRNN, RIN, GRU, LSTM)):
         raise ParameterError("model", f"no backward pass for model {model.name!r}")
+
+
+#: The layers a ``Stack`` may have for the backward pass (the one-line cells, GRU, LSTM).
+_LAYERS = (RNN, FastRNN, AntisymmetricRNN, RIN, GRU, LSTM)
 
 
 def with_params(model: Model, params: dict) -> Model:
     """A copy of ``model`` with the named parameters replaced (validated again).
 
-    Keys not among the model's parameters (the read-out, h0) are ignored.
+    Keys not among the model's parameters (the read-out, h0) are ignored.  A stack's
+    ``layer{ℓ}_<name>`` keys replace that layer's parameter (each layer validated as a model).
     """
+    if isinstance(model, Stack):
+        layers = list(model.layers)
+        names = model.params()
+        for ell, layer in enumerate(layers, start=1):
+            head = f"layer{ell}_"
+            mine = {k[len(head):]: v for k, v in params.items() if k.startswith(head) and k in names}
+            if mine:
+                layers[ell - 1] = with_params(layer, mine)
+        return dataclasses.replace(model, layers=tuple(layers))
     own = {k: v for k, v in params.items() if k in model.params()}
     if isinstance(model, IRNN) and model.V is not None:
         own.setdefault("V", model.V)
@@ -110,27 +163,41 @@ class Tape:
         """h_1..h_T as (B, T, D), the layout of ``dynlab.simulate``."""
         return np.swapaxes(self.H[1:], 0, 1)
 
+    @property
+    def outputs(self) -> np.ndarray:
+        """What the read-out reads, (T+1, B, D): the states themselves."""
+        return self.H
+
 
 def _as_batch(model, x, h0):
     from ..simulation import check_h0, check_input
 
     xa, _ = check_input(x, model.inputs)
-    h0a = check_h0(h0, xa.shape[0], model.hidden)
+    h0a = check_h0(h0, xa.shape[0], model.state_size)
     return xa, h0a
 
 
 @blas_threads("TRAIN_BLAS_THREADS")
 def forward(model: Model, x, h0=None) -> Tape:
-    """Run ``model`` over x (B, T, d) from h0 (B, D) (zeros by default), keeping the tape.
+    """Run ``model`` over x (B, T, d) from h0 (B, n) (zeros by default), keeping the tape.
 
-    The states equal ``dynlab.simulate``'s (the same update in the same order; tested to
-    1e-12).  A non-finite state raises ``DivergenceError`` naming the step.
+    n is ``model.state_size`` (an LSTM's [h; c], every layer of a stack).  The states equal
+    ``dynlab.simulate``'s (the same update; tested to 1e-14).  A non-finite state raises
+    ``DivergenceError`` naming the step.  GRU, LSTM and stacks return a ``MapTape`` (one tape
+    per layer; ``H`` the whole states, ``outputs`` the read-out's h).
     """
     _check_trainable(model)
     xa, h0a = _as_batch(model, x, h0)
-    B, T, d = xa.shape
-    D = model.hidden
     xt = np.ascontiguousarray(np.swapaxes(xa, 0, 1))           # (T, B, d)
+    if isinstance(model, (GRU, LSTM, Stack)):
+        return _forward_map(model, xt, h0a)
+    return _forward_cell(model, xt, h0a)
+
+
+def _forward_cell(model, xt, h0a) -> Tape:
+    """The taped forward pass of a one-line cell or an iRNN on time-major inputs xt (T, B, d)."""
+    T, B, d = xt.shape
+    D = model.hidden
     cin = xt @ model.W.T + model.b                              # (T, B, D)
     H = np.empty((T + 1, B, D))
     H[0] = h0a
@@ -217,22 +284,29 @@ def backward(tape: Tape, dL_dH) -> tuple[dict, np.ndarray, np.ndarray]:
     ----------
     tape : Tape from ``forward``
     dL_dH : (T, B, D) array — the explicit loss cotangents ∂L/∂h_t (zero where the loss does
-        not read h_t; only the last row for a loss at the end)
+        not read h_t; only the last row for a loss at the end).  For a GRU, an LSTM or a stack,
+        cotangents of the outputs (T, B, hidden), or of the whole states (T, B, state_size).
 
     Returns
     -------
     (grads, dL_dh0, dL_dh1): the model parameters' gradients by name (shapes as the
-    parameters), ∂L/∂h_0 (B, D) and the total ∂L/∂h_1 (B, D).
+    parameters), ∂L/∂h_0 (B, n) and the total ∂L/∂h_1 (B, n), n = ``state_size``.
     """
+    if isinstance(tape, MapTape):
+        return _backward_map(tape, np.asarray(dL_dH, dtype=np.float64))
     model = tape.model
     if isinstance(model, IRNN):
         return _backward_irnn(tape, dL_dH)
-    return _backward_gated(tape, dL_dH)
+    return _backward_gated(tape, dL_dH)[:3]
 
 
-def _backward_gated(tape, ext):
+def _backward_gated(tape, ext, above=None, need_x=False):
+    """The one-line cells' backward pass.  ``ext`` (T, B, D) or None: the explicit cotangents
+    ∂L/∂h_t; ``above`` (T, B, D) or None: cotangents that reach h_t through the next layer of a
+    stack (counted in h̄_t but not in the returned ∂L/∂h_1, a cotangent of the dynamical state);
+    ``need_x``: also return the input cotangents x̄_t = z̄_t W (T, B, d), else None."""
     model = tape.model
-    T, B, D = ext.shape
+    T, B, D = tape.H.shape[0] - 1, tape.H.shape[1], tape.H.shape[2]
     a, c, R = model.gated_form()
     H, A, Dp = tape.H, tape.act, tape.dphi
     Zb = np.empty((T, B, D))
@@ -240,9 +314,12 @@ def _backward_gated(tape, ext):
     abar = cbar = 0.0
     dh1 = None
     for t in range(T - 1, -1, -1):
-        hb = hb + ext[t]
+        if ext is not None:
+            hb = hb + ext[t]
         if t == 0:
             dh1 = hb.copy()
+        if above is not None:
+            hb = hb + above[t]
         abar += float(np.vdot(hb, H[t]))
         cbar += float(np.vdot(hb, A[t]))
         zb = c * hb * Dp[t]
@@ -259,7 +336,8 @@ def _backward_gated(tape, ext):
         grads.update(U=Rbar, alpha=cbar * sa * (1 - sa), beta=abar * sb * (1 - sb))
     else:  # RNN, RIN (R = U + I)
         grads["U"] = Rbar
-    return {k: grads[k] for k in model.params()}, hb, dh1
+    xbar = (Zf @ model.W).reshape(T, B, -1) if need_x else None
+    return {k: grads[k] for k in model.params()}, hb, dh1, xbar
 
 
 def _sig(v):
@@ -318,6 +396,333 @@ def _backward_irnn(tape, ext):
     else:
         grads["U"] = Ubar
     return {k: grads[k] for k in model.params()}, hb, dh1
+
+
+# ============================================================================ GRU, LSTM and stacks
+@dataclasses.dataclass
+class GRUTape:
+    """A GRU layer's forward pass (time-major): inputs x (T, B, d), states H (T+1, B, D), the
+    activated gates RZ (T, B, 2D) = [r | z], q = W_hn h + b_hn (T, B, D), the candidate n
+    (T, B, D) and φ'(a_n) (T, B, D)."""
+
+    model: Model
+    x: np.ndarray
+    H: np.ndarray
+    RZ: np.ndarray
+    Q: np.ndarray
+    N: np.ndarray
+    DN: np.ndarray
+
+    @property
+    def S(self) -> np.ndarray:
+        return self.H
+
+
+@dataclasses.dataclass
+class LSTMTape:
+    """An LSTM layer's forward pass (time-major): inputs x (T, B, d), outputs H and cells C
+    (T+1, B, D), the activated gates A (T, B, 4D) = [i | f | g | o], TC = φ(c_t) (T, B, D) and
+    the derivatives DG = φ'(a_g), DT = φ'(c_t) (T, B, D)."""
+
+    model: Model
+    x: np.ndarray
+    H: np.ndarray
+    C: np.ndarray
+    A: np.ndarray
+    TC: np.ndarray
+    DG: np.ndarray
+    DT: np.ndarray
+
+    @property
+    def S(self) -> np.ndarray:
+        """The states s_t = [h_t; c_t], (T+1, B, 2D)."""
+        return np.concatenate([self.H, self.C], axis=2)
+
+
+@dataclasses.dataclass
+class MapTape:
+    """The forward pass of a GRU, an LSTM or a stack: one tape per layer, bottom first
+    (``GRUTape``, ``LSTMTape``, or ``Tape`` for a one-line cell); layer ℓ > 1 reads layer
+    ℓ − 1's outputs as its inputs x."""
+
+    model: Model
+    x: np.ndarray
+    layers: list
+    dL_dWr: np.ndarray | None = None
+
+    @property
+    def H(self) -> np.ndarray:
+        """The dynamical states s_0..s_T, (T+1, B, state_size): every layer's state, bottom first."""
+        parts = [lt.S if not isinstance(lt, Tape) else lt.H for lt in self.layers]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=2)
+
+    @property
+    def outputs(self) -> np.ndarray:
+        """What the read-out reads: the top layer's output h_0..h_T, (T+1, B, D)."""
+        return self.layers[-1].H
+
+    @property
+    def states(self) -> np.ndarray:
+        """s_1..s_T as (B, T, state_size), the layout of ``dynlab.simulate``."""
+        return np.swapaxes(self.H[1:], 0, 1)
+
+
+def _sigmoid_inplace(a):
+    """a ← σ(a) = 1/(1 + e^{−a}) (e^{−a} overflows to inf for a < −709: σ = 0 there, exactly)."""
+    np.negative(a, out=a)
+    np.exp(a, out=a)
+    a += 1.0
+    np.reciprocal(a, out=a)
+
+
+def _check_finite_rows(model, S, t):
+    """Raise ``DivergenceError`` when a row of S (the state after step t) is not finite; one
+    cheap sum per step, the row search only when the sum is not finite."""
+    if not np.isfinite(S.sum()):
+        ok = np.isfinite(S).all(axis=1)
+        if not ok.all():
+            raise DivergenceError(step=t + 1, batch=int(np.argmin(ok)), model=model.name)
+
+
+def _forward_map(model, xt, s0) -> MapTape:
+    layers = model.layers if isinstance(model, Stack) else (model,)
+    offs = np.concatenate([[0], np.cumsum([m.state_size for m in layers])])
+    tapes = []
+    inp = xt
+    with np.errstate(over="ignore", invalid="ignore"):
+        for ell, m in enumerate(layers):
+            own = s0[:, offs[ell]:offs[ell + 1]]
+            if isinstance(m, GRU):
+                lt = _forward_gru(m, inp, own, model)
+            elif isinstance(m, LSTM):
+                lt = _forward_lstm(m, inp, own, model)
+            else:
+                lt = _forward_cell(m, inp, np.ascontiguousarray(own))
+            tapes.append(lt)
+            inp = lt.H[1:]
+    return MapTape(model, xt, tapes)
+
+
+def _forward_gru(m, xt, h0, whole):
+    T, B, _ = xt.shape
+    D = m.hidden
+    name, leak = m.activation, float(m.leak)
+    GI = (xt.reshape(T * B, -1) @ m.W_ih.T).reshape(T, B, 3 * D)
+    GI += m.b_ih
+    GI[:, :, :2 * D] += m.b_hh[:2 * D]           # b_hr, b_hz join the input drive; b_hn stays inside r ⊙ (…)
+    WT = np.ascontiguousarray(m.W_hh.T)
+    b_hn = m.b_hh[2 * D:]
+    H = np.empty((T + 1, B, D))
+    H[0] = h0
+    RZ = np.empty((T, B, 2 * D))
+    Q = np.empty((T, B, D))
+    N = np.empty((T, B, D))
+    DN = np.empty((T, B, D))
+    gh = np.empty((B, 3 * D))
+    tanh = name == "tanh"
+    for t in range(T):
+        np.matmul(H[t], WT, out=gh)
+        rz = RZ[t]
+        np.add(GI[t, :, :2 * D], gh[:, :2 * D], out=rz)
+        _sigmoid_inplace(rz)
+        q = Q[t]
+        np.add(gh[:, 2 * D:], b_hn, out=q)
+        n = N[t]
+        a_n = n if tanh else DN[t]                 # a_n kept (in DN) where φ' needs it
+        np.multiply(rz[:, :D], q, out=a_n)
+        a_n += GI[t, :, 2 * D:]
+        _phi_into(name, a_n, leak, n)
+        h = H[t + 1]                               # h' = n + z ⊙ (h − n)
+        np.subtract(H[t], n, out=h)
+        h *= rz[:, D:]
+        h += n
+        _check_finite_rows(whole, h, t)
+    _dphi_inplace(name, DN, N, leak)
+    return GRUTape(m, xt, H, RZ, Q, N, DN)
+
+
+def _forward_lstm(m, xt, s0, whole):
+    T, B, _ = xt.shape
+    D = m.hidden
+    name, leak = m.activation, float(m.leak)
+    GI = (xt.reshape(T * B, -1) @ m.W_ih.T).reshape(T, B, 4 * D)
+    GI += m.b_ih + m.b_hh
+    WT = np.ascontiguousarray(m.W_hh.T)
+    H = np.empty((T + 1, B, D))
+    C = np.empty((T + 1, B, D))
+    H[0], C[0] = s0[:, :D], s0[:, D:]
+    A = np.empty((T, B, 4 * D))
+    TC = np.empty((T, B, D))
+    DG = np.empty((T, B, D))
+    tmp = np.empty((B, D))
+    tanh = name == "tanh"
+    for t in range(T):
+        a = A[t]
+        np.matmul(H[t], WT, out=a)
+        a += GI[t]
+        _sigmoid_inplace(a[:, :2 * D])
+        _sigmoid_inplace(a[:, 3 * D:])
+        g = a[:, 2 * D:3 * D]
+        if not tanh:
+            DG[t] = g                              # a_g, for φ'(a_g)
+        _phi_into(name, g, leak, g)
+        c = C[t + 1]                               # c' = f ⊙ c + i ⊙ g
+        np.multiply(a[:, D:2 * D], C[t], out=c)
+        np.multiply(a[:, :D], g, out=tmp)
+        c += tmp
+        tc = TC[t]
+        _phi_into(name, c, leak, tc)
+        np.multiply(a[:, 3 * D:], tc, out=H[t + 1])
+        _check_finite_rows(whole, c, t)
+        _check_finite_rows(whole, H[t + 1], t)
+    if tanh:
+        np.multiply(A[:, :, 2 * D:3 * D], A[:, :, 2 * D:3 * D], out=DG)
+        np.subtract(1.0, DG, out=DG)
+    else:
+        _dphi_inplace(name, DG, np.ascontiguousarray(A[:, :, 2 * D:3 * D]), leak)
+    DT = np.empty_like(TC) if name in ("tanh", "sigmoid") else C[1:].copy()   # φ'(c') from φ(c') or from c'
+    _dphi_inplace(name, DT, TC, leak)
+    return LSTMTape(m, xt, H, C, A, TC, DG, DT)
+
+
+def _backward_map(tape: MapTape, ext):
+    """Layer by layer from the top: the input cotangents of layer ℓ (x̄_t = ḡ_t W_ih) are the
+    cotangents of layer ℓ − 1's outputs (module docstring)."""
+    model = tape.model
+    layers = model.layers if isinstance(model, Stack) else (model,)
+    T, B = tape.x.shape[0], tape.x.shape[1]
+    n, Dout = model.state_size, model.hidden
+    if ext.shape not in ((T, B, Dout), (T, B, n)):
+        raise ParameterError("dL_dH", f"must have shape {(T, B, Dout)} (the outputs) or {(T, B, n)} (the states), "
+                                      f"got {ext.shape}")
+    offs = np.concatenate([[0], np.cumsum([m.state_size for m in layers])])
+    on_state = ext.shape[2] == n and n != Dout
+    grads, dh0, dh1, rec = {}, [None] * len(layers), [None] * len(layers), [None] * len(layers)
+    above = None
+    for ell in range(len(layers) - 1, -1, -1):
+        lt, m = tape.layers[ell], layers[ell]
+        if on_state:
+            own = ext[:, :, offs[ell]:offs[ell + 1]]
+        else:
+            own = ext if ell == len(layers) - 1 else None
+        need_x = ell > 0
+        if isinstance(lt, GRUTape):
+            g, dh0[ell], dh1[ell], above = _backward_gru(lt, own, above, need_x)
+            rec[ell] = g["W_hh"]
+        elif isinstance(lt, LSTMTape):
+            g, dh0[ell], dh1[ell], above = _backward_lstm(lt, own, above, need_x)
+            rec[ell] = g["W_hh"]
+        else:
+            g, dh0[ell], dh1[ell], above = _backward_gated(lt, own, above, need_x)
+            rec[ell] = lt.dL_dWr
+        if isinstance(model, Stack):
+            grads.update({f"layer{ell + 1}_{k}": v for k, v in g.items()})
+        else:
+            grads.update(g)
+    tape.dL_dWr = rec[0] if len(rec) == 1 else np.concatenate(rec, axis=0)
+    cat = (lambda parts: parts[0]) if len(layers) == 1 else (lambda parts: np.concatenate(parts, axis=1))
+    return {k: grads[k] for k in model.params()}, cat(dh0), cat(dh1)
+
+
+def _backward_gru(lt: GRUTape, ext, above, need_x):
+    """GRU backward (module docstring); ext (T, B, D) or None, above (T, B, D) or None."""
+    m = lt.model
+    T, B, D = lt.N.shape
+    H, RZ, Q, N, DN = lt.H, lt.RZ, lt.Q, lt.N, lt.DN
+    W = m.W_hh
+    G = np.empty((T, B, 3 * D))          # the pre-activation cotangents [ā_r | ā_z | ā_n] of every step
+    gh = np.empty((B, 3 * D))            # … and of W_hh h + b_hh: [ā_r | ā_z | ā_n ⊙ r]
+    hb = np.zeros((B, D))
+    hn = np.empty((B, D))
+    tmp = np.empty((B, D))
+    dh1 = None
+    for t in range(T - 1, -1, -1):
+        if ext is not None:
+            hb += ext[t]
+        if t == 0:
+            dh1 = hb.copy()
+        if above is not None:
+            hb += above[t]
+        r, z = RZ[t, :, :D], RZ[t, :, D:]
+        g = G[t]
+        an, az, ar = g[:, 2 * D:], g[:, D:2 * D], g[:, :D]
+        np.subtract(1.0, z, out=tmp)             # ā_n = h̄ (1 − z) φ'(a_n)
+        np.multiply(hb, tmp, out=an)
+        an *= DN[t]
+        tmp *= z                                 # ā_z = h̄ (h − n) z (1 − z)
+        np.subtract(H[t], N[t], out=az)
+        az *= hb
+        az *= tmp
+        np.subtract(1.0, r, out=tmp)             # ā_r = ā_n q r (1 − r)
+        tmp *= r
+        np.multiply(an, Q[t], out=ar)
+        ar *= tmp
+        gh[:, :2 * D] = g[:, :2 * D]
+        np.multiply(an, r, out=gh[:, 2 * D:])
+        np.multiply(hb, z, out=hn)               # h̄_{t-1} = h̄ z + [ā_r | ā_z | ā_n r] W_hh
+        np.matmul(gh, W, out=hb)
+        hb += hn
+    Gf = G.reshape(T * B, 3 * D)
+    out = {"W_ih": Gf.T @ lt.x.reshape(T * B, -1), "b_ih": Gf.sum(axis=0)}
+    xbar = (Gf @ m.W_ih).reshape(T, B, -1) if need_x else None
+    G[:, :, 2 * D:] *= RZ[:, :, :D]                 # now the cotangents of W_hh h + b_hh
+    out["W_hh"] = Gf.T @ H[:-1].reshape(T * B, D)
+    out["b_hh"] = Gf.sum(axis=0)
+    return out, hb, dh1, xbar
+
+
+def _backward_lstm(lt: LSTMTape, ext, above, need_x):
+    """LSTM backward (module docstring); ext (T, B, D) on h or (T, B, 2D) on [h; c], or None;
+    above (T, B, D) on h or None."""
+    m = lt.model
+    T, B, D = lt.TC.shape
+    H, C, A, TC, DG, DT = lt.H, lt.C, lt.A, lt.TC, lt.DG, lt.DT
+    W = m.W_hh
+    eh, ec = (None, None) if ext is None else ((ext, None) if ext.shape[2] == D else (ext[:, :, :D], ext[:, :, D:]))
+    G = np.empty((T, B, 4 * D))          # [ā_i | ā_f | ā_g | ā_o] of every step
+    hb = np.zeros((B, D))
+    cb = np.zeros((B, D))
+    ct = np.empty((B, D))
+    tmp = np.empty((B, D))
+    dh1 = None
+    for t in range(T - 1, -1, -1):
+        if eh is not None:
+            hb += eh[t]
+        if ec is not None:
+            cb += ec[t]
+        if t == 0:
+            dh1 = np.concatenate([hb, cb], axis=1)
+        if above is not None:
+            hb += above[t]
+        a = A[t]
+        i, f, gg, o = a[:, :D], a[:, D:2 * D], a[:, 2 * D:3 * D], a[:, 3 * D:]
+        g = G[t]
+        ai, af, ag, ao = g[:, :D], g[:, D:2 * D], g[:, 2 * D:3 * D], g[:, 3 * D:]
+        np.subtract(1.0, o, out=tmp)             # ā_o = h̄ φ(c') o (1 − o)
+        tmp *= o
+        np.multiply(hb, TC[t], out=ao)
+        ao *= tmp
+        np.multiply(hb, o, out=ct)               # c̄' = c̄ + h̄ o φ'(c')
+        ct *= DT[t]
+        ct += cb
+        np.subtract(1.0, i, out=tmp)             # ā_i = c̄' g i (1 − i)
+        tmp *= i
+        np.multiply(ct, gg, out=ai)
+        ai *= tmp
+        np.multiply(ct, i, out=ag)               # ā_g = c̄' i φ'(a_g)
+        ag *= DG[t]
+        np.subtract(1.0, f, out=tmp)             # ā_f = c̄' c f (1 − f)
+        tmp *= f
+        np.multiply(ct, C[t], out=af)
+        af *= tmp
+        np.multiply(ct, f, out=cb)               # c̄_{t-1} = c̄' f
+        np.matmul(g, W, out=hb)                  # h̄_{t-1} = ā W_hh
+    Gf = G.reshape(T * B, 4 * D)
+    gb = Gf.sum(axis=0)
+    out = {"W_ih": Gf.T @ lt.x.reshape(T * B, -1), "W_hh": Gf.T @ H[:-1].reshape(T * B, D), "b_ih": gb,
+           "b_hh": gb.copy()}
+    xbar = (Gf @ m.W_ih).reshape(T, B, -1) if need_x else None
+    return out, np.concatenate([hb, cb], axis=1), dh1, xbar
 
 
 # ============================================================================ read-out and losses
@@ -384,16 +789,18 @@ def loss_and_grads(model: Model, readout: dict, x, target, *, loss: str, h0=None
 
     Parameters
     ----------
-    model : discrete dynlab model;  readout : {"W_out": (C, D), "b_out": (C,)}
+    model : discrete dynlab model;  readout : {"W_out": (C, D), "b_out": (C,)} on the output h
+        (D = ``model.hidden``)
     x : (B, T, d) inputs;  target : see the module docstring for each ``loss``
-    h0 : (B, D) or (D,) initial states (zeros by default)
+    h0 : (B, n) or (n,) initial states (zeros by default), n = ``model.state_size``
 
     Returns
     -------
     (L, grads, info): grads holds the model's parameters, ``W_out``, ``b_out`` and ``h0``
-    (∂L/∂h_0, (B, D)); info holds the tape, ``dL_dh1`` (B, D), ``dL_dWr`` (D, D) = ∂L/∂R for
-    the matrix R multiplying h_{t-1} inside φ (U; M − Mᵀ − γI; U + I for the RIN; I + VH),
-    ``outputs`` and, for cross-entropy, ``accuracy``.
+    (∂L/∂h_0, (B, n)); info holds the tape, ``dL_dh1`` (B, n), ``dL_dWr`` (D, D) = ∂L/∂R for
+    the matrix R multiplying h_{t-1} inside φ (U; M − Mᵀ − γI; U + I for the RIN; I + VH;
+    W_hh (G·D, D) for a GRU or an LSTM; every layer's stacked for a stack), ``outputs`` and,
+    for cross-entropy, ``accuracy``.
 
     Example
     -------
@@ -401,18 +808,19 @@ def loss_and_grads(model: Model, readout: dict, x, target, *, loss: str, h0=None
     """
     loss = check_loss(loss)
     tape = forward(model, x, h0)
-    T, B, D = tape.H.shape[0] - 1, tape.H.shape[1], tape.H.shape[2]
-    Y = readout_outputs(readout, tape.H, loss)
+    out = tape.outputs
+    T, B, D = out.shape[0] - 1, out.shape[1], out.shape[2]
+    Y = readout_outputs(readout, out, loss)
     L, dY, extra = loss_value(loss, Y, target)
     ext = np.zeros((T, B, D))
     if loss.endswith("-seq"):
         ext[:] = dY @ readout["W_out"]
-        Hs = tape.H[1:].reshape(T * B, D)
+        Hs = out[1:].reshape(T * B, D)
         gW = dY.reshape(T * B, -1).T @ Hs
         gb = dY.reshape(T * B, -1).sum(axis=0)
     else:
         ext[-1] = dY @ readout["W_out"]
-        gW = dY.T @ tape.H[-1]
+        gW = dY.T @ out[-1]
         gb = dY.sum(axis=0)
     grads, dh0, dh1 = backward(tape, ext)
     grads["W_out"], grads["b_out"], grads["h0"] = gW, gb, dh0
@@ -425,8 +833,8 @@ def loss_and_grads(model: Model, readout: dict, x, target, *, loss: str, h0=None
 def predict(model: Model, readout: dict, x, *, loss: str, h0=None):
     """The read-out outputs of ``model`` on x ((B, C), or (T, B, C) for -seq losses)."""
     tape = forward(model, x, h0)
-    return readout_outputs(readout, tape.H, check_loss(loss))
+    return readout_outputs(readout, tape.outputs, check_loss(loss))
 
 
-__all__ = ["LOSSES", "READOUT", "Tape", "backward", "forward", "init_readout", "loss_and_grads", "loss_value",
+__all__ = ["GRUTape", "LOSSES", "LSTMTape", "MapTape", "READOUT", "Tape", "backward", "forward", "init_readout", "loss_and_grads", "loss_value",
            "param_names", "predict", "with_params"]

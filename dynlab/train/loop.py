@@ -14,9 +14,14 @@
 ``A_h_norm``    ‖𝒜_h‖₂ = ‖∂h_T/∂h_0‖₂    (MASO paper; idem)
 ``dL_dh1_norm`` ‖∂ℓ/∂h_1‖₂ of each training sequence's own loss ℓ, mean over the batch
 ``dL_dWr_norm`` ‖∂L/∂W_r‖_F, W_r the matrix multiplying h_{t-1} inside φ (U; M − Mᵀ − γI
-                for the antisymmetric cell; U = I + VH for a low-rank iRNN)
+                for the antisymmetric cell; U = I + VH for a low-rank iRNN; W_hh for a GRU or
+                an LSTM; every layer's, stacked, for a stack)
 ``grad_norm``   global norm of all gradients before clipping;  ``lr`` the learning rate
 ==============  =====================================================================
+
+For a GRU, an LSTM or a stack, h in these norms is the dynamical state s every analysis works
+on (an LSTM's [h; c], every layer's state of a stack), and so are h_0, ε and a learned h0; the
+read-out reads the output h (``model.output_slice``).
 
 The Jacobian norms come from the closed-form one-step Jacobians
 (``dynlab.analysis.jacobians.jacobian_at``) and the one-pass backward products of
@@ -153,13 +158,13 @@ def run_outputs(model, readout, x, loss, h0=None, chunk: int = 500):
 
     xa, _ = check_input(x, model.inputs)
     B = xa.shape[0]
-    h0a = check_h0(h0, B, model.hidden)
+    h0a = check_h0(h0, B, model.state_size)
     outs = []
     for lo in range(0, B, chunk):
         H, bad, _ = run_states(model, xa[lo:lo + chunk], h0a[lo:lo + chunk], "numba", stop=True)
         if bad.min() < xa.shape[1]:
             raise DivergenceError(step=int(bad.min()) + 1, batch=lo + int(np.argmin(bad)), model=model.name)
-        Hs = np.swapaxes(H, 0, 1)
+        Hs = np.swapaxes(H[:, :, model.output_slice], 0, 1)     # the read-out reads the output h
         Hs = Hs if loss.endswith("-seq") else Hs[-1]
         outs.append(Hs @ readout["W_out"].T + readout["b_out"])
     return np.concatenate(outs, axis=-2)
@@ -180,16 +185,18 @@ def jacobian_diagnostics(model, x, h0=None) -> dict:
 
     The one-step Jacobians J_t come from ``jacobian_at`` along the simulated trajectory;
     the backward products of the stack [I, J_1, …, J_T] (``jacobian_norms``) give
-    ‖∂h_T/∂h_t‖₂ for t = 0 … T in one pass.  Returns arrays of shape (B,).
+    ‖∂h_T/∂h_t‖₂ for t = 0 … T in one pass.  h is the dynamical state every analysis works
+    on: s = [h; c] for an LSTM, every layer's state for a stack.  Returns arrays of shape (B,).
     """
     from ..analysis.gradients import jacobian_norms
     from ..analysis.jacobians import jacobian_at
 
     tape = bp.forward(model, x, h0)
-    T, B, D = tape.H.shape[0] - 1, tape.H.shape[1], tape.H.shape[2]
+    S = tape.H
+    T, B, D = S.shape[0] - 1, S.shape[1], S.shape[2]
     if T < 2:
         raise ParameterError("steps", f"the gradient diagnostics need T ≥ 2, got {T}")
-    hprev = np.swapaxes(tape.H[:-1], 0, 1).reshape(B * T, D)
+    hprev = np.swapaxes(S[:-1], 0, 1).reshape(B * T, D)
     xs = np.swapaxes(tape.x, 0, 1).reshape(B * T, -1)
     t = np.tile(np.arange(T, dtype=np.int64), B)
     J = jacobian_at(model, xs, hprev, t=t).reshape(B, T, D, D)
@@ -230,18 +237,20 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
 
     Parameters
     ----------
-    model : discrete dynlab model (rnn, fastrnn, antisymmetric, rin, irnn)
+    model : discrete dynlab model (rnn, fastrnn, antisymmetric, rin, irnn, gru, lstm, stack); the
+        read-out reads the output h (``output_slice``: an LSTM's h, not c; a stack's top layer)
     task : ``dynlab.tasks.Task``
     iterations : number of iterations to run
     optimiser, lr : ``adam`` | ``rmsprop`` | ``sgd`` and its learning rate
     batch : sequences per iteration;  clip : max global gradient norm (None: no clipping)
-    sigma_eps : σ_ε of the random initial state (0: h_0 = 0)
+    sigma_eps : σ_ε of the random initial state (0: h_0 = 0); ε lives on the whole dynamical
+        state (an LSTM's [h; c], every layer of a stack)
     record_every : record the history every n iterations, and at the run's last iteration (an
         extra record that changes nothing: a run resumed from there records the same values at
         the shared iterations)
     seed : seeds the read-out's initial weights, the batches and ε
     freeze : parameter names not trained (default: an iRNN's ``alpha``)
-    learn_h0 : also learn a shared initial state h0 (added to ε)
+    learn_h0 : also learn a shared initial state h0 (added to ε; ``state_size`` entries)
     diag_batch : validation sequences the Jacobian diagnostics are averaged over
     plateau : patience (in records) of a reduce-on-plateau schedule on ``val_loss``; None: off
     progress : draw a progress bar on stderr (default: only when stderr is a terminal)
@@ -281,17 +290,17 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
         if name not in model.params():
             raise ParameterError("freeze", f"{name!r} is not a parameter of {model.name} "
                                            f"({', '.join(model.params())})")
-    D = model.hidden
+    n = model.state_size        # h_0 (and ε) live on the dynamical state: [h; c] for an LSTM
     config = {"task": dict(task.settings, seed=task.seed), "optimiser": str(optimiser).lower(), "batch": batch,
               "clip": clip, "sigma_eps": sigma_eps, "record_every": record_every, "seed": seed,
               "freeze": list(freeze), "learn_h0": bool(learn_h0), "diag_batch": diag_batch, "plateau": plateau}
 
     if _resume is None:
-        readout = bp.init_readout(D, task.outputs, seed=[seed, 0])
+        readout = bp.init_readout(model.hidden, task.outputs, seed=[seed, 0])
         opt = make_optimiser(optimiser, lr=lr)
         sched = None if plateau is None else Plateau(opt, patience=as_int(plateau, "plateau", low=1))
         start, past = 0, None
-        h0 = np.zeros(D) if learn_h0 else None
+        h0 = np.zeros(n) if learn_h0 else None
     else:
         readout, opt, sched, start, past, h0 = (_resume[k] for k in ("readout", "optimiser", "plateau", "start",
                                                                       "history", "h0"))
@@ -307,7 +316,7 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
     try:
         for it in range(start + 1, end + 1):
             x, y = task.sample(np.random.default_rng([seed, 1, it]), batch)
-            eps = sigma_eps * np.random.default_rng([seed, 2, it]).standard_normal((batch, D))
+            eps = sigma_eps * np.random.default_rng([seed, 2, it]).standard_normal((batch, n))
             hstart = eps if h0 is None else eps + h0
             loss, grads, info = bp.loss_and_grads(model, readout, x, y, loss=task.loss, h0=hstart)
             if not math.isfinite(loss):
