@@ -42,7 +42,10 @@ JACOBIAN_VECTORISE_MIN_HIDDEN = 512
 JACOBIAN_IRNN_BLAS_MIN_HIDDEN = 32
 #: GRU/LSTM Jacobians under the numba backend: the jitted per-point kernels (the gates from
 #: two BLAS products over all points, then one pass that writes each row of J as a combination
-#: of three or four weight rows) up to this hidden size, the batched NumPy form past it.
+#: of three or four weight rows) up to this hidden size, the batched NumPy form past it.  The
+#: jitted kernels won at every size measured (J and Jx, 2 loaded cores, load ≈ 4, medians of 5:
+#: GRU D=16/64/128/256, N=2000/500/200/50: 8.2/14/4.4/12 ms vs 10.7/26/25/39 ms; LSTM 13/27/36/25
+#: vs 10/56/64/42 ms), so the switch is off (2³⁰) until a machine shows otherwise.
 JACOBIAN_GATED_VECTORISE_MIN_HIDDEN = 1 << 30
 #: Points per chunk of ``irnn_xp`` (Π of a chunk, D·n·D floats, stays in cache for D ≤ 256).
 JACOBIAN_IRNN_CHUNK = 32
