@@ -10,7 +10,8 @@ initial state, PyTorch's initialisation (U(−1/√D, 1/√D)), Gaussian inputs.
   batch and one fused numba pass for the gates;
 * ``dl.simulate (with Dataset)``: the public call, validation and the xarray Dataset included;
 * ``pytorch … nn.GRU/nn.LSTM (eager, no_grad)``: PyTorch's own module with the same weights
-  (its CPU kernel also computes the input projection of every step in one product first);
+  (its CPU kernel also computes the input projection of every step in one product first), on
+  its default threads and on one thread;
 * ``jax … (jit + lax.scan)``: PyTorch's equations in JAX, the input projection before the scan;
 * ``floor: T × GEMM`` (not compared): only the T products (B×D)·(D×G·D) the recurrence cannot
   avoid.
@@ -64,6 +65,20 @@ def _floor(m, B, T):
     return call
 
 
+def _one_torch_thread(torch, call):
+    """``call`` with PyTorch on one intra-op thread (faster than two on a busy 2-core machine:
+    no per-step wait for the second thread), its thread count restored afterwards."""
+    def run():
+        n = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return call()
+        finally:
+            torch.set_num_threads(n)
+
+    return run
+
+
 def build(cell: str, quick: bool):
     m, x, h0 = _setup(cell, quick)
     B, T, d = x.shape
@@ -78,8 +93,12 @@ def build(cell: str, quick: bool):
     if torch_or_none() is not None:
         import torch
         name = f"pytorch {torch.__version__.split('+')[0]} nn.{cell.upper()} (eager, no_grad, {torch.get_num_threads()} threads)"
-        impls.append(Impl(name, torch_gated_forward(m, x, h0)))
+        call = torch_gated_forward(m, x, h0)
+        impls.append(Impl(name, call))
         ratios.append(("PyTorch / dynlab (> 1: dynlab faster)", name, DYNLAB))
+        one = f"pytorch {torch.__version__.split('+')[0]} nn.{cell.upper()} (eager, no_grad, 1 thread)"
+        impls.append(Impl(one, _one_torch_thread(torch, call)))
+        ratios.append(("PyTorch on 1 thread / dynlab (> 1: dynlab faster)", one, DYNLAB))
     if jax_or_none() is not None:
         import jax
         name = f"jax {jax.__version__} (jit + lax.scan)"
