@@ -176,7 +176,7 @@ def test_lstm_with_f_one_i_zero_keeps_c_and_the_cell_gradient_is_closed_form():
     tape = info["tape"]
     c0 = h0[:, D:]
     np.testing.assert_array_equal(tape.layers[0].C[-1], c0)
-    o_T = tape.layers[0].A[-1, :, 3 * D:]
+    o_T = bp.forward(m, x, h0).layers[0].A[-1, :, 2 * D:3 * D]   # the gates as [i | f | o | g] (before backward)
     np.testing.assert_allclose(tape.outputs[-1], o_T * np.tanh(c0), rtol=1e-15, atol=0)
     y = tape.outputs[-1] @ readout["W_out"].T + readout["b_out"]
     hbar = (2 * (y - target) / target.size) @ readout["W_out"]

@@ -500,6 +500,9 @@ def train(ctx, out, data, **options):
     Example (the iRNN set-up that learns the adding task, README): dynlab train --task adding
     --model irnn --K 5 --g0 previous --activation relu --set rank=4 --set sign=-1
     --weight-scale 0.05 --eta 0.1 --lr 0.01 --iterations 600 --out add.png
+
+    PyTorch's cells: --model gru, --model lstm (the read-out reads h, not c), and stacks of
+    them: --model stack --set cell=lstm --set layers=2.
     """
     from ..runs import implicit_train_summary, train_spec, train_summary
     from ..train.loop import ImplicitTrainResult, TrainSpec

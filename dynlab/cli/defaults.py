@@ -142,7 +142,7 @@ MAP_MODELS = ("gru", "lstm", "stack")
 EQUILIBRIA_MODELS = tuple(MODEL_NAMES)
 SPECTRUM_MODELS = SEQUENCE_MODELS
 PARTITION_MODELS = ("rnn", "fastrnn", "antisymmetric", "rin")
-TRAIN_MODELS = ("rnn", "fastrnn", "antisymmetric", "rin", "irnn", "implicit")
+TRAIN_MODELS = ("rnn", "fastrnn", "antisymmetric", "rin", "irnn", "implicit", "gru", "lstm", "stack")
 
 
 def per_model(setting: str, models, overrides=None) -> By | object:

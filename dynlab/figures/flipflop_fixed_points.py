@@ -12,9 +12,14 @@ seed's data:
    (each a memory, every |output| > 0.5);
 2. each of the 12 pairs of memories that differ in one bit is joined by a saddle: a fixed point
    with exactly one unstable mode (one step-Jacobian eigenvalue |μ| > 1) whose two unstable
-   branches — the map run from s* ± 10⁻³ v for ``BRANCH_STEPS`` steps, v the unit unstable
-   eigenvector — end at those two memories (within a quarter of the closest two memories'
-   distance);
+   branches — the map run from s* ± 10⁻³ v, v the unit unstable eigenvector — end at those two
+   memories: each branch is followed, ``BRANCH_STEPS`` steps at a time and for at most
+   ``BRANCH_MAX_STEPS``, until it is within a quarter of the closest two memories' distance of
+   a memory (a branch that never arrives counts as joining nothing).  Arrival can take
+   thousands of steps: the trained memories have slow modes (step-Jacobian radius up to
+   0.99999 in full mode), so a fixed 1000-step horizon left branches half-way on 2 of 5 seeds
+   (measured: 8 and 11 of 12 pairs "joined" at 1000 steps, 12 of 12 once they arrive);
+   ``branch_steps_max`` records the longest arrival per seed;
 3. every fixed point counted is a root to ‖F‖∞ ≤ 1e-12 and certified (Newton–Kantorovich with
    the GRU's Lipschitz bound).
 
@@ -34,6 +39,7 @@ NAME = "flipflop-fixed-points"
 QUICK = (16, 50, 300, 32, 2e-2, 32, 256, (0, 1, 2))
 FULL = (64, 100, 1000, 64, 1e-2, 64, 1024, (0, 1, 2, 3, 4))
 BRANCH_STEPS = 1000
+BRANCH_MAX_STEPS = 50_000
 BRANCH_EPS = 1e-3
 N_BITS = 3
 ADJACENT = [(a, a ^ (1 << k)) for a in range(2 ** N_BITS) for k in range(N_BITS) if a < a ^ (1 << k)]
@@ -46,26 +52,37 @@ def _pattern(readout, P):
 
 
 def _branch_ends(m, fp, memories, codes):
-    """For every root with one unstable mode: the memory code each unstable branch ends at (−1
-    when the branch ends farther than a quarter of the closest two memories' distance)."""
+    """For every root with one unstable mode: the memory code each unstable branch arrives at
+    and the step it arrived (module docstring; −1 for a branch that has not arrived within a
+    quarter of the closest two memories' distance after ``BRANCH_MAX_STEPS`` steps)."""
     import dynlab as dl
 
     n = fp.sizes["point"]
     ends = np.full((n, 2), -1, dtype=np.int64)
+    arrived_at = np.full((n, 2), -1, dtype=np.int64)
     saddles = np.flatnonzero((fp["kind"].values == 1) & (fp["n_unstable"].values == 1))
     if saddles.size == 0 or memories.shape[0] == 0:
-        return ends
+        return ends, arrived_at
     v = fp["unstable_vectors"].values[saddles, 0]
     S = fp["h_eq"].values[saddles]
     h0 = np.concatenate([S + BRANCH_EPS * v, S - BRANCH_EPS * v])
-    x = np.zeros((h0.shape[0], BRANCH_STEPS, m.inputs))
-    end = dl.simulate(m, x, h0, backend="numpy")["h"].values[:, -1]
     gap = min((np.linalg.norm(a - b) for i, a in enumerate(memories) for b in memories[i + 1:]), default=np.inf)
-    dist = np.linalg.norm(end[:, None, :] - memories[None], axis=2)
-    near = np.argmin(dist, axis=1)
-    code = np.where(dist[np.arange(len(near)), near] < 0.25 * gap, codes[near], -1)
-    ends[saddles, 0], ends[saddles, 1] = code[:saddles.size], code[saddles.size:]
-    return ends
+    code = np.full(h0.shape[0], -1, dtype=np.int64)
+    when = np.full(h0.shape[0], -1, dtype=np.int64)
+    state, going, steps = h0, np.arange(h0.shape[0]), 0
+    while going.size and steps < BRANCH_MAX_STEPS:
+        x = np.zeros((going.size, BRANCH_STEPS, m.inputs))
+        state = dl.simulate(m, x, state, backend="numpy")["h"].values[:, -1]
+        steps += BRANCH_STEPS
+        dist = np.linalg.norm(state[:, None, :] - memories[None], axis=2)
+        near = np.argmin(dist, axis=1)
+        there = dist[np.arange(near.size), near] < 0.25 * gap
+        code[going[there]], when[going[there]] = codes[near[there]], steps
+        going, state = going[~there], state[~there]
+    k = saddles.size
+    ends[saddles, 0], ends[saddles, 1] = code[:k], code[k:]
+    arrived_at[saddles, 0], arrived_at[saddles, 1] = when[:k], when[k:]
+    return ends, arrived_at
 
 
 def _analyse(m, readout, x, n_starts, seed):
@@ -78,8 +95,8 @@ def _analyse(m, readout, x, n_starts, seed):
     stable = roots & (fp["n_unstable"].values == 0)
     code, margin = _pattern(readout, fp["h_eq"].values)
     code = np.where(stable, code, -1)
-    ends = _branch_ends(m, fp, fp["h_eq"].values[stable], code[stable])
-    return fp, code, margin, ends
+    ends, arrived_at = _branch_ends(m, fp, fp["h_eq"].values[stable], code[stable])
+    return fp, code, margin, ends, arrived_at
 
 
 def compute(quick: bool):
@@ -91,9 +108,9 @@ def compute(quick: bool):
 
     D, T, its, batch, lr, n_traj, n_starts, seeds = QUICK if quick else FULL
     found = {k: [] for k in ("seed", "kind", "n_unstable", "residual", "certified", "code", "margin", "end_a",
-                             "end_b", "mu")}
+                             "end_b", "arrived_at", "mu")}
     control = {k: [] for k in ("seed", "kind", "n_unstable", "residual", "certified", "code", "margin", "end_a",
-                               "end_b", "mu")}
+                               "end_b", "arrived_at", "mu")}
     losses, base_losses = [], []
     pictures = {}
     for s in seeds:
@@ -105,12 +122,13 @@ def compute(quick: bool):
         x, _ = task.batch("test")
         for target, model, readout in ((found, res.model, res.readout),
                                        (control, m0, init_readout(D, N_BITS, seed=[s, 0]))):
-            fp, code, margin, ends = _analyse(model, readout, x, n_starts, s)
+            fp, code, margin, ends, arrived_at = _analyse(model, readout, x, n_starts, s)
             mu = np.abs(dl.eigenvalues_from(fp, "step_eig")).max(axis=1)
             for k, v in (("seed", np.full(fp.sizes["point"], s)), ("kind", fp["kind"].values),
                          ("n_unstable", fp["n_unstable"].values), ("residual", fp["residual"].values),
                          ("certified", fp["certified"].values), ("code", code), ("margin", margin),
-                         ("end_a", ends[:, 0]), ("end_b", ends[:, 1]), ("mu", mu)):
+                         ("end_a", ends[:, 0]), ("end_b", ends[:, 1]),
+                         ("arrived_at", arrived_at.max(axis=1)), ("mu", mu)):
                 target[k].append(v)
             if s == seeds[0]:
                 pictures["trained" if target is found else "control"] = fp
@@ -135,7 +153,7 @@ def compute(quick: bool):
     ds.attrs.update({
         "figure": NAME, "hidden": D, "task_steps": T, "iterations": its, "batch": batch, "lr": lr,
         "n_trajectories": n_traj, "search_starts": n_starts, "baseline": float(base_losses[0]),
-        "branch_steps": BRANCH_STEPS, "branch_eps": BRANCH_EPS,
+        "branch_steps": BRANCH_STEPS, "branch_max_steps": BRANCH_MAX_STEPS, "branch_eps": BRANCH_EPS,
         "scaling": (f"GRU D={D}, flip-flop T={T} (p=0.05), {its} Adam iterations (lr {lr:g}, batch {batch}), "
                     f"{n_starts} starts on {n_traj} test trajectories, seeds {list(seeds)}"
                     + (" (quick)" if quick else "") + "; the paper's network is a continuous-time tanh RNN, "
@@ -169,7 +187,8 @@ def _judge(ds, prefix, seed):
             "points_two_modes": int(counts[2]), "points_three_plus_modes": int(counts[3:].sum()),
             "roots": int(roots.sum()), "max_residual": float(col("residual")[roots].max()) if roots.any() else 0.0,
             "all_certified": bool((col("certified")[roots] == 1).all()),
-            "saddle_mu": [round(float(v), 4) for v in np.sort(col("mu")[one])]}
+            "saddle_mu": [round(float(v), 4) for v in np.sort(col("mu")[one])],
+            "branch_steps_max": int(col("arrived_at")[one].max()) if one.any() else 0}
 
 
 def check(ds):

@@ -33,7 +33,10 @@ def gradients_dataset(spec):
     xarray.Dataset (``attrs["result"] = "gradients"``) with, along ``model`` (entry names:
     ``irnn-K5`` … when several K, else the registry name): ``jac_norm``, ``log_jac_norm``,
     ``step_norm`` (model, time; not with ``spec.step_norms`` False); ``ratio`` (model);
-    ``lyapunov`` (model, exponent) per step, in decreasing order; ``h`` (model, time, unit);
+    ``lyapunov`` (model, exponent) per step, in decreasing order (with ``spec.lyapunov`` the
+    whole spectrum of each entry's state: an LSTM's [h; c] has 2D exponents, a stack one per
+    state entry; NaN past an entry's own state size); ``h`` (model, time, unit) the output h
+    (``model.output_slice``: an LSTM's h, a stack's top layer; the norms are on the whole state);
     ``diverged_at`` (model); ``x`` (time, unit_in); every entry's parameters and settings under
     ``<entry>__`` (as ``phase``).  Raises ParameterError (``steps`` for T < 2, ``K`` for K values
     on a non-iRNN model, ``compare`` for repeated models) and DivergenceError with the full
@@ -73,7 +76,7 @@ def gradients_dataset(spec):
         models.append(build_model(run, canonical, like=primaries[0]))
     x = build_input(run, primaries[0].inputs)
     T, D = x.shape[0], primaries[0].hidden
-    k = D if spec.lyapunov else 1
+    k = max(m.state_size for m in models) if spec.lyapunov else 1
 
     n = len(models)
     out = {v: np.full((n, T), np.nan)
@@ -86,14 +89,15 @@ def gradients_dataset(spec):
         try:
             g = gradient_norms(model, x, backend=backend, step_norms=spec.step_norms, command=run.command)
         except DivergenceError as err:
-            H[i, :err.step - 1] = err.partial["h"].values
+            H[i, :err.step - 1] = err.partial["h"].values[:, model.output_slice]
             diverged[i] = err.step
             continue
         for v in out:
             out[v][i] = g[v].values
         ratio[i] = float(g["ratio"])
-        H[i] = g["h"].values
-        lam[i] = lyapunov(model, x, k=k, backend=backend)["lyapunov"].values
+        H[i] = g["h"].values[:, model.output_slice]
+        ki = min(k, model.state_size)
+        lam[i, :ki] = lyapunov(model, x, k=ki, backend=backend)["lyapunov"].values
 
     data = {
         "jac_norm": xr.Variable(("model", "time"), out["jac_norm"], {"long_name": "‖∂h_T/∂h_t‖₂", "units": "1"}),

@@ -60,7 +60,9 @@ def phase_dataset(spec, field=None):
     Returns
     -------
     xarray.Dataset (``attrs["result"] = "phase"``) with
-      ``h`` (model, time, unit)  the states, one entry per model along ``model`` (names);
+      ``h`` (model, time, unit)  the states, one entry per model along ``model`` (names); for
+      an LSTM or a stack the output h (``model.output_slice``: an LSTM's h, not c; a stack's
+      top layer), so every entry has D units;
       ``x`` (time, unit_in), ``h0`` (unit), ``diverged_at`` (model): 0, or the first
       non-finite step (states from there on are NaN);
       every entry's parameters and settings under the prefix ``<name>__`` (``_entries``);
@@ -112,9 +114,9 @@ def phase_dataset(spec, field=None):
     diverged = np.zeros(len(models), dtype=np.int64)
     for i, model in enumerate(models):
         try:
-            H[i] = simulate(model, x, backend=backend, command=spec.command)["h"].values
+            H[i] = simulate(model, x, backend=backend, command=spec.command)["h"].values[:, model.output_slice]
         except DivergenceError as err:
-            H[i, :err.step - 1] = err.partial["h"].values
+            H[i, :err.step - 1] = err.partial["h"].values[:, model.output_slice]
             diverged[i] = err.step
 
     data = {

@@ -132,7 +132,7 @@ _DIVERGED = Var("first step with a non-finite state (0: none)", "step", "int64")
 
 # ============================================================================ simulate
 _SIM_VARS = {
-    "final_norm": Var("‖h_T‖₂ (NaN when the run diverged)"),
+    "final_norm": Var("‖h_T‖₂ of the whole state (an LSTM's [h; c], a stack's layers; NaN when the run diverged)"),
     "mean_abs_h": Var("mean |h_t,i| over the finite steps and units"),
     "max_abs_h": Var("max |h_t,i| over the finite steps and units"),
     "diverged_at": _DIVERGED,
@@ -192,7 +192,7 @@ def _gradient_norms_batched(points, backend):
     out = [None] * len(points)
     groups = {}
     for i, (m, x) in enumerate(built):
-        if isinstance(m, CTRNN) or x.shape[0] < 2:
+        if isinstance(m, CTRNN) or getattr(m, "MAP", False) or x.shape[0] < 2:   # gru, lstm, stack: per point
             out[i] = _gradient_norms(points[i][0], points[i][1], backend)
             continue
         key = (isinstance(m, IRNN), m.hidden, m.inputs, x.shape[0], m.activation, m.leak)
@@ -400,7 +400,7 @@ def _check_conv(model, x, opts):
 
 
 _SPEC_VARS = {
-    "max_real": Var("largest real part of an eigenvalue of ∇φU − αI over the trajectory"),
+    "max_real": Var("largest real part of an eigenvalue of the linearisation (dynlab.spectrum: ∇φU − αI for irnn) over the trajectory"),
     "frac_stable": Var("fraction of the trajectory's points labelled stable"),
     "max_step_radius": Var("largest spectral radius of the step Jacobian ∂h_m/∂h_(m-1)"),
     "diverged_at": _DIVERGED,

@@ -46,9 +46,18 @@ from h̄_t and c̄_t:
 The read-out reads the output h (``model.output_slice``: an LSTM's h, not c), so the loss's
 cotangents enter h̄_t alone; h_0 and its gradient are the whole state [h_0; c_0].
 
+Layout (GRU, LSTM): each step is ONE product [h_{t-1} | x_t | 1] · Wa, the input weights and
+both biases folded into Wa (the GRU's candidate input part W_in x + b_in, outside r ⊙ (…), is one
+product over all steps); the tape keeps the augmented rows, so every parameter sum of a layer is
+one product Ḡᵀ [H | X | 1].  The sigmoid gates' columns are negated (σ(a) = 1/(1 + e^{−a})
+then needs no extra pass), the LSTM's gates are stored as [i | f | o | g], and the element-wise
+work of a step (forward gates, cell update, the whole backward step) is one Numba pass
+(``dynlab.train._fused``).  The backward pass writes the cotangents over the tape's gate arrays,
+so a tape is backpropagated once (a second backward raises).
+
 Stacks (``dynlab.models.stack``: layer ℓ reads layer ℓ − 1's output at the same step) run
-forward a layer at a time over the whole sequence (each layer's input drive W_ih x_t + b for
-all t is one BLAS product) and backward from the top layer down: layer ℓ's input cotangents
+forward a layer at a time over the whole sequence and backward from the top layer down: layer
+ℓ's input cotangents
 
     x̄^(ℓ)_t = ḡ^x_t W_ih    (GRU, LSTM: ḡ_t W_ih;  one-line cells: z̄_t W)
 
@@ -76,6 +85,7 @@ import dataclasses
 import numpy as np
 
 from .._blas import blas_threads
+from . import _fused
 from ..activations import dphi, phi
 from ..errors import DivergenceError, ParameterError
 from ..models import CTRNN, GRU, IRNN, LSTM, RIN, RNN, AntisymmetricRNN, FastRNN, Model, Stack
@@ -399,19 +409,51 @@ def _backward_irnn(tape, ext):
 
 
 # ============================================================================ GRU, LSTM and stacks
+# The layer's step is ONE product per step: [h_{t-1} | x_t | 1] (B, D+d+1) times a weight matrix
+# with the input weights and the biases folded in, so no input drive is precomputed or added and
+# the parameter sums are one product (G^T [H | X | 1]) per layer.  The tape keeps the augmented
+# rows A_t = [h_{t-1} | x_t | 1] for t = 1 … T+1 (the last with x = 0).  The sigmoid gates' columns
+# are negated (the product gives −a, and σ(a) = 1/(1 + e^{−a}) then costs one pass less).
+
+
+def _augmented(xt, h0, D):
+    """[h | x | 1] rows for every step: (T+1, B, D+d+1), h_0 and every x_t in place, h_t to come."""
+    T, B, d = xt.shape
+    Ha = np.empty((T + 1, B, D + d + 1))
+    Ha[0, :, :D] = h0
+    Ha[:T, :, D:D + d] = xt
+    Ha[T, :, D:D + d] = 0.0
+    Ha[:, :, D + d] = 1.0
+    return Ha
+
+
 @dataclasses.dataclass
 class GRUTape:
-    """A GRU layer's forward pass (time-major): inputs x (T, B, d), states H (T+1, B, D), the
-    activated gates RZ (T, B, 2D) = [r | z], q = W_hn h + b_hn (T, B, D), the candidate n
-    (T, B, D) and φ'(a_n) (T, B, D)."""
+    """A GRU layer's forward pass (time-major): the augmented rows Ha (T+1, B, D+d+1) =
+    [h_t | x_{t+1} | 1], per step [r | z | q] (T, B, 3D) with q = W_hn h + b_hn, the input part
+    of the candidate's pre-activation c_n = W_in x + b_in (T, B, D), the candidate n (T, B, D),
+    and φ'(a_n) (T, B, D; None for tanh: 1 − n² is formed in the backward pass).  The backward
+    pass writes the cotangents over RZQ and N (so it runs once per tape)."""
 
     model: Model
-    x: np.ndarray
-    H: np.ndarray
-    RZ: np.ndarray
-    Q: np.ndarray
+    Ha: np.ndarray
+    RZQ: np.ndarray
+    CN: np.ndarray
     N: np.ndarray
-    DN: np.ndarray
+    DN: np.ndarray | None
+    #: set by the backward pass, which writes the cotangents over RZQ and N
+    spent: bool = False
+
+    @property
+    def H(self) -> np.ndarray:
+        """States h_0..h_T, (T+1, B, D) (a view)."""
+        return self.Ha[:, :, :self.N.shape[2]]
+
+    @property
+    def x(self) -> np.ndarray:
+        """The layer's inputs x_1..x_T, (T, B, d) (a view)."""
+        D = self.N.shape[2]
+        return self.Ha[:-1, :, D:-1]
 
     @property
     def S(self) -> np.ndarray:
@@ -420,23 +462,45 @@ class GRUTape:
 
 @dataclasses.dataclass
 class LSTMTape:
-    """An LSTM layer's forward pass (time-major): inputs x (T, B, d), outputs H and cells C
-    (T+1, B, D), the activated gates A (T, B, 4D) = [i | f | g | o], TC = φ(c_t) (T, B, D) and
-    the derivatives DG = φ'(a_g), DT = φ'(c_t) (T, B, D)."""
+    """An LSTM layer's forward pass (time-major): the augmented rows Ha (T+1, B, D+d+1) =
+    [h_t | x_{t+1} | 1], cells C (T+1, B, D), the activated gates A (T, B, 4D) in the order
+    [i | f | o | g] (not PyTorch's i, f, g, o: the three sigmoids side by side), TC = φ(c_t)
+    (T, B, D) and, for an activation other than tanh, DG = φ'(a_g), DT = φ'(c_t) (else None).
+    The backward pass writes the gates' cotangents over A (so it runs once per tape)."""
 
     model: Model
-    x: np.ndarray
-    H: np.ndarray
+    Ha: np.ndarray
     C: np.ndarray
     A: np.ndarray
     TC: np.ndarray
-    DG: np.ndarray
-    DT: np.ndarray
+    DG: np.ndarray | None
+    DT: np.ndarray | None
+    #: set by the backward pass, which writes the gates' cotangents over A
+    spent: bool = False
+
+    @property
+    def H(self) -> np.ndarray:
+        """Outputs h_0..h_T, (T+1, B, D) (a view)."""
+        return self.Ha[:, :, :self.C.shape[2]]
+
+    @property
+    def x(self) -> np.ndarray:
+        D = self.C.shape[2]
+        return self.Ha[:-1, :, D:-1]
 
     @property
     def S(self) -> np.ndarray:
         """The states s_t = [h_t; c_t], (T+1, B, 2D)."""
         return np.concatenate([self.H, self.C], axis=2)
+
+
+#: PyTorch's LSTM gate blocks (i, f, g, o) in the tape's order [i | f | o | g].
+_LSTM_ORDER = (0, 1, 3, 2)
+
+
+def _lstm_rows(a, D):
+    """The rows (gate blocks) of a PyTorch-ordered (4D, …) array in the tape's order, and back."""
+    return np.concatenate([a[k * D:(k + 1) * D] for k in _LSTM_ORDER])
 
 
 @dataclasses.dataclass
@@ -467,9 +531,8 @@ class MapTape:
         return np.swapaxes(self.H[1:], 0, 1)
 
 
-def _sigmoid_inplace(a):
-    """a ← σ(a) = 1/(1 + e^{−a}) (e^{−a} overflows to inf for a < −709: σ = 0 there, exactly)."""
-    np.negative(a, out=a)
+def _sigmoid_of_negated(a):
+    """a ← σ(−a) = 1/(1 + e^{a}) in place (e^{a} overflows to inf for a > 709: σ = 0 there, exactly)."""
     np.exp(a, out=a)
     a += 1.0
     np.reciprocal(a, out=a)
@@ -504,85 +567,76 @@ def _forward_map(model, xt, s0) -> MapTape:
 
 
 def _forward_gru(m, xt, h0, whole):
-    T, B, _ = xt.shape
+    T, B, d = xt.shape
     D = m.hidden
     name, leak = m.activation, float(m.leak)
-    GI = (xt.reshape(T * B, -1) @ m.W_ih.T).reshape(T, B, 3 * D)
-    GI += m.b_ih
-    GI[:, :, :2 * D] += m.b_hh[:2 * D]           # b_hr, b_hz join the input drive; b_hn stays inside r ⊙ (…)
-    WT = np.ascontiguousarray(m.W_hh.T)
-    b_hn = m.b_hh[2 * D:]
-    H = np.empty((T + 1, B, D))
-    H[0] = h0
-    RZ = np.empty((T, B, 2 * D))
-    Q = np.empty((T, B, D))
+    Ha = _augmented(xt, h0, D)
+    # [h | x | 1] → [−a_r | −a_z | q]: W_hh's rows, the r, z input weights (none for q: the
+    # candidate's input part c_n comes apart, it is not inside r ⊙ (…)), the biases
+    Wa = np.zeros((D + d + 1, 3 * D))
+    Wa[:D] = m.W_hh.T
+    Wa[D:D + d, :2 * D] = m.W_ih[:2 * D].T
+    Wa[D + d] = m.b_hh
+    Wa[D + d, :2 * D] += m.b_ih[:2 * D]
+    Wa[:, :2 * D] *= -1.0
+    CN = (xt.reshape(T * B, d) @ m.W_ih[2 * D:].T).reshape(T, B, D)
+    CN += m.b_ih[2 * D:]
+    RZQ = np.empty((T, B, 3 * D))
     N = np.empty((T, B, D))
-    DN = np.empty((T, B, D))
-    gh = np.empty((B, 3 * D))
     tanh = name == "tanh"
+    DN = None if tanh else np.empty((T, B, D))
     for t in range(T):
-        np.matmul(H[t], WT, out=gh)
-        rz = RZ[t]
-        np.add(GI[t, :, :2 * D], gh[:, :2 * D], out=rz)
-        _sigmoid_inplace(rz)
-        q = Q[t]
-        np.add(gh[:, 2 * D:], b_hn, out=q)
+        g = RZQ[t]
+        np.matmul(Ha[t], Wa, out=g)
+        np.exp(g[:, :2 * D], out=g[:, :2 * D])
         n = N[t]
         a_n = n if tanh else DN[t]                 # a_n kept (in DN) where φ' needs it
-        np.multiply(rz[:, :D], q, out=a_n)
-        a_n += GI[t, :, 2 * D:]
+        _fused.gru_gates(g, CN[t], a_n)
         _phi_into(name, a_n, leak, n)
-        h = H[t + 1]                               # h' = n + z ⊙ (h − n)
-        np.subtract(H[t], n, out=h)
-        h *= rz[:, D:]
-        h += n
-        _check_finite_rows(whole, h, t)
-    _dphi_inplace(name, DN, N, leak)
-    return GRUTape(m, xt, H, RZ, Q, N, DN)
+        h = Ha[t + 1, :, :D]                       # h' = n + z ⊙ (h − n)
+        if not np.isfinite(_fused.gru_blend(g[:, D:2 * D], Ha[t, :, :D], n, h)):
+            _check_finite_rows(whole, h, t)
+    if DN is not None:
+        _dphi_inplace(name, DN, N, leak)
+    return GRUTape(m, Ha, RZQ, CN, N, DN)
 
 
 def _forward_lstm(m, xt, s0, whole):
-    T, B, _ = xt.shape
+    T, B, d = xt.shape
     D = m.hidden
     name, leak = m.activation, float(m.leak)
-    GI = (xt.reshape(T * B, -1) @ m.W_ih.T).reshape(T, B, 4 * D)
-    GI += m.b_ih + m.b_hh
-    WT = np.ascontiguousarray(m.W_hh.T)
-    H = np.empty((T + 1, B, D))
+    Ha = _augmented(xt, s0[:, :D], D)
+    Wa = np.empty((D + d + 1, 4 * D))              # [h | x | 1] → [−a_i | −a_f | −a_o | a_g]
+    Wa[:D] = _lstm_rows(m.W_hh, D).T
+    Wa[D:D + d] = _lstm_rows(m.W_ih, D).T
+    Wa[D + d] = _lstm_rows(m.b_ih + m.b_hh, D)
+    Wa[:, :3 * D] *= -1.0
     C = np.empty((T + 1, B, D))
-    H[0], C[0] = s0[:, :D], s0[:, D:]
+    C[0] = s0[:, D:]
     A = np.empty((T, B, 4 * D))
     TC = np.empty((T, B, D))
-    DG = np.empty((T, B, D))
-    tmp = np.empty((B, D))
     tanh = name == "tanh"
+    DG = None if tanh else np.empty((T, B, D))
     for t in range(T):
         a = A[t]
-        np.matmul(H[t], WT, out=a)
-        a += GI[t]
-        _sigmoid_inplace(a[:, :2 * D])
-        _sigmoid_inplace(a[:, 3 * D:])
-        g = a[:, 2 * D:3 * D]
+        np.matmul(Ha[t], Wa, out=a)
+        np.exp(a[:, :3 * D], out=a[:, :3 * D])
+        g = a[:, 3 * D:]
         if not tanh:
             DG[t] = g                              # a_g, for φ'(a_g)
         _phi_into(name, g, leak, g)
-        c = C[t + 1]                               # c' = f ⊙ c + i ⊙ g
-        np.multiply(a[:, D:2 * D], C[t], out=c)
-        np.multiply(a[:, :D], g, out=tmp)
-        c += tmp
+        total = _fused.lstm_forward(a, C[t], C[t + 1])   # σ of the gates; c' = f ⊙ c + i ⊙ g
         tc = TC[t]
-        _phi_into(name, c, leak, tc)
-        np.multiply(a[:, 3 * D:], tc, out=H[t + 1])
-        _check_finite_rows(whole, c, t)
-        _check_finite_rows(whole, H[t + 1], t)
-    if tanh:
-        np.multiply(A[:, :, 2 * D:3 * D], A[:, :, 2 * D:3 * D], out=DG)
-        np.subtract(1.0, DG, out=DG)
-    else:
-        _dphi_inplace(name, DG, np.ascontiguousarray(A[:, :, 2 * D:3 * D]), leak)
-    DT = np.empty_like(TC) if name in ("tanh", "sigmoid") else C[1:].copy()   # φ'(c') from φ(c') or from c'
-    _dphi_inplace(name, DT, TC, leak)
-    return LSTMTape(m, xt, H, C, A, TC, DG, DT)
+        _phi_into(name, C[t + 1], leak, tc)
+        np.multiply(a[:, 2 * D:3 * D], tc, out=Ha[t + 1, :, :D])
+        if not np.isfinite(total):                 # φ(finite) is finite, so h is when c is
+            _check_finite_rows(whole, C[t + 1], t)
+    DT = None
+    if not tanh:
+        _dphi_inplace(name, DG, np.ascontiguousarray(A[:, :, 3 * D:]), leak)
+        DT = np.empty_like(TC) if name == "sigmoid" else C[1:].copy()   # φ'(c') from φ(c') or from c'
+        _dphi_inplace(name, DT, TC, leak)
+    return LSTMTape(m, Ha, C, A, TC, DG, DT)
 
 
 def _backward_map(tape: MapTape, ext):
@@ -595,45 +649,52 @@ def _backward_map(tape: MapTape, ext):
     if ext.shape not in ((T, B, Dout), (T, B, n)):
         raise ParameterError("dL_dH", f"must have shape {(T, B, Dout)} (the outputs) or {(T, B, n)} (the states), "
                                       f"got {ext.shape}")
+    if any(getattr(lt, "spent", False) for lt in tape.layers):
+        raise ParameterError("tape", "its backward pass has run already (it writes the cotangents over the "
+                                     "tape's gates); run forward again")
     offs = np.concatenate([[0], np.cumsum([m.state_size for m in layers])])
     on_state = ext.shape[2] == n and n != Dout
     grads, dh0, dh1, rec = {}, [None] * len(layers), [None] * len(layers), [None] * len(layers)
     above = None
-    for ell in range(len(layers) - 1, -1, -1):
-        lt, m = tape.layers[ell], layers[ell]
-        if on_state:
-            own = ext[:, :, offs[ell]:offs[ell + 1]]
-        else:
-            own = ext if ell == len(layers) - 1 else None
-        need_x = ell > 0
-        if isinstance(lt, GRUTape):
-            g, dh0[ell], dh1[ell], above = _backward_gru(lt, own, above, need_x)
-            rec[ell] = g["W_hh"]
-        elif isinstance(lt, LSTMTape):
-            g, dh0[ell], dh1[ell], above = _backward_lstm(lt, own, above, need_x)
-            rec[ell] = g["W_hh"]
-        else:
-            g, dh0[ell], dh1[ell], above = _backward_gated(lt, own, above, need_x)
-            rec[ell] = lt.dL_dWr
-        if isinstance(model, Stack):
-            grads.update({f"layer{ell + 1}_{k}": v for k, v in g.items()})
-        else:
-            grads.update(g)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for ell in range(len(layers) - 1, -1, -1):
+            lt = tape.layers[ell]
+            if on_state:
+                own = ext[:, :, offs[ell]:offs[ell + 1]]
+            else:
+                own = ext if ell == len(layers) - 1 else None
+            need_x = ell > 0
+            if isinstance(lt, GRUTape):
+                g, dh0[ell], dh1[ell], above = _backward_gru(lt, own, above, need_x)
+                rec[ell] = g["W_hh"]
+            elif isinstance(lt, LSTMTape):
+                g, dh0[ell], dh1[ell], above = _backward_lstm(lt, own, above, need_x)
+                rec[ell] = g["W_hh"]
+            else:
+                g, dh0[ell], dh1[ell], above = _backward_gated(lt, own, above, need_x)
+                rec[ell] = lt.dL_dWr
+            if isinstance(model, Stack):
+                grads.update({f"layer{ell + 1}_{k}": v for k, v in g.items()})
+            else:
+                grads.update(g)
     tape.dL_dWr = rec[0] if len(rec) == 1 else np.concatenate(rec, axis=0)
     cat = (lambda parts: parts[0]) if len(layers) == 1 else (lambda parts: np.concatenate(parts, axis=1))
     return {k: grads[k] for k in model.params()}, cat(dh0), cat(dh1)
 
 
 def _backward_gru(lt: GRUTape, ext, above, need_x):
-    """GRU backward (module docstring); ext (T, B, D) or None, above (T, B, D) or None."""
+    """GRU backward (module docstring); ext (T, B, D) or None, above (T, B, D) or None.  The
+    cotangents are written over the tape's RZQ ([ā_r | ā_z | ā_n ⊙ r], those of [a_r | a_z | q])
+    and N (ā_n, that of the candidate's input part c_n)."""
     m = lt.model
     T, B, D = lt.N.shape
-    H, RZ, Q, N, DN = lt.H, lt.RZ, lt.Q, lt.N, lt.DN
+    Ha, RZQ, N, DN = lt.Ha, lt.RZQ, lt.N, lt.DN
+    d = Ha.shape[2] - D - 1
     W = m.W_hh
-    G = np.empty((T, B, 3 * D))          # the pre-activation cotangents [ā_r | ā_z | ā_n] of every step
-    gh = np.empty((B, 3 * D))            # … and of W_hh h + b_hh: [ā_r | ā_z | ā_n ⊙ r]
+    lt.spent = True
+    tanh = DN is None
+    none = np.empty((1, 1))
     hb = np.zeros((B, D))
-    hn = np.empty((B, D))
     tmp = np.empty((B, D))
     dh1 = None
     for t in range(T - 1, -1, -1):
@@ -643,47 +704,40 @@ def _backward_gru(lt: GRUTape, ext, above, need_x):
             dh1 = hb.copy()
         if above is not None:
             hb += above[t]
-        r, z = RZ[t, :, :D], RZ[t, :, D:]
-        g = G[t]
-        an, az, ar = g[:, 2 * D:], g[:, D:2 * D], g[:, :D]
-        np.subtract(1.0, z, out=tmp)             # ā_n = h̄ (1 − z) φ'(a_n)
-        np.multiply(hb, tmp, out=an)
-        an *= DN[t]
-        tmp *= z                                 # ā_z = h̄ (h − n) z (1 − z)
-        np.subtract(H[t], N[t], out=az)
-        az *= hb
-        az *= tmp
-        np.subtract(1.0, r, out=tmp)             # ā_r = ā_n q r (1 − r)
-        tmp *= r
-        np.multiply(an, Q[t], out=ar)
-        ar *= tmp
-        gh[:, :2 * D] = g[:, :2 * D]
-        np.multiply(an, r, out=gh[:, 2 * D:])
-        np.multiply(hb, z, out=hn)               # h̄_{t-1} = h̄ z + [ā_r | ā_z | ā_n r] W_hh
-        np.matmul(gh, W, out=hb)
-        hb += hn
-    Gf = G.reshape(T * B, 3 * D)
-    out = {"W_ih": Gf.T @ lt.x.reshape(T * B, -1), "b_ih": Gf.sum(axis=0)}
-    xbar = (Gf @ m.W_ih).reshape(T, B, -1) if need_x else None
-    G[:, :, 2 * D:] *= RZ[:, :, :D]                 # now the cotangents of W_hh h + b_hh
-    out["W_hh"] = Gf.T @ H[:-1].reshape(T * B, D)
-    out["b_hh"] = Gf.sum(axis=0)
+        g = RZQ[t]
+        _fused.gru_backward(g, N[t], Ha[t, :, :D], hb, none if tanh else DN[t], tanh)
+        np.matmul(g, W, out=tmp)                 # h̄_{t-1} = h̄ z + [ā_r | ā_z | ā_n r] W_hh
+        hb += tmp
+    Gf = RZQ.reshape(T * B, 3 * D)
+    P = Gf.T @ Ha[:-1].reshape(T * B, D + d + 1)  # [W̄_hh | W̄_i(r,z) | b̄] in one product
+    ANf = N.reshape(T * B, D)
+    X = lt.x.reshape(T * B, d)
+    b_n = ANf.sum(axis=0)
+    out = {"W_ih": np.concatenate([P[:2 * D, D:D + d], ANf.T @ X]),
+           "W_hh": P[:, :D].copy(),
+           "b_ih": np.concatenate([P[:2 * D, D + d], b_n]),
+           "b_hh": P[:, D + d].copy()}
+    xbar = None
+    if need_x:
+        xbar = (Gf[:, :2 * D] @ m.W_ih[:2 * D] + ANf @ m.W_ih[2 * D:]).reshape(T, B, d)
     return out, hb, dh1, xbar
 
 
 def _backward_lstm(lt: LSTMTape, ext, above, need_x):
     """LSTM backward (module docstring); ext (T, B, D) on h or (T, B, 2D) on [h; c], or None;
-    above (T, B, D) on h or None."""
+    above (T, B, D) on h or None.  The gates' cotangents [ā_i | ā_f | ā_o | ā_g] are written
+    over the tape's A."""
     m = lt.model
     T, B, D = lt.TC.shape
-    H, C, A, TC, DG, DT = lt.H, lt.C, lt.A, lt.TC, lt.DG, lt.DT
-    W = m.W_hh
+    Ha, C, A, TC, DG, DT = lt.Ha, lt.C, lt.A, lt.TC, lt.DG, lt.DT
+    d = Ha.shape[2] - D - 1
+    W = _lstm_rows(m.W_hh, D)            # (4D, D) in the tape's gate order
+    lt.spent = True
+    tanh = DG is None
+    none = np.empty((1, 1))
     eh, ec = (None, None) if ext is None else ((ext, None) if ext.shape[2] == D else (ext[:, :, :D], ext[:, :, D:]))
-    G = np.empty((T, B, 4 * D))          # [ā_i | ā_f | ā_g | ā_o] of every step
     hb = np.zeros((B, D))
     cb = np.zeros((B, D))
-    ct = np.empty((B, D))
-    tmp = np.empty((B, D))
     dh1 = None
     for t in range(T - 1, -1, -1):
         if eh is not None:
@@ -694,34 +748,14 @@ def _backward_lstm(lt: LSTMTape, ext, above, need_x):
             dh1 = np.concatenate([hb, cb], axis=1)
         if above is not None:
             hb += above[t]
-        a = A[t]
-        i, f, gg, o = a[:, :D], a[:, D:2 * D], a[:, 2 * D:3 * D], a[:, 3 * D:]
-        g = G[t]
-        ai, af, ag, ao = g[:, :D], g[:, D:2 * D], g[:, 2 * D:3 * D], g[:, 3 * D:]
-        np.subtract(1.0, o, out=tmp)             # ā_o = h̄ φ(c') o (1 − o)
-        tmp *= o
-        np.multiply(hb, TC[t], out=ao)
-        ao *= tmp
-        np.multiply(hb, o, out=ct)               # c̄' = c̄ + h̄ o φ'(c')
-        ct *= DT[t]
-        ct += cb
-        np.subtract(1.0, i, out=tmp)             # ā_i = c̄' g i (1 − i)
-        tmp *= i
-        np.multiply(ct, gg, out=ai)
-        ai *= tmp
-        np.multiply(ct, i, out=ag)               # ā_g = c̄' i φ'(a_g)
-        ag *= DG[t]
-        np.subtract(1.0, f, out=tmp)             # ā_f = c̄' c f (1 − f)
-        tmp *= f
-        np.multiply(ct, C[t], out=af)
-        af *= tmp
-        np.multiply(ct, f, out=cb)               # c̄_{t-1} = c̄' f
-        np.matmul(g, W, out=hb)                  # h̄_{t-1} = ā W_hh
-    Gf = G.reshape(T * B, 4 * D)
-    gb = Gf.sum(axis=0)
-    out = {"W_ih": Gf.T @ lt.x.reshape(T * B, -1), "W_hh": Gf.T @ H[:-1].reshape(T * B, D), "b_ih": gb,
-           "b_hh": gb.copy()}
-    xbar = (Gf @ m.W_ih).reshape(T, B, -1) if need_x else None
+        g = A[t]
+        _fused.lstm_backward(g, TC[t], C[t], hb, cb, none if tanh else DG[t], none if tanh else DT[t], tanh)
+        np.matmul(g, W, out=hb)                  # h̄_{t-1} = ā W_hh;  c̄_{t-1} = c̄' f (in cb)
+    Gf = A.reshape(T * B, 4 * D)
+    P = _lstm_rows(Gf.T @ Ha[:-1].reshape(T * B, D + d + 1), D)   # [W̄_hh | W̄_ih | b̄], PyTorch's order
+    gb = P[:, D + d].copy()
+    out = {"W_ih": P[:, D:D + d].copy(), "W_hh": P[:, :D].copy(), "b_ih": gb, "b_hh": gb.copy()}
+    xbar = (Gf @ _lstm_rows(m.W_ih, D)).reshape(T, B, d) if need_x else None
     return out, np.concatenate([hb, cb], axis=1), dh1, xbar
 
 
