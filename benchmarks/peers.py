@@ -85,3 +85,83 @@ def torch_irnn_forward(U, W, b, x, h0, eta, alpha, K, dtype=np.float64):
         return H.numpy()
 
     return call
+
+
+def torch_gated_forward(model, x, h0, dtype=np.float64):
+    """PyTorch's own ``nn.GRU``/``nn.LSTM`` (one layer, ``batch_first``) with the weights of the
+    dynlab ``gru``/``lstm`` ``model``, eager under ``no_grad``; returns a no-argument callable →
+    the hidden outputs h_1..h_T (B, T, D) (an LSTM returns no per-step cell state)."""
+    torch = torch_or_none()
+    tdt = torch.float64 if dtype == np.float64 else torch.float32
+    D, d = model.hidden, model.inputs
+    cls = torch.nn.LSTM if model.name == "lstm" else torch.nn.GRU
+    net = cls(d, D, num_layers=1, batch_first=True, dtype=tdt)
+    with torch.no_grad():
+        for name, value in (("weight_ih_l0", model.W_ih), ("weight_hh_l0", model.W_hh),
+                            ("bias_ih_l0", model.b_ih), ("bias_hh_l0", model.b_hh)):
+            getattr(net, name).copy_(torch.as_tensor(np.array(value), dtype=tdt))  # a writable copy
+    xt = torch.as_tensor(x, dtype=tdt)
+    if model.name == "lstm":
+        state = (torch.as_tensor(h0[None, :, :D], dtype=tdt).contiguous(),
+                 torch.as_tensor(h0[None, :, D:], dtype=tdt).contiguous())
+    else:
+        state = torch.as_tensor(h0[None], dtype=tdt).contiguous()
+
+    def call():
+        with torch.no_grad():
+            out, _ = net(xt, state)
+        return out.numpy()
+
+    return call
+
+
+def jax_gated_forward(model, x, h0, dtype=np.float64):
+    """A jitted JAX GRU/LSTM with PyTorch's equations (``lax.scan`` over time; the input
+    projection of every step done before the scan in one product, as PyTorch does); returns a
+    no-argument callable → the hidden outputs h_1..h_T (B, T, D)."""
+    jax = jax_or_none()
+    import jax.numpy as jnp
+    from jax import lax
+
+    D = model.hidden
+    W_ihT = jnp.asarray(model.W_ih.T, dtype=dtype)
+    W_hhT = jnp.asarray(model.W_hh.T, dtype=dtype)
+    b_ih = jnp.asarray(model.b_ih, dtype=dtype)
+    b_hh = jnp.asarray(model.b_hh, dtype=dtype)
+    xs = jnp.asarray(np.swapaxes(x, 0, 1), dtype=dtype)   # (T, B, d)
+    s0 = jnp.asarray(h0, dtype=dtype)
+    lstm = model.name == "lstm"
+
+    @jax.jit
+    def run(s0, xs):
+        gis = xs @ W_ihT + b_ih                              # (T, B, G·D)
+
+        def gru_step(h, gi):
+            gh = h @ W_hhT + b_hh
+            r = jax.nn.sigmoid(gi[:, :D] + gh[:, :D])
+            z = jax.nn.sigmoid(gi[:, D:2 * D] + gh[:, D:2 * D])
+            n = jnp.tanh(gi[:, 2 * D:] + r * gh[:, 2 * D:])
+            h = (1.0 - z) * n + z * h
+            return h, h
+
+        def lstm_step(hc, gi):
+            h, c = hc
+            a = gi + h @ W_hhT + b_hh
+            i = jax.nn.sigmoid(a[:, :D])
+            f = jax.nn.sigmoid(a[:, D:2 * D])
+            g = jnp.tanh(a[:, 2 * D:3 * D])
+            o = jax.nn.sigmoid(a[:, 3 * D:])
+            c = f * c + i * g
+            h = o * jnp.tanh(c)
+            return (h, c), h
+
+        if lstm:
+            _, H = lax.scan(lstm_step, (s0[:, :D], s0[:, D:]), gis)
+        else:
+            _, H = lax.scan(gru_step, s0, gis)
+        return jnp.swapaxes(H, 0, 1)
+
+    def call():
+        return np.asarray(run(s0, xs).block_until_ready())
+
+    return call

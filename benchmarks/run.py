@@ -14,13 +14,25 @@ import sys
 from .harness import format_rows, run_workload
 
 
-def all_workloads():
-    from . import cli, equilibria, fixed_points, forward, gradnorm, partition, spectra, sweep, train
+def _modules():
+    from . import cli, equilibria, fixed_points, forward, gated, gradnorm, partition, spectra, sweep, train
 
+    return (forward, gated, cli, gradnorm, equilibria, fixed_points, spectra, sweep, partition, train)
+
+
+def all_workloads():
     found = []
-    for module in (forward, cli, gradnorm, equilibria, fixed_points, spectra, sweep, partition, train):
+    for module in _modules():
         found.extend(module.WORKLOADS)
     return {w.name: w for w in found}
+
+
+def groups():
+    """Names that stand for several workloads (a module's ``GROUPS``), e.g. ``gated-forward``."""
+    out = {}
+    for module in _modules():
+        out.update(getattr(module, "GROUPS", {}))
+    return out
 
 
 def machine() -> str:
@@ -54,13 +66,15 @@ def machine() -> str:
 
 def main(argv=None) -> int:
     known = all_workloads()
+    grouped = groups()
     p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
-    p.add_argument("names", nargs="*", help=f"workloads (default: all): {', '.join(known)}")
+    group_help = "; ".join(f"{k} = {' + '.join(v)}" for k, v in grouped.items())
+    p.add_argument("names", nargs="*", help=f"workloads (default: all): {', '.join(known)}; groups: {group_help}")
     p.add_argument("--repeat", type=int, default=None, help="timed calls per implementation")
     p.add_argument("--quick", action="store_true", help="reduced sizes (a smoke run)")
     p.add_argument("--markdown", metavar="FILE", help="append the result tables to FILE")
     args = p.parse_args(argv)
-    names = args.names or list(known)
+    names = [n for name in (args.names or list(known)) for n in grouped.get(name, [name])]
     unknown = [n for n in names if n not in known]
     if unknown:
         p.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(known)}")

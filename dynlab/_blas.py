@@ -106,6 +106,17 @@ class _Limit:
         return False
 
 
+def blas_thread_count() -> int | None:
+    """How many threads BLAS would use now in this thread (the fewest over the loaded BLAS
+    libraries: 1 inside a family limited to one thread, or where the user set
+    OPENBLAS_NUM_THREADS=1); None when threadpoolctl finds no BLAS.  ≈ 2 µs."""
+    ctl = _controller()
+    if ctl is None:
+        return None
+    counts = [lib.num_threads for lib in ctl.lib_controllers if lib.user_api == "blas"]
+    return min(counts) if counts else None
+
+
 def limit_blas_threads(n: int | None):
     """A context manager running BLAS on ``n`` threads (None: a no-op)."""
     if n is None:

@@ -10,6 +10,19 @@ DEFAULT_BACKEND = "numba"
 #: (≈10 µs per inner step).  Measured on 2 cores, see BENCHMARKS.md.
 VECTORISE_MIN_WORK = 1 << 16
 
+#: GRU/LSTM under the vectorised kernel: the input drive W_ih x_t + b_ih of a chunk of time
+#: steps is one GEMM, the chunk holding at most this many entries (n steps · B · G·D), so the
+#: drive of a long sequence is never held whole and each step's block is still in cache.
+GATED_DRIVE_CHUNK_ENTRIES = 1 << 19
+
+#: GRU/LSTM under the vectorised kernel on the CPU: the batch is split into this many blocks
+#: of sequences, each run by its own thread with BLAS on one thread (None: one block per CPU
+#: this process may use), so that no product is split between threads and the threads never
+#: wait for each other (sequences are independent; ``dynlab.simulation._split_batch``).
+GATED_SIMULATION_THREADS = None
+#: … but never fewer than this many sequences per block (smaller products lose BLAS efficiency).
+GATED_MIN_ROWS_PER_THREAD = 32
+
 #: ``cache=True`` for every @njit kernel, so the compiled code survives the process.
 NUMBA_CACHE = True
 
@@ -27,6 +40,13 @@ JACOBIAN_VECTORISE_MIN_HIDDEN = 512
 #: from D = 32 (measured on 2 quiet cores, K = 5, J and Jx, N·D² ≈ 2·10⁵: D=32 0.24 vs 0.53 s,
 #: D=64 0.32 vs 0.44 s, D=128 0.44 vs 1.34 s, D=256 0.40 vs 1.12 s).
 JACOBIAN_IRNN_BLAS_MIN_HIDDEN = 32
+#: GRU/LSTM Jacobians under the numba backend: the jitted per-point kernels (the gates from
+#: two BLAS products over all points, then one pass that writes each row of J as a combination
+#: of three or four weight rows) up to this hidden size, the batched NumPy form past it.  The
+#: jitted kernels won at every size measured (J and Jx, 2 loaded cores, load ≈ 4, medians of 5:
+#: GRU D=16/64/128/256, N=2000/500/200/50: 8.2/14/4.4/12 ms vs 10.7/26/25/39 ms; LSTM 13/27/36/25
+#: vs 10/56/64/42 ms), so the switch is off (2³⁰) until a machine shows otherwise.
+JACOBIAN_GATED_VECTORISE_MIN_HIDDEN = 1 << 30
 #: Points per chunk of ``irnn_xp`` (Π of a chunk, D·n·D floats, stays in cache for D ≤ 256).
 JACOBIAN_IRNN_CHUNK = 32
 

@@ -5,6 +5,8 @@ the result; ``run_states`` is the lower layer on prepared arrays that analyses l
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from . import config
@@ -13,7 +15,7 @@ from ._dataset import finish
 from .activations import ACTIVATION_IDS
 from .backends import namespace, resolve_backend, to_numpy
 from .errors import DivergenceError, ParameterError
-from .models import CTRNN, IRNN, Model
+from .models import CTRNN, GRU, IRNN, LSTM, Model, Stack
 from .models.ctrnn import FIXED_STEP
 
 ON_DIVERGENCE = ("raise", "flag")
@@ -69,14 +71,34 @@ def check_h0(h0, batch: int, hidden: int, param: str = "h0") -> np.ndarray:
 
 
 def kernel_path(model: Model, batch: int, backend: str) -> str:
-    """Which kernel family runs: 'numpy_ref', 'numba_cpu', 'vectorised' or 'scipy'."""
+    """Which kernel family runs: 'numpy_ref', 'numba_cpu', 'vectorised' or 'scipy'.
+
+    A map model without kernels of its own (``has_kernels``) runs the NumPy reference loop
+    over ``model.step`` under every backend.  A stack runs layer by layer, each layer on the
+    path its own size picks (every layer has the same hidden size, so they all agree)."""
     if isinstance(model, CTRNN) and model.method not in FIXED_STEP:
         return "scipy"
-    if backend == "numpy" or is_map(model):
+    if is_map(model) and not has_kernels(model):
+        return "numpy_ref"
+    if isinstance(model, Stack):
+        return kernel_path(model.layers[0], batch, backend)
+    if backend == "numpy":
         return "numpy_ref"
     if backend == "cupy":
         return "vectorised"
     return "vectorised" if batch * model.hidden ** 2 >= config.VECTORISE_MIN_WORK else "numba_cpu"
+
+
+def has_kernels(model) -> bool:
+    """Whether ``model`` runs on the simulation kernels: every model but a map model (GRU,
+    LSTM, stack) whose kind has none — GRU and LSTM do, and so does a stack of GRU, LSTM or
+    one-line (``gated_form``) layers."""
+    if isinstance(model, (GRU, LSTM)):
+        return True
+    if isinstance(model, Stack):
+        return all(isinstance(m, (GRU, LSTM)) or (hasattr(m, "gated_form") and not is_map(m))
+                   for m in model.layers)
+    return not is_map(model)
 
 
 def _map_states(model, x, h0, stop, dtype):
@@ -105,8 +127,12 @@ def run_states(model: Model, x: np.ndarray, h0: np.ndarray, backend: str, *, sto
     D = model.state_size
     path = kernel_path(model, B, backend)
     dtype = np.dtype(dtype)
-    if is_map(model):
+    if is_map(model) and not has_kernels(model):
         return (*_map_states(model, x, h0, stop, dtype), path)
+    if isinstance(model, Stack):
+        return (*_stack_states(model, x, h0, backend, stop, dtype), path)
+    if isinstance(model, (GRU, LSTM)):
+        return (*_torch_cell_states(model, x, h0, path, backend, stop, dtype), path)
     act = ACTIVATION_IDS[model.activation]
     leak = float(model.leak)
     if path == "scipy":
@@ -178,6 +204,137 @@ def run_states(model: Model, x: np.ndarray, h0: np.ndarray, backend: str, *, sto
     if stop and bad.min() < T:
         H[:, int(bad.min()) + 1:] = np.nan  # not computed
     return H, bad, path
+
+
+def _stack_states(model, x, h0, backend, stop, dtype):
+    """A stack layer by layer, each over the whole sequence on its own kernel: layer ℓ reads
+    layer ℓ − 1's output at every step (PyTorch's semantics), so running layer 1 over all T
+    steps, then layer 2 on its outputs, … gives the same states as stepping the whole stack,
+    with one kernel call per layer instead of one NumPy step per time step.  A layer that
+    fails at step t hands non-finite inputs to the layers above from t on, so ``bad`` (the
+    minimum over the layers) is the first step at which the concatenated state is non-finite."""
+    o = model.offsets
+    inp = x
+    Hs, bad = [], None
+    for ell, layer in enumerate(model.layers):
+        s0 = np.ascontiguousarray(h0[:, o[ell]:o[ell + 1]])
+        H, b, _ = run_states(layer, inp, s0, backend, stop=stop, dtype=dtype)
+        Hs.append(H)
+        bad = b if bad is None else np.minimum(bad, b)
+        inp = np.ascontiguousarray(H[:, :, layer.output_slice], dtype=np.float64)
+    return np.concatenate(Hs, axis=2), bad
+
+
+def _torch_cell_states(model, x, h0, path, backend, stop, dtype):
+    """A GRU or an LSTM (PyTorch's equations, ``dynlab.models.gru_lstm``) on ``path``; the
+    kernels take the raw parameters (numpy_ref, vectorised) or, for the scalar loops, the
+    transposed matrices and the hidden biases folded into the input drive where they can be
+    (the GRU's b_hn cannot: it sits inside r ⊙ (…))."""
+    lstm = isinstance(model, LSTM)
+    B, T, _ = x.shape
+    D = model.hidden
+    act = ACTIVATION_IDS[model.activation]
+    leak = float(model.leak)
+    if path == "numpy_ref":
+        from .kernels import numpy_ref
+        fn = numpy_ref.lstm if lstm else numpy_ref.gru
+        W_ih, W_hh, b_ih, b_hh = (np.asarray(a, dtype=dtype) for a in (model.W_ih, model.W_hh, model.b_ih,
+                                                                        model.b_hh))
+        return fn(W_ih, W_hh, b_ih, b_hh, x.astype(dtype), h0.astype(dtype), model.activation, leak, stop)
+    if path == "numba_cpu":
+        from .kernels import numba_cpu
+        W_ihT = np.ascontiguousarray(model.W_ih.T, dtype=dtype)
+        W_hhT = np.ascontiguousarray(model.W_hh.T, dtype=dtype)
+        xc = np.ascontiguousarray(x, dtype=dtype)
+        h0c = np.ascontiguousarray(h0, dtype=dtype)
+        H = np.empty((B, T, model.state_size), dtype=dtype)
+        bad = np.empty(B, dtype=np.int64)
+        if lstm:
+            numba_cpu.lstm(W_ihT, W_hhT, (model.b_ih + model.b_hh).astype(dtype), xc, h0c, act, leak, stop, H, bad)
+        else:
+            bi = model.b_ih.copy()
+            bi[:2 * D] += model.b_hh[:2 * D]
+            numba_cpu.gru(W_ihT, W_hhT, bi.astype(dtype), np.ascontiguousarray(model.b_hh[2 * D:], dtype=dtype),
+                          xc, h0c, act, leak, stop, H, bad)
+        if stop:  # rows past a sequence's failure were never written
+            for i in np.flatnonzero(bad < T):
+                H[i, bad[i] + 1:] = np.nan
+        return H, bad
+    from .kernels import vectorised
+    xp = namespace(backend)
+    fn = vectorised.lstm if lstm else vectorised.gru
+    W_ih, W_hh, b_ih, b_hh = (xp.asarray(a, dtype=dtype) for a in (model.W_ih, model.W_hh, model.b_ih, model.b_hh))
+    xs, s0 = xp.asarray(x, dtype=dtype), xp.asarray(h0, dtype=dtype)
+    common = dict(stop=stop, check_every=1 if xp is np else 64, xp=xp)
+    parts = _batch_parts(B) if xp is np else 1
+    if parts == 1:
+        H, bad = fn(W_ih, W_hh, b_ih, b_hh, xs, s0, act, leak, **common)
+    else:
+        H, bad = _split_batch(fn, parts, (W_ih, W_hh, b_ih, b_hh), xs, s0, (act, leak), model.state_size, common)
+    H = to_numpy(H)
+    if stop and bad.min() < T:
+        H[:, int(bad.min()) + 1:] = np.nan  # not computed
+    return H, bad
+
+
+_POOL = {"size": 0, "pool": None}
+_POOL_LOCK = threading.Lock()
+
+
+def _batch_parts(B: int) -> int:
+    """Into how many blocks of sequences the vectorised GRU/LSTM kernel splits a batch of B on
+    the CPU: ``config.GATED_SIMULATION_THREADS``, or (None) as many as BLAS would use threads
+    now — the CPUs under ``simulate``'s own setting, 1 inside a family limited to one thread
+    (training, gradients, sweeps) or where the user set OPENBLAS_NUM_THREADS=1 — and never fewer
+    than ``config.GATED_MIN_ROWS_PER_THREAD`` sequences per block."""
+    import os
+
+    from ._blas import blas_thread_count
+
+    n = config.GATED_SIMULATION_THREADS
+    if n is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        n = min(cpus, blas_thread_count() or cpus)
+    return int(max(1, min(n, B // max(1, config.GATED_MIN_ROWS_PER_THREAD))))
+
+
+def _pool(n: int):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _POOL_LOCK:
+        if _POOL["size"] < n:
+            _POOL.update(size=n, pool=ThreadPoolExecutor(max_workers=n, thread_name_prefix="dynlab-gated"))
+        return _POOL["pool"]
+
+
+def _split_batch(fn, parts, weights, x, s0, act_leak, size, common):
+    """``fn`` (a vectorised GRU/LSTM kernel) on ``parts`` blocks of sequences at once, one Python
+    thread each, each with BLAS on one thread.  Sequences are independent, so each block runs
+    its whole time loop on its own — no synchronisation between threads until the end —
+    unlike BLAS's own threads, which split every (B×D)·(D×G·D) product and wait for each other
+    once per step (with a core busy elsewhere, every such wait costs a scheduler time slice).
+    The numba gate pass releases the GIL, and so does NumPy's matmul."""
+    from ._blas import limit_blas_threads
+
+    B, T, _ = x.shape
+    H = np.empty((B, T, size), dtype=x.dtype)
+    bad = np.empty(B, dtype=np.int64)
+    edges = np.linspace(0, B, parts + 1).astype(int)
+
+    def work(i):
+        lo, hi = edges[i], edges[i + 1]
+        with limit_blas_threads(1):
+            _, bad[lo:hi] = fn(*weights, np.ascontiguousarray(x[lo:hi]), np.ascontiguousarray(s0[lo:hi]),
+                               *act_leak, H=H[lo:hi], **common)
+
+    pool = _pool(parts - 1)
+    futures = [pool.submit(work, i) for i in range(1, parts)]
+    try:
+        work(0)  # the calling thread takes the first block
+    finally:
+        for f in futures:
+            f.result()
+    return H, bad
 
 
 @blas_threads("SIMULATION_BLAS_THREADS")

@@ -220,7 +220,89 @@ def simulate_ctrnn(m, x, h0=None):
     return np.array(out, dtype=np.float64).reshape(len(xs), D)
 
 
+def _gate_rows(M, k, D):
+    """Rows k·D … (k+1)·D − 1 of a gate-stacked matrix or vector given as nested lists."""
+    return M[k * D:(k + 1) * D]
+
+
+def step_gru(m, xt, h):
+    """One step of PyTorch's GRU for one sequence (lists in, list out), gates r, z, n typed in
+    from torch.nn.GRU's documentation, reading the stacked W_ih, W_hh, b_ih, b_hh by blocks:
+
+        r = σ(W_ir x + b_ir + W_hr h + b_hr),   z = σ(W_iz x + b_iz + W_hz h + b_hz),
+        n = φ(W_in x + b_in + r (W_hn h + b_hn)),   h' = (1 − z) n + z h."""
+    D = len(h)
+    Wi, Wh, bi, bh = m.W_ih.tolist(), m.W_hh.tolist(), m.b_ih.tolist(), m.b_hh.tolist()
+    ir, iz, in_ = (_drive(_gate_rows(Wi, k, D), _gate_rows(bi, k, D), xt) for k in range(3))
+    hr, hz, hn = (_drive(_gate_rows(Wh, k, D), _gate_rows(bh, k, D), h) for k in range(3))
+    out = []
+    for i in range(D):
+        r = sigmoid(ir[i] + hr[i])
+        z = sigmoid(iz[i] + hz[i])
+        n = phi(m.activation, in_[i] + r * hn[i], m.leak)
+        out.append((1.0 - z) * n + z * h[i])
+    return out
+
+
+def step_lstm(m, xt, s):
+    """One step of PyTorch's LSTM on s = [h; c] (lists), gates i, f, g, o from torch.nn.LSTM's
+    documentation:  c' = f c + i g,  h' = o φ(c');  returns [h'; c']."""
+    D = len(s) // 2
+    h, c = s[:D], s[D:]
+    Wi, Wh, bi, bh = m.W_ih.tolist(), m.W_hh.tolist(), m.b_ih.tolist(), m.b_hh.tolist()
+    pre = [[a + b for a, b in zip(_drive(_gate_rows(Wi, k, D), _gate_rows(bi, k, D), xt),
+                                  _drive(_gate_rows(Wh, k, D), _gate_rows(bh, k, D), h))] for k in range(4)]
+    hs, cs = [], []
+    for k in range(D):
+        ig, fg, og = sigmoid(pre[0][k]), sigmoid(pre[1][k]), sigmoid(pre[3][k])
+        g = phi(m.activation, pre[2][k], m.leak)
+        c2 = fg * c[k] + ig * g
+        cs.append(c2)
+        hs.append(og * phi(m.activation, c2, m.leak))
+    return hs + cs
+
+
+def _step_cell(m, xt, s):
+    if m.name == "gru":
+        return step_gru(m, xt, s)
+    if m.name == "lstm":
+        return step_lstm(m, xt, s)
+    a, gain, R = _gated_matrix(m)
+    c = _drive(m.W.tolist(), m.b.tolist(), xt)
+    Rs = _matvec(R, s)
+    return [a * s[i] + gain * phi(m.activation, Rs[i] + c[i], m.leak) for i in range(len(s))]
+
+
+def _output(m, s):
+    """The part of a layer's state the layer above reads: h (the first D entries of an LSTM's)."""
+    return s[:m.hidden]
+
+
+def simulate_map(m, x, h0=None):
+    """A GRU, an LSTM or a stack of layers, stepped one time step at a time (a stack: every
+    layer at step t, bottom to top, each reading the output of the layer below at t — the
+    definition, not the layer-by-layer order of the kernels).  h0 (state_size,) or None."""
+    layers = list(m.layers) if m.name == "stack" else [m]
+    sizes = [lay.state_size for lay in layers]
+    xs, s = _lists(x, h0, sum(sizes))
+    parts, o = [], 0
+    for n in sizes:
+        parts.append(s[o:o + n])
+        o += n
+    out = []
+    for xt in xs:
+        inp = xt
+        for ell, lay in enumerate(layers):
+            parts[ell] = _step_cell(lay, inp, parts[ell])
+            inp = _output(lay, parts[ell])
+        out.append([v for p in parts for v in p])
+    return np.array(out, dtype=np.float64).reshape(len(xs), sum(sizes))
+
+
 SIMULATE = {
+    "gru": simulate_map,
+    "lstm": simulate_map,
+    "stack": simulate_map,
     "rnn": simulate_rnn,
     "fastrnn": simulate_fastrnn,
     "antisymmetric": simulate_antisymmetric,

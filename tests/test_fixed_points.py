@@ -69,13 +69,17 @@ def test_certificate_ball_holds_the_true_root_and_refuses_far_points():
     assert float(eq["residual"]) <= 1e-14
     system = System(m)
     c = system.c(x[None])
+    # the computed root is itself a rounded point: the true root lies within r0 (≈ 1e-16) of it,
+    # which at a distance of 1e-9 is more than the 1e-9 relative slack below
+    ok0, r0 = system.certify(root[None], c)
+    assert ok0[0] and r0[0] <= 1e-14
     rng = np.random.default_rng(0)
     for size in (1e-9, 1e-6, 1e-4):
         y = root + size * rng.standard_normal(root.size)
         ok, radius = system.certify(y[None], c)
         assert ok[0]
         dist = np.linalg.norm(y - root)
-        assert dist <= radius[0] * (1 + 1e-9)
+        assert dist <= radius[0] * (1 + 1e-9) + r0[0]
         assert radius[0] <= 10 * dist  # the ball is tight (r ≈ ‖J⁻¹F‖ for small h)
     ok, _ = system.certify((root + 0.5 * rng.standard_normal(root.size))[None], c)
     assert not ok[0]

@@ -19,6 +19,13 @@ The closed forms (derived from each model's update, see the model docstrings):
 * CTRNN, scipy method: the Jacobian of the flow over the interval Δt, from the variational
   equation dΦ/dt = (1/τ)(diag(φ'(U g + c)) U − α I) Φ, Φ(0) = I, integrated together with g
   by ``solve_ivp`` at the model's rtol/atol (``flow_jacobian``).
+* GRU, LSTM (PyTorch's equations; the formulas are in ``dynlab.models.gru_lstm``): each row of
+  J is a combination of the rows of the gate blocks of W_hh (of W_ih for Jx) with per-unit
+  coefficients from the gates; an LSTM's J is on s = [h; c] (2D × 2D).  A stack's J is
+  composed from its layers' (block lower triangular, ``Stack.step_jacobian``).  Paths: the
+  jitted per-point kernels of ``dynlab.kernels.jac_numba`` (gates from two BLAS products over
+  all points first) under numba, the batched form ``gru_xp``/``lstm_xp`` under numpy and cupy;
+  ``model.step_jacobian`` (path "step_map") only for map models without kernels.
 
 Backends: ``numpy`` (the reference: the formulas above, vectorised over N with batched
 matmuls), ``numba`` (default: @njit loops in ``dynlab.kernels.jac_numba`` for small D, the
@@ -34,7 +41,7 @@ from .._blas import blas_threads
 from ..activations import ACTIVATION_IDS, dphi, phi
 from ..backends import namespace, resolve_backend, to_numpy
 from ..errors import ConvergenceError, DivergenceError, ParameterError
-from ..models import CTRNN, IRNN, Model
+from ..models import CTRNN, GRU, IRNN, LSTM, Model, Stack
 from ..models.ctrnn import FIXED_STEP
 
 IMPLICIT_METHODS = ("Radau", "BDF", "LSODA")
@@ -97,7 +104,14 @@ def jacobian_path(model: Model, n_points: int, backend: str) -> str:
                                             "or method='euler'/'rk4'")
         return "scipy"
     if getattr(model, "MAP", False):
-        return "step_map"  # the model's closed-form step_jacobian, batched NumPy
+        if not _has_jacobian_kernels(model):
+            return "step_map"  # the model's closed-form step_jacobian, batched NumPy
+        if backend in ("numpy", "cupy"):
+            return backend
+        layer = model.layers[0] if isinstance(model, Stack) else model
+        if not isinstance(layer, (GRU, LSTM)):
+            return jacobian_path(layer, n_points, backend)
+        return "vectorised" if layer.hidden >= config.JACOBIAN_GATED_VECTORISE_MIN_HIDDEN else "numba_cpu"
     if backend == "numpy":
         return "numpy"
     if backend == "cupy":
@@ -290,6 +304,9 @@ def _dispatch(model, x, hprev, eta, want_x, path, backend):
     if path == "step_map":
         J = model.step_jacobian(hprev, x, inputs=want_x)
         return J if want_x else (J, None)
+    if getattr(model, "MAP", False):
+        J, Jx, _ = _map_jacobian(model, x, hprev, want_x, path)
+        return to_numpy(J), (to_numpy(Jx) if want_x else None)
     if path == "numba_cpu":
         return _numba_jacobian(model, x, hprev, eta, want_x)
     xp = namespace("cupy" if path == "cupy" else "numpy")
@@ -340,6 +357,156 @@ def _numba_jacobian(model, x, hprev, eta, want_x):
         a, gain, R = model.gated_form()
         jac_numba.gated(_plain(R), W, b, float(a), float(gain), act, leak, x, hprev, J, Jx)
     return J, (Jx if want_x else None)
+
+
+# ============================================================================ GRU, LSTM, stacks
+def _has_jacobian_kernels(model) -> bool:
+    """GRU, LSTM, and stacks of GRU, LSTM or one-line (``gated_form``) layers."""
+    if isinstance(model, (GRU, LSTM)):
+        return True
+    if isinstance(model, Stack):
+        return all(isinstance(m, (GRU, LSTM)) or (hasattr(m, "gated_form") and not getattr(m, "MAP", False))
+                   for m in model.layers)
+    return False
+
+
+def _map_jacobian(model, x, hprev, want_x, path):
+    """(J, Jx or None, s') of a GRU, an LSTM or a stack at N points on ``path`` ('numba_cpu':
+    the jitted per-point kernels; 'vectorised'/'numpy'/'cupy': the batched form on NumPy or
+    CuPy), s' the next state (the layer above reads it).  A stack's Jacobian is composed from
+    its layers' (``Stack.step_jacobian``): block lower triangular,
+
+        ∂s^(ℓ)/∂s = [0 … J_ℓ … 0] + Jx_ℓ · ∂out^(ℓ−1)/∂s,   ∂s^(ℓ)/∂x = Jx_ℓ · ∂out^(ℓ−1)/∂x,
+
+    where ∂out^(ℓ−1)/∂s is the output rows of the layer below (nonzero in the columns of the
+    layers up to ℓ − 1 only)."""
+    xp = namespace("cupy") if path == "cupy" else np
+    if not isinstance(model, Stack):
+        return _layer_jacobian(model, x, hprev, want_x, path, xp)
+    N = hprev.shape[0]
+    n = model.state_size
+    o = model.offsets
+    J = xp.zeros((N, n, n))
+    Jx = xp.zeros((N, n, model.inputs)) if want_x else None
+    inp = x
+    S = None
+    for ell, m in enumerate(model.layers):
+        rows = slice(int(o[ell]), int(o[ell + 1]))
+        Jl, Jxl, snew = _layer_jacobian(m, inp, hprev[:, rows], want_x or ell > 0, path, xp)
+        J[:, rows, rows] = Jl
+        if ell == 0:
+            if want_x:
+                Jx[:, rows] = Jxl
+        else:
+            below = model.layers[ell - 1].output_slice
+            out = slice(int(o[ell - 1]) + below.start, int(o[ell - 1]) + below.stop)
+            J[:, rows, :rows.start] = xp.matmul(Jxl, J[:, out, :rows.start])
+            if want_x:
+                Jx[:, rows] = xp.matmul(Jxl, Jx[:, out])
+        inp = xp.ascontiguousarray(snew[:, m.output_slice])
+        S = snew if S is None else xp.concatenate([S, snew], axis=1)
+    return J, Jx, S
+
+
+def _layer_jacobian(m, x, s, want_x, path, xp):
+    """(J, Jx or None, s') of one GRU, LSTM or one-line layer ``m`` at N points (see above)."""
+    leak = float(m.leak)
+    if not isinstance(m, (GRU, LSTM)):  # a one-line cell: its own kernel, and s' = a s + c φ(z)
+        a, gain, R = m.gated_form()
+        if path == "numba_cpu":
+            J, Jx = _numba_jacobian(m, x, _plain(s), None, want_x)
+        else:
+            J, Jx = gated_xp(xp.asarray(R), xp.asarray(m.W), xp.asarray(m.b), float(a), float(gain), m.activation,
+                             leak, xp.asarray(x), xp.asarray(s), want_x, xp)
+        s = xp.asarray(s)
+        z = s @ xp.asarray(R).T + xp.asarray(x) @ xp.asarray(m.W).T + xp.asarray(m.b)
+        return J, Jx, a * s + gain * phi(m.activation, z, leak, xp)
+    lstm = isinstance(m, LSTM)
+    D = m.hidden
+    if path == "numba_cpu":
+        from ..kernels import jac_numba
+
+        x, s = _plain(x), _plain(s)
+        N, S = s.shape
+        gi = x @ m.W_ih.T + m.b_ih
+        gh = s[:, :D] @ m.W_hh.T + m.b_hh
+        J = np.empty((N, S, S))
+        Jx = np.empty((N, S, m.inputs if want_x else 0))
+        snew = np.empty((N, S))
+        (jac_numba.lstm if lstm else jac_numba.gru)(_plain(m.W_ih), _plain(m.W_hh), gi, gh,
+                                                      ACTIVATION_IDS[m.activation], leak, s, J, Jx, snew)
+        return J, (Jx if want_x else None), snew
+    fn = lstm_xp if lstm else gru_xp
+    return fn(xp.asarray(m.W_ih), xp.asarray(m.W_hh), xp.asarray(m.b_ih), xp.asarray(m.b_hh), m.activation, leak,
+              xp.asarray(x), xp.asarray(s), want_x, xp)
+
+
+def gru_xp(W_ih, W_hh, b_ih, b_hh, act, leak, x, hprev, want_x, xp=np):
+    """PyTorch's GRU at N points (module docstring of ``dynlab.models.gru_lstm``): with
+    A = (1 − z) φ'(a_n), q = W_hn h + b_hn, r' = r(1 − r), z' = z(1 − z),
+
+        J = diag(z) + diag(A r) W_hn + diag(A q r') W_hr + diag((h − n) z') W_hz,
+        Jx = diag(A) W_in + diag(A q r') W_ir + diag((h − n) z') W_iz.
+
+    Returns (J (N, D, D), Jx (N, D, d) or None, h' (N, D))."""
+    D = W_hh.shape[1]
+    gi = x @ W_ih.T + b_ih
+    gh = hprev @ W_hh.T + b_hh
+    r = phi("sigmoid", gi[:, :D] + gh[:, :D], xp=xp)
+    z = phi("sigmoid", gi[:, D:2 * D] + gh[:, D:2 * D], xp=xp)
+    q = gh[:, 2 * D:]
+    a = gi[:, 2 * D:] + r * q
+    n = phi(act, a, leak, xp)
+    A = (1.0 - z) * dphi(act, a, leak, xp)
+    cr = A * q * (r * (1.0 - r))
+    cz = (hprev - n) * (z * (1.0 - z))
+
+    def rows(Wm):
+        return ((A * r)[:, :, None] if Wm is W_hh else A[:, :, None]) * Wm[None, 2 * D:] \
+            + cr[:, :, None] * Wm[None, :D] + cz[:, :, None] * Wm[None, D:2 * D]
+
+    J = rows(W_hh)
+    idx = xp.arange(D)
+    J[:, idx, idx] += z
+    return J, (rows(W_ih) if want_x else None), (1.0 - z) * n + z * hprev
+
+
+def lstm_xp(W_ih, W_hh, b_ih, b_hh, act, leak, x, hprev, want_x, xp=np):
+    """PyTorch's LSTM at N points on s = [h; c] (module docstring of ``dynlab.models.gru_lstm``):
+
+        ∂c'/∂h = diag(c f') W_hf + diag(g i') W_hi + diag(i φ'(a_g)) W_hg,   ∂c'/∂c = diag(f),
+        ∂h'/∂h = diag(φ(c') o') W_ho + diag(o φ'(c')) ∂c'/∂h,   ∂h'/∂c = diag(o φ'(c') f),
+
+    and ∂/∂x alike with the W_i· blocks.  Returns (J (N, 2D, 2D), Jx (N, 2D, d) or None, s')."""
+    D = W_hh.shape[1]
+    N = hprev.shape[0]
+    h, c = hprev[:, :D], hprev[:, D:]
+    pre = x @ W_ih.T + b_ih + h @ W_hh.T + b_hh
+    i = phi("sigmoid", pre[:, :D], xp=xp)
+    f = phi("sigmoid", pre[:, D:2 * D], xp=xp)
+    ag = pre[:, 2 * D:3 * D]
+    g = phi(act, ag, leak, xp)
+    o = phi("sigmoid", pre[:, 3 * D:], xp=xp)
+    c2 = f * c + i * g
+    t = phi(act, c2, leak, xp)
+    ci, cf, cg = g * (i * (1.0 - i)), c * (f * (1.0 - f)), i * dphi(act, ag, leak, xp)
+    ho, hc = t * (o * (1.0 - o)), o * dphi(act, c2, leak, xp)
+
+    def rows(Wm, out):
+        dc = cf[:, :, None] * Wm[None, D:2 * D] + ci[:, :, None] * Wm[None, :D] + cg[:, :, None] * Wm[None, 2 * D:3 * D]
+        m = Wm.shape[1]  # the columns of h (J) or of x (Jx)
+        out[:, D:2 * D, :m] = dc
+        dc *= hc[:, :, None]
+        dc += ho[:, :, None] * Wm[None, 3 * D:]
+        out[:, :D, :m] = dc
+        return out
+
+    J = rows(W_hh, xp.zeros((N, 2 * D, 2 * D)))
+    idx = xp.arange(D)
+    J[:, D + idx, D + idx] = f
+    J[:, idx, D + idx] = hc * f
+    Jx = rows(W_ih, xp.empty((N, 2 * D, W_ih.shape[1]))) if want_x else None
+    return J, Jx, xp.concatenate([o * t, c2], axis=1)
 
 
 # ============================================================================ NumPy form

@@ -224,3 +224,82 @@ def ctrnn(U, W, b, tau, alpha, dt, substeps, rk4, act, leak, x, hprev, J, Jx):
                 J[n, i, j] = G[i, j]
             for j in range(dx):
                 Jx[n, i, j] = Gx[i, j]
+
+
+# ----------------------------------------------------------------------------------------
+# GRU and LSTM (PyTorch's equations, dynlab.models.gru_lstm; closed forms in its docstring).
+# The gate pre-activations come in precomputed — gi = W_ih x + b_ih and gh = W_hh h + b_hh,
+# (N, G·D) each, two BLAS products over all N points in the caller — so the per-point work
+# is the gates and the rows of J, each a combination of the rows of three (GRU) or four
+# (LSTM) weight blocks.  ``snew`` (N, n) receives the next state (a stack feeds it to the
+# layer above); J (N, n, n), Jx (N, n, dx), dx = 0 when the input Jacobian is not wanted.
+
+@njit(cache=NUMBA_CACHE, inline="always")
+def _sig(z):
+    return act_scalar(2, z, 0.0)
+
+
+@njit(cache=NUMBA_CACHE)
+def gru(W_ih, W_hh, gi, gh, act, leak, hprev, J, Jx, snew):
+    """∂h'/∂h = diag(z) + rows  (1 − z)φ'(a_n)[r W_hn + q r' W_hr] + (h − n) z' W_hz,
+    ∂h'/∂x = (1 − z)φ'(a_n)[W_in + q r' W_ir] + (h − n) z' W_iz,  q = W_hn h + b_hn."""
+    N, D = hprev.shape
+    dx = Jx.shape[2]
+    for p in range(N):
+        for i in range(D):
+            r = _sig(gi[p, i] + gh[p, i])
+            z = _sig(gi[p, D + i] + gh[p, D + i])
+            q = gh[p, 2 * D + i]
+            a = gi[p, 2 * D + i] + r * q
+            n = act_scalar(act, a, leak)
+            A = (1.0 - z) * dact_scalar(act, a, leak)
+            cn = A * r                         # on W_hn
+            cr = A * q * (r * (1.0 - r))       # on W_hr (and W_ir)
+            h = hprev[p, i]
+            cz = (h - n) * (z * (1.0 - z))     # on W_hz (and W_iz)
+            for j in range(D):
+                J[p, i, j] = cn * W_hh[2 * D + i, j] + cr * W_hh[i, j] + cz * W_hh[D + i, j]
+            J[p, i, i] += z
+            for j in range(dx):
+                Jx[p, i, j] = A * W_ih[2 * D + i, j] + cr * W_ih[i, j] + cz * W_ih[D + i, j]
+            snew[p, i] = (1.0 - z) * n + z * h
+
+
+@njit(cache=NUMBA_CACHE)
+def lstm(W_ih, W_hh, gi, gh, act, leak, hprev, J, Jx, snew):
+    """On s = [h; c]: ∂c'/∂h = rows c f' W_hf + g i' W_hi + i φ'(a_g) W_hg, ∂c'/∂c = diag(f),
+    ∂h'/∂h = rows φ(c') o' W_ho + o φ'(c') ∂c'/∂h, ∂h'/∂c = diag(o φ'(c') f); ∂/∂x alike with
+    the W_i· blocks.  hprev (N, 2D)."""
+    N, S = hprev.shape
+    D = S // 2
+    dx = Jx.shape[2]
+    for p in range(N):
+        for k in range(D):
+            ig = _sig(gi[p, k] + gh[p, k])
+            fg = _sig(gi[p, D + k] + gh[p, D + k])
+            ag = gi[p, 2 * D + k] + gh[p, 2 * D + k]
+            o = _sig(gi[p, 3 * D + k] + gh[p, 3 * D + k])
+            g = act_scalar(act, ag, leak)
+            c = hprev[p, D + k]
+            c2 = fg * c + ig * g
+            t = act_scalar(act, c2, leak)
+            ci = g * (ig * (1.0 - ig))
+            cf = c * (fg * (1.0 - fg))
+            cg = ig * dact_scalar(act, ag, leak)
+            ho = t * (o * (1.0 - o))
+            hc = o * dact_scalar(act, c2, leak)
+            for j in range(S):
+                J[p, k, j] = 0.0
+                J[p, D + k, j] = 0.0
+            for j in range(D):
+                dc = cf * W_hh[D + k, j] + ci * W_hh[k, j] + cg * W_hh[2 * D + k, j]
+                J[p, D + k, j] = dc
+                J[p, k, j] = ho * W_hh[3 * D + k, j] + hc * dc
+            J[p, D + k, D + k] = fg
+            J[p, k, D + k] = hc * fg
+            for j in range(dx):
+                dc = cf * W_ih[D + k, j] + ci * W_ih[k, j] + cg * W_ih[2 * D + k, j]
+                Jx[p, D + k, j] = dc
+                Jx[p, k, j] = ho * W_ih[3 * D + k, j] + hc * dc
+            snew[p, k] = o * t
+            snew[p, D + k] = c2

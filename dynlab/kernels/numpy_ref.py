@@ -124,3 +124,63 @@ def ctrnn_scipy(U, c, h0, tau, alpha, dt, method, rtol, atol, act, leak, stop=Tr
             if stop and not alive.any():
                 break
     return H, bad
+
+
+def _sig(z):
+    return phi("sigmoid", z)
+
+
+def gru(W_ih, W_hh, b_ih, b_hh, x, h0, act, leak, stop=True):
+    """PyTorch's GRU (gates r, z, n stacked in W_ih (3D, d), W_hh (3D, D), b_ih, b_hh):
+
+        r = σ(W_ir x + b_ir + W_hr h + b_hr),  z = σ(W_iz x + b_iz + W_hz h + b_hz),
+        n = φ(W_in x + b_in + r ⊙ (W_hn h + b_hn)),  h' = (1 − z) ⊙ n + z ⊙ h,
+
+    step by step, batched over B; x (B, T, d) and every array in the precision wanted."""
+    B, T, _ = x.shape
+    D = W_hh.shape[1]
+    H = np.full((B, T, D), np.nan, dtype=x.dtype)
+    bad = np.full(B, T, dtype=np.int64)
+    alive = np.ones(B, dtype=bool)
+    h = h0.copy()
+    with np.errstate(all="ignore"):
+        for t in range(T):
+            gi = x[:, t] @ W_ih.T + b_ih
+            gh = h @ W_hh.T + b_hh
+            r = _sig(gi[:, :D] + gh[:, :D])
+            z = _sig(gi[:, D:2 * D] + gh[:, D:2 * D])
+            n = phi(act, gi[:, 2 * D:] + r * gh[:, 2 * D:], leak)
+            h = (1 - z) * n + z * h
+            alive = _record(H, bad, t, h, stop, alive)
+            if stop and not alive.any():
+                break
+    return H, bad
+
+
+def lstm(W_ih, W_hh, b_ih, b_hh, x, s0, act, leak, stop=True):
+    """PyTorch's LSTM (gates i, f, g, o stacked in W_ih (4D, d), W_hh (4D, D), b_ih, b_hh) on
+    the state s = [h; c]:
+
+        i = σ(W_ii x + b_ii + W_hi h + b_hi),  f = σ(…),  g = φ(…),  o = σ(…),
+        c' = f ⊙ c + i ⊙ g,  h' = o ⊙ φ(c'),
+
+    step by step, batched over B; s0 (B, 2D); returns H (B, T, 2D) with rows [h_t; c_t]."""
+    B, T, _ = x.shape
+    D = W_hh.shape[1]
+    H = np.full((B, T, 2 * D), np.nan, dtype=x.dtype)
+    bad = np.full(B, T, dtype=np.int64)
+    alive = np.ones(B, dtype=bool)
+    h, c = s0[:, :D].copy(), s0[:, D:].copy()
+    with np.errstate(all="ignore"):
+        for t in range(T):
+            a = x[:, t] @ W_ih.T + b_ih + h @ W_hh.T + b_hh
+            i = _sig(a[:, :D])
+            f = _sig(a[:, D:2 * D])
+            g = phi(act, a[:, 2 * D:3 * D], leak)
+            o = _sig(a[:, 3 * D:])
+            c = f * c + i * g
+            h = o * phi(act, c, leak)
+            alive = _record(H, bad, t, np.concatenate([h, c], axis=1), stop, alive)
+            if stop and not alive.any():
+                break
+    return H, bad

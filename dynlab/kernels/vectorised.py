@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..activations import ACTIVATIONS
+from .. import config
+from ..activations import ACTIVATION_IDS, ACTIVATIONS
+
+SIGMOID = ACTIVATION_IDS["sigmoid"]
 
 
 def phi_inplace(z, act: int, leak: float, xp, tmp=None):
@@ -108,6 +111,43 @@ class UfuncOps:
             xp.add(out, z, out=out)
         h[...] = out
 
+    def gru_finish(self, gi, gh, bhn, h, H, t, act, leak, tmp):
+        """PyTorch's GRU step from gi = W_ih x + b_ih + [b_hr; b_hz; 0] and gh = h W_hhᵀ:
+        h ← n + z ⊙ (h − n) (= (1 − z) ⊙ n + z ⊙ h), H[:, t] ← h.  tmp: (B, 4D) scratch."""
+        xp = self.xp
+        D = h.shape[1]
+        rz, n, t2 = tmp[:, :2 * D], tmp[:, 2 * D:3 * D], tmp[:, 3 * D:]
+        xp.add(gi[:, :2 * D], gh[:, :2 * D], out=rz)
+        phi_inplace(rz, SIGMOID, 0.0, xp)
+        xp.add(gh[:, 2 * D:], bhn, out=n)
+        n *= rz[:, :D]
+        n += gi[:, 2 * D:]
+        phi_inplace(n, act, leak, xp, t2)
+        xp.subtract(h, n, out=t2)
+        t2 *= rz[:, D:]
+        xp.add(n, t2, out=h)
+        H[:, t] = h
+
+    def lstm_finish(self, gi, gh, h, c, H, t, act, leak, tmp):
+        """PyTorch's LSTM step from gi = W_ih x + b_ih + b_hh and gh = h W_hhᵀ (gh is
+        overwritten): c ← f ⊙ c + i ⊙ g, h ← o ⊙ φ(c), H[:, t] ← [h, c].  tmp: (B, D) scratch."""
+        xp = self.xp
+        D = h.shape[1]
+        gh += gi
+        ifo = (gh[:, :2 * D], gh[:, 3 * D:])
+        for blk in ifo:
+            phi_inplace(blk, SIGMOID, 0.0, xp)
+        g = gh[:, 2 * D:3 * D]
+        phi_inplace(g, act, leak, xp, tmp)
+        c *= gh[:, D:2 * D]
+        g *= gh[:, :D]
+        c += g
+        xp.multiply(c, 1.0, out=h)
+        phi_inplace(h, act, leak, xp, tmp)
+        h *= gh[:, 3 * D:]
+        H[:, t, :D] = h
+        H[:, t, D:] = c
+
 
 class FusedOps:
     """The ``ops`` above as single fused numba passes of ``dynlab.kernels.numba_cpu`` (NumPy,
@@ -134,6 +174,12 @@ class FusedOps:
 
     def gated_finish(self, buf, D, z, a, gain, out):
         return bool(self._k.fused_gated_finish(buf, D, z, a, gain, out))
+
+    def gru_finish(self, gi, gh, bhn, h, H, t, act, leak, tmp):
+        return bool(self._k.gru_finish(gi, gh, bhn, h, H, t, act, leak))
+
+    def lstm_finish(self, gi, gh, h, c, H, t, act, leak, tmp):
+        return bool(self._k.lstm_finish(gi, gh, h, c, H, t, act, leak))
 
 
 def _ops(xp, fused):
@@ -289,4 +335,87 @@ def ctrnn(U, W, b, x, h0, tau, alpha, dt, substeps, rk4, act, leak, stop=True, c
         out[...] = g
 
     bad = _run(step, x, h0, H, stop, check_every, xp)
+    return H, bad
+
+
+# ----------------------------------------------------------------------------------------
+# GRU and LSTM (PyTorch's equations and gate order, dynlab.models.gru_lstm).  The input drive
+# of every gate, gi_t = W_ih x_t + b_ih (+ the hidden biases that fold into it), is one GEMM
+# over a chunk of time steps at once — (n·B, d)·(d, G·D) from x laid out time-major, so gi_t
+# is a contiguous (B, G·D) block — and each step is then ONE GEMM gh = h·W_hhᵀ over the whole
+# batch ((B, D)·(D, G·D)) and one element-wise pass for the gates (a single fused numba pass
+# that also checks finiteness, on the CPU; in-place ufuncs of ``xp`` otherwise).  A chunk
+# holds at most ``config.GATED_DRIVE_CHUNK_ENTRIES`` entries, so the drive of a long sequence
+# is never held whole and the block a step reads is still in cache.
+
+def _drive_chunks(W_ih, bias, x, xp):
+    """A function t → gi_t (B, G·D) that computes the drive a chunk of steps at a time."""
+    B, T, d = x.shape
+    G = W_ih.shape[0]
+    n = int(max(1, min(T, config.GATED_DRIVE_CHUNK_ENTRIES // max(1, B * G))))
+    xT = xp.ascontiguousarray(xp.swapaxes(x, 0, 1))          # (T, B, d)
+    WT = xp.ascontiguousarray(W_ih.T)                          # (d, G·D)
+    gi = xp.empty((n, B, G), dtype=x.dtype)
+    state = {"lo": -1}
+
+    def get(t):
+        lo = (t // n) * n
+        if state["lo"] != lo:
+            m = min(n, T - lo)
+            flat = gi[:m].reshape(m * B, G)
+            xp.matmul(xT[lo:lo + m].reshape(m * B, d), WT, out=flat)
+            flat += bias
+            state["lo"] = lo
+        return gi[t - lo]
+
+    return get
+
+
+def gru(W_ih, W_hh, b_ih, b_hh, x, h0, act, leak, stop=True, check_every=1, xp=np, H=None, fused=True):
+    """PyTorch's GRU over the whole batch (see above); W_ih (3D, d), W_hh (3D, D), b_ih, b_hh
+    (3D), x (B, T, d), h0 (B, D), all in the precision wanted.  Returns (H (B, T, D), bad)."""
+    B, T, _ = x.shape
+    D = W_hh.shape[1]
+    bias = b_ih.copy()
+    bias[:2 * D] += b_hh[:2 * D]                               # b_hr, b_hz fold into the drive
+    bhn = xp.ascontiguousarray(b_hh[2 * D:])                   # b_hn sits inside r ⊙ (…)
+    drive = _drive_chunks(W_ih, bias, x, xp)
+    W_hhT = xp.ascontiguousarray(W_hh.T)                       # (D, 3D)
+    H = xp.empty((B, T, D), dtype=x.dtype) if H is None else H
+    h = xp.array(h0, dtype=x.dtype, order="C")
+    gh = xp.empty((B, 3 * D), dtype=x.dtype)
+    tmp = xp.empty((B, 4 * D), dtype=x.dtype)
+    ops = _ops(xp, fused)
+
+    def step(t, _h, out):
+        gi = drive(t)
+        xp.matmul(h, W_hhT, out=gh)
+        return ops.gru_finish(gi, gh, bhn, h, H, t, act, leak, tmp)
+
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverging state is reported in ``bad``
+        bad = _run(step, x, h0, H, stop, check_every, xp)
+    return H, bad
+
+
+def lstm(W_ih, W_hh, b_ih, b_hh, x, s0, act, leak, stop=True, check_every=1, xp=np, H=None, fused=True):
+    """PyTorch's LSTM over the whole batch on the state s = [h; c] (see above); W_ih (4D, d),
+    W_hh (4D, D), b_ih, b_hh (4D), x (B, T, d), s0 (B, 2D).  Returns (H (B, T, 2D), bad)."""
+    B, T, _ = x.shape
+    D = W_hh.shape[1]
+    drive = _drive_chunks(W_ih, b_ih + b_hh, x, xp)
+    W_hhT = xp.ascontiguousarray(W_hh.T)                       # (D, 4D)
+    H = xp.empty((B, T, 2 * D), dtype=x.dtype) if H is None else H
+    h = xp.array(s0[:, :D], dtype=x.dtype, order="C")
+    c = xp.array(s0[:, D:], dtype=x.dtype, order="C")
+    gh = xp.empty((B, 4 * D), dtype=x.dtype)
+    tmp = xp.empty((B, D), dtype=x.dtype)
+    ops = _ops(xp, fused)
+
+    def step(t, _h, out):
+        gi = drive(t)
+        xp.matmul(h, W_hhT, out=gh)
+        return ops.lstm_finish(gi, gh, h, c, H, t, act, leak, tmp)
+
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverging state is reported in ``bad``
+        bad = _run(step, x, s0, H, stop, check_every, xp)
     return H, bad
