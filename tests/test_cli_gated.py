@@ -123,3 +123,22 @@ def test_sweep_spec_file_with_map_models(tmp_path):
         g = dl.gradient_norms(_model(name, 3), _input(12))["log_jac_norm"].values
         assert res["log_jac_norm_1"].sel(model=name).item() == g[0]
         assert res["log_step_norm_T"].sel(model=name).item() == g[-2]
+
+
+def test_fixed_points_of_a_map_start_on_its_trajectory(tmp_path):
+    """``equilibria --fixed-points`` on a GRU starts from the states it visits (the
+    FixedPointFinder workflow).  A tanh GRU's state is a convex mix of n ∈ (−1, 1) and h, so
+    from h0 = 0 it never leaves the box |h| < 1: every point reported lies in it, and it
+    equals the library's call with the same trajectory.  (Random starts spread far outside
+    the box used to end in saturated slow points at |h| ≈ 50.)"""
+    data = tmp_path / "e.nc"
+    ok("equilibria", "--model", "gru", "--hidden", 8, "--fixed-points", 64, "--seed", 0, "--data", data)
+    ds = dl.read_dataset(data)
+    assert ds.attrs["starts"] == "states of the network's trajectory on the input"
+    assert (np.abs(ds["h_eq"].values) < 1).all(), ds["h_eq"].values
+    assert "pc_axes" in ds and ds.sizes["point"] >= 1
+    m = _model("gru", 8)
+    x = _input(ds.attrs["steps"] if "steps" in ds.attrs else 1000, seed=0)
+    H = dl.simulate(m, x)["h"].values[:-1]
+    want = dl.fixed_points(m, x[0], n_starts=64, seed=0, trajectories=H)
+    np.testing.assert_allclose(ds["h_eq"].values, want["h_eq"].values, rtol=0, atol=1e-12)

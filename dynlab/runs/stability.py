@@ -66,7 +66,14 @@ def equilibria_dataset(spec):
         lo, hi = spec.param_range
         ds = continuation(model, spec.continue_over, lo, hi, x=x[0], tol=spec.tol, command=run.command)
     elif spec.n_starts is not None:
-        ds = fixed_points(model, x[0], n_starts=spec.n_starts, seed=run.seed, tol=spec.tol, command=run.command)
+        # the maps given by their step (gru, lstm, stack): starts from the states the network
+        # visits on the command's input (the FixedPointFinder workflow) — random states far
+        # outside that set end in saturated slow points that no trajectory reaches
+        traj = _previous_states(model, x, run.backend)[1:] if getattr(model, "MAP", False) else None
+        ds = fixed_points(model, x[0], n_starts=spec.n_starts, seed=run.seed, tol=spec.tol,
+                          trajectories=traj, command=run.command)
+        if traj is not None:
+            ds.attrs["starts"] = "states of the network's trajectory on the input"
     else:
         hp = _previous_states(model, x, run.backend)
         ds = equilibrium(model, x, hp, method=spec.method, tol=spec.tol, command=run.command)
