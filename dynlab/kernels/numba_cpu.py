@@ -290,14 +290,8 @@ def pow2_f64(n):
 
 
 @njit(inline="always", **_VEC)
-def tanh_f64(x):
-    """tanh(x), branch-free (see the comment above); ≤ 2 ulp from libm."""
-    a = abs(x)
-    a2 = a * a
-    q = ((a2 + _TQ0) * a2 + _TQ1) * a2 + _TQ2
-    num_small = a * q + a * a2 * ((_TP0 * a2 + _TP1) * a2 + _TP2)
-    y = 2.0 * a
-    y = y if y < 40.0 else 40.0
+def exp_f64(y):
+    """e^y for |y| ≤ 708 (≤ 2 ulp; no range check: callers clamp)."""
     n = np.floor(y * _LOG2E + 0.5)
     r = (y - n * _LN2_HI) - n * _LN2_LO
     p = 1.0 / 6227020800.0
@@ -314,7 +308,19 @@ def tanh_f64(x):
     p = p * r + 0.5
     p = p * r + 1.0
     p = p * r + 1.0
-    e = p * pow2_f64(n)  # 2^n, 0 ≤ n ≤ 58, from its bits (exact)
+    return p * pow2_f64(n)
+
+
+@njit(inline="always", **_VEC)
+def tanh_f64(x):
+    """tanh(x), branch-free (see the comment above); ≤ 2 ulp from libm."""
+    a = abs(x)
+    a2 = a * a
+    q = ((a2 + _TQ0) * a2 + _TQ1) * a2 + _TQ2
+    num_small = a * q + a * a2 * ((_TP0 * a2 + _TP1) * a2 + _TP2)
+    y = 2.0 * a
+    y = y if y < 40.0 else 40.0
+    e = exp_f64(y)  # 2^n e^r, 0 ≤ n ≤ 58 (the same reduction and polynomial)
     small = a < 0.625
     v = (num_small if small else e - 1.0) / (q if small else e + 1.0)
     v = v if a == a else a  # NaN in, NaN out
@@ -348,26 +354,6 @@ def sigmoid_inplace(z):
 # through by E).  Past |x| = 708 (E would overflow) σ is 1 or 0 (the exact value is within
 # 1e-307 of it); NaN stays NaN.
 
-@njit(inline="always", **_VEC)
-def exp_f64(y):
-    """e^y for |y| ≤ 708 (≤ 2 ulp; no range check: callers clamp)."""
-    n = np.floor(y * _LOG2E + 0.5)
-    r = (y - n * _LN2_HI) - n * _LN2_LO
-    p = 1.0 / 6227020800.0
-    p = p * r + 1.0 / 479001600.0
-    p = p * r + 1.0 / 39916800.0
-    p = p * r + 1.0 / 3628800.0
-    p = p * r + 1.0 / 362880.0
-    p = p * r + 1.0 / 40320.0
-    p = p * r + 1.0 / 5040.0
-    p = p * r + 1.0 / 720.0
-    p = p * r + 1.0 / 120.0
-    p = p * r + 1.0 / 24.0
-    p = p * r + 1.0 / 6.0
-    p = p * r + 0.5
-    p = p * r + 1.0
-    p = p * r + 1.0
-    return p * pow2_f64(n)
 
 
 @njit(inline="always", **_VEC)
