@@ -1,27 +1,36 @@
-"""Every figure recipe (docs/design.md, *Figures*), in --quick mode: its claim holds on its data, the data
-round-trips through NetCDF, and the picture can be redrawn from the saved file alone."""
+"""Every figure recipe (docs/design.md, *Figures*), in --quick mode: its record keeps the gallery's
+contract (a negative control that fails, seeds for training claims, a finding when the claim does
+not hold, the scale-down), the data round-trips through NetCDF, and the picture can be redrawn from
+the saved file alone.  Then the contract itself, on toy recipes: it refuses what the rules forbid."""
 import json
 import os
 
+import matplotlib
 import pytest
+import xarray as xr
 
-from dynlab.figures import get, recipes, run_recipe
-from dynlab.figures._recipe import write_claims
+from dynlab.figures import Recipe, get, recipes, run_recipe
+from dynlab.figures._recipe import RecipeError, check_record, write_claims
+from dynlab.figures._stats import beyond_2se, mean_se, paired, seeds_for
 from dynlab.io import read_dataset
 
+matplotlib.use("Agg")
 NAMES = list(recipes())
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_quick_recipe_claim_holds_and_redraws_from_file(name, tmp_path):
+def test_quick_recipe_keeps_the_contract_and_redraws_from_file(name, tmp_path):
     recipe = get(name)
-    record = run_recipe(recipe, tmp_path, quick=True)
-    assert record["passed"], f"{name}: claim failed on its data: {record['measured']}"
+    record = run_recipe(recipe, tmp_path, quick=True)  # RecipeError if the contract is broken
+    assert not record.get("error"), f"{name}: {record.get('error')}"
+    assert record["control"]["passed"] is False
     assert record["measured"], f"{name}: a claim must report the numbers that decide it"
+    assert record["passed"] or record["finding"]
     assert os.path.getsize(tmp_path / f"{name}.png") > 5000
     ds = read_dataset(tmp_path / f"{name}.nc")
     again = recipe.check(ds)
-    assert bool(again["passed"])
+    assert bool(again["passed"]) == record["passed"], f"{name}: the check differs on the saved file"
+    assert bool(again["control"]["passed"]) is False
     fig = recipe.draw(ds)
     assert fig.axes, f"{name}: redraw from the file gave no axes"
     json.loads(json.dumps(record))  # claims.json must be able to hold it
@@ -33,3 +42,106 @@ def test_unknown_figure_names_the_parameter():
 
     with pytest.raises(ParameterError, match="name"):
         get("no-such-figure")
+
+
+# ------------------------------------------------------------------ the record contract, on toys
+def _toy(check, *, trains=False, scaling="toy sizes"):
+    import matplotlib.pyplot as plt
+
+    def compute(quick):
+        return xr.Dataset({"v": ("i", [1.0, 2.0])}, attrs={"scaling": scaling})
+
+    def draw(ds):
+        fig, ax = plt.subplots()
+        ax.plot(ds["v"].values)
+        return fig
+
+    return Recipe(name="toy-claim", source="nowhere", claim="toy", compute=compute, draw=draw, check=check,
+                  trains=trains)
+
+
+CONTROL_FAILS = {"setting": "untrained", "measured": {"x": 0.1}, "passed": False}
+
+
+def test_a_claim_without_a_negative_control_is_refused(tmp_path):
+    with pytest.raises(RecipeError, match="negative control"):
+        run_recipe(_toy(lambda ds: {"passed": True, "x": 1.0}), tmp_path, quick=True)
+
+
+def test_a_control_that_passes_turns_the_record_into_an_error(tmp_path):
+    rec = run_recipe(_toy(lambda ds: {"passed": True, "x": 1.0,
+                                      "control": {"setting": "untrained", "measured": {"x": 1.0}, "passed": True}}),
+                     tmp_path, quick=True)
+    assert rec["passed"] is False and "does not discriminate" in rec["error"]
+
+
+def test_a_claim_that_does_not_hold_needs_its_finding(tmp_path):
+    with pytest.raises(RecipeError, match="finding"):
+        run_recipe(_toy(lambda ds: {"passed": False, "x": 1.0, "control": dict(CONTROL_FAILS)}), tmp_path, quick=True)
+    rec = run_recipe(_toy(lambda ds: {"passed": False, "x": 1.0, "control": dict(CONTROL_FAILS),
+                                      "finding": "x was 1.0, not 2"}), tmp_path, quick=True)
+    assert rec["finding"] == "x was 1.0, not 2" and not rec.get("error")
+
+
+@pytest.mark.parametrize("quick,seeds,ok", [(True, 3, True), (True, 2, False), (False, 4, False), (False, 5, True)])
+def test_a_training_claim_needs_its_seeds(quick, seeds, ok, tmp_path):
+    def check(ds):
+        return {"passed": True, "x": 1.0, "control": dict(CONTROL_FAILS),
+                "per_seed": [{"seed": s, "x": 1.0} for s in range(seeds)]}
+
+    if ok:
+        assert len(run_recipe(_toy(check, trains=True), tmp_path, quick=quick)["per_seed"]) == seeds
+    else:
+        with pytest.raises(RecipeError, match="seeds"):
+            run_recipe(_toy(check, trains=True), tmp_path, quick=quick)
+
+
+def test_the_scale_down_must_be_stated(tmp_path):
+    with pytest.raises(RecipeError, match="scaling"):
+        run_recipe(_toy(lambda ds: {"passed": True, "x": 1.0, "control": dict(CONTROL_FAILS)}, scaling=""),
+                   tmp_path, quick=True)
+
+
+def test_check_record_accepts_a_complete_record():
+    rec = {"passed": True, "control": dict(CONTROL_FAILS), "scaling": "s", "per_seed": [{"seed": s} for s in range(5)]}
+    check_record(_toy(None, trains=True), rec, quick=False)
+
+
+# ------------------------------------------------------------------ seed statistics
+def test_seed_statistics_against_closed_forms():
+    m, se, n = mean_se([1.0, 2.0, 3.0, 4.0])
+    assert (m, n) == (2.5, 4) and se == pytest.approx((5 / 3) ** 0.5 / 2, rel=1e-15)
+    assert beyond_2se([1.0, 1.1, 0.9, 1.05, 0.95])["passed"]
+    assert not beyond_2se([1.0, -1.0, 0.5, -0.4, 0.2])["passed"]           # noise around 0
+    assert beyond_2se([-1.0, -1.1, -0.9], direction="negative")["passed"]
+    assert not beyond_2se([5.0])["passed"]                                  # one seed decides nothing
+    assert not beyond_2se([1.0, float("nan"), 1.0])["passed"]               # a diverged seed
+    # paired: a large common seed effect cancels; unpaired it would swamp the difference
+    a, b = [10.0, 20.0, 30.0, 40.0, 50.0], [9.9, 19.8, 29.9, 39.85, 49.9]
+    assert paired(a, b)["passed"] and not paired(a, b, larger="b")["passed"]
+    assert paired(a, b)["diff_mean"] == pytest.approx(0.13, rel=1e-12)
+    assert seeds_for(True) == [0, 1, 2] and seeds_for(False) == [0, 1, 2, 3, 4]
+
+
+def test_cli_exit_status_follows_the_rules(tmp_path, monkeypatch):
+    """A claim that does not hold: exit 0 with the finding; a control that passes or a broken
+    recipe: exit 1, the other figures still written."""
+    from click.testing import CliRunner
+
+    import dynlab.figures as figs
+    from dynlab.cli import main
+
+    finding = _toy(lambda ds: {"passed": False, "x": 1.0, "control": dict(CONTROL_FAILS), "finding": "no effect"})
+    bad_ctl = _toy(lambda ds: {"passed": True, "x": 1.0,
+                               "control": {"setting": "u", "measured": {}, "passed": True}})
+    broken = _toy(lambda ds: 1 / 0)
+    table = {"a-finding": finding, "b-badcontrol": bad_ctl, "c-broken": broken}
+    monkeypatch.setattr(figs, "get", lambda n: table[n])
+    res = CliRunner().invoke(main, ["figures", "make", "a-finding", "--out", str(tmp_path), "--quick"])
+    assert res.exit_code == 0, res.output
+    assert "does not reproduce: no effect" in res.output
+    for name in ("b-badcontrol", "c-broken"):
+        res = CliRunner().invoke(main, ["figures", "make", "a-finding", name, "--out", str(tmp_path), "--quick"])
+        assert res.exit_code == 1, res.output
+        assert "broke" in res.output and "Traceback" not in res.output
+        assert (tmp_path / "claims.json").exists()

@@ -25,7 +25,24 @@ class Recipe:
     compute  : ``compute(quick: bool) -> xarray.Dataset`` through the public API; its attrs
                carry ``scaling`` (how sizes differ from the paper) for the figure to print
     draw     : ``draw(ds) -> matplotlib.figure.Figure`` from the Dataset alone
-    check    : ``check(ds) -> dict`` with ``passed`` (bool) and the measured numbers
+    check    : ``check(ds) -> dict`` with ``passed`` (bool), the measured numbers, and
+               ``control`` (always), ``per_seed`` (training claims), ``finding`` (when the
+               claim does not hold) — the record contract below
+    trains   : the claim is about a training outcome: ``check`` must report ``per_seed`` with
+               ≥ 5 seeds in full mode (≥ 3 quick), and decide beyond 2 standard errors
+               (``dynlab.figures._stats``)
+
+    The record contract (the gallery's rules; ``check_record`` enforces it):
+
+    - ``control = {"setting": str, "measured": {...}, "passed": bool}`` — the same check applied
+      where the paper's effect must be absent (untrained network, baseline cell, ablated part);
+      it must *fail*.  A control that passes makes the record an error (the check cannot
+      discriminate), whatever the claim says.
+    - ``passed`` says whether the paper's claim held on our data.  A claim that does not hold is a
+      finding, not an error: ``passed = False`` with ``finding`` stating what was measured instead.
+    - ``per_seed``: a list with one entry (a dict of numbers, including ``"seed"``) per seed.
+    - the Dataset's ``attrs["scaling"]`` states the scale-down against the paper (sizes, data set
+      substitution, iterations); it is printed on the figure and copied into the record.
     """
 
     name: str
@@ -34,6 +51,33 @@ class Recipe:
     compute: Callable
     draw: Callable
     check: Callable
+    trains: bool = False
+
+
+class RecipeError(Exception):
+    """A recipe broke the record contract (no control, too few seeds, no finding for a failed claim)."""
+
+
+def check_record(recipe: "Recipe", rec: dict, quick: bool) -> None:
+    """Raise RecipeError when the claim record ``rec`` breaks the contract of ``Recipe``."""
+    problems = []
+    c = rec.get("control")
+    if not isinstance(c, dict) or not {"setting", "measured", "passed"} <= set(c):
+        problems.append('no negative control ("control": {"setting", "measured", "passed"})')
+    elif not isinstance(c["setting"], str) or not c["setting"].strip() or not isinstance(c["measured"], dict):
+        problems.append("the control must name its setting and report its measured numbers")
+    if recipe.trains:
+        need = 3 if quick else 5
+        seeds = rec.get("per_seed")
+        if not isinstance(seeds, list) or len(seeds) < need:
+            got = len(seeds) if isinstance(seeds, list) else "no"
+            problems.append(f"a training claim needs per_seed with >= {need} seeds ({got} given)")
+    if not rec["passed"] and not rec.get("control_passed") and not str(rec.get("finding") or "").strip():
+        problems.append('a claim that does not hold needs a "finding" stating what was measured instead')
+    if not str(rec.get("scaling") or "").strip():
+        problems.append('the Dataset must state its scale-down against the paper in attrs["scaling"]')
+    if problems:
+        raise RecipeError(f"figure {recipe.name}: " + "; ".join(problems))
 
 
 def _plain(value):
@@ -50,8 +94,12 @@ def _plain(value):
 def run_recipe(recipe: Recipe, out_dir, *, quick: bool = False, fmt: str = "png") -> dict:
     """Compute, write ``NAME.nc``, draw ``NAME.<fmt>`` from the Dataset, check the claim.
 
-    Returns the claim record ``{"name", "source", "claim", "passed", "measured", "seconds",
-    "quick"}`` (plus ``per_seed`` and ``control`` when the check reports them); the data is written before drawing, so nothing computed is lost if drawing fails.
+    Returns the claim record ``{"name", "source", "claim", "passed", "measured", "control",
+    "scaling", "seconds", "quick"}`` plus ``per_seed`` and ``finding`` when the check reports
+    them, and ``error`` when the negative control passed (then ``passed`` is False: a check
+    that passes where the effect is absent proves nothing).  The data is written before
+    drawing, so nothing computed is lost if drawing fails; a record that breaks the contract
+    (``Recipe``) raises RecipeError after the data and picture are written.
     """
     from ..io import write_dataset
     from ..plot.style import save_figure
@@ -64,14 +112,22 @@ def run_recipe(recipe: Recipe, out_dir, *, quick: bool = False, fmt: str = "png"
     write_dataset(ds, os.path.join(out_dir, f"{recipe.name}.nc"))
     measured = _plain(dict(recipe.check(ds)))
     passed = bool(measured.pop("passed"))
-    # a claim checked on several seeds and against a negative control keeps those in the record
-    # itself: "per_seed" (seed → measured numbers) and "control" ({"setting", "measured", "passed"},
-    # the same check on data where it must fail)
-    extra = {k: measured.pop(k) for k in ("per_seed", "control") if k in measured}
+    # the negative control, the per-seed numbers and the finding live in the record itself
+    extra = {k: measured.pop(k) for k in ("control", "per_seed", "finding") if k in measured}
+    rec = {"name": recipe.name, "source": recipe.source, "claim": recipe.claim, "passed": passed,
+           "measured": measured, **extra, "scaling": str(ds.attrs.get("scaling", ""))}
+    if isinstance(rec.get("control"), dict):
+        rec["control"]["passed"] = bool(rec["control"].get("passed"))
+        if rec["control"]["passed"]:
+            rec["passed"] = False
+            rec["control_passed"] = True
+            rec["error"] = ("the negative control passes the same check "
+                            f"({rec['control'].get('setting', '')}): the check does not discriminate")
     fig = recipe.draw(ds)
     save_figure(fig, os.path.join(out_dir, f"{recipe.name}.{fmt}"))
-    return {"name": recipe.name, "source": recipe.source, "claim": recipe.claim, "passed": passed,
-            "measured": measured, **extra, "seconds": round(time.perf_counter() - t0, 2), "quick": bool(quick)}
+    rec.update(seconds=round(time.perf_counter() - t0, 2), quick=bool(quick))
+    check_record(recipe, rec, quick)
+    return rec
 
 
 def write_claims(records: list, out_dir) -> str:
