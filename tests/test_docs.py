@@ -109,3 +109,38 @@ def test_relative_links_resolve(name):
     path = ROOT / name
     for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", path.read_text(encoding="utf-8")):
         assert (path.parent / target).exists(), f"{name} links to {target}, which does not exist"
+
+
+# ------------------------------------------------------------------ the committed gallery
+CLAIMS = ROOT / "figures" / "claims.json"
+
+
+def _claims():
+    import json
+
+    return json.loads(CLAIMS.read_text(encoding="utf-8"))
+
+
+def test_committed_gallery_is_full_mode_and_keeps_the_rules():
+    """figures/claims.json: one full-mode record per recipe, each keeping the record contract
+    (a negative control that fails, ≥ 5 seeds for training claims, a finding where the claim
+    does not hold, the scale-down stated)."""
+    from dynlab.figures import get, recipes
+    from dynlab.figures._recipe import check_record
+
+    records = _claims()
+    assert [r["name"] for r in records] == list(recipes())
+    for r in records:
+        assert r["quick"] is False, r["name"]
+        assert not r.get("error"), f"{r['name']}: {r.get('error')}"
+        assert r["control"]["passed"] is False, r["name"]
+        check_record(get(r["name"]), r, quick=False)
+
+
+def test_readme_gallery_table_is_generated_from_claims_json():
+    """The README's gallery numbers are generated from figures/claims.json, never typed."""
+    from dynlab.figures._gallery import README_BEGIN, README_END, readme_block
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text[text.index(README_BEGIN):text.index(README_END) + len(README_END)]
+    assert block == readme_block(_claims()), "run dynlab.figures._gallery.update_readme('README.md', claims)"
