@@ -137,7 +137,14 @@ TRAIN = [
 ]
 
 # ----------------------------------------------------------------------------------- sweep
+_VERIFY_ONLY = ("store", "resume", "scheduler", "region_size", "backend", "data")
 SWEEP = [
+    *[Rule(name, (lambda name: lambda v, g: v.get("verify_store") is not None and name in g)(name),
+           "--verify only reads the store it names; leave the sweep's options out") for name in _VERIFY_ONLY],
+    Rule("spec_file", lambda v, g: v.get("verify_store") is not None and v.get("spec_file") is not None,
+         "--verify reads the store alone; leave SPEC.toml out"),
+    Rule("spec_file", lambda v, g: v.get("verify_store") is None and v.get("spec_file") is None,
+         "missing: give the sweep's SPEC.toml (or --verify STORE.zarr to check a store)"),
     Rule("resume", lambda v, g: v.get("resume") and v.get("store") is None,
          "needs the store to continue: give --out STORE.zarr"),
     Rule("region_size", lambda v, g: "region_size" in g and v.get("resume") and v.get("store") is not None

@@ -335,16 +335,20 @@ class _Progress:
 
 @stated_defaults("sweep")
 @main.command(short_help="Sweep one analysis over a grid of settings (TOML spec) into a Zarr store.")
-@click.argument("spec_file", metavar="SPEC.toml", type=str)
+@click.argument("spec_file", metavar="SPEC.toml", type=str, required=False)
 @sweep_options
+@click.option("--verify", "verify_store", type=str, default=None, metavar="STORE.zarr",
+              help="Check a store's health instead of running a sweep: every region marked done is read "
+                   "and its checksums compared; exit 1 when a region is damaged (--resume recomputes it).")
 @backend_option
 @data_option
 @quiet_option
 @click.pass_context
-def sweep(ctx, spec_file, store, resume, scheduler, region_size, backend, data):
+def sweep(ctx, spec_file, store, resume, scheduler, region_size, backend, data, verify_store):
     """Run the sweep SPEC.toml describes (see `dynlab.sweep.specfile`): analysis, [model],
     [input], [options], [grid], [zip.NAME], [repeat] seeds.  Prints a progress bar; --out
-    keeps every finished region in a Zarr store, --resume continues it, --data exports NetCDF.
+    keeps every finished region in a Zarr store, --resume continues it (recomputing damaged
+    regions), --data exports NetCDF; --verify STORE reports a store's health.
 
     Example: dynlab sweep grad.toml --out results.zarr --data results.nc
     """
@@ -352,7 +356,11 @@ def sweep(ctx, spec_file, store, resume, scheduler, region_size, backend, data):
 
     from ..sweep import sweep_from_file
 
-    _prepare(ctx, dict(store=store, resume=resume, scheduler=scheduler, region_size=region_size, backend=backend))
+    _prepare(ctx, dict(spec_file=spec_file, store=store, resume=resume, scheduler=scheduler,
+                       region_size=region_size, backend=backend, data=data, verify_store=verify_store))
+    if verify_store is not None:
+        _verify_store(ctx, verify_store)
+        return
     argv = (ctx.obj or {}).get("argv")
     bar = None if is_quiet(ctx) else _Progress()
     try:
@@ -364,10 +372,42 @@ def sweep(ctx, spec_file, store, resume, scheduler, region_size, backend, data):
             bar.close()
     if data is not None:
         _write_data(ds, data)
+    if ds.attrs.get("regions_repaired"):
+        click.echo(f"recomputed damaged region(s): {ds.attrs['regions_repaired']}", err=True)
     _say(ctx, f"{ds.attrs['analysis']}: {int(ds['done'].sum())}/{ds['done'].size} points over "
               f"{', '.join(f'{d}={n}' for d, n in ds['done'].sizes.items())}; "
               f"{ds.attrs['points_computed']} computed now" + (f"; store {store}" if store else "")
               + (f"; wrote {data}" if data else ""))
+def _verify_store(ctx, path: str) -> None:
+    """``sweep --verify STORE``: print the store's health; exit 1 when it is damaged."""
+    import os
+
+    from ..errors import ParameterError
+    from ..sweep import store as st
+
+    path = path.rstrip("/")
+    if not os.path.isdir(path):
+        raise ParameterError("verify_store", f"{path} does not exist or is not a folder")
+    try:
+        st.open_existing_any(path)
+        report = st.verify(path)
+    except ParameterError as exc:
+        raise ParameterError("verify_store", exc.message) from None
+    damaged = report["damaged"]
+    lines = [f"{path}: {report['done']}/{report['points']} points done in {report['regions_done']}/"
+             f"{report['regions']} regions over {', '.join(report['dims'])}; "
+             + ("checksums verified" if report["checksums"] else "no checksums (an older store): readability only")
+             + f"; {len(damaged)} damaged region(s)"
+             + (f"; {len(report['coords_damaged'])} damaged coordinate(s)" if report["coords_damaged"] else "")
+             + (f"; being written now by {report['lock']}" if report["lock"] else "")]
+    lines += [f"  damaged {why}" for _, why in damaged] + [f"  damaged coordinate {c}" for c in report["coords_damaged"]]
+    if damaged or report["coords_damaged"]:
+        lines.append("  dynlab sweep SPEC.toml --out STORE --resume recomputes them")
+    click.echo("\n".join(lines))
+    if damaged or report["coords_damaged"]:
+        ctx.exit(1)
+
+
 # ------------------------------------------------- equilibria, spectrum, converge (issue 4)
 from .options import K_max_option, equilibria_options, spectrum_at_option  # noqa: E402
 

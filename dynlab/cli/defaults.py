@@ -276,7 +276,7 @@ DEFAULTS = {
               "clip": Default(None, fill=False, text="none (no clipping)"),
               "sigma_eps": Default(0.0), "record_every": Default(10), "eta_per_k": NO_DEFAULT,
               "resume": NO_DEFAULT, "save_weights": NO_DEFAULT, **_OUTPUTS},
-    "sweep": {"spec_file": NO_DEFAULT, "store": NO_DEFAULT, "resume": NO_DEFAULT,
+    "sweep": {"spec_file": NO_DEFAULT, "store": NO_DEFAULT, "resume": NO_DEFAULT, "verify_store": NO_DEFAULT,
               "scheduler": Default(None, fill=False, text="in process"),
               "region_size": Default(DESCRIBED, fill=False,
                                      text="the spec file's region_size, else 64 for batched targets, 8 otherwise"),

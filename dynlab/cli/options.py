@@ -29,7 +29,7 @@ OPTION_OF = {
     "input": "--input", "x": "--input", "variance": "--variance", "backend": "--backend",
     "out": "--out", "data": "--data", "compare": "--compare", "settings": "--set",
     "K_values": "--K",
-    "out_dir": "--out", "name": "NAME",
+    "out_dir": "--out", "name": "NAME", "verify_store": "--verify", "spec_file": "SPEC.toml",
 }
 #: Settings with an option of their own may not be given through ``--set``.
 _OWN_OPTION = ("activation", "K", "eta", "alpha", "g0", "weight_scale", "seed", "hidden", "inputs")

@@ -160,7 +160,10 @@ def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=Non
         A Zarr store written region by region as points finish (module ``dynlab.sweep.store``).
         An existing path is never overwritten: it is an error unless ``resume=True``, and then
         it must hold this same sweep; only its missing regions are computed (``resume=True``
-        on a path that does not exist yet starts the sweep there).
+        on a path that does not exist yet starts the sweep there).  The store is created
+        atomically, locked for the run (a second writer refuses, naming the holder's PID),
+        and verified on resume: regions whose chunks are unreadable, missing or fail their
+        checksums are recomputed (listed in the attr ``regions_repaired``).
     backend : "numba" (default) | "numpy" | "cupy"
         Batched kernels: numba's prange kernel, or the array-namespace kernel on NumPy/CuPy;
         targets without one call the public analysis with this backend per point.
@@ -196,62 +199,77 @@ def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=Non
         raise ParameterError("progress", f"must be None or a callable(done, total, computed_now), got {progress!r}")
     path = None if store is None else os.fspath(store)
     fingerprint = spec.fingerprint()
-    if path is not None and resume and not os.path.exists(path):
-        resume = False  # killed before the store existed: nothing to continue, start it
-    if path is not None and resume:
-        _store.open_existing(path, fingerprint)
-        chunks = _store.store_chunks(path)
-        done = _store.read_done(path)
-    else:
-        if path is not None and os.path.exists(path):
+    lock = None
+    client = cluster = None
+    try:
+        if path is not None:
+            lock = _store.StoreLock(path)  # one writer: a second sweep on this store refuses here
+            _store.clean_partials(path)
+        if path is not None and resume and not os.path.exists(path):
+            resume = False  # killed before the store existed: nothing to continue, start it
+        if path is not None and not resume and os.path.exists(path):
             raise ParameterError("store", f"{path} already exists; resume it (--resume) or choose another path")
-        validate_points(spec, target)
-        chunks = region_chunks(spec.shape, region_size)
-        done = np.zeros(spec.shape, dtype=bool)
-    variables = target.variables_for(spec.point((0,) * len(spec.axes)))
-    tmpl, var_chunks = _store.template(spec, target, chunks, _attrs(spec, backend, command, chunks))
-    if path is not None and not resume:
-        _store.create(path, tmpl, var_chunks, chunks)
-    todo = [r for r in regions(spec.shape, chunks) if not done[r].all()]
-    total = spec.size
-    n_done = int(done.sum())
-    # without a store, results are assembled in memory
-    mem = None if path is not None else {name: tmpl[name].values.copy() for name in list(variables) + ["computed_at"]}
-    computed = 0
-
-    def finished(region, values):
-        nonlocal n_done, computed
-        if mem is not None:
-            for name, arr in values.items():
-                mem[name][region] = arr
-            done[region] = True
-        npts = int(np.prod([s.stop - s.start for s in region]))
-        n_done += npts
-        computed += npts
-        if progress is not None:
-            progress(n_done, total, computed)
-
-    if progress is not None:
-        progress(n_done, total, 0)
-    if scheduler is None:
-        for region in todo:
-            values = compute_region(spec, region, backend, batched)
+        if not resume:
+            validate_points(spec, target)
+        if scheduler is not None:  # connect before the store is made: a bad scheduler leaves nothing behind
+            client, cluster = _client(scheduler, dask_options)
+        repaired = []
+        if path is not None and resume:
+            _store.open_existing(path, fingerprint)
+            chunks = _store.store_chunks(path)
+        else:
+            chunks = region_chunks(spec.shape, region_size)
+        variables = target.variables_for(spec.point((0,) * len(spec.axes)))
+        tmpl, var_chunks = _store.template(spec, target, chunks, _attrs(spec, backend, command, chunks))
+        if path is not None and resume:
+            health = _store.verify(path)
+            repaired = [why for _, why in health["damaged"]]
+            _store.repair(path, health["damaged"], tmpl)
+            done = _store.read_done(path)
+        else:
+            done = np.zeros(spec.shape, dtype=bool)
             if path is not None:
-                _store.write_region(path, spec.dims, region, values, variables)
-            finished(region, values)
-    else:
-        from distributed import as_completed
+                _store.create(path, tmpl, var_chunks, chunks)
+        todo = [r for r in regions(spec.shape, chunks) if not done[r].all()]
+        total = spec.size
+        n_done = int(done.sum())
+        # without a store, results are assembled in memory
+        mem = None if path is not None else {name: tmpl[name].values.copy() for name in list(variables) + ["computed_at"]}
+        computed = 0
 
-        client, cluster = _client(scheduler, dask_options)
-        try:
+        def finished(region, values):
+            nonlocal n_done, computed
+            if mem is not None:
+                for name, arr in values.items():
+                    mem[name][region] = arr
+                done[region] = True
+            npts = int(np.prod([s.stop - s.start for s in region]))
+            n_done += npts
+            computed += npts
+            if progress is not None:
+                progress(n_done, total, computed)
+
+        if progress is not None:
+            progress(n_done, total, 0)
+        if scheduler is None:
+            for region in todo:
+                values = compute_region(spec, region, backend, batched)
+                if path is not None:
+                    _store.write_region(path, spec.dims, region, values, variables)
+                finished(region, values)
+        else:
+            from distributed import as_completed
+
             futures = {client.submit(_region_task, spec, region, backend, batched, path, variables, pure=False): region
                        for region in todo}
             for fut in as_completed(futures):
                 finished(futures[fut], fut.result())
-        finally:
-            if cluster is not None:
-                client.close()
-                cluster.close()
+    finally:
+        if cluster is not None:
+            client.close()
+            cluster.close()
+        if lock is not None:
+            lock.release()
     if path is not None:
         ds = _store.load(path)
     else:
@@ -261,6 +279,8 @@ def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=Non
         ds["done"].values[...] = done.astype(np.int8)
     ds.attrs["points_computed"] = computed
     ds.attrs["result"] = "sweep"
+    if repaired:
+        ds.attrs["regions_repaired"] = "; ".join(repaired)
     return ds
 
 
