@@ -306,19 +306,24 @@ def test_neumann_series_equals_the_inverse():
 
 
 def test_single_neuron_eq2_with_fprime_in_numerator_matches_numerical_derivative():
-    # eq. 2 corrected: dy/dw = f'(x̃) y / (1 − w f'(x̃)).  Numerical: central differences (ε = 1e-6)
-    # of y solved to 1e-14: error ≲ 1e-8 relative.  The printed form y / (1 − w f') lacks the
-    # factor f' ≤ 1/4 and is off by ≥ 4× everywhere (the erratum).
+    # eq. 2 corrected: dy/dw = f'(x̃) y / (1 − w f'(x̃)), x̃ = w y + q x + t.  Numerical: central
+    # differences (ε = 1e-6) of y solved to 1e-14: error ≲ 1e-8 relative.  Eq. 2 as printed has
+    # f'(X) in the numerator (the tilde is missing): it is the corrected form times f'(x)/f'(x̃),
+    # so it is off wherever the external input x and the total input x̃ differ in |·|.
     q, x, t = 1.0, 0.7, -0.3
+    sp = lambda z: 1 / (1 + np.exp(-z)) * (1 - 1 / (1 + np.exp(-z)))  # noqa: E731
+    worst = 0.0
     for w in np.linspace(-6.0, 3.5, 15):
         y, dy = implicit_neuron(w, q, x, t)
         yp, _ = implicit_neuron(w + 1e-6, q, x, t)
         ym, _ = implicit_neuron(w - 1e-6, q, x, t)
         num = (yp - ym) / 2e-6
         assert abs(dy - num) <= 1e-7 * abs(num), w
-        s = 1 / (1 + np.exp(-(w * y + q * x + t)))
-        printed = y / (1 - w * s * (1 - s))
-        assert abs(printed - num) > 0.5 * abs(printed), w
+        xt = w * y + q * x + t
+        printed = sp(x) * y / (1 - w * sp(xt))
+        assert printed == pytest.approx(dy * sp(x) / sp(xt), rel=1e-12)
+        worst = max(worst, abs(printed - num) / abs(num))
+    assert worst > 0.1  # the printed form fails the agreement the paper's Fig. 1 shows
 
 
 def test_auto_escapes_the_ghost_of_a_vanished_equilibrium(auto_path):

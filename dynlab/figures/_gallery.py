@@ -17,7 +17,9 @@ ERRATA = (
      "(A^K − I) h with A = I + η(U − αI), while K SiRNN steps map h to (η(U − αI))^K h.",
      "tests/test_errata.py"),
     ("Implicit-networks paper, eq. 2",
-     "the single-neuron derivative needs f'(X̃) in the numerator: dy/dw = f'(x̃) y / (1 − w f'(x̃)).",
+     "eq. 2 as printed, ∂Y/∂W = f'(X) Y / (1 − f'(X̃) W), has f'(X) — at the external input X — in the "
+     "numerator where f'(X̃), at the total input X̃ = W Y + Q X + T, belongs (only the tilde is missing): "
+     "solving the paper's line above it, ∂Y/∂W = f'(X̃)(W ∂Y/∂W + Y), gives ∂Y/∂W = f'(X̃) Y / (1 − f'(X̃) W).",
      "tests/test_implicit.py"),
     ("MASO paper, Theorem 3",
      "the random-initial-state regulariser omits the output layer: for ½-MSE, E[L̃] − L = σ²/(2N) Σ ‖W_out 𝒜_h‖²_F; "

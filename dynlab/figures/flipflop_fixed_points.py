@@ -197,16 +197,22 @@ def check(ds):
     ctl = {str(s): _judge(ds, "control_found_", s) for s in seeds}
     passed = all(r["passed"] for r in per_seed.values())
     control_failed = not any(r["passed"] for r in ctl.values())
-    return {"passed": passed and control_failed, "seeds": len(seeds),
+    finding = {}
+    if not passed:
+        bad = [s for s in seeds if not per_seed[str(s)]["passed"]]
+        finding["finding"] = ("the claim fails on seed(s) " + ", ".join(
+            f"{s} ({per_seed[str(s)]['stable']} stable points, {per_seed[str(s)]['distinct_patterns']} patterns, "
+            f"{per_seed[str(s)]['adjacent_pairs_joined_by_a_saddle']}/12 pairs joined)" for s in bad))
+    return {"passed": passed, "seeds": len(seeds),
             "stable_points_per_seed": [per_seed[str(s)]["stable"] for s in seeds],
             "adjacent_pairs_joined_per_seed": [per_seed[str(s)]["adjacent_pairs_joined_by_a_saddle"] for s in seeds],
             "max_residual": max(r["max_residual"] for r in per_seed.values()),
             "val_loss_per_seed": [round(float(v), 6) for v in ds["val_loss"].values],
-            "per_seed": per_seed,
+            "per_seed": [{"seed": s, **per_seed[str(s)]} for s in seeds], **finding,
             "control": {"setting": "the untrained GRU of each seed (same initialisation and search)",
                         "measured": {"stable_points_per_seed": [ctl[str(s)]["stable"] for s in seeds],
                                      "roots_per_seed": [ctl[str(s)]["roots"] for s in seeds],
-                                     "per_seed": ctl},
+                                     "per_seed": [{"seed": s, **ctl[str(s)]} for s in seeds]},
                         "passed": not control_failed}}
 
 
@@ -259,4 +265,4 @@ RECIPE = Recipe(name=NAME, source="Sussillo & Barak 2013, Fig. 2 (3-bit flip-flo
                 claim=("a GRU trained on the 3-bit flip-flop has 8 stable fixed points (one per output pattern) and "
                        "each of the 12 pairs of memories differing in one bit is joined by a saddle with exactly "
                        "one unstable mode, on every seed; the untrained GRU does not have 8"),
-                compute=compute, draw=draw, check=check)
+                compute=compute, draw=draw, check=check, trains=True)
