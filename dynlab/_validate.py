@@ -13,7 +13,14 @@ from .errors import ParameterError
 
 
 def as_matrix(value, param: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
-    """A read-only float64 copy of ``value`` with the given shape (None entries: any)."""
+    """A read-only float64 copy of ``value`` with the given shape (None entries: any); complex
+    values are refused (their imaginary part would be dropped silently)."""
+    try:
+        complex_given = np.iscomplexobj(value)
+    except Exception:  # ragged or exotic input: as_matrix's own conversion below names the problem
+        complex_given = False
+    if complex_given:
+        raise ParameterError(param, "must be real, got complex values (their imaginary part would be lost)")
     try:
         arr = np.array(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -27,6 +34,18 @@ def as_matrix(value, param: str, shape: tuple[int, ...] | None = None) -> np.nda
         raise ParameterError(param, f"contains a non-finite value at index {tuple(int(i) for i in bad)}")
     arr.setflags(write=False)
     return arr
+
+
+def as_bool(value, param: str) -> bool:
+    """True/False from a bool, 0/1, or the strings "true"/"false" (any case); anything else is
+    refused — "maybe" or "yes" is not silently read as true."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)) and int(value) in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ParameterError(param, f"must be true or false, got {value!r}")
 
 
 def as_scalar(value, param: str, *, low: float | None = None, low_open: bool = False,

@@ -47,7 +47,8 @@ def convergence(model, x, h_prev=None, *, K_max: int = 50, eta=None, floor: floa
     ``local_rate`` ([batch]), ``bound_rate`` ρ (scalar), ``bound_holds`` ([batch]) whether
     e_k ≤ ρ^k e_0 + slack for all k (slack = 1e-14·(1 + ‖s*‖₂), the reference root's accuracy),
     ``printed_bound_holds`` ([batch,] k) whether e_k ≤ ρ^k e_1 (the printed Prop. 2; k ≥ 1),
-    ``rate_points`` (how many e_k the fit used), ``h_eq``, ``reference_residual``, the input
+    ``rate_points`` (how many e_k the fit used), ``h_eq``, ``reference_residual``,
+    ``reference_converged`` (where 0 the errors and the bound check are void: the CLI exits 1), the input
     and the model's parameters (``eta`` the step size used).
 
     Example
@@ -133,6 +134,9 @@ def convergence(model, x, h_prev=None, *, K_max: int = 50, eta=None, floor: floa
         "h_eq": xr.Variable(lead + ("unit",), h_eq[sel], {"long_name": "equilibrium h_eq (scipy root)", "units": "1"}),
         "reference_residual": xr.Variable(lead, ref_res[sel], {"long_name": "max-abs residual of the scipy root",
                                                                "units": "1"}),
+        "reference_converged": xr.Variable(lead, np.asarray(ref_ok, dtype=np.int8).reshape(N)[sel],
+                                           {"long_name": "scipy's root converged (1); where 0, e_k is measured "
+                                                         "against a point that is not the equilibrium", "units": "1"}),
         "x": xr.Variable(lead + ("unit_in",), xa[sel], {"long_name": "input x", "units": "1"}),
         "h_prev": xr.Variable(lead + ("unit",), hp[sel], {"long_name": "previous state h_{m-1}", "units": "1"}),
         **model_variables(model),

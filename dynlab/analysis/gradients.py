@@ -326,12 +326,28 @@ def _chunk_steps(B: int, D: int, T: int) -> int:
     return int(max(1, min(T, config.JACOBIAN_CHUNK_ENTRIES // max(1, B * D * D))))
 
 
+def log_ratio(log1, logT, T: int):
+    """ln(‖∂h_T/∂h_1‖/‖∂h_T/∂h_(T−1)‖) = log1 − logT, with the limit −∞ where ∂h_T/∂h_1 = 0.
+
+    ∂h_T/∂h_1 = J_T ⋯ J_2 contains ∂h_T/∂h_(T−1) = J_T, so the denominator vanishes only with the
+    numerator; the quotient 0/0 is then defined by its limit along U → εU, ε → 0: the numerator
+    is O(ε^(T−1)), the denominator O(ε), so the ratio → 0 (ln → −∞) for T > 2.  (For T = 2 the
+    two are the same matrix and the ratio is 1.)"""
+    log1 = np.asarray(log1, dtype=float)
+    logT = np.asarray(logT, dtype=float)
+    if T == 2:
+        return np.zeros(np.broadcast(log1, logT).shape)
+    with np.errstate(invalid="ignore"):
+        lr = log1 - logT
+    return np.where(np.isneginf(log1) & np.isneginf(logT), -np.inf, lr)
+
+
 def _finish(out: dict, B: int, T: int) -> dict:
     """Derived quantities from the per-time logs: norms, the ratio, ∂L/∂h_1."""
     log_jac = out["log_jac_norm"]
     with np.errstate(over="ignore", invalid="ignore"):
         res = {"log_jac_norm": log_jac, "jac_norm": np.exp(log_jac),
-               "ratio": np.exp(log_jac[:, 0] - log_jac[:, T - 2])}
+               "ratio": np.exp(log_ratio(log_jac[:, 0], log_jac[:, T - 2], T))}
         if "step_norm" in out:
             res["step_norm"] = out["step_norm"]
         if "log_dL_dh_norm" in out:

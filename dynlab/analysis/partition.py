@@ -339,8 +339,14 @@ def reconstruction_error(tr: Trace, method: str = "auto") -> tuple[np.ndarray, s
         entries = B * T * D * T * max(d, D if len(tr.layers) > 1 else d)
         method = "matrix" if entries <= MATERIALISE_MAX_ENTRIES else "recursion"
     if method == "matrix":
-        A, Bv = _compose(tr)
-        rec = (np.einsum("bij,bj->bi", A, tr.x.reshape(B, -1)) + Bv).reshape(B, T, D)
+        with np.errstate(over="ignore", invalid="ignore"):
+            A, Bv = _compose(tr)
+            rec = (np.einsum("bij,bj->bi", A, tr.x.reshape(B, -1)) + Bv).reshape(B, T, D)
+        if not np.isfinite(rec).all() and np.isfinite(tr.H[-1]).all():
+            # the products J_t⋯J_s of A_RNN overflow before the states do (states near the float
+            # range): the same affine map evaluated step by step stays finite
+            return np.max(np.abs(_reconstruct_recursion(tr) - tr.H[-1]), axis=(1, 2)), \
+                "recursion (the materialised A_RNN overflowed)"
     elif method == "recursion":
         rec = _reconstruct_recursion(tr)
     else:
@@ -904,7 +910,19 @@ def partition(model, x, h0=None, *, backend=None, reconstruction: str = "auto", 
     """
     import xarray as xr
 
-    tr = forward(model, x, h0, backend=backend)
+    try:
+        tr = forward(model, x, h0, backend=backend)
+    except DivergenceError as err:
+        # the steps before the divergence are kept: the partition of the finite prefix
+        n = err.step - 1
+        if err.partial is None and n >= 1:
+            xa = np.asarray(x)
+            try:
+                err.partial = partition(model, xa[..., :n, :], h0, backend=backend, reconstruction=reconstruction,
+                                        command=command)
+            except DivergenceError as inner:
+                err.partial = inner.partial
+        raise
     codes = tr.codes()
     regions, prefix = count_regions(codes)
     err, method = reconstruction_error(tr, reconstruction)

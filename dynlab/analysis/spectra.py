@@ -75,7 +75,11 @@ def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, ba
     H, bad, _ = run_states(model, xa, h0a, backend)
     if bad.min() < T:
         from ..errors import DivergenceError
-        raise DivergenceError(step=int(bad.min()) + 1, batch=int(np.argmin(bad)), model=model.name)
+
+        n = int(bad.min())  # the steps before the first divergence are kept: their spectra
+        partial = None if n < 1 else spectrum(model, xa[:, :n] if batched else xa[0, :n], h0, at=at, step=step,
+                                               backend=backend, tol=tol, stability_tol=stability_tol, command=command)
+        raise DivergenceError(step=n + 1, batch=int(np.argmin(bad)), model=model.name, partial=partial)
     D = model.state_size
     hprev = np.concatenate([h0a[:, None], H[:, :-1]], axis=1).reshape(B * T, D)
     xs = xa.reshape(B * T, d)

@@ -45,7 +45,10 @@ class DynlabGroup(click.Group):
             code = _fail(f"{option_for(exc.param, obj.get('set_keys', ()))}: {exc.message}", 2)
         except DivergenceError as exc:
             kept = getattr(exc, "written_to", None)
-            where = f"partial results written to {kept}" if kept else "give --data FILE to keep the partial results"
+            asked = getattr(exc, "data_requested", None)
+            where = (f"partial results written to {kept}" if kept else
+                     f"no finite step to keep, {asked} not written" if asked else
+                     "give --data FILE to keep the partial results")
             code = _fail(f"{exc}; {where}", 1)
         except click.exceptions.NoArgsIsHelpError as exc:
             exc.show()

@@ -56,6 +56,7 @@ def keep_partial(data: str | None):
     try:
         yield
     except DivergenceError as err:
+        err.data_requested = data
         if data is not None and err.partial is not None:
             _write_data(err.partial, data)
             err.written_to = data
@@ -440,7 +441,8 @@ def equilibria(ctx, out, data, method, tol, n_starts, continue_over, param_range
     options = _prepare(ctx, {**options, **mode})
     mode = {k: options.pop(k) for k in mode}
     spec = EquilibriaSpec(make_spec(ctx, options), **dict(mode, method=mode["method"].lower()))
-    ds = equilibria_dataset(spec)
+    with keep_partial(data):
+        ds = equilibria_dataset(spec)
     _save(ctx, ds, data, out)
     _say(ctx, equilibria_summary(ds))
     failed = not_converged(ds)
@@ -489,16 +491,23 @@ def spectrum(ctx, out, data, at, **options):
 def converge(ctx, out, data, K_max, **options):
     """‖g_k − h_eq‖ against k at every step of the sequence (h_eq: scipy's root), the fitted
     linear rate, the local rate and the bound ρ = 1 − αη + η‖U‖₂ with e_k ≤ ρ^k e_0.
+    Exits 1 (data kept) where scipy's reference root did not converge.
 
     Example: dynlab converge --model irnn --hidden 16 --eta 0.5 --K-max 60 --out fig6.png
     """
     from ..runs import converge_dataset, converge_summary
+    from ..runs.stability import reference_failed
     from ..spec import ConvergeSpec
 
     options = _prepare(ctx, options)
-    ds = converge_dataset(ConvergeSpec(make_spec(ctx, options), K_max=K_max))
+    with keep_partial(data):
+        ds = converge_dataset(ConvergeSpec(make_spec(ctx, options), K_max=K_max))
     _save(ctx, ds, data, out)
     _say(ctx, converge_summary(ds))
+    failed = reference_failed(ds)
+    if failed:
+        click.echo(f"Error: {failed}", err=True)
+        ctx.exit(1)
 
 
 @stated_defaults("partition")
@@ -529,7 +538,8 @@ def partition(ctx, out, data, layers, embed, tsne, dataset, **options):
     maso = dict(layers=layers, embed=embed, tsne=tsne, dataset=dataset)
     options = _prepare(ctx, {**options, **maso})
     maso = {k: options.pop(k) for k in maso}
-    ds = partition_dataset(PartitionSpec(make_spec(ctx, options), **maso))
+    with keep_partial(data):
+        ds = partition_dataset(PartitionSpec(make_spec(ctx, options), **maso))
     _save(ctx, ds, data, out)
     _say(ctx, partition_summary(ds))
 

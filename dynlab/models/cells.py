@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._validate import as_matrix, as_scalar
+from .._validate import as_bool, as_matrix, as_scalar
 from ..activations import dphi, phi
 from .base import Model
 
@@ -87,6 +87,7 @@ class RNN(_GatedCell):
                activation=None, leak=0.01):
         rng, D, d, seed, ws = cls._rng_and_sizes(hidden, inputs, seed, weight_scale, cls.DEFAULT_WEIGHT_SCALE)
         U, W, b = cls._gaussian_weights(rng, D, d, ws)
+        identity_init = as_bool(identity_init, "identity_init")
         if identity_init:
             U, b = ws * np.eye(D), np.zeros(D)
             activation = activation or "relu"

@@ -206,6 +206,20 @@ def converge_dataset(spec):
     return ds
 
 
+def reference_failed(ds) -> str | None:
+    """One line saying where scipy's reference root of ``dynlab converge`` did not converge (None when it did)."""
+    if "reference_converged" not in ds:
+        return None
+    ok = np.atleast_1d(ds["reference_converged"].values).astype(bool)
+    if ok.all():
+        return None
+    res = np.atleast_1d(ds["reference_residual"].values)
+    bad = np.flatnonzero(~ok)
+    where = f"time {int(np.atleast_1d(ds['time'].values)[bad[0]])}" if "time" in ds.dims else f"input {int(bad[0])}"
+    return (f"scipy's reference root did not converge at {bad.size}/{ok.size} inputs (first at {where}, residual "
+            f"{float(res[bad[0]]):.3g}); e_k and the bound check are void there (data kept)")
+
+
 def converge_summary(ds) -> str:
     """The text ``dynlab converge`` prints."""
     rates = np.atleast_1d(ds["rate"].values)
@@ -213,12 +227,16 @@ def converge_summary(ds) -> str:
     holds = np.atleast_1d(ds["bound_holds"].values)
     printed = np.atleast_2d(ds["printed_bound_holds"].values)
     n = rates.size
+    ok = (np.atleast_1d(ds["reference_converged"].values).astype(bool) if "reference_converged" in ds
+          else np.ones(n, dtype=bool))
+    holds, printed = holds & ok, printed[ok]
     return "\n".join([
         f"inner recursion of the iRNN over k = 0..{ds.attrs['K_max']} at {n} inputs, against scipy's root "
         f"(max residual {float(ds['reference_residual'].max()):.2g})",
         f"fitted rate: median {np.nanmedian(rates):.4g}, max {np.nanmax(rates):.4g}; local rate "
         f"(spectral radius of I + η(∇φU − αI)): median {np.median(local):.4g}, max {local.max():.4g}",
         f"bound ρ = |1 − αη| + η‖U‖₂ = {float(ds['bound_rate']):.4g}: e_k ≤ ρ^k e_0 holds for every k at "
-        f"{int(holds.sum())}/{n} inputs; the printed form e_K ≤ ρ^K e_1 fails at K = 1 for "
-        f"{int((printed[:, 1] == 0).sum())}/{n}",
+        f"{int(holds.sum())}/{int(ok.sum())} inputs; the printed form e_K ≤ ρ^K e_1 fails at K = 1 for "
+        f"{int((printed[:, 1] == 0).sum())}/{int(ok.sum())}"
+        + ("" if ok.all() else f" (of the {int(ok.sum())}/{n} inputs where scipy's reference converged)"),
     ])

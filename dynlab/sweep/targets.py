@@ -164,9 +164,11 @@ _GRAD_VARS = {
 }
 
 
-def _grad_summary(log1, logT, diverged_at=0):
+def _grad_summary(log1, logT, T, diverged_at=0):
+    from ..analysis.gradients import log_ratio
+
     with np.errstate(over="ignore", invalid="ignore"):
-        lr = log1 - logT
+        lr = float(log_ratio(log1, logT, T))
         return {"ratio": float(np.exp(lr)), "log_ratio": float(lr), "log_jac_norm_1": float(log1),
                 "log_step_norm_T": float(logT), "diverged_at": int(diverged_at)}
 
@@ -181,7 +183,7 @@ def _gradient_norms(run, opts, backend):
     except DivergenceError as err:
         return _nan_result(_GRAD_VARS, err.step)
     lj = ds["log_jac_norm"].values
-    return _grad_summary(lj[0], lj[-2])
+    return _grad_summary(lj[0], lj[-2], lj.shape[-1])
 
 
 def _gradient_norms_batched(points, backend):
@@ -201,7 +203,7 @@ def _gradient_norms_batched(points, backend):
         log1, logT, bad = batched_gradient_summaries([built[i][0] for i in idx], [built[i][1] for i in idx],
                                                      backend)
         for j, i in enumerate(idx):
-            out[i] = _nan_result(_GRAD_VARS, bad[j]) if bad[j] else _grad_summary(log1[j], logT[j])
+            out[i] = _nan_result(_GRAD_VARS, bad[j]) if bad[j] else _grad_summary(log1[j], logT[j], T)
     return out
 
 

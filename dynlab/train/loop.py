@@ -52,6 +52,7 @@ import time
 import numpy as np
 
 from .._blas import blas_threads
+from .._validate import as_bool
 from ..errors import DivergenceError, ParameterError
 from ..models import IRNN, AntisymmetricRNN, Model
 from . import backprop as bp
@@ -277,7 +278,7 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
     if task.inputs != model.inputs:
         raise ParameterError("inputs", f"the model takes {model.inputs} inputs but task {task.name!r} has "
                                        f"{task.inputs} input features")
-    iterations = as_int(iterations, "iterations", low=0)
+    iterations = as_int(iterations, "iterations", low=1)
     batch = as_int(batch, "batch", low=1)
     record_every = as_int(record_every, "record_every", low=1)
     diag_batch = as_int(diag_batch, "diag_batch", low=1)
@@ -629,7 +630,7 @@ def train_implicit_spec(spec: TrainSpec) -> ImplicitTrainResult:
         raise ParameterError(next(iter(settings)), f"is not a setting of implicit training; choose from "
                                                    f"{', '.join(_IMPLICIT_TRAIN_SETTINGS)}")
     if "feedforward" in extra:
-        extra["feedforward"] = str(extra["feedforward"]).lower() in ("1", "true", "yes")
+        extra["feedforward"] = as_bool(extra["feedforward"], "feedforward")
     iterations, lr = _defaults(spec, "implicit")
     model, history = train_implicit(str(spec.task).lower(), hidden=2 if run.hidden is None else run.hidden,
                                     activation=run.activation or "sigmoid", optimiser=spec.optimiser, lr=lr,
