@@ -9,9 +9,9 @@ e_k = ‖g_k − h_eq‖₂ against k at every point (x_m, h_{m-1}) of a sequenc
   (``_irnn_digits``), with its learned η, at the points of its own validation trajectories.
 
 The reference h_eq is the root the recursion itself reaches when run to convergence
-(checked by its residual); scipy's root (the paper's FSOLVE,
-``dynlab.convergence``) is computed too, and the record says at how many points it is that same
-root — a trained network has several equilibria, and a root finder need not find the one the
+(checked by its residual), or scipy's root (the paper's FSOLVE, ``dynlab.convergence``) where
+the recursion reaches none; the record says at how many points scipy's root is the recursion's
+limit — a trained network has several equilibria, and a root finder need not find the one the
 recursion tends to.  The check, at every point: the reference is a root (max-abs residual ≤ 1e-10),
 and the least-squares line through ln e_k (the k ≥ 1 with e_k > 1e-10) fits with R² ≥ 0.99 at a
 rate < 1.  The claim holds when this is so at every point of both settings.  Reported with it:
@@ -50,8 +50,8 @@ def _inner_errors(model, x, hp, h_eq, K_max, eta):
     c = x @ model.W.T + model.b
     g = np.zeros_like(hp)
     err = np.empty((hp.shape[0], K_max + 1))
-    err[:, 0] = np.linalg.norm(g - h_eq, axis=1)
     with np.errstate(over="ignore", invalid="ignore"):
+        err[:, 0] = np.linalg.norm(g - h_eq, axis=1)
         for k in range(1, K_max + 1):
             s = g + hp
             g = g + eta * (np.tanh(s @ model.U.T + c) - model.alpha * s)
@@ -69,12 +69,13 @@ def _limit(model, x, hp, eta):
             s = g + hp
             step = eta * (np.tanh(s @ model.U.T + c) - model.alpha * s)
             g = g + step
-            if not np.all(np.isfinite(g)) or np.max(np.abs(step)) <= 1e-15:
+            if not np.all(np.abs(g) < 1e6) or np.max(np.abs(step)) <= 1e-15:
                 break
         s = g + hp
         res = np.max(np.abs(np.tanh(s @ model.U.T + c) - model.alpha * s), axis=1)
-    res = np.where(np.isfinite(res), res, np.inf)
-    return np.where(np.isfinite(g), g, np.nan), res
+    away = ~np.all(np.abs(g) < 1e6, axis=1)          # ran away (a tanh cell's roots lie in the unit box)
+    res = np.where(np.isfinite(res) & ~away, res, np.inf)
+    return np.where(away[:, None], np.nan, g), res
 
 
 def _fit(err):
@@ -95,25 +96,33 @@ def _fit(err):
 
 
 def _run(model, x, hp, K_max, eta):
-    """The reference root (the recursion run to convergence by dynlab.equilibrium), e_k, the fit, the
-    local rate, and scipy's root from dynlab.convergence for comparison."""
+    """Per point: the reference root — the recursion's own limit where it reaches a root, else scipy's
+    root (``dynlab.convergence``, the paper's FSOLVE) where that is one —, e_k, the fit, the local
+    rate at the reference, and whether scipy's root is the recursion's limit."""
     import dynlab as dl
 
     m = model.replace(eta=eta)
-    h_eq, resid = _limit(m, x, hp, eta)
+    h_lim, res_lim = _limit(m, x, hp, eta)
+    with np.errstate(over="ignore", invalid="ignore"):   # the control's recursion runs away from the root
+        cv = dl.convergence(m, x, hp, K_max=K_max)
+    h_sp, res_sp = cv["h_eq"].values, cv["reference_residual"].values
+    own = res_lim <= REF_TOL
+    use_sp = ~own & (res_sp <= REF_TOL)
+    h_eq = np.where(use_sp[:, None], h_sp, h_lim)
+    resid = np.where(use_sp, res_sp, res_lim)
+    source = np.where(own, 1, np.where(use_sp, 2, 0)).astype(np.int8)
     err = _inner_errors(m, x, hp, h_eq, K_max, eta)
     rate, r2 = _fit(err)
     local = np.full(x.shape[0], np.nan)
-    for n in np.flatnonzero(np.isfinite(resid)):
+    for n in np.flatnonzero(source > 0):
         s = h_eq[n] + hp[n]
         J = (1 - np.tanh(m.U @ s + m.W @ x[n] + m.b) ** 2)[:, None] * m.U - m.alpha * np.eye(m.hidden)
         local[n] = np.abs(1.0 + eta * np.linalg.eigvals(J)).max()
-    with np.errstate(over="ignore", invalid="ignore"):   # the control's recursion runs away from the root
-        cv = dl.convergence(m, x, hp, K_max=K_max)
-    scipy_root = cv["reference_residual"].values <= REF_TOL
-    same = scipy_root & (np.linalg.norm(cv["h_eq"].values - h_eq, axis=1) <= 1e-8)
+    with np.errstate(invalid="ignore"):
+        same = own & (res_sp <= REF_TOL) & (np.linalg.norm(h_sp - h_lim, axis=1) <= 1e-8)
     return {"error": err, "rate": rate, "r2": r2, "local_rate": local, "reference_residual": resid,
-            "scipy_is_root": scipy_root.astype(np.int8), "scipy_same_root": same.astype(np.int8),
+            "reference_source": source, "scipy_is_root": (res_sp <= REF_TOL).astype(np.int8),
+            "scipy_same_root": same.astype(np.int8),
             "bound": cv["bound"].values, "bound_holds": cv["bound_holds"].values, "bound_rate": float(cv["bound_rate"]),
             "norm_U": float(cv.attrs["norm_U"])}
 
@@ -139,6 +148,7 @@ def compute(quick: bool):
         for v, name in (("rate", "fitted linear rate"), ("r2", "R² of the line through ln e_k"),
                         ("local_rate", "spectral radius of I + η(∇φU − αI) at h_eq"),
                         ("reference_residual", "max-abs residual of the reference root"),
+                        ("reference_source", "reference: 1 the recursion's limit, 2 scipy's root, 0 none"),
                         ("scipy_is_root", "scipy's root (dynlab.convergence) is a root"),
                         ("scipy_same_root", "scipy's root is the recursion's limit"),
                         ("bound_holds", "e_k ≤ ρ^k e_0 (scipy reference) for every k")):
@@ -177,6 +187,7 @@ def _setting(ds, key):
             "frac_fitted_within_0.02_of_local": float(np.mean(fin & (np.nan_to_num(dev, nan=1.0) <= RATE_TOL))),
             "max_abs_fitted_minus_local": float(np.nanmax(dev)) if fin.any() else float("nan"),
             "frac_scipy_root_is_this_root": float(np.mean(ds[f"{key}_scipy_same_root"].values)),
+            "frac_recursion_reaches_a_root": float(np.mean(ds[f"{key}_reference_source"].values == 1)),
             "passed": bool(np.all(ok))}
 
 
