@@ -243,10 +243,10 @@ def draw(ds):
         ax.set_xlim(0, 1.05)
         ax.set_ylim(0, 1.05)
         ax.set_aspect("equal")
-        ctrl = ds["control_reference_residual"].values
+        cl, cr = ds["control_local_rate"].values, ds["control_rate"].values
         ax.text(0.98, 0.04, f"control η = {ds.attrs['control_eta']:g}: local rate ≥ "
-                f"{np.nanmin(ds['control_local_rate'].values) if np.isfinite(ds['control_local_rate'].values).any() else float('nan'):.3g},"
-                f"\nno root reached at {int(np.sum(~(ctrl <= REF_TOL)))} of {ctrl.size} points",
+                f"{np.nanmin(cl) if np.isfinite(cl).any() else float('nan'):.3g}, fitted rate ≥ "
+                f"{np.nanmin(cr) if np.isfinite(cr).any() else float('nan'):.3g}\n(off the axes: e_k grows)",
                 transform=ax.transAxes, ha="right", va="bottom", fontsize=6, color=COLORS["vermillion"])
         ax.set_xlabel("local rate: spectral radius of I + η(∇φU − αI) at h_eq")
         ax.set_ylabel("fitted linear rate of e_k")

@@ -6,7 +6,7 @@ V = U + I, is trained three ways on the same seeds — an L2 penalty λ‖U‖²
 the RIN), the same penalty on V, λ‖V‖²_F = λ‖U − (−I)‖²_F (ordinary weight decay of the
 recurrent matrix), and no penalty — with λ, the task size and the optimiser fixed in advance
 (``compute``).  For every run the recipe records the distance of the trained recurrence from the
-identity, ‖V − I‖_F, the validation MSE and ‖∂h_T/∂h_1‖₂ at the end of training.
+identity, ‖V − I‖_F, the validation MSE and ‖∂h_T/∂h_1‖₂ at the end of training (reported as its log10, mean ± SE).
 
 The check (paired across seeds, beyond 2 SE): (1) with the penalty on U the trained V is closer
 to I than with the penalty on V and than with no penalty; (2) the penalty on U gives a lower
@@ -96,6 +96,8 @@ def check(ds):
         out[f"dist_identity_{arm}"] = [round(m, 4), round(se, 4)]
         m, se, _ = mean_se(mse[arm])
         out[f"val_mse_{arm}"] = [round(m, 5), round(se, 5)]
+        m, se, _ = mean_se(np.log10(ds["jac_norm"].sel(arm=arm).values))
+        out[f"log10_jac_norm_{arm}"] = [round(m, 3), round(se, 3)]
     for k in ("dist_U_vs_V", "dist_U_vs_none", "mse_U_vs_V"):
         out[f"{k}_diff"] = [round(r[k]["diff_mean"], 5), round(r[k]["diff_se"], 5)]
         out[f"{k}_passed"] = r[k]["passed"]
