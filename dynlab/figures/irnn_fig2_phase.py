@@ -120,13 +120,16 @@ def check(ds):
 
 
 def draw(ds):
-    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     from ..plot.style import COLORS, styled
 
     @styled
     def _draw():
-        fig, axes = plt.subplots(2, 3, figsize=(11.0, 8.0))
+        fig = Figure(figsize=(11.0, 8.0))        # on the Agg canvas, not pyplot (nothing retained)
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(2, 3)
         fig.subplots_adjust(hspace=0.42, wspace=0.38, left=0.06, right=0.86, top=0.88, bottom=0.07)
         T = ds.sizes["time"]
         for row, key in enumerate(("walk", "noise")):
