@@ -208,7 +208,8 @@ def check(ds):
                           f"of the paper-setting points and {trained['frac_linear']:.0%} of the trained model's "
                           f"points (trained: min R² {trained['min_r2']:.3g}, largest local rate "
                           f"{trained['max_local_rate']:.3g}, no root reached at {trained['reference_not_a_root']} "
-                          f"of {trained['points']})")
+                          f"of {trained['points']}; scipy's root is the root the recursion reaches at "
+                          f"{trained['frac_scipy_root_is_this_root']:.0%} of them)")
     return out
 
 
