@@ -191,7 +191,7 @@ def _run_figures(tmp_path, monkeypatch, key, args):
     """The folder and the picture format ``dynlab figures make|all`` wrote (one quick figure)."""
     import dynlab.figures as figs
 
-    one = "rin-gradients"
+    one = "irnn-fig2-phase"  # the fastest quick figure (no training)
     monkeypatch.setattr(figs, "recipes", lambda: {one: figs.get(one)})
     monkeypatch.chdir(tmp_path)
     ok(*key.split(), *([one] if key == "figures make" else []), "--quick", "--quiet", *args)

@@ -19,18 +19,19 @@ def test_list_names_every_recipe_with_its_source():
 
 
 def test_make_writes_picture_data_and_claims(tmp_path):
-    res = run(["figures", "make", "rin-gradients", "--quick", "--out", str(tmp_path)])
+    res = run(["figures", "make", "irnn-fig2-phase", "--quick", "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
     claims = json.loads((tmp_path / "claims.json").read_text())
-    assert [c["name"] for c in claims] == ["rin-gradients"] and claims[0]["passed"] is True
-    assert claims[0]["measured"]["rnn_tanh_log10_at_t1"] < -6
-    assert (tmp_path / "rin-gradients.png").stat().st_size > 5000
-    assert (tmp_path / "rin-gradients.nc").exists()
+    assert [c["name"] for c in claims] == ["irnn-fig2-phase"] and claims[0]["passed"] is True
+    assert claims[0]["measured"]["noise_irnn_frac_on_curve_unsaturated"] >= 0.9
+    assert claims[0]["control"]["passed"] is False
+    assert (tmp_path / "irnn-fig2-phase.png").stat().st_size > 5000
+    assert (tmp_path / "irnn-fig2-phase.nc").exists()
 
 
 def test_pdf_format(tmp_path):
-    res = run(["figures", "make", "rin-gradients", "--quick", "--format", "pdf", "--out", str(tmp_path)])
-    assert res.exit_code == 0 and (tmp_path / "rin-gradients.pdf").read_bytes()[:4] == b"%PDF"
+    res = run(["figures", "make", "irnn-fig2-phase", "--quick", "--format", "pdf", "--out", str(tmp_path)])
+    assert res.exit_code == 0 and (tmp_path / "irnn-fig2-phase.pdf").read_bytes()[:4] == b"%PDF"
 
 
 def test_unknown_figure_is_one_line_exit_2(tmp_path):
@@ -44,16 +45,16 @@ def test_unknown_figure_is_one_line_exit_2(tmp_path):
 def test_gallery_page_lists_records_and_errata(tmp_path):
     from dynlab.figures._gallery import ERRATA, write_gallery
 
-    run(["figures", "make", "rin-gradients", "--quick", "--out", str(tmp_path)])
+    run(["figures", "make", "irnn-fig2-phase", "--quick", "--out", str(tmp_path)])
     records = json.loads((tmp_path / "claims.json").read_text())
     text = open(write_gallery(records, tmp_path, total_seconds=12.0)).read()
-    assert "## rin-gradients" in text and "(rin-gradients.png)" in text
-    assert "rnn_tanh_log10_at_t1" in text and "--quick" in text
+    assert "## irnn-fig2-phase" in text and "(irnn-fig2-phase.png)" in text
+    assert "noise_irnn_frac_on_curve_unsaturated" in text and "--quick" in text
     assert "## Errata" in text and all(src in text for src, _, _ in ERRATA)
 
 
 def test_make_keeps_the_other_records_of_claims_json(tmp_path):
-    run(["figures", "make", "rin-gradients", "--quick", "--out", str(tmp_path)])
+    run(["figures", "make", "irnn-fig6-convergence", "--quick", "--out", str(tmp_path)])
     run(["figures", "make", "irnn-fig2-phase", "--quick", "--out", str(tmp_path)])
     claims = json.loads((tmp_path / "claims.json").read_text())
-    assert [c["name"] for c in claims] == ["irnn-fig2-phase", "rin-gradients"]  # dynlab.figures.ORDER
+    assert [c["name"] for c in claims] == ["irnn-fig2-phase", "irnn-fig6-convergence"]  # dynlab.figures.ORDER

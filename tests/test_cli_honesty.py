@@ -332,9 +332,9 @@ def test_quiet_silences_the_sweep_progress_bar(files):
 def test_quiet_figures_and_listings(tmp_path):
     """figures make: no progress bar, no PASS lines, files written; the listings (models, figures
     list) are the answer asked for and print the same with --quiet."""
-    result = ok("figures", "make", "rin-gradients", "--quick", "--out", tmp_path, "--quiet")
+    result = ok("figures", "make", "irnn-fig2-phase", "--quick", "--out", tmp_path, "--quiet")
     assert result.stdout == "" and result.stderr == ""
-    assert (tmp_path / "claims.json").exists() and (tmp_path / "rin-gradients.png").exists()
+    assert (tmp_path / "claims.json").exists() and (tmp_path / "irnn-fig2-phase.png").exists()
     result = ok("--quiet", "figures", "all", "--help")
     assert "--quiet" in result.stdout
     for args in (["models"], ["figures", "list"]):

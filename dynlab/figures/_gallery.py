@@ -26,11 +26,6 @@ ERRATA = (
      "for cross-entropy the printed form is not the second-order term, which is "
      "σ²/(2N) Σ Tr(Mᵀ(diag p − ppᵀ)M), M = W_out 𝒜_h.",
      "tests/test_partition.py"),
-    ("iRNN paper, Fig. 2 caption",
-     "\"the RNN and FastRNN wander\" is a visual statement only: under a variance-10 random walk the tanh RNN "
-     "saturates and sits at the fixed point of its own step (residual ≈ 0), so only the iRNN half of the "
-     "statement is checked on the data.",
-     "dynlab/figures/irnn_fig2_phase.py"),
 )
 
 

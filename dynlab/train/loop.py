@@ -146,6 +146,44 @@ def _project(model, params):
     return params
 
 
+def _check_penalty(model, penalty) -> dict:
+    """``train_model``'s ``penalty`` as ``{name: [λ, c]}`` (JSON-safe); a ParameterError on ``penalty``."""
+    if penalty is None:
+        return {}
+    if not isinstance(penalty, dict):
+        raise ParameterError("penalty", f"must be a dict {{parameter: λ or (λ, c)}}, got {type(penalty).__name__}")
+    params = model.params()
+    out = {}
+    for name, spec in penalty.items():
+        if name not in params:
+            raise ParameterError("penalty", f"{name!r} is not a parameter of {model.name} ({', '.join(params)})")
+        try:
+            lam, c = (spec, 0.0) if np.ndim(spec) == 0 else spec
+            lam, c = float(lam), float(c)
+        except (TypeError, ValueError):
+            raise ParameterError("penalty", f"{name}: give λ or (λ, c) with numbers, got {spec!r}") from None
+        if not (math.isfinite(lam) and lam >= 0 and math.isfinite(c)):
+            raise ParameterError("penalty", f"{name}: λ must be finite and ≥ 0 and c finite, got {spec!r}")
+        shape = np.shape(params[name])
+        if c != 0.0 and (len(shape) != 2 or shape[0] != shape[1]):
+            raise ParameterError("penalty", f"{name}: a centre c·I needs a square matrix, {name} has shape {shape}")
+        out[str(name)] = [lam, c]
+    return out
+
+
+def penalty_terms(model, penalty) -> tuple[float, dict]:
+    """The L2 penalty Σ λ‖θ − c·I‖²_F of ``train_model`` (``penalty`` as there) and its exact
+    gradient {name: 2λ(θ − c·I)}; returns (value, gradients)."""
+    value, grads = 0.0, {}
+    params = model.params()
+    for name, (lam, c) in _check_penalty(model, penalty).items():
+        theta = np.asarray(params[name], dtype=np.float64)
+        diff = theta - c * np.eye(theta.shape[0]) if c != 0.0 else theta
+        value += lam * float(np.sum(diff * diff))
+        grads[name] = 2.0 * lam * diff
+    return value, grads
+
+
 def _gmean(v):
     v = np.asarray(v, dtype=np.float64)
     with np.errstate(divide="ignore"):
@@ -228,7 +266,7 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
                 batch: int = 128, clip: float | None = None, sigma_eps: float = 0.0, record_every: int = 10,
                 seed: int = 0, freeze=None, learn_h0: bool = False, diag_batch: int = 8,
                 plateau: int | None = None, progress: bool | None = None, command: str | None = None,
-                _resume: dict | None = None) -> TrainResult:
+                penalty: dict | None = None, _resume: dict | None = None) -> TrainResult:
     """Train ``model`` and a linear read-out on ``task`` with exact BPTT gradients.
 
     Each iteration: draw a batch (``default_rng([seed, 1, i])``) and h_0 = h0 + ε,
@@ -255,6 +293,11 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
     diag_batch : validation sequences the Jacobian diagnostics are averaged over
     plateau : patience (in records) of a reduce-on-plateau schedule on ``val_loss``; None: off
     progress : draw a progress bar on stderr (default: only when stderr is a terminal)
+    penalty : L2 weight penalties added to the batch loss, ``{name: λ}`` or ``{name: (λ, c)}``:
+        λ‖θ − C‖²_F for the model parameter ``name``, with C = 0 (``λ`` alone) or C = c·I (a
+        square matrix parameter; e.g. ``{"U": (λ, -1.0)}`` on a RIN penalises V = U + I, while
+        ``{"U": λ}`` penalises U).  Its exact gradient 2λ(θ − C) joins the data gradient before
+        clipping (``penalty_terms``); the recorded ``loss`` stays the data loss.  None: no penalty
 
     Returns
     -------
@@ -286,6 +329,7 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
     seed = as_int(seed, "seed", low=0)
     if clip is not None:
         clip = as_scalar(clip, "clip", low=0.0, low_open=True)
+    penalty = _check_penalty(model, penalty)
     freeze = tuple(_default_freeze(model) if freeze is None else freeze)
     for name in freeze:
         if name not in model.params():
@@ -295,6 +339,8 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
     config = {"task": dict(task.settings, seed=task.seed), "optimiser": str(optimiser).lower(), "batch": batch,
               "clip": clip, "sigma_eps": sigma_eps, "record_every": record_every, "seed": seed,
               "freeze": list(freeze), "learn_h0": bool(learn_h0), "diag_batch": diag_batch, "plateau": plateau}
+    if penalty:
+        config["penalty"] = penalty
 
     if _resume is None:
         readout = bp.init_readout(model.hidden, task.outputs, seed=[seed, 0])
@@ -324,6 +370,8 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
                 raise DivergenceError(step=task.steps, batch=0, model=model.name)
             params = {**model.params(), **readout}
             g = {k: grads[k] for k in params}
+            if penalty:
+                g.update({k: g[k] + v for k, v in penalty_terms(model, penalty)[1].items()})
             if h0 is not None:
                 params["h0"], g["h0"] = h0, grads["h0"].sum(axis=0)
             for name in freeze:
@@ -393,6 +441,8 @@ def _history(model, readout, task, records, its, past, config, command):
             attrs.update({f"task_{kk}": clean_attr(vv) for kk, vv in v.items() if kk not in ("task", "steps")})
         elif k == "seed":
             attrs["train_seed"] = int(v)
+        elif k == "penalty":
+            attrs["penalty"] = json.dumps(v)
         else:
             attrs[k] = clean_attr(v if not isinstance(v, list) else ",".join(v))
     coords = {"iteration": ("iteration", it, {"long_name": "training iteration", "units": "1"})}
@@ -482,7 +532,7 @@ def resume_training(path, iterations: int, *, progress=None, command=None) -> Tr
                        lr=state["optimiser"].lr, batch=c["batch"], clip=c["clip"], sigma_eps=c["sigma_eps"],
                        record_every=c["record_every"], seed=c["seed"], freeze=c["freeze"], learn_h0=c["learn_h0"],
                        diag_batch=c["diag_batch"], plateau=c["plateau"], progress=progress, command=command,
-                       _resume=state)
+                       penalty=c.get("penalty"), _resume=state)
 
 
 # ============================================================================ spec (the CLI's entry)
