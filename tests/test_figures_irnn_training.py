@@ -64,7 +64,7 @@ def test_the_memory_cut_removes_every_trace_of_the_symbols():
     assert np.all(x[:, delim, 9] == 1) and np.all(x[:, delim + 1:, 0] == 1)    # delimiter, then blanks
     other = x.copy()
     other[:, :10] = 0.0
-    other[:, :10, 1 + (np.arange(10) % 8)] = 1.0                                # different symbols
+    other[:, np.arange(10), 1 + (np.arange(10) % 8)] = 1.0                               # different symbols
     m = dl.make_model("irnn", 8, task.inputs, seed=0, **entry("eq5", 5)[2])
     ro = init_readout(8, task.outputs, seed=[0, 0])
     cut = [predict(m, ro, v[:, delim:], loss="ce-seq")[-10:] for v in (x, other)]
