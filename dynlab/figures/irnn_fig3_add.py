@@ -10,9 +10,9 @@ sign), and the ratio is pushed toward 1 by K, not by construction.  Every (K, se
 with exact BPTT (Adam, lr 1e-2, batch 64) on the same adding data; the seed sets the initial
 weights, the read-out and the batches.  K does not change the parameter count.
 
-Per seed: |ln ratio| averaged over the records of the run ("over training", Fig. 3b; below 1e-9 it
-is rounding and read as 0) and the validation MSE averaged over the last quarter of the records.  The claim holds when, at each step
-K = 1 → 5 → 10, |ln ratio| falls *and* the validation MSE falls, each paired over seeds beyond
+Per seed: |ln ratio| averaged over the records of the run ("over training", Fig. 3b; below 1e-9
+it is rounding and read as 0) and the validation MSE averaged over the last quarter of the
+records.  The claim holds when, at each step K = 1 → 5 → 10, |ln ratio| falls *and* the validation MSE falls, each paired over seeds beyond
 2 standard errors.  Negative control: the same check on the same cell with g₀ = h_{m−1} (K = 1
 and 10), where s₀ = 0, the inner iteration never sees h_{m−1}, and ∂h_m/∂h_{m−1} = I exactly
 for every K — K cannot move the ratio there.
@@ -93,7 +93,7 @@ def check(ds):
         out[f"mean |ln ratio| {short_label(key)}"] = float(r.mean())
         out[f"mean val MSE {short_label(key)}"] = float(m.mean())
     out["baseline MSE"] = float(ds.attrs["baseline"])
-    out["parameters"] = params_of(ds)
+    out["parameters"] = ", ".join(f"{short_label(k)}: {v}" for k, v in params_of(ds).items())
     cm, cpass = _ordering(ds, ctrl)
     control = {"setting": "same cell with g₀ = h_(m−1) (∂h_m/∂h_(m−1) = I for every K), K = 1 vs 10",
                "measured": cm, "passed": cpass}

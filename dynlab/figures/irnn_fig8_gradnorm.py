@@ -89,7 +89,7 @@ def check(ds):
            "iRNN within a decade from iteration (per seed)": [float(f) for f in first],
            "final val accuracy iRNN": float(acc.sel(run=IRNN_KEY).mean()),
            "final val accuracy RNN": float(acc.sel(run=RNN_KEY).mean()),
-           "parameters": params_of(ds),
+           "parameters": ", ".join(f"{labels_of(ds)[k].split(' (')[0]}: {v}" for k, v in params_of(ds).items()),
            "per_seed": per_seed,
            "control": {"setting": "the tanh RNN trained the same way",
                        "measured": {"RNN max |log10 ‖∂h_T/∂h_1‖| (mean ± SE)": f"{DECADES - tc['mean']:.3g} ± "
