@@ -39,6 +39,11 @@ def _fmt(v):
     return str(v)
 
 
+def _cell(text) -> str:
+    """Text for a markdown table cell: pipes escaped, no line breaks."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
 def result_word(r: dict) -> str:
     """``pass`` / ``does not reproduce`` / ``ERROR`` (control passes) for a claim record."""
     if r.get("error"):
@@ -52,9 +57,9 @@ def _seed_table(per_seed: list) -> list[str]:
         return [f"- per seed: {_fmt(per_seed)}"]
     cols = [k for k, v in per_seed[0].items() if isinstance(v, (int, float, bool))]
     cols = (["seed"] if "seed" in cols else []) + [c for c in cols if c != "seed"][:7]
-    lines = ["", "| " + " | ".join(cols) + " |", "|" + "---:|" * len(cols)]
+    lines = ["", "| " + " | ".join(_cell(c) for c in cols) + " |", "|" + "---:|" * len(cols)]
     for row in per_seed:
-        lines.append("| " + " | ".join(_fmt(row.get(c, "")) for c in cols) + " |")
+        lines.append("| " + " | ".join(_cell(_fmt(row.get(c, ""))) for c in cols) + " |")
     return lines + [""]
 
 
@@ -90,7 +95,7 @@ def write_gallery(records: list, out_dir, *, fmt: str = "png", total_seconds: fl
     for r in records:
         c = r.get("control", {})
         ctl = "—" if not c else ("passes (**error**)" if c.get("passed") else "fails, as it must")
-        lines.append(f"| [`{r['name']}`](#{r['name']}) | {r['source']} | {r['claim']} | "
+        lines.append(f"| [`{r['name']}`](#{r['name']}) | {_cell(r['source'])} | {_cell(r['claim'])} | "
                      f"{result_word(r)} | {ctl} | {r['seconds']:.1f} |")
     for r in records:
         try:
@@ -153,9 +158,9 @@ def readme_block(records: list) -> str:
         cn = ", ".join(f"{k} = {_fmt(v)}" for k, v in list(c.get("measured", {}).items())[:2]
                        if isinstance(v, (int, float)) and not isinstance(v, bool))
         res = result_word(r) + (f": {r['finding']}" if r.get("finding") else "")
-        lines.append(f"| `{r['name']}` | {r.get('scaling', '')} | {res} | {nums} | "
-                     f"{c.get('setting', '—')}: {'passes (error)' if c.get('passed') else 'fails'}"
-                     + (f" ({cn})" if cn else "") + " |")
+        lines.append(f"| `{r['name']}` | {_cell(r.get('scaling', ''))} | {_cell(res)} | {_cell(nums)} | "
+                     + _cell(f"{c.get('setting', '—')}: {'passes (error)' if c.get('passed') else 'fails'}"
+                             + (f" ({cn})" if cn else "")) + " |")
     return "\n".join(lines + ["", README_END])
 
 
