@@ -1,0 +1,80 @@
+"""Shared by the MASO Fig. 2 / Table 3 and Figs. 3, 8 recipes: ReLU RNNs trained on the digits.
+
+``digit_networks(quick)`` trains one ReLU RNN per seed (``seeds_for(quick)``) with
+``dynlab.train_model`` on scikit-learn's 8×8 digits read pixel by pixel (T = 64, d = 1; the
+``digits-pixels`` task, split 50 / 10 / 40 % into train / validation / held-out), from the
+paper's initialisation (U = I, b = 0, W ~ N(0, 1/d): "W_r initialised as an identity matrix").
+It also builds the untrained networks of the negative controls: each seed's network before
+training (the same identity initialisation) and a Gaussian random ReLU RNN (U ~ N(0, 1.2²/D),
+b ~ N(0, 0.1²): the untrained setting the gallery used before).  The result is cached per
+process (both recipes of one ``dynlab figures all`` share it); the recipes copy into their own
+Datasets what their checks need.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: sizes: (hidden D, iterations) quick / full; Adam lr 2e-3, batch 64, clip 1 (the paper: D = 128,
+#: RMSprop lr 1e-4, 200 epochs of MNIST)
+QUICK = (32, 500)
+FULL = (64, 1500)
+LR = 2e-3
+BATCH = 64
+CLIP = 1.0
+RANDOM_SCALE = 1.2
+_CACHE: dict = {}
+
+
+def have_digits() -> bool:
+    from ..tasks.labelled import have_digits as _have
+
+    return _have()
+
+
+def sizes(quick: bool):
+    return QUICK if quick else FULL
+
+
+def describe(quick: bool) -> str:
+    """The scale-down, for ``attrs["scaling"]``."""
+    from ._stats import seeds_for
+
+    D, its = sizes(quick)
+    return (f"8x8 digits read pixel by pixel (T=64; 50/10/40% train/val/held-out) for MNIST (T=784); "
+            f"ReLU RNN D={D} from U=I, Adam lr {LR}, {its} iterations, batch {BATCH}, "
+            f"{len(seeds_for(quick))} seeds (paper: D=128, RMSprop, 200 epochs)" + (" (quick)" if quick else ""))
+
+
+def digit_networks(quick: bool) -> dict:
+    """{"task", "seeds", "trained": [TrainResult], "init": [Model], "random": [Model], "val_accuracy": [...]}."""
+    key = bool(quick)
+    if key in _CACHE:
+        return _CACHE[key]
+    import dynlab as dl
+
+    from ._stats import seeds_for
+
+    D, its = sizes(quick)
+    task = dl.make_task("digits-pixels", seed=0, n_train=50, n_val=10, n_test=40)
+    trained, init, random, acc = [], [], [], []
+    for s in seeds_for(quick):
+        m0 = dl.make_model("rnn", D, 1, activation="relu", identity_init=True, seed=s)
+        res = dl.train_model(m0, task, iterations=its, lr=LR, batch=BATCH, clip=CLIP, record_every=its,
+                             seed=s, progress=False, command="dynlab figures make maso-fig2-codes")
+        trained.append(res)
+        init.append(m0)
+        random.append(dl.make_model("rnn", D, 1, activation="relu", seed=1000 + s, weight_scale=RANDOM_SCALE))
+        acc.append(float(res.history["val_accuracy"].values[-1]))
+    out = {"task": task, "seeds": seeds_for(quick), "trained": trained, "init": init, "random": random,
+           "val_accuracy": acc, "hidden": D, "iterations": its}
+    _CACHE[key] = out
+    return out
+
+
+def ridge_readout(H, y, C, lam=1e-4):
+    """W_out, b_out minimising ‖H W_outᵀ + b_out − onehot(y)‖² + lam·N‖W_out‖² (centred normal equations)."""
+    Y = np.eye(C)[y]
+    mh, my = H.mean(0), Y.mean(0)
+    Hc, Yc = H - mh, Y - my
+    W = np.linalg.solve(Hc.T @ Hc + lam * len(y) * np.eye(H.shape[1]), Hc.T @ Yc).T
+    return W, my - W @ mh
