@@ -78,3 +78,42 @@ def ridge_readout(H, y, C, lam=1e-4):
     Hc, Yc = H - mh, Y - my
     W = np.linalg.solve(Hc.T @ Hc + lam * len(y) * np.eye(H.shape[1]), Hc.T @ Yc).T
     return W, my - W @ mh
+
+
+def prefix_sq_distances(features, times) -> np.ndarray:
+    """Squared Euclidean distances between all sequences' prefixes f[:, :t] for every t in ``times``.
+
+    features (N, T, K); returns (len(times), N, N).  The prefix distance is a running sum over time
+    blocks, so all prefixes cost one pass over the data (for 0/1 codes the entries are integers,
+    exact in float64, so ties fall exactly as in ``dynlab.knn_accuracy``).
+    """
+    f = np.asarray(features, dtype=np.float64)
+    N = f.shape[0]
+    out = np.empty((len(times), N, N))
+    acc = np.zeros((N, N))
+    prev = 0
+    for j, t in enumerate(times):
+        block = f[:, prev:int(t)].reshape(N, -1)
+        sq = np.sum(block ** 2, axis=1)
+        acc += sq[:, None] + sq[None, :] - 2.0 * (block @ block.T)
+        out[j] = acc
+        prev = int(t)
+    return out
+
+
+def knn_from_distances(d2, labels, ks, *, splits: int, seed: int = 0, train_fraction: float = 0.8) -> list:
+    """k-NN accuracy for each k from a full squared-distance matrix, with the splits, neighbour order
+    and vote of ``dynlab.knn_accuracy`` (seeded permutations seed, seed + 1, …; mean over splits)."""
+    from ..analysis.partition import _vote
+
+    y = np.asarray(labels)
+    n_train = int(round(train_fraction * len(y)))
+    acc = np.zeros(len(ks))
+    for s in range(splits):
+        perm = np.random.default_rng(seed + s).permutation(len(y))
+        tr, te = perm[:n_train], perm[n_train:]
+        nn = y[tr][np.argsort(d2[np.ix_(te, tr)], axis=1, kind="stable")[:, :max(ks)]]
+        classes = np.unique(y[tr])
+        for i, k in enumerate(ks):
+            acc[i] += float(np.mean(_vote(nn[:, :k], classes) == y[te])) / splits
+    return acc.tolist()

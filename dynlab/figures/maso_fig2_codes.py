@@ -39,7 +39,7 @@ def compute(quick: bool):
 
     import dynlab as dl
     from dynlab._dataset import base_attrs
-    from dynlab.analysis.partition import embed_codes, prefix_features
+    from dynlab.analysis.partition import embed_codes
 
     from . import _maso_training as mt
 
@@ -49,9 +49,12 @@ def compute(quick: bool):
     splits = 3 if quick else 10
     times = np.arange(T // 4, T + 1, T // 4) if quick else np.arange(T // 8, T + 1, T // 8)
 
-    def knn(features, ks=KS):
-        acc = dl.knn_accuracy(features, y, ks, splits=splits, seed=0)
-        return [acc[k] for k in ks]
+    def knn(d2, ks=KS):
+        return mt.knn_from_distances(d2, y, ks, splits=splits, seed=0)
+
+    def table_and_curve(features):
+        d2 = mt.prefix_sq_distances(features, list(times) + ([T] if times[-1] != T else []))
+        return knn(d2[-1]), [knn(d2[j], (1,))[0] for j in range(len(times))]
 
     table = np.zeros((len(KINDS), len(nets["seeds"]), len(KS)))
     curve = np.zeros((len(KINDS), len(nets["seeds"]), len(times)))
@@ -62,10 +65,8 @@ def compute(quick: bool):
             codes = dl.partition_codes(m, x)
             if kind == "trained" and i == 0:
                 codes0 = codes
-            table[j, i] = knn(prefix_features(codes, T))
-            curve[j, i] = [knn(prefix_features(codes, int(t)), (1,))[0] for t in times]
-    pix_table = knn(x.reshape(N, -1))
-    pix_curve = [knn(x[:, :int(t)].reshape(N, -1), (1,))[0] for t in times]
+            table[j, i], curve[j, i] = table_and_curve(codes)
+    pix_table, pix_curve = table_and_curve(x)
     slices = np.array([T // 4, T // 2, 3 * T // 4, T])
     emb = embed_codes(codes0, slices, method="pca")
     examples = np.array([int(np.flatnonzero(y == c)[0]) for c in np.unique(y)])
@@ -229,8 +230,10 @@ def draw(ds):
         ax.set_ylabel("k-NN accuracy (held-out)")
         ax.set_title("Table 3: k-NN on codes vs pixels")
         ax.legend(frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=5.5)
+        import textwrap
+
         fig.suptitle("MASO Fig. 2 / Table 3 — partition codes of trained ReLU RNNs through time\n"
-                     + ds.attrs.get("scaling", ""), fontsize=7)
+                     + textwrap.fill(ds.attrs.get("scaling", ""), 170), fontsize=7)
         return fig
 
     return _draw()
