@@ -4,7 +4,7 @@
 ``dynlab.train_model`` on scikit-learn's 8×8 digits read pixel by pixel (T = 64, d = 1; the
 ``digits-pixels`` task, split 50 / 10 / 40 % into train / validation / held-out), from the
 paper's initialisation (U = I, b = 0, W ~ N(0, 1/d): "W_r initialised as an identity matrix").
-It also builds the untrained networks of the negative controls: each seed's network before
+The pixels are standardised like the paper's MNIST (``standardised_digits``).  It also builds the untrained networks of the negative controls: each seed's network before
 training (the same identity initialisation) and a Gaussian random ReLU RNN (U ~ N(0, 1.2²/D),
 b ~ N(0, 0.1²): the untrained setting the gallery used before).  The result is cached per
 process (both recipes of one ``dynlab figures all`` share it); the recipes copy into their own
@@ -40,9 +40,24 @@ def describe(quick: bool) -> str:
     from ._stats import seeds_for
 
     D, its = sizes(quick)
-    return (f"8x8 digits read pixel by pixel (T=64; 50/10/40% train/val/held-out) for MNIST (T=784); "
+    return (f"8x8 digits read pixel by pixel (T=64; 50/10/40% train/val/held-out; standardised) for MNIST (T=784); "
             f"ReLU RNN D={D} from U=I, Adam lr {LR}, {its} iterations, batch {BATCH}, "
             f"{len(seeds_for(quick))} seeds (paper: D=128, RMSprop, 200 epochs)" + (" (quick)" if quick else ""))
+
+
+def standardised_digits():
+    """The ``digits-pixels`` task (split 50 / 10 / 40 %) with every pixel standardised by the
+    training split's pixel mean and standard deviation — the paper's MNIST preprocessing
+    ("centered and normalized with mean 0.1307 and standard deviation 0.3081", App. B)."""
+    import dataclasses
+
+    import dynlab as dl
+
+    task = dl.make_task("digits-pixels", seed=0, n_train=50, n_val=10, n_test=40)
+    xtr = task.data["train"][0]
+    mu, sd = float(xtr.mean()), float(xtr.std())
+    data = {k: ((x - mu) / sd, y) for k, (x, y) in task.data.items()}
+    return dataclasses.replace(task, data=data, settings=dict(task.settings, standardised=[mu, sd]))
 
 
 def digit_networks(quick: bool) -> dict:
@@ -55,7 +70,7 @@ def digit_networks(quick: bool) -> dict:
     from ._stats import seeds_for
 
     D, its = sizes(quick)
-    task = dl.make_task("digits-pixels", seed=0, n_train=50, n_val=10, n_test=40)
+    task = standardised_digits()
     trained, init, random, acc = [], [], [], []
     for s in seeds_for(quick):
         m0 = dl.make_model("rnn", D, 1, activation="relu", identity_init=True, seed=s)

@@ -2,7 +2,8 @@
 
 Setting (scaled for two CPU cores; printed on the figure).  One ReLU RNN per seed is trained with
 ``dynlab.train_model`` on scikit-learn's 8×8 digits read pixel by pixel (T = 64, d = 1) — the
-stand-in for pixel-by-pixel MNIST — from the paper's initialisation U = I, b = 0
+stand-in for pixel-by-pixel MNIST; pixels standardised by their mean and standard deviation, the
+paper's MNIST preprocessing — from the paper's initialisation U = I, b = 0
 (``dynlab.figures._maso_training``).  The partition code of an image is the paper's: the binarised
 hidden states of every step, concatenated (c_1..c_T, T·D bits); after t steps, c_1..c_t.
 
@@ -35,6 +36,15 @@ KIND_LABEL = {"trained": "trained RNN", "init": "untrained (U = I, before traini
 
 
 def compute(quick: bool):
+    """The Dataset (module docstring), every linear-algebra call on one BLAS thread (on a shared
+    machine a multi-threaded eigh of the PCA took ~15× longer)."""
+    from dynlab._blas import limit_blas_threads
+
+    with limit_blas_threads(1):
+        return _compute(quick)
+
+
+def _compute(quick: bool):
     import xarray as xr
 
     import dynlab as dl

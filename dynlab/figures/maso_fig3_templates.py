@@ -2,8 +2,9 @@
 
 Setting (scaled; printed on the figure).  The ReLU RNNs of the Fig. 2 recipe, trained per seed
 with ``dynlab.train_model`` on scikit-learn's 8×8 digits read pixel by pixel (T = 64, d = 1,
-the stand-in for MNIST; ``dynlab.figures._maso_training``), with the read-out they were trained
-with.  On each input's region the network is affine, z = A_RNN x + B_RNN, and the template of class
+the stand-in for MNIST; pixels standardised as the paper's MNIST; ``dynlab.figures._maso_training``),
+with the read-out they were trained with.  The inner product depends on where x = 0 lies (the
+rest goes into the bias), so the paper's centring of the pixels is part of the claim's setting.  On each input's region the network is affine, z = A_RNN x + B_RNN, and the template of class
 c is the row c of A_RNN = dz/dx (``dynlab.templates``, reverse-mode products; the identity
 z_c = ⟨template_c, x⟩ + bias_c is a test, tests/test_figures.py, not the claim).
 
@@ -31,6 +32,15 @@ MAJORITY = 0.5
 
 
 def compute(quick: bool):
+    """The Dataset (module docstring), every linear-algebra call on one BLAS thread (on a shared
+    machine a multi-threaded eigh of the PCA took ~15× longer)."""
+    from dynlab._blas import limit_blas_threads
+
+    with limit_blas_threads(1):
+        return _compute(quick)
+
+
+def _compute(quick: bool):
     import xarray as xr
 
     import dynlab as dl
@@ -162,7 +172,7 @@ def draw(ds):
         for r in range(n_ex):
             true = int(ds["label"].values[r])
             ax = fig.add_subplot(gs[r, 0])
-            ax.imshow(ds["x"].values[r, :, 0].reshape(8, 8), cmap="gray_r", vmin=0, vmax=1)
+            ax.imshow(ds["x"].values[r, :, 0].reshape(8, 8), cmap="gray_r")
             ax.set_title(f"input, class {true}", fontsize=7)
             ax.set_xticks([])
             ax.set_yticks([])

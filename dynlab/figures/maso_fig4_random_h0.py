@@ -85,6 +85,15 @@ def _run(task, D, its, every, seed, sigma):
 
 
 def compute(quick: bool):
+    """The Dataset (module docstring), every linear-algebra call on one BLAS thread (on a shared
+    machine a multi-threaded eigh of the PCA took ~15× longer)."""
+    from dynlab._blas import limit_blas_threads
+
+    with limit_blas_threads(1):
+        return _compute(quick)
+
+
+def _compute(quick: bool):
     import xarray as xr
 
     import dynlab as dl
@@ -135,20 +144,21 @@ def compute(quick: bool):
     return ds
 
 
-def _late_log(v, half):
-    """Per run: the mean of log v over the second half of the records."""
-    return np.log(v[..., half:]).mean(axis=-1)
+def _late(v, half):
+    """Per run: the mean over the second half of the records (arithmetic: ‖𝒜_h‖ is 0 where a
+    diagnostic sequence passes through the all-off state, which a log would turn into −∞)."""
+    return np.asarray(v)[..., half:].mean(axis=-1)
 
 
 def _orderings(ds):
-    """Paired tests, per task, quantity and consecutive σ_ε pair: log value at σ_i minus at σ_(i+1) > 0."""
+    """Paired tests, per task, quantity and consecutive σ_ε pair: late mean at σ_i minus at σ_(i+1) > 0."""
     from ._stats import paired
 
     half = ds.sizes["iteration"] // 2
     out = {}
     for task in ds["task"].values:
         for q in QUANTITIES:
-            late = _late_log(ds[q].sel(task=task).values, half)          # sigma, seed
+            late = _late(ds[q].sel(task=task).values, half)          # sigma, seed
             for i in range(len(ds["sigma_eps"]) - 1):
                 a, b = float(ds["sigma_eps"][i]), float(ds["sigma_eps"][i + 1])
                 out[(str(task), q, a, b)] = paired(late[i], late[i + 1], larger="a")
@@ -163,11 +173,11 @@ def _control(ds):
     for task in ds["task"].values:
         both = True
         for q in QUANTITIES:
-            a = _late_log(ds[q].sel(task=task, sigma_eps=0.0).values, half)
-            b = _late_log(ds[f"control_{q}"].sel(task=task).values, half)
+            a = _late(ds[q].sel(task=task, sigma_eps=0.0).values, half)
+            b = _late(ds[f"control_{q}"].sel(task=task).values, half)
             r = paired(a, b, larger="a")
-            res[f"{task}_{q}_log_ratio"] = r["diff_mean"]
-            res[f"{task}_{q}_log_ratio_se"] = r["diff_se"]
+            res[f"{task}_{q}_difference"] = r["diff_mean"]
+            res[f"{task}_{q}_difference_se"] = r["diff_se"]
             both = both and r["passed"]
         passed = passed or both
     return res, passed
@@ -178,8 +188,8 @@ def check(ds):
     out = {}
     for (task, q, a, b), r in tests.items():
         key = f"{task}_{'A_h' if q == 'A_h_norm' else 'dWr'}_{a:g}_vs_{b:g}"
-        out[f"{key}_log_ratio"] = r["diff_mean"]
-        out[f"{key}_log_ratio_se"] = r["diff_se"]
+        out[f"{key}_difference"] = r["diff_mean"]
+        out[f"{key}_difference_se"] = r["diff_se"]
     A_ok = all(r["passed"] for (t, q, a, b), r in tests.items() if q == "A_h_norm")
     G_ok = all(r["passed"] for (t, q, a, b), r in tests.items() if q == "dL_dWr_norm")
     r = ds.isel(sigma_reg=0)
@@ -199,7 +209,7 @@ def check(ds):
         row = {"seed": int(s)}
         for task in ds["task"].values:
             for q in QUANTITIES:
-                late = np.exp(_late_log(ds[q].sel(task=task).values[:, i], half))
+                late = _late(ds[q].sel(task=task).values[:, i], half)
                 for j, sg in enumerate(ds["sigma_eps"].values):
                     row[f"{task}_{'A_h' if q == 'A_h_norm' else 'dWr'}_sigma_{sg:g}"] = float(late[j])
         per_seed.append(row)
@@ -214,12 +224,12 @@ def check(ds):
         for (task, q, a, b), rr in tests.items():
             if not rr["passed"]:
                 parts.append(f"{task} {'‖𝒜_h‖' if q == 'A_h_norm' else '‖∂L/∂W_r‖'} σ_ε {a:g}→{b:g}: "
-                             f"log ratio {rr['diff_mean']:+.3f} ± {rr['diff_se']:.3f}")
+                             f"difference {rr['diff_mean']:+.3g} ± {rr['diff_se']:.2g}")
         if not reg_ok:
             parts.append(f"regulariser: closed form − MC = {out['closed_minus_mc_in_se']:.1f} SE, printed form − MC = "
                          f"{out['printed_minus_mc_in_se']:.1f} SE")
-        out["finding"] = ("not every larger σ_ε gave smaller values beyond 2 SE (paired over seeds, mean log of the "
-                          "second half of training; positive = smaller at the larger σ_ε): " + "; ".join(parts))
+        out["finding"] = ("not every larger σ_ε gave smaller values beyond 2 SE (paired over seeds, mean over the "
+                          "second half of training, smaller σ_ε minus larger; positive = smaller at the larger σ_ε): " + "; ".join(parts))
     return out
 
 
@@ -235,9 +245,9 @@ def draw(ds):
             axes = rows[r]
             for i, s in enumerate(ds["sigma_eps"].values):
                 kw = dict(color=CYCLE[i], label=f"σ_ε = {s:g}")
-                sel = ds.sel(task=task, sigma_eps=s)   # geometric mean over seeds for the norms, mean for the loss
-                axes[0].plot(it, np.exp(np.log(sel["A_h_norm"]).mean("seed")), **kw)
-                axes[1].plot(it, np.exp(np.log(sel["dL_dWr_norm"]).mean("seed")), **kw)
+                sel = ds.sel(task=task, sigma_eps=s)   # means over the seeds
+                axes[0].plot(it, sel["A_h_norm"].mean("seed"), **kw)
+                axes[1].plot(it, sel["dL_dWr_norm"].mean("seed"), **kw)
                 axes[2].plot(it, sel["val_loss"].mean("seed"), **kw)
             axes[0].set_yscale("log")
             axes[1].set_yscale("log")
@@ -254,24 +264,27 @@ def draw(ds):
         ax = rows[1][3]
         tests = _orderings(ds)
         labels, vals, errs, cols = [], [], [], []
+        half = ds.sizes["iteration"] // 2
+        scale = {(str(t), q): float(_late(ds[q].sel(task=t, sigma_eps=0.0).values, half).mean())
+                 for t in ds["task"].values for q in QUANTITIES}
         for (task, q, a, b), r in tests.items():
             labels.append(f"{'tern' if task == 'ternary' else 'reg'} {'A_h' if q == 'A_h_norm' else 'dW_r'} {a:g}→{b:g}")
-            vals.append(r["diff_mean"])
-            errs.append(2 * r["diff_se"])
+            vals.append(r["diff_mean"] / scale[(task, q)])
+            errs.append(2 * r["diff_se"] / scale[(task, q)])
             cols.append(CYCLE[0] if q == "A_h_norm" else CYCLE[1])
         ctrl, _ = _control(ds)
         for task in ds["task"].values:
             for q in QUANTITIES:
                 labels.append(f"control {'tern' if task == 'ternary' else 'reg'} {'A_h' if q == 'A_h_norm' else 'dW_r'}")
-                vals.append(ctrl[f"{task}_{q}_log_ratio"])
-                errs.append(2 * ctrl[f"{task}_{q}_log_ratio_se"])
+                vals.append(ctrl[f"{task}_{q}_difference"] / scale[(str(task), q)])
+                errs.append(2 * ctrl[f"{task}_{q}_difference_se"] / scale[(str(task), q)])
                 cols.append("0.5")
         y = np.arange(len(labels))
         ax.barh(y, vals, xerr=errs, color=cols, capsize=1.5)
         ax.axvline(0, color="k", lw=0.6)
         ax.set_yticks(y, labels, fontsize=5.5)
         ax.invert_yaxis()
-        ax.set_xlabel("paired log ratio (smaller σ_ε / larger), ±2 SE")
+        ax.set_xlabel("paired difference (smaller σ_ε − larger)\n/ mean at σ_ε = 0, ±2 SE")
         ax.set_title("late-training ratios, per seed paired", fontsize=7)
         ax = rows[0][3]
         s = ds["sigma_reg"].values
