@@ -284,8 +284,8 @@ def draw(ds):
         ax.axvline(0, color="k", lw=0.6)
         ax.set_yticks(y, labels, fontsize=5.5)
         ax.invert_yaxis()
-        ax.set_xlabel("paired difference (smaller σ_ε − larger)\n/ mean at σ_ε = 0, ±2 SE")
-        ax.set_title("late-training ratios, per seed paired", fontsize=7)
+        ax.set_xlabel("(smaller σ_ε − larger) / value at σ_ε = 0")
+        ax.set_title("paired late-training differences, ±2 SE", fontsize=7)
         ax = rows[0][3]
         s = ds["sigma_reg"].values
         mc, se = ds["reg_mc"].values, ds["reg_mc_stderr"].values
