@@ -35,12 +35,14 @@ def sizes(quick: bool):
     return QUICK if quick else FULL
 
 
-def describe(quick: bool) -> str:
+def describe(quick: bool, dataset: str = "digits") -> str:
     """The scale-down, for ``attrs["scaling"]``."""
     from ._stats import seeds_for
 
     D, its = sizes(quick)
-    return (f"8x8 digits read pixel by pixel (T=64; 50/10/40% train/val/held-out; standardised) for MNIST (T=784); "
+    data = ("8x8 digits read pixel by pixel (T=64" if dataset == "digits" else
+            "synthetic pattern sequences, no scikit-learn (5 classes, T=32")
+    return (f"{data}; 50/10/40% train/val/held-out; standardised) for MNIST (T=784); "
             f"ReLU RNN D={D} from U=I, Adam lr {LR}, {its} iterations, batch {BATCH}, "
             f"{len(seeds_for(quick))} seeds (paper: D=128, RMSprop, 200 epochs)" + (" (quick)" if quick else ""))
 
@@ -48,16 +50,36 @@ def describe(quick: bool) -> str:
 def standardised_digits():
     """The ``digits-pixels`` task (split 50 / 10 / 40 %) with every pixel standardised by the
     training split's pixel mean and standard deviation — the paper's MNIST preprocessing
-    ("centered and normalized with mean 0.1307 and standard deviation 0.3081", App. B)."""
+    ("centered and normalized with mean 0.1307 and standard deviation 0.3081", App. B).
+
+    Without scikit-learn the synthetic labelled task stands in (``pattern_sequences``: 5 classes
+    of noisy, shifted sinusoid mixtures, 600 sequences, T = 32), split and standardised alike, so
+    the recipes still run; ``task.name`` says which (``digits-pixels`` or ``patterns``)."""
     import dataclasses
+    import math
 
     import dynlab as dl
+    from ..tasks import labelled
+    from ..tasks.sequences import Task
 
-    task = dl.make_task("digits-pixels", seed=0, n_train=50, n_val=10, n_test=40)
+    if labelled.have_digits():
+        task = dl.make_task("digits-pixels", seed=0, n_train=50, n_val=10, n_test=40)
+    else:
+        x, y = labelled.pattern_sequences(n_per_class=120, classes=5, steps=32, noise=0.4, max_shift=4, seed=0)
+        order = np.random.default_rng(0).permutation(len(y))
+        cut = np.round(np.array([0.5, 0.6]) * len(y)).astype(int)
+        parts = np.split(order, cut)
+        data = {sp: (x[p], y[p]) for sp, p in zip(("train", "val", "test"), parts)}
+        task = Task("patterns", "ce", 1, 5, 32, math.log(5.0), "chance cross-entropy ln 5", data,
+                    {"task": "patterns"}, 0)
     xtr = task.data["train"][0]
     mu, sd = float(xtr.mean()), float(xtr.std())
     data = {k: ((x - mu) / sd, y) for k, (x, y) in task.data.items()}
     return dataclasses.replace(task, data=data, settings=dict(task.settings, standardised=[mu, sd]))
+
+
+def dataset_name(task) -> str:
+    return "digits" if task.name == "digits-pixels" else "patterns"
 
 
 def digit_networks(quick: bool) -> dict:
@@ -73,12 +95,13 @@ def digit_networks(quick: bool) -> dict:
     task = standardised_digits()
     trained, init, random, acc = [], [], [], []
     for s in seeds_for(quick):
-        m0 = dl.make_model("rnn", D, 1, activation="relu", identity_init=True, seed=s)
+        m0 = dl.make_model("rnn", D, task.inputs, activation="relu", identity_init=True, seed=s)
         res = dl.train_model(m0, task, iterations=its, lr=LR, batch=BATCH, clip=CLIP, record_every=its,
                              seed=s, progress=False, command="dynlab figures make maso-fig2-codes")
         trained.append(res)
         init.append(m0)
-        random.append(dl.make_model("rnn", D, 1, activation="relu", seed=1000 + s, weight_scale=RANDOM_SCALE))
+        random.append(dl.make_model("rnn", D, task.inputs, activation="relu", seed=1000 + s,
+                                    weight_scale=RANDOM_SCALE))
         acc.append(float(res.history["val_accuracy"].values[-1]))
     out = {"task": task, "seeds": seeds_for(quick), "trained": trained, "init": init, "random": random,
            "val_accuracy": acc, "hidden": D, "iterations": its}

@@ -114,8 +114,9 @@ def _compute(quick: bool):
               "eval_time": ("eval_time", times, {"long_name": "time step t", "units": "step"}),
               "time": ("time", np.arange(1, T + 1), {"long_name": "time step t", "units": "step"})}
     attrs = base_attrs("numba", f"dynlab figures make {NAME}")
-    attrs.update(dataset="digits", splits=splits, held_out=N, hidden=int(m0.hidden), activation="relu",
-                 scaling=mt.describe(quick) + f"; k-NN on the {N} held-out images, mean of {splits} random 80/20 "
+    kind_name = mt.dataset_name(nets["task"])
+    attrs.update(dataset=kind_name, splits=splits, held_out=N, hidden=int(m0.hidden), activation="relu",
+                 scaling=mt.describe(quick, kind_name) + f"; k-NN on the {N} held-out sequences, mean of {splits} random 80/20 "
                  "splits; PCA for t-SNE")
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
@@ -202,9 +203,9 @@ def draw(ds):
         ex = ds["example_codes"].values[0]
         ax.imshow(ex.T, aspect="auto", interpolation="nearest", cmap=ListedColormap(["#f2f2f2", COLORS["blue"]]),
                   extent=(0.5, ex.shape[0] + 0.5, ex.shape[1] - 0.5, -0.5))
-        ax.set_xlabel("time step t (pixel)")
+        ax.set_xlabel("time step t" + (" (pixel)" if ds.attrs.get("dataset") == "digits" else ""))
         ax.set_ylabel("unit")
-        ax.set_title(f"codes of a class-{int(labels[int(ds['example_index'].values[0])])} digit (blue: ReLU on)")
+        ax.set_title(f"codes of a class-{int(labels[int(ds['example_index'].values[0])])} sequence (blue: ReLU on)")
 
         ax = rows[1][1]
         t = ds["eval_time"].values

@@ -54,7 +54,7 @@ def _compute(quick: bool):
     if quick:
         x, y = x[:240], y[:240]
     xtr, ytr = task.batch("train")
-    C = 10
+    C = int(task.outputs)
     S = len(nets["seeds"])
     matched = np.zeros((len(KINDS), S, len(y)), dtype=np.int64)
     pred = np.zeros_like(matched)
@@ -109,8 +109,9 @@ def _compute(quick: bool):
               "class": ("class", np.arange(C), {"long_name": "class c", "units": "1"}),
               "time": ("time", np.arange(1, T + 1), {"long_name": "time step t", "units": "step"})}
     attrs = base_attrs("numba", f"dynlab figures make {NAME}")
-    attrs.update(dataset="digits", held_out=len(y), hidden=int(nets["hidden"]), activation="relu",
-                 scaling=mt.describe(quick) + f"; {len(y)} held-out images (paper: MNIST and SST-2)")
+    kind_name = mt.dataset_name(task)
+    attrs.update(dataset=kind_name, held_out=len(y), hidden=int(nets["hidden"]), activation="relu",
+                 scaling=mt.describe(quick, kind_name) + f"; {len(y)} held-out sequences (paper: MNIST and SST-2)")
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
@@ -162,6 +163,13 @@ def draw(ds):
     from dynlab.plot.style import COLORS, RC
 
     n_ex, C = ds.sizes["example"], ds.sizes["class"]
+    image = ds.attrs.get("dataset") == "digits" and ds.sizes["time"] == 64
+
+    def show(ax, v, **kw):
+        if image:
+            return ax.imshow(v.reshape(8, 8), **kw)
+        return ax.imshow(v[None, :], aspect="auto", **kw)
+
     with matplotlib.rc_context(RC):
         fig = Figure(figsize=(1.0 * (C + 1) + 0.9, 1.35 * n_ex + 2.4), layout="constrained")
         FigureCanvasAgg(fig)
@@ -172,7 +180,7 @@ def draw(ds):
         for r in range(n_ex):
             true = int(ds["label"].values[r])
             ax = fig.add_subplot(gs[r, 0])
-            ax.imshow(ds["x"].values[r, :, 0].reshape(8, 8), cmap="gray_r")
+            show(ax, ds["x"].values[r, :, 0], cmap="gray_r")
             ax.set_title(f"input, class {true}", fontsize=7)
             ax.set_xticks([])
             ax.set_yticks([])
@@ -180,7 +188,7 @@ def draw(ds):
             best = int(np.argmax(ip))
             for c in range(C):
                 ax = fig.add_subplot(gs[r, c + 1])
-                im = ax.imshow(tm[r, c].reshape(8, 8), cmap="RdBu_r", vmin=-v, vmax=v)
+                im = show(ax, tm[r, c], cmap="RdBu_r", vmin=-v, vmax=v)
                 ax.set_xticks([])
                 ax.set_yticks([])
                 ax.set_xlabel(f"class {c}\n⟨t,x⟩ = {ip[c]:.1f}", fontsize=6.5,
