@@ -168,9 +168,9 @@ def check(ds) -> dict:
             + " (mean ± SE over seeds; codes " + ", ".join("%.3f" % out["knn%d_codes_mean" % k] for k in ks)
             + " vs pixels " + ", ".join("%.3f" % out["knn%d_pixels" % k] for k in ks)
             + f"); the codes' 1-NN accuracy grows by "
-            + f"{out['growth']:+.3f} ± {out['growth_se']:.3f} from t = {int(ds['eval_time'].values[0])} to T, and lies "
-            + f"{out['curve_above_pixels']:+.3f} ± {out['curve_above_pixels_se']:.3f} above the pixel-prefix curve "
-            + "on average over t")
+            + f"{out['growth']:+.3f} ± {out['growth_se']:.3f} from t = {int(ds['eval_time'].values[0])} to T, and its "
+            + "curve minus the pixel-prefix curve is "
+            + f"{out['curve_above_pixels']:+.3f} ± {out['curve_above_pixels_se']:.3f} on average over t")
     return out
 
 
