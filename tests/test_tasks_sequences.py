@@ -117,3 +117,27 @@ def test_bad_task_settings_name_the_parameter():
     with pytest.raises(ParameterError, match="split"):
         sq.make_task("adding", 5, n_train=3, n_val=3, n_test=3).batch("dev")
     assert "make_task" in dir(dynlab.tasks)
+
+
+def test_binary_adding_is_the_maso_papers_ternary_task():
+    """MASO §6: values fair coins in {0, 1}, two markers at distinct positions anywhere in T,
+    label = the sum (0/1/2 with probabilities 1/4, 1/2, 1/4); frequencies of N = 30000 within
+    5 binomial standard errors; the baseline is the label entropy 1.5 ln 2."""
+    T = 12
+    x, lab = sq.adding_problem(T, 30000, seed=1, ternary=True, binary=True)
+    assert set(np.unique(x[:, :, 0])) == {0.0, 1.0}
+    assert np.all(x[:, :, 1].sum(axis=1) == 2)
+    assert np.array_equal(lab, (x[:, :, 0] * x[:, :, 1]).sum(axis=1).astype(int))
+    for c, p in enumerate((0.25, 0.5, 0.25)):
+        assert abs(np.mean(lab == c) - p) < 5 * math.sqrt(p * (1 - p) / lab.size)
+    first = x[:, :, 1].argmax(axis=1)
+    last = T - 1 - x[:, ::-1, 1].argmax(axis=1)
+    # markers anywhere: both can fall in the same half (each half holds both with prob. ≈ 1/4)
+    assert np.mean(last < T // 2) > 0.2 and np.mean(first >= T // 2) > 0.2
+    task = sq.make_task("adding-ternary", T, seed=0, binary=True, n_train=20, n_val=5, n_test=5)
+    assert task.baseline == pytest.approx(1.5 * math.log(2)) and task.outputs == 3
+    reg = sq.make_task("adding", T, seed=0, binary=True, n_train=20000, n_val=5, n_test=5)
+    _, y = reg.batch("train")
+    assert reg.baseline == 0.5 and abs(float(np.mean((y - 1) ** 2)) - 0.5) < 5 * math.sqrt(0.25 / y.size)
+    with pytest.raises(Exception):
+        sq.make_task("copy", 5, binary=True)

@@ -1,21 +1,26 @@
-"""MASO Fig. 2 and Table 3: partition codes through time on digit sequences; k-NN on codes vs pixels.
+"""MASO Fig. 2 and Table 3: partition codes of a trained ReLU RNN through time; k-NN on codes vs pixels.
 
-Setting (scaled for two CPU cores, printed on the figure).  scikit-learn's 8×8 digits (1797
-images, read pixel by pixel: T = 64, d = 1) stand in for pixel-by-pixel MNIST; without
-scikit-learn a synthetic labelled task (``dynlab.tasks.pattern_sequences``: 5 classes of noisy,
-shifted sinusoid mixtures, T = 32) stands in so the recipe always runs.  The RNN is an
-*untrained* random ReLU RNN (D = 64, U ~ N(0, 1/D), W ~ N(0, 1), no bias, h_0 = 0); the paper's
-is trained (D = 128).  The 2-D embedding is PCA of the prefix codes c_1..c_t (the paper uses
-t-SNE; ``dynlab partition --embed --tsne`` draws that, too slow for this recipe).
+Setting (scaled for two CPU cores; printed on the figure).  One ReLU RNN per seed is trained with
+``dynlab.train_model`` on scikit-learn's 8×8 digits read pixel by pixel (T = 64, d = 1) — the
+stand-in for pixel-by-pixel MNIST; pixels standardised by their mean and standard deviation, the
+paper's MNIST preprocessing — from the paper's initialisation U = I, b = 0
+(``dynlab.figures._maso_training``).  The partition code of an image is the paper's: the binarised
+hidden states of every step, concatenated (c_1..c_T, T·D bits); after t steps, c_1..c_t.
 
-An honest note on "codes beat raw pixels".  With an untrained RNN, k-NN on the codes of the
-plain digits is about as accurate as k-NN on the raw pixels (both ≈ 0.98; the numbers are in the
-Dataset as ``knn_codes`` vs ``knn_raw_plain``): random codes preserve the pixel geometry but do
-not improve it.  The claim is therefore checked in a setting where the codes honestly carry
-an advantage: every image gets a random contrast g = e^u, u ~ U[−1.5, 1.5].  A bias-free ReLU
-RNN from h_0 = 0 is positively homogeneous, so its codes are *exactly* invariant to g (checked:
-``codes_gain_invariant``), while raw-pixel distances are not.  k-NN accuracies are means over
-several random 80/20 splits (Table 3's protocol).
+Table 3 (the paper's comparison): k-NN (k = 1, 2, 5, 10) on the codes vs on the raw pixels of the
+images the network never saw in training (the held-out split), 80 % of them as the k-NN's
+reference set and 20 % as queries, averaged over random 80/20 splits (the same splits for codes
+and pixels).  Fig. 2 (class separation grows through time): the 1-NN accuracy of the prefix codes
+c_1..c_t at eight times t, against the same curve for the raw-pixel prefixes x_1..x_t — a prefix
+of pixels grows more separable by itself as it sees more of the digit, so the pixel curve is the
+reference the codes must beat.
+
+The claim holds when, over the seeds (each seed's accuracy minus the pixels', beyond 2 standard
+errors): (a) the codes beat the pixels for every k; (b) the codes' 1-NN accuracy grows from the
+first to the last time; (c) the codes' curve lies above the pixels' (the mean over t of the
+difference).  Negative control: the same check on untrained networks — each seed's network
+before training (U = I) and a Gaussian random ReLU RNN — must fail.  The 2-D pictures are PCA
+of one trained network's prefix codes (the paper uses t-SNE, too slow here).
 """
 from __future__ import annotations
 
@@ -23,110 +28,176 @@ import numpy as np
 
 from ._recipe import Recipe
 
+NAME = "maso-fig2-codes"
 KS = (1, 2, 5, 10)
-HIDDEN = 64
-GAIN_SPREAD = 1.5
-
-
-def _data():
-    """(x, labels, name): scikit-learn's digits as pixel sequences where installed, else the
-    synthetic pattern sequences (shared by the MASO Fig. 2 and Fig. 3 recipes)."""
-    from ..tasks.labelled import digit_sequences, have_digits, pattern_sequences
-
-    if have_digits():
-        x, y = digit_sequences()
-        return x, y, "digits"
-    x, y = pattern_sequences(n_per_class=120, classes=5, steps=32, noise=0.4, max_shift=4, seed=0)
-    return x, y, "patterns"
+KINDS = ("trained", "init", "random")
+KIND_LABEL = {"trained": "trained RNN", "init": "untrained (U = I, before training)",
+              "random": "untrained Gaussian random RNN"}
 
 
 def compute(quick: bool):
+    """The Dataset (module docstring), every linear-algebra call on one BLAS thread (on a shared
+    machine a multi-threaded eigh of the PCA took ~15× longer)."""
+    from dynlab._blas import limit_blas_threads
+
+    with limit_blas_threads(1):
+        return _compute(quick)
+
+
+def _compute(quick: bool):
     import xarray as xr
 
     import dynlab as dl
-    from dynlab._dataset import base_attrs, model_attrs, model_variables
-    from dynlab.analysis.partition import embed_codes, prefix_features
+    from dynlab._dataset import base_attrs
+    from dynlab.analysis.partition import embed_codes
 
-    x_plain, y, kind = _data()
-    N, T, d = x_plain.shape
-    gain = np.exp(np.random.default_rng(0).uniform(-GAIN_SPREAD, GAIN_SPREAD, N))
-    x = x_plain * gain[:, None, None]
-    m = dl.make_model("rnn", HIDDEN, d, activation="relu", seed=0)
-    m = m.replace(b=np.zeros(HIDDEN))
-    codes = dl.partition_codes(m, x)
-    invariant = bool(np.array_equal(codes, dl.partition_codes(m, x_plain)))
-    splits = 2 if quick else 10
+    from . import _maso_training as mt
+
+    nets = mt.digit_networks(quick)
+    x, y = nets["task"].batch("test")
+    N, T, d = x.shape
+    splits = 3 if quick else 10
     times = np.arange(T // 4, T + 1, T // 4) if quick else np.arange(T // 8, T + 1, T // 8)
 
-    def knn(features, ks=KS):
-        return dl.knn_accuracy(features, y, ks, splits=splits, seed=0)
+    def knn(d2, ks=KS):
+        return mt.knn_from_distances(d2, y, ks, splits=splits, seed=0)
 
-    acc_codes_t = [knn(prefix_features(codes, t), (1,))[1] for t in times]
-    acc_raw_t = [knn(x[:, :t].reshape(N, -1), (1,))[1] for t in times]
-    codes_table = knn(prefix_features(codes, T))
-    raw_table = knn(x.reshape(N, -1))
-    raw_plain = knn(x_plain.reshape(N, -1))
+    def table_and_curve(features):
+        d2 = mt.prefix_sq_distances(features, list(times) + ([T] if times[-1] != T else []))
+        return knn(d2[-1]), [knn(d2[j], (1,))[0] for j in range(len(times))]
+
+    table = np.zeros((len(KINDS), len(nets["seeds"]), len(KS)))
+    curve = np.zeros((len(KINDS), len(nets["seeds"]), len(times)))
+    codes0 = None
+    for j, kind in enumerate(KINDS):
+        for i in range(len(nets["seeds"])):
+            m = nets["trained"][i].model if kind == "trained" else nets[kind][i]
+            codes = dl.partition_codes(m, x)
+            if kind == "trained" and i == 0:
+                codes0 = codes
+            table[j, i], curve[j, i] = table_and_curve(codes)
+    pix_table, pix_curve = table_and_curve(x)
     slices = np.array([T // 4, T // 2, 3 * T // 4, T])
-    emb = embed_codes(codes, slices, method="pca")
+    emb = embed_codes(codes0, slices, method="pca")
     examples = np.array([int(np.flatnonzero(y == c)[0]) for c in np.unique(y)])
 
     k_attrs = {"long_name": "k-NN test accuracy", "units": "1"}
+    m0 = nets["trained"][0].model
     data = {
+        "knn_codes": xr.Variable(("network", "seed", "k"), table,
+                                 dict(k_attrs, long_name="k-NN accuracy on the codes c_1..c_T")),
+        "knn_pixels": xr.Variable(("k",), pix_table, dict(k_attrs, long_name="k-NN accuracy on the raw pixels")),
+        "curve_codes": xr.Variable(("network", "seed", "eval_time"), curve,
+                                   dict(k_attrs, long_name="1-NN accuracy on the prefix codes c_1..c_t")),
+        "curve_pixels": xr.Variable(("eval_time",), pix_curve,
+                                    dict(k_attrs, long_name="1-NN accuracy on the pixel prefixes x_1..x_t")),
+        "val_accuracy": xr.Variable(("seed",), nets["val_accuracy"],
+                                    {"long_name": "trained network's validation accuracy", "units": "1"}),
         "embedding_pca": xr.Variable(("slice", "batch", "coord"), emb,
-                                     {"long_name": "PCA of the prefix codes c_1..c_t", "units": "1"}),
-        "knn_codes": xr.Variable(("k",), [codes_table[k] for k in KS], dict(k_attrs, long_name="k-NN accuracy, codes")),
-        "knn_raw": xr.Variable(("k",), [raw_table[k] for k in KS],
-                               dict(k_attrs, long_name="k-NN accuracy, raw pixels (random contrast)")),
-        "knn_raw_plain": xr.Variable(("k",), [raw_plain[k] for k in KS],
-                                     dict(k_attrs, long_name="k-NN accuracy, raw pixels (no contrast)")),
-        "knn_codes_time": xr.Variable(("eval_time",), acc_codes_t,
-                                      dict(k_attrs, long_name="1-NN accuracy on codes c_1..c_t")),
-        "knn_raw_time": xr.Variable(("eval_time",), acc_raw_t,
-                                    dict(k_attrs, long_name="1-NN accuracy on pixels x_1..x_t")),
-        "example_codes": xr.Variable(("example", "time", "unit"), codes[examples],
+                                     {"long_name": "PCA of the prefix codes c_1..c_t (trained, first seed)",
+                                      "units": "1"}),
+        "example_codes": xr.Variable(("example", "time", "unit"), codes0[examples],
                                      {"long_name": "partition code of one sequence per class", "units": "1"}),
         "example_index": xr.Variable(("example",), examples, {"long_name": "sequence index", "units": "1"}),
         "label": xr.Variable(("batch",), y, {"long_name": "class label", "units": "1"}),
-        "gain": xr.Variable(("batch",), gain, {"long_name": "random contrast g", "units": "1"}),
-        "x": xr.Variable(("batch", "time", "unit_in"), x, {"long_name": "input x_t (with contrast)", "units": "1"}),
+        "U": xr.Variable(("seed", "unit", "unit_from"), [r.model.U for r in nets["trained"]],
+                         {"long_name": "trained recurrent weights U", "units": "1"}),
+        "W": xr.Variable(("seed", "unit", "unit_in"), [r.model.W for r in nets["trained"]],
+                         {"long_name": "trained input weights W", "units": "1"}),
+        "b": xr.Variable(("seed", "unit"), [r.model.b for r in nets["trained"]],
+                         {"long_name": "trained bias b", "units": "1"}),
     }
-    data.update(model_variables(m))
-    coords = {"k": ("k", np.array(KS), {"long_name": "neighbours k", "units": "1"}),
+    coords = {"network": ("network", list(KINDS)),
+              "seed": ("seed", np.asarray(nets["seeds"]), {"long_name": "training seed", "units": "1"}),
+              "k": ("k", np.array(KS), {"long_name": "neighbours k", "units": "1"}),
               "slice_time": ("slice", slices, {"long_name": "time slice t", "units": "step"}),
               "eval_time": ("eval_time", times, {"long_name": "time step t", "units": "step"}),
               "time": ("time", np.arange(1, T + 1), {"long_name": "time step t", "units": "step"})}
-    attrs = model_attrs(m)
-    attrs.update(base_attrs("numba", "dynlab figures maso-fig2-codes"))
-    attrs.update(dataset=kind, splits=splits, gain_spread=GAIN_SPREAD, codes_gain_invariant=int(invariant),
-                 scaling=(f"{'8x8 digits (1797, T=64)' if kind == 'digits' else 'synthetic patterns (600, T=32)'} "
-                          f"for MNIST (T=784); untrained bias-free ReLU RNN D={HIDDEN} (paper: trained, D=128); "
-                          f"random contrast e^U[-{GAIN_SPREAD},{GAIN_SPREAD}]; PCA for t-SNE; "
-                          f"k-NN mean of {splits} random 80/20 splits"))
+    attrs = base_attrs("numba", f"dynlab figures make {NAME}")
+    kind_name = mt.dataset_name(nets["task"])
+    attrs.update(dataset=kind_name, splits=splits, held_out=N, hidden=int(m0.hidden), activation="relu",
+                 scaling=mt.describe(quick, kind_name) + f"; k-NN on the {N} held-out sequences, mean of {splits} random 80/20 "
+                 "splits; PCA for t-SNE")
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
+def _judge(table, pix_table, curve, pix_curve) -> dict:
+    """The claim on one kind of network: table (seed, k), curve (seed, t) against the pixels'."""
+    from ._stats import beyond_2se
+
+    per_k = [beyond_2se(table[:, i] - pix_table[i]) for i in range(table.shape[1])]
+    growth = beyond_2se(curve[:, -1] - curve[:, 0])
+    above = beyond_2se((curve - np.asarray(pix_curve)[None, :]).mean(axis=1))
+    return {"passed": bool(all(r["passed"] for r in per_k) and growth["passed"] and above["passed"]),
+            "codes_minus_pixels_by_k": [round(r["mean"], 4) for r in per_k],
+            "codes_minus_pixels_se_by_k": [round(r["se"], 4) for r in per_k],
+            "codes_beat_pixels_all_k": bool(all(r["passed"] for r in per_k)),
+            "growth": growth["mean"], "growth_se": growth["se"], "growth_passed": growth["passed"],
+            "curve_above_pixels": above["mean"], "curve_above_pixels_se": above["se"],
+            "curve_above_passed": above["passed"]}
+
+
+def check(ds) -> dict:
+    pix_t = ds["knn_pixels"].values
+    pix_c = ds["curve_pixels"].values
+    res = {kind: _judge(ds["knn_codes"].sel(network=kind).values, pix_t, ds["curve_codes"].sel(network=kind).values,
+                        pix_c) for kind in KINDS}
+    out = dict(res["trained"])
+    ks = [int(k) for k in ds["k"].values]
+    tr = ds["knn_codes"].sel(network="trained").values
+    out.update({f"knn{k}_codes_mean": float(tr[:, i].mean()) for i, k in enumerate(ks)})
+    out.update({f"knn{k}_pixels": float(pix_t[i]) for i, k in enumerate(ks)})
+    out["trained_val_accuracy_mean"] = float(ds["val_accuracy"].mean())
+    out["per_seed"] = [{"seed": int(s), **{f"knn{k}_codes": float(tr[i, j]) for j, k in enumerate(ks)},
+                        "curve_first": float(ds["curve_codes"].sel(network="trained").values[i, 0]),
+                        "curve_last": float(ds["curve_codes"].sel(network="trained").values[i, -1]),
+                        "val_accuracy": float(ds["val_accuracy"].values[i])}
+                       for i, s in enumerate(ds["seed"].values)]
+    ctrl = {kind: res[kind] for kind in ("init", "random")}
+    out["control"] = {"setting": "the same check on untrained networks: each seed's network before training "
+                                 "(U = I) and a Gaussian random ReLU RNN (U ~ N(0, 1.2²/D)); passes if either passes",
+                      "measured": {f"{kind}_{key}": v for kind, r in ctrl.items() for key, v in r.items()
+                                   if key != "passed"},
+                      "passed": bool(any(r["passed"] for r in ctrl.values()))}
+    if not out["passed"]:
+        d = out["codes_minus_pixels_by_k"]
+        se = out["codes_minus_pixels_se_by_k"]
+        out["finding"] = (
+            "on the trained networks k-NN on the codes minus k-NN on the pixels is "
+            + ", ".join(f"k={k}: {a:+.3f} ± {s:.3f}" for k, a, s in zip(ks, d, se))
+            + " (mean ± SE over seeds; codes " + ", ".join("%.3f" % out["knn%d_codes_mean" % k] for k in ks)
+            + " vs pixels " + ", ".join("%.3f" % out["knn%d_pixels" % k] for k in ks)
+            + f"); the codes' 1-NN accuracy grows by "
+            + f"{out['growth']:+.3f} ± {out['growth_se']:.3f} from t = {int(ds['eval_time'].values[0])} to T, and its "
+            + "curve minus the pixel-prefix curve is "
+            + f"{out['curve_above_pixels']:+.3f} ± {out['curve_above_pixels_se']:.3f} on average over t")
+    return out
+
+
 def draw(ds):
-    from matplotlib.colors import ListedColormap
+    import matplotlib
 
     from dynlab.plot.partition import rows_figure
     from dynlab.plot.style import COLORS, PANEL_WIDTH, styled
+    from matplotlib.colors import ListedColormap
+
+    from ._stats import mean_se
 
     @styled
     def _draw():
         fig, rows = rows_figure((4, 3), 2.3, width=PANEL_WIDTH * 0.85 * 4)
         labels = ds["label"].values
         emb = ds["embedding_pca"].values
-        import matplotlib
-
         cmap = matplotlib.colormaps["tab10"]
         for j, ax in enumerate(rows[0]):
             for i, c in enumerate(np.unique(labels)):
                 sel = labels == c
-                ax.scatter(emb[j, sel, 0], emb[j, sel, 1], s=2, color=cmap(i % 10), lw=0, label=str(c))
+                ax.scatter(emb[j, sel, 0], emb[j, sel, 1], s=3, color=cmap(i % 10), lw=0, label=str(c))
             ax.set_title(f"codes c$_1$..c$_t$, t = {int(ds['slice_time'].values[j])} (PCA)")
             ax.set_xticks([])
             ax.set_yticks([])
-        rows[0][-1].legend(frameon=False, fontsize=5, markerscale=3, loc="center left", bbox_to_anchor=(1, 0.5))
+        rows[0][-1].legend(frameon=False, fontsize=6, markerscale=3, loc="center left", bbox_to_anchor=(1, 0.5),
+                           title="digit", title_fontsize=6)
 
         ax = rows[1][0]
         ex = ds["example_codes"].values[0]
@@ -138,57 +209,54 @@ def draw(ds):
 
         ax = rows[1][1]
         t = ds["eval_time"].values
-        ax.plot(t, ds["knn_codes_time"].values, "o-", ms=3, color=COLORS["blue"], label="codes c$_1$..c$_t$")
-        ax.plot(t, ds["knn_raw_time"].values, "s--", ms=3, color=COLORS["vermillion"], label="pixels x$_1$..x$_t$")
+        styles = {"trained": ("o-", COLORS["blue"]), "init": ("^:", COLORS["green"]), "random": ("v:", COLORS["orange"])}
+        for kind in KINDS:
+            v = ds["curve_codes"].sel(network=kind).values
+            m = v.mean(axis=0)
+            se = np.array([mean_se(v[:, i])[1] for i in range(v.shape[1])])
+            fmt, col = styles[kind]
+            ax.errorbar(t, m, yerr=2 * se, fmt=fmt, ms=3, color=col, capsize=1.5, label=f"codes, {KIND_LABEL[kind]}")
+        ax.plot(t, ds["curve_pixels"].values, "s--", ms=3, color=COLORS["vermillion"], label="pixels x$_1$..x$_t$")
+        ax.set_ylim(0, 1)
         ax.set_xlabel("time step t")
-        ax.set_ylabel("1-NN test accuracy")
-        ax.set_title("class separation through time")
-        ax.legend(frameon=False, loc="lower right")
+        ax.set_ylabel("1-NN accuracy (held-out)")
+        ax.set_title("class separation through time (±2 SE)")
+        ax.legend(frameon=False, loc="lower right", fontsize=5.5)
 
         ax = rows[1][2]
         k = ds["k"].values
         pos = np.arange(len(k))
-        ax.bar(pos - 0.2, ds["knn_codes"].values, 0.4, color=COLORS["blue"], label="codes")
-        ax.bar(pos + 0.2, ds["knn_raw"].values, 0.4, color=COLORS["vermillion"], label="pixels, random contrast")
-        ax.plot(pos + 0.2, ds["knn_raw_plain"].values, "k_", ms=10, mew=1.2, label="pixels, no contrast")
-        lo = float(min(ds["knn_codes"].min(), ds["knn_raw"].min(), ds["knn_raw_plain"].min()))
-        ax.set_ylim(max(0.0, lo - 0.05), 1.0)
+        w = 0.2
+        v = ds["knn_codes"].sel(network="trained").values
+        se = np.array([mean_se(v[:, i])[1] for i in range(v.shape[1])])
+        ax.bar(pos - 1.5 * w, ds["knn_pixels"].values, w, color=COLORS["vermillion"], label="raw pixels")
+        ax.bar(pos - 0.5 * w, v.mean(axis=0), w, yerr=2 * se, color=COLORS["blue"], capsize=1.5,
+               label="codes, trained (±2 SE)")
+        for off, kind in ((0.5, "init"), (1.5, "random")):
+            ax.bar(pos + off * w, ds["knn_codes"].sel(network=kind).values.mean(axis=0), w, color=styles[kind][1],
+                   label=f"codes, {KIND_LABEL[kind]}")
+        ax.set_ylim(0.0, 1.0)
         ax.set_xticks(pos, [str(v) for v in k])
         ax.set_xlabel("k")
-        ax.set_ylabel("k-NN test accuracy")
+        ax.set_ylabel("k-NN accuracy (held-out)")
         ax.set_title("Table 3: k-NN on codes vs pixels")
         ax.legend(frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=5.5)
-        fig.suptitle("MASO Fig. 2 / Table 3 — partition codes refine through time\n" + ds.attrs.get("scaling", ""),
-                     fontsize=7)
+        import textwrap
+
+        fig.suptitle("MASO Fig. 2 / Table 3 — partition codes of trained ReLU RNNs through time\n"
+                     + textwrap.fill(ds.attrs.get("scaling", ""), 170), fontsize=7)
         return fig
 
     return _draw()
 
 
-def check(ds) -> dict:
-    codes_t = ds["knn_codes_time"].values
-    gain = codes_t[-1] - codes_t[0]
-    worst_drop = float(np.max(np.maximum.accumulate(codes_t) - codes_t))
-    margin = ds["knn_codes"].values - ds["knn_raw"].values
-    passed = bool(gain >= 0.2 and worst_drop <= 0.02 and np.all(margin > 0)
-                  and int(ds.attrs.get("codes_gain_invariant", 0)) == 1)
-    out = {"passed": passed, "dataset": ds.attrs.get("dataset"),
-           "knn1_codes_first_slice": float(codes_t[0]), "knn1_codes_final": float(codes_t[-1]),
-           "separation_gain": float(gain), "worst_drop": worst_drop,
-           "codes_gain_invariant": int(ds.attrs.get("codes_gain_invariant", 0))}
-    for i, k in enumerate(ds["k"].values):
-        out[f"knn{k}_codes"] = float(ds["knn_codes"].values[i])
-        out[f"knn{k}_raw_contrast"] = float(ds["knn_raw"].values[i])
-        out[f"knn{k}_raw_plain"] = float(ds["knn_raw_plain"].values[i])
-    return out
-
-
 RECIPE = Recipe(
-    name="maso-fig2-codes",
+    name=NAME,
     source="MASO Fig. 2, Table 3",
-    claim="class separation of the partition codes grows with time; k-NN on codes beats raw pixels "
-          "(random-contrast digits, untrained bias-free ReLU RNN)",
+    claim="on trained ReLU RNNs, k-NN on the partition codes beats k-NN on raw pixels for every k, and the codes' "
+          "class separation grows through time above that of the raw-pixel prefixes (seeds, 2 SE)",
     compute=compute,
     draw=draw,
     check=check,
+    trains=True,
 )

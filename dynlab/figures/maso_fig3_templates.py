@@ -1,160 +1,234 @@
-"""MASO Figs. 3, 8: an RNN as a matched filterbank — templates dz/dx per class and their inner products.
+"""MASO Figs. 3, 8: a trained RNN as a matched filterbank — templates dz/dx per class and their inner products.
 
-Setting (scaled; printed on the figure).  A random ReLU RNN (D = 128, U ~ N(0, 1.2²/D),
-b ~ N(0, 0.1²), h_0 = 0;
-untrained — the paper trains it) reads scikit-learn's 8×8 digits pixel by pixel (T = 64, d = 1;
-the synthetic pattern task without scikit-learn).  The read-out z = W_out h_T + b_out is fitted
-in closed form (ridge regression of one-hot labels on h_T over 80 % of the data), the only
-fitted part.  Templates are computed by reverse-mode products (``dynlab.templates``), never
-from the (T·D)×(T·d) matrix A_RNN, and the claim is the MASO identity: on each input's region
-the network is affine, so z_c = ⟨template_c, x⟩ + bias_c exactly (to rounding) for every class
-and every held-out input.  Also reported (not claimed): how often the largest ⟨template_c, x⟩
-(without the bias) names the true class, the paper's "matched filter" reading.
+Setting (scaled; printed on the figure).  The ReLU RNNs of the Fig. 2 recipe, trained per seed
+with ``dynlab.train_model`` on scikit-learn's 8×8 digits read pixel by pixel (T = 64, d = 1,
+the stand-in for MNIST; pixels standardised as the paper's MNIST; ``dynlab.figures._maso_training``),
+with the read-out they were trained with.  The inner product depends on where x = 0 lies (the
+rest goes into the bias), so the paper's centring of the pixels is part of the claim's setting.  On each input's region the network is affine, z = A_RNN x + B_RNN, and the template of class
+c is the row c of A_RNN = dz/dx (``dynlab.templates``, reverse-mode products; the identity
+z_c = ⟨template_c, x⟩ + bias_c is a test, tests/test_figures.py, not the claim).
+
+The claim (§5, App. E: "the class index of the template that produces the largest inner product
+with the input is typically the correct class"): on held-out images, argmax_c ⟨template_c, x⟩ —
+the inner product alone, without the bias — names the true class more often than not: the
+per-seed fraction exceeds 1/2 beyond 2 standard errors over the seeds.  Negative control: the same
+check on untrained networks (each seed's network before training, U = I, and a Gaussian random
+ReLU RNN) whose read-out is fitted by ridge regression on h_T of the training images — the only
+fitted part; it must fail.  Also reported: the network's own accuracy (argmax z) and how often
+the matched filter agrees with it.  The picture shows three held-out digits and their ten
+templates on one colour scale.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ._recipe import Recipe
-from .maso_fig2_codes import _data  # the same labelled sequences as Fig. 2
 
-HIDDEN = 128
-WEIGHT_SCALE = 1.2  # a longer memory than 1.0 (h_T then sees more of the image): ridge accuracy 0.69 vs 0.51
-RIDGE = 1e-4
+NAME = "maso-fig3-templates"
+KINDS = ("trained", "init", "random")
+KIND_LABEL = {"trained": "trained", "init": "untrained, U = I", "random": "untrained, Gaussian"}
 EXAMPLES = 3
-
-
-def _ridge(H, y, C, lam):
-    """W_out, b_out minimising ‖H W_outᵀ + b_out − onehot(y)‖² + lam·N‖W_out‖² (centred normal equations)."""
-    Y = np.eye(C)[y]
-    mh, my = H.mean(0), Y.mean(0)
-    Hc, Yc = H - mh, Y - my
-    W = np.linalg.solve(Hc.T @ Hc + lam * len(y) * np.eye(H.shape[1]), Hc.T @ Yc).T
-    return W, my - W @ mh
+MAJORITY = 0.5
 
 
 def compute(quick: bool):
+    """The Dataset (module docstring), every linear-algebra call on one BLAS thread (on a shared
+    machine a multi-threaded eigh of the PCA took ~15× longer)."""
+    from dynlab._blas import limit_blas_threads
+
+    with limit_blas_threads(1):
+        return _compute(quick)
+
+
+def _compute(quick: bool):
     import xarray as xr
 
     import dynlab as dl
-    from dynlab._dataset import base_attrs, model_attrs, model_variables
+    from dynlab._dataset import base_attrs
 
-    x, y, kind = _data()
-    N, T, d = x.shape
-    C = int(y.max()) + 1
-    m = dl.make_model("rnn", HIDDEN, d, activation="relu", seed=0, weight_scale=WEIGHT_SCALE)
-    perm = np.random.default_rng(0).permutation(N)
-    n_train = int(round(0.8 * N))
-    tr, te = perm[:n_train], perm[n_train:]
+    from . import _maso_training as mt
+
+    nets = mt.digit_networks(quick)
+    task = nets["task"]
+    x, y = task.batch("test")
     if quick:
-        te = te[:120]
-    hT = dl.simulate(m, x)["h"].values[:, -1]
-    W_out, b_out = _ridge(hT[tr], y[tr], C, RIDGE)
-    ds_all = dl.templates(m, x[te], W_out, b_out)
-    z_err = ds_all["z_error"].values
-    rel = z_err / np.maximum(1.0, np.abs(ds_all["z"].values))
-    pred = ds_all["z"].values.argmax(axis=1)
-    matched = ds_all["inner_product"].values.argmax(axis=1)
-    # three held-out examples of different classes, each correctly classified when possible
+        x, y = x[:240], y[:240]
+    xtr, ytr = task.batch("train")
+    C = int(task.outputs)
+    S = len(nets["seeds"])
+    matched = np.zeros((len(KINDS), S, len(y)), dtype=np.int64)
+    pred = np.zeros_like(matched)
+    z_err = np.zeros((S, len(y)))
+    keep = None
+    for j, kind in enumerate(KINDS):
+        for i in range(S):
+            if kind == "trained":
+                m = nets["trained"][i].model
+                W_out, b_out = nets["trained"][i].readout["W_out"], nets["trained"][i].readout["b_out"]
+            else:
+                m = nets[kind][i]
+                W_out, b_out = mt.ridge_readout(dl.simulate(m, xtr)["h"].values[:, -1], ytr, C)
+            t = dl.templates(m, x, W_out, b_out)
+            z = t["z"].values
+            matched[j, i] = t["inner_product"].values.argmax(axis=1)
+            pred[j, i] = z.argmax(axis=1)
+            if kind == "trained":
+                z_err[i] = (t["z_error"].values / np.maximum(1.0, np.abs(z))).max(axis=1)
+                if i == 0:
+                    keep = t
+    # three held-out digits of different classes, correctly classified by the first trained network
     examples = []
     for c in range(C):
-        idx = [i for i in range(len(te)) if y[te][i] == c and pred[i] == c] or \
-              [i for i in range(len(te)) if y[te][i] == c]
+        idx = [n for n in range(len(y)) if y[n] == c and pred[0, 0, n] == c] or [n for n in range(len(y)) if y[n] == c]
         if idx:
             examples.append(idx[0])
         if len(examples) == EXAMPLES:
             break
-    ex = ds_all.isel(batch=examples)
+    ex = keep.isel(batch=examples)
+    T = x.shape[1]
     data = {
-        "template": xr.Variable(("example", "class", "time", "unit_in"), ex["template"].values,
-                                ex["template"].attrs),
+        "template": xr.Variable(("example", "class", "time", "unit_in"), ex["template"].values, ex["template"].attrs),
         "inner_product": xr.Variable(("example", "class"), ex["inner_product"].values, ex["inner_product"].attrs),
         "bias": xr.Variable(("example", "class"), ex["bias"].values, ex["bias"].attrs),
         "z": xr.Variable(("example", "class"), ex["z"].values, ex["z"].attrs),
         "x": xr.Variable(("example", "time", "unit_in"), ex["x"].values, {"long_name": "input x_t", "units": "1"}),
-        "label": xr.Variable(("example",), y[te][examples], {"long_name": "class label", "units": "1"}),
-        "z_error_test": xr.Variable(("batch",), rel.max(axis=1),
-                                    {"long_name": "max_c |⟨template_c, x⟩ + bias_c − z_c| / max(1, |z_c|), "
-                                                  "held-out inputs", "units": "1"}),
-        "label_test": xr.Variable(("batch",), y[te], {"long_name": "class label, held-out inputs", "units": "1"}),
-        "pred_test": xr.Variable(("batch",), pred, {"long_name": "argmax_c z_c", "units": "1"}),
-        "matched_test": xr.Variable(("batch",), matched, {"long_name": "argmax_c ⟨template_c, x⟩", "units": "1"}),
-        "W_out": xr.Variable(("class", "unit"), W_out, {"long_name": "read-out weights W_out (ridge)", "units": "1"}),
-        "b_out": xr.Variable(("class",), b_out, {"long_name": "read-out bias b_out (ridge)", "units": "1"}),
+        "label": xr.Variable(("example",), y[examples], {"long_name": "class label", "units": "1"}),
+        "label_test": xr.Variable(("batch",), y, {"long_name": "class label, held-out images", "units": "1"}),
+        "matched_test": xr.Variable(("network", "seed", "batch"), matched,
+                                    {"long_name": "argmax_c ⟨template_c, x⟩ (matched filter)", "units": "1"}),
+        "pred_test": xr.Variable(("network", "seed", "batch"), pred,
+                                 {"long_name": "argmax_c z_c (the network's decision)", "units": "1"}),
+        "z_error_test": xr.Variable(("seed", "batch"), z_err,
+                                    {"long_name": "max_c |⟨template_c, x⟩ + bias_c − z_c| / max(1, |z_c|), trained",
+                                     "units": "1"}),
+        "val_accuracy": xr.Variable(("seed",), nets["val_accuracy"],
+                                    {"long_name": "trained network's validation accuracy", "units": "1"}),
     }
-    data.update(model_variables(m))
-    coords = {"class": ("class", np.arange(C), {"long_name": "class c", "units": "1"}),
+    coords = {"network": ("network", list(KINDS)),
+              "seed": ("seed", np.asarray(nets["seeds"]), {"long_name": "training seed", "units": "1"}),
+              "class": ("class", np.arange(C), {"long_name": "class c", "units": "1"}),
               "time": ("time", np.arange(1, T + 1), {"long_name": "time step t", "units": "step"})}
-    attrs = model_attrs(m)
-    attrs.update(base_attrs("numba", "dynlab figures maso-fig3-templates"))
-    attrs.update(dataset=kind, ridge=RIDGE, held_out=len(te),
-                 scaling=(f"{'8x8 digits (T=64)' if kind == 'digits' else 'synthetic patterns (T=32)'} for "
-                          f"MNIST/SST-2; untrained ReLU RNN D={HIDDEN} (weight scale {WEIGHT_SCALE}) with a ridge read-out on h_T "
-                          f"(paper: trained RNN); {len(te)} held-out inputs checked"))
+    attrs = base_attrs("numba", f"dynlab figures make {NAME}")
+    kind_name = mt.dataset_name(task)
+    attrs.update(dataset=kind_name, held_out=len(y), hidden=int(nets["hidden"]), activation="relu",
+                 scaling=mt.describe(quick, kind_name) + f"; {len(y)} held-out sequences (paper: MNIST and SST-2)")
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-def draw(ds):
-    from dynlab.plot.style import COLORS, RC
+def _rates(ds, kind):
+    lab = ds["label_test"].values
+    mf = ds["matched_test"].sel(network=kind).values
+    pr = ds["pred_test"].sel(network=kind).values
+    return (mf == lab).mean(axis=1), (pr == lab).mean(axis=1), (mf == pr).mean(axis=1)
 
+
+def _judge(rates):
+    from ._stats import beyond_2se
+
+    r = beyond_2se(np.asarray(rates) - MAJORITY)
+    return {"passed": r["passed"], "matched_filter_accuracy": r["mean"] + MAJORITY, "matched_filter_se": r["se"]}
+
+
+def check(ds) -> dict:
+    out = {}
+    res = {}
+    for kind in KINDS:
+        mf, acc, agree = _rates(ds, kind)
+        res[kind] = dict(_judge(mf), network_accuracy=float(acc.mean()), agreement=float(agree.mean()))
+    out.update(res["trained"])
+    out["criterion"] = f"matched-filter accuracy > {MAJORITY} beyond 2 SE over seeds"
+    out["held_out"] = int(ds.sizes["batch"])
+    out["max_identity_error"] = float(ds["z_error_test"].max())
+    mf, acc, agree = _rates(ds, "trained")
+    out["per_seed"] = [{"seed": int(s), "matched_filter_accuracy": float(mf[i]), "network_accuracy": float(acc[i]),
+                        "agreement": float(agree[i])} for i, s in enumerate(ds["seed"].values)]
+    out["control"] = {"setting": "untrained ReLU RNNs with a ridge read-out on h_T: each seed's network before "
+                                 "training (U = I) and a Gaussian random RNN (U ~ N(0, 1.2²/D)); passes if either passes",
+                      "measured": {f"{kind}_{k}": v for kind in ("init", "random") for k, v in res[kind].items()
+                                   if k != "passed"},
+                      "passed": bool(res["init"]["passed"] or res["random"]["passed"])}
+    if not out["passed"]:
+        out["finding"] = (f"on the trained networks argmax_c ⟨template_c, x⟩ names the true class in "
+                          f"{out['matched_filter_accuracy']:.3f} ± {out['matched_filter_se']:.3f} of the held-out "
+                          f"images (mean ± SE over seeds; the networks' own accuracy {out['network_accuracy']:.3f}, "
+                          f"agreement with argmax z {out['agreement']:.3f}), not more than {MAJORITY} beyond 2 SE")
+    return out
+
+
+def draw(ds):
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    from dynlab.plot.style import COLORS, RC
+
     n_ex, C = ds.sizes["example"], ds.sizes["class"]
-    T = ds.sizes["time"]
-    image = ds.attrs.get("dataset") == "digits" and T == 64
+    image = ds.attrs.get("dataset") == "digits" and ds.sizes["time"] == 64
+
+    def show(ax, v, **kw):
+        if image:
+            return ax.imshow(v.reshape(8, 8), **kw)
+        return ax.imshow(v[None, :], aspect="auto", **kw)
+
     with matplotlib.rc_context(RC):
-        fig = Figure(figsize=(0.78 * (C + 1), 1.05 * n_ex + 0.6), layout="constrained")
+        fig = Figure(figsize=(1.0 * (C + 1) + 0.9, 1.35 * n_ex + 2.4), layout="constrained")
         FigureCanvasAgg(fig)
-        axes = fig.subplots(n_ex, C + 1, squeeze=False)
+        gs = fig.add_gridspec(n_ex + 1, C + 2, height_ratios=[1] * n_ex + [1.5], width_ratios=[1] * (C + 1) + [0.12])
+        tm = ds["template"].values[:, :, :, 0]
+        v = float(np.max(np.abs(tm))) or 1.0
+        im = None
         for r in range(n_ex):
             true = int(ds["label"].values[r])
-            x = ds["x"].values[r, :, 0]
-            ax = axes[r, 0]
-            if image:
-                ax.imshow(x.reshape(8, 8), cmap="gray_r")
-            else:
-                ax.plot(x, color=COLORS["black"], lw=0.6)
-            ax.set_title(f"input (class {true})", fontsize=6)
+            ax = fig.add_subplot(gs[r, 0])
+            show(ax, ds["x"].values[r, :, 0], cmap="gray_r")
+            ax.set_title(f"input, class {true}", fontsize=7)
             ax.set_xticks([])
             ax.set_yticks([])
             ip = ds["inner_product"].values[r]
-            zz = ds["z"].values[r]
+            best = int(np.argmax(ip))
             for c in range(C):
-                ax = axes[r, c + 1]
-                tmpl = ds["template"].values[r, c, :, 0]
-                if image:
-                    v = np.max(np.abs(tmpl)) or 1.0
-                    ax.imshow(tmpl.reshape(8, 8), cmap="RdBu_r", vmin=-v, vmax=v)
-                else:
-                    ax.plot(tmpl, color=COLORS["blue"], lw=0.6)
+                ax = fig.add_subplot(gs[r, c + 1])
+                im = show(ax, tm[r, c], cmap="RdBu_r", vmin=-v, vmax=v)
                 ax.set_xticks([])
                 ax.set_yticks([])
-                weight = "bold" if c == true else "normal"
-                ax.set_xlabel(f"{c}: ⟨t,x⟩={ip[c]:.2f}\nz={zz[c]:.2f}", fontsize=5, fontweight=weight,
-                              color=COLORS["vermillion"] if c == int(np.argmax(zz)) else "black")
-        err = float(np.max(ds["z_error_test"].values))
-        fig.suptitle("MASO Figs. 3, 8 — templates dz/dx per class (bold: true class, red: argmax z); "
-                     f"z_c = ⟨template_c, x⟩ + bias_c, max rel. error {err:.1e} over "
-                     f"{ds.sizes['batch']} held-out inputs\n{ds.attrs.get('scaling', '')}", fontsize=6)
+                ax.set_xlabel(f"class {c}\n⟨t,x⟩ = {ip[c]:.1f}", fontsize=6.5,
+                              fontweight="bold" if c == true else "normal",
+                              color=COLORS["vermillion"] if c == best else "black")
+        cax = fig.add_subplot(gs[:n_ex, C + 1])
+        fig.colorbar(im, cax=cax, label="template dz$_c$/dx (shared scale)")
+        ax = fig.add_subplot(gs[n_ex, 1:C + 1])
+        lab = ds["label_test"].values
+        for j, kind in enumerate(KINDS):
+            mf = (ds["matched_test"].sel(network=kind).values == lab).mean(axis=1)
+            acc = (ds["pred_test"].sel(network=kind).values == lab).mean(axis=1)
+            xs = np.full(mf.size, j, dtype=float)
+            ax.scatter(xs - 0.08, mf, s=14, color=COLORS["blue"], zorder=3,
+                       label="argmax ⟨template, x⟩ (per seed)" if j == 0 else None)
+            ax.scatter(xs + 0.08, acc, s=14, marker="s", color=COLORS["black"], zorder=3,
+                       label="argmax z, the network (per seed)" if j == 0 else None)
+        ax.axhline(MAJORITY, color=COLORS["vermillion"], ls="--", lw=0.8, label="criterion: 1/2")
+        ax.axhline(0.1, color="0.5", ls=":", lw=0.8, label="chance 1/10")
+        ax.set_xticks(range(len(KINDS)), [KIND_LABEL[k] for k in KINDS])
+        ax.set_xlim(-0.5, len(KINDS) - 0.5)
+        ax.set_ylabel("held-out accuracy")
+        ax.legend(frameon=False, fontsize=6, loc="upper center", ncols=2)
+        ax.set_ylim(0, 1.25)
+        ax.set_yticks(np.linspace(0, 1, 6))
+        ax.set_title("held-out accuracy per seed: the matched filter alone vs the network", fontsize=7)
+        import textwrap
+
+        fig.suptitle("MASO Figs. 3, 8 — templates of a trained ReLU RNN, first seed (bold: true class, red: largest "
+                     "⟨t,x⟩)\n" + textwrap.fill(ds.attrs.get("scaling", ""), 150), fontsize=7)
     return fig
 
 
-def check(ds) -> dict:
-    err = float(np.max(ds["z_error_test"].values))
-    labels = ds["label_test"].values
-    return {"passed": bool(err <= 1e-12), "max_relative_error": err, "held_out": int(labels.size),
-            "readout_accuracy": float(np.mean(ds["pred_test"].values == labels)),
-            "matched_filter_accuracy": float(np.mean(ds["matched_test"].values == labels))}
-
-
 RECIPE = Recipe(
-    name="maso-fig3-templates",
+    name=NAME,
     source="MASO Figs. 3, 8",
-    claim="z_c = ⟨template_c, x⟩ + bias_c exactly (templates dz/dx by reverse mode), for every class and "
-          "held-out input",
+    claim="on trained ReLU RNNs the largest inner product ⟨template_c, x⟩ names the true class of a held-out "
+          "image more often than not (seeds, 2 SE)",
     compute=compute,
     draw=draw,
     check=check,
+    trains=True,
 )

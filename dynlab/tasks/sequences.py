@@ -13,7 +13,11 @@ Ternary adding (the MASO paper's classification variant; the paper gives no thre
 dynlab fixes them): the same inputs, label 0 / 1 / 2 for a sum below √(2/3), between
 √(2/3) and 2 − √(2/3), above 2 − √(2/3).  These are the tertiles of the triangular law of
 v_a + v_b (P(s < c) = c²/2), so the classes are equally likely and the memoryless baseline
-is the cross-entropy ln 3 (accuracy 1/3).
+is the cross-entropy ln 3 (accuracy 1/3).  ``binary=True`` gives the task as the MASO paper
+states it (§6): v_t ∈ {0, 1} (a fair coin), the two markers at two distinct positions drawn from
+all T, the label the sum itself (0 / 1 / 2 with probabilities 1/4, 1/2, 1/4), so the memoryless
+baseline is the label entropy 1.5 ln 2 ≈ 1.040 nats; with ``adding`` the same inputs regress the
+sum (baseline Var = 1/2).
 
 Copy memory (Arjovsky et al. 2016): symbols 0 = blank, 1..8 data, 9 = delimiter, one-hot
 (d = 10).  Input: 10 data symbols, T − 1 blanks, the delimiter, 10 blanks (length T + 20);
@@ -57,14 +61,27 @@ FLIPFLOP_P = 0.05      # pulse probability per channel and step
 
 
 # ============================================================================ generators
-def adding_problem(steps: int, batch: int, *, seed=None, ternary: bool = False):
+def adding_problem(steps: int, batch: int, *, seed=None, ternary: bool = False, binary: bool = False):
     """One batch of the adding problem (module docstring).
 
     Returns x (B, T, 2) and the target: (B, 1) sums, or (B,) int labels with ``ternary``.
+    ``binary`` gives the MASO paper's form (Wang et al. 2019, §6): values in {0, 1} (a fair
+    coin each), the two markers at two distinct positions drawn uniformly from all T, and —
+    with ``ternary`` — the label the sum itself, 0 / 1 / 2 with probabilities 1/4, 1/2, 1/4.
     """
     T = as_int(steps, "steps", low=2)
     B = as_int(batch, "batch", low=1)
     rng = np.random.default_rng(seed)
+    if binary:
+        x = np.zeros((B, T, 2))
+        x[:, :, 0] = rng.integers(0, 2, (B, T))
+        marks = np.argsort(rng.random((B, T)), axis=1)[:, :2]   # two distinct positions per sequence
+        rows = np.arange(B)[:, None]
+        x[rows, marks, 1] = 1.0
+        total = x[rows, marks, 0].sum(axis=1)
+        if ternary:
+            return x, total.astype(np.int64)
+        return x, total[:, None]
     x = np.zeros((B, T, 2))
     x[:, :, 0] = rng.uniform(0.0, 1.0, (B, T))
     half = T // 2
@@ -235,7 +252,8 @@ def _splits(gen, sizes, seed):
 
 
 def make_task(name: str, steps: int | None = None, *, seed: int | None = 0, n_train: int = 10000,
-              n_val: int = 1000, n_test: int = 1000, pad: int = 0, pad_variance: float = 1.0) -> Task:
+              n_val: int = 1000, n_test: int = 1000, pad: int = 0, pad_variance: float = 1.0,
+              binary: bool = False) -> Task:
     """A task by name with seeded train / validation / test splits.
 
     Parameters
@@ -248,6 +266,10 @@ def make_task(name: str, steps: int | None = None, *, seed: int | None = 0, n_tr
         in the same proportions)
     pad, pad_variance : noise padding (end-of-sequence tasks only): ``pad`` steps of
         N(0, pad_variance) appended to every input
+    binary : adding tasks only: the MASO paper's form (``adding_problem``): values in {0, 1},
+        markers anywhere; ``adding-ternary`` then labels the sum 0 / 1 / 2 (probabilities
+        1/4, 1/2, 1/4; baseline the label entropy 1.5 ln 2), ``adding`` regresses it (baseline
+        the MSE of predicting 1, Var = 1/2)
 
     Example
     -------
@@ -262,14 +284,21 @@ def make_task(name: str, steps: int | None = None, *, seed: int | None = 0, n_tr
     pad = as_int(pad, "pad", low=0)
     sizes = (n_train, n_val, n_test)
     settings = {"task": key, "n_train": n_train, "n_val": n_val, "n_test": n_test, "pad": pad}
+    if binary and key not in ("adding", "adding-ternary"):
+        raise ParameterError("binary", f"applies to the adding tasks only, not to {key}")
     if key in ("adding", "adding-ternary"):
         T = 100 if steps is None else as_int(steps, "steps", low=2)
         tern = key == "adding-ternary"
-        data = _splits(lambda n, s: adding_problem(T, n, seed=s, ternary=tern), sizes, seed)
-        task = Task(key, "ce" if tern else "mse", 2, 3 if tern else 1, T,
-                    math.log(3.0) if tern else 1.0 / 6.0,
-                    "chance cross-entropy ln 3" if tern else "MSE of predicting 1, Var = 1/6",
-                    data, dict(settings, steps=T), seed)
+        data = _splits(lambda n, s: adding_problem(T, n, seed=s, ternary=tern, binary=binary), sizes, seed)
+        if binary:
+            base, base_name = ((1.5 * math.log(2.0), "label entropy 1.5 ln 2 (classes 1/4, 1/2, 1/4)") if tern
+                               else (0.5, "MSE of predicting 1, Var = 1/2"))
+        else:
+            base, base_name = ((math.log(3.0), "chance cross-entropy ln 3") if tern
+                               else (1.0 / 6.0, "MSE of predicting 1, Var = 1/6"))
+        extra = {"binary": True} if binary else {}
+        task = Task(key, "ce" if tern else "mse", 2, 3 if tern else 1, T, base, base_name,
+                    data, dict(settings, steps=T, **extra), seed)
     elif key == "flipflop":
         T = 100 if steps is None else as_int(steps, "steps", low=1)
         if pad:
