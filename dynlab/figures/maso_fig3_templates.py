@@ -4,7 +4,10 @@ Setting (scaled; printed on the figure).  The ReLU RNNs of the Fig. 2 recipe, tr
 with ``dynlab.train_model`` on scikit-learn's 8×8 digits read pixel by pixel (T = 64, d = 1,
 the stand-in for MNIST; pixels standardised as the paper's MNIST; ``dynlab.figures._maso_training``),
 with the read-out they were trained with.  The inner product depends on where x = 0 lies (the
-rest goes into the bias), so the paper's centring of the pixels is part of the claim's setting.  On each input's region the network is affine, z = A_RNN x + B_RNN, and the template of class
+rest goes into the bias), so the paper's centring of the pixels is part of the claim's setting.
+(Said plainly: the recipe's first full run used the unscaled [0, 1] pixels and the claim did not
+hold there; the pixels were then standardised as the paper's App. B does for MNIST, after that
+result was seen.  The claim is therefore shown only for centred inputs.)  On each input's region the network is affine, z = A_RNN x + B_RNN, and the template of class
 c is the row c of A_RNN = dz/dx (``dynlab.templates``, reverse-mode products; the identity
 z_c = ⟨template_c, x⟩ + bias_c is a test, tests/test_figures.py, not the claim).
 
