@@ -25,6 +25,21 @@ RANDOM_SCALE = 1.2
 _CACHE: dict = {}
 
 
+def one_blas_thread(fn):
+    """``compute`` of a MASO recipe: ``fn(quick)`` with every linear-algebra call on one BLAS
+    thread (on a shared machine a multi-threaded eigh of the PCA took ~15× longer)."""
+    import functools
+
+    @functools.wraps(fn)
+    def compute(quick: bool):
+        from dynlab._blas import limit_blas_threads
+
+        with limit_blas_threads(1):
+            return fn(quick)
+
+    return compute
+
+
 def have_digits() -> bool:
     from ..tasks.labelled import have_digits as _have
 

@@ -156,7 +156,7 @@ def draw(ds):
         ax.plot(it, sub["val_loss"].mean("seed"), color=CYCLE[0], lw=1.5, label=labels_of(ds)[key])
         ob_ce, ob_acc = float(ds.attrs["order_blind_ce"]), float(ds.attrs["order_blind_acc"])
         mem_ce, mem_acc = float(ds.attrs["order_blind_ce_memoryless"]), float(ds.attrs["order_blind_acc_memoryless"])
-        ax.axhline(N_RECALL * mem_ce / L, color="k", ls=":", lw=0.8, label=f"memoryless 10 ln 8/(T+20)")
+        ax.axhline(N_RECALL * mem_ce / L, color="k", ls=":", lw=0.8, label="memoryless 10 ln 8/(T+20)")
         ax.axhline(N_RECALL * ob_ce / L, color=CYCLE[1], ls="--", lw=0.8, label="order-blind (knows the counts)")
         ax.set_xlabel("training iteration")
         ax.set_ylabel("validation cross-entropy per step (all T+20)")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._maso_training import one_blas_thread
 from ._recipe import Recipe
 
 NAME = "maso-fig2-codes"
@@ -35,16 +36,8 @@ KIND_LABEL = {"trained": "trained RNN", "init": "untrained (U = I, before traini
               "random": "untrained Gaussian random RNN"}
 
 
-def compute(quick: bool):
-    """The Dataset (module docstring), every linear-algebra call on one BLAS thread (on a shared
-    machine a multi-threaded eigh of the PCA took ~15× longer)."""
-    from dynlab._blas import limit_blas_threads
-
-    with limit_blas_threads(1):
-        return _compute(quick)
-
-
 def _compute(quick: bool):
+    """The Dataset (module docstring)."""
     import xarray as xr
 
     import dynlab as dl
@@ -167,7 +160,7 @@ def check(ds) -> dict:
             + ", ".join(f"k={k}: {a:+.3f} ± {s:.3f}" for k, a, s in zip(ks, d, se))
             + " (mean ± SE over seeds; codes " + ", ".join("%.3f" % out["knn%d_codes_mean" % k] for k in ks)
             + " vs pixels " + ", ".join("%.3f" % out["knn%d_pixels" % k] for k in ks)
-            + f"); the codes' 1-NN accuracy grows by "
+            + "); the codes' 1-NN accuracy grows by "
             + f"{out['growth']:+.3f} ± {out['growth_se']:.3f} from t = {int(ds['eval_time'].values[0])} to T, and its "
             + "curve minus the pixel-prefix curve is "
             + f"{out['curve_above_pixels']:+.3f} ± {out['curve_above_pixels_se']:.3f} on average over t")
@@ -249,6 +242,8 @@ def draw(ds):
 
     return _draw()
 
+
+compute = one_blas_thread(_compute)
 
 RECIPE = Recipe(
     name=NAME,

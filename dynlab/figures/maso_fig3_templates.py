@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._maso_training import one_blas_thread
 from ._recipe import Recipe
 
 NAME = "maso-fig3-templates"
@@ -34,16 +35,8 @@ EXAMPLES = 3
 MAJORITY = 0.5
 
 
-def compute(quick: bool):
-    """The Dataset (module docstring), every linear-algebra call on one BLAS thread (on a shared
-    machine a multi-threaded eigh of the PCA took ~15× longer)."""
-    from dynlab._blas import limit_blas_threads
-
-    with limit_blas_threads(1):
-        return _compute(quick)
-
-
 def _compute(quick: bool):
+    """The Dataset (module docstring)."""
     import xarray as xr
 
     import dynlab as dl
@@ -224,6 +217,8 @@ def draw(ds):
                      "⟨t,x⟩)\n" + textwrap.fill(ds.attrs.get("scaling", ""), 150), fontsize=7)
     return fig
 
+
+compute = one_blas_thread(_compute)
 
 RECIPE = Recipe(
     name=NAME,

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._maso_training import one_blas_thread
 from ._recipe import Recipe
 
 NAME = "maso-fig4-random-h0"
@@ -84,16 +85,8 @@ def _run(task, D, its, every, seed, sigma):
     return np.stack([h[k].values for k in ("A_h_norm", "dL_dWr_norm", "val_loss")]), h["iteration"].values
 
 
-def compute(quick: bool):
-    """The Dataset (module docstring), every linear-algebra call on one BLAS thread (on a shared
-    machine a multi-threaded eigh of the PCA took ~15× longer)."""
-    from dynlab._blas import limit_blas_threads
-
-    with limit_blas_threads(1):
-        return _compute(quick)
-
-
 def _compute(quick: bool):
+    """The Dataset (module docstring)."""
     import xarray as xr
 
     import dynlab as dl
@@ -310,6 +303,8 @@ def draw(ds):
 
     return _draw()
 
+
+compute = one_blas_thread(_compute)
 
 RECIPE = Recipe(NAME, "MASO Figs. 4, 10, Thm. 3",
                 "each larger σ_ε of the random initial state gives a smaller ‖𝒜_h‖ and a smaller ‖∂L/∂W_r‖ late in "
