@@ -11,6 +11,7 @@ names (``weight_ih_l0``, …) from a ``.safetensors`` file or an ``.npz`` withou
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import zipfile
@@ -48,10 +49,43 @@ def save_model(model: Model, path) -> str:
     return path if path.endswith(".npz") else path + ".npz"
 
 
-def _from_fields(name: str, params: dict, settings: dict, param: str) -> Model:
+def field_error(param: str, source: str, field: str, message: str) -> ParameterError:
+    """A ``ParameterError`` on ``param`` (the option or argument that named the file) whose
+    message names the file and the field: ``net.npz: field '__setting__K': must be ≥ 1, got 0``."""
+    return ParameterError(param, f"{source}: field {field!r}: {message}")
+
+
+def _blame(exc: ParameterError, params, settings, param: str, source: str, prefix: str,
+           setting_key=None) -> ParameterError:
+    """A model's own ``ParameterError`` (``K``, ``activation``, ``U``) re-raised against the
+    file's field, so a bad value inside a file never blames an option the user did not give."""
+    setting_key = setting_key or (lambda k: _SETTING + k)
+    if exc.param in params:
+        return field_error(param, source, prefix + exc.param, exc.message)
+    if exc.param in settings:
+        return field_error(param, source, setting_key(prefix + exc.param), exc.message)
+    return ParameterError(param, f"{source}: {prefix}{exc.param}: {exc.message}")
+
+
+def _from_fields(name: str, params: dict, settings: dict, param: str, source: str | None = None,
+                 prefix: str = "", setting_key=None) -> Model:
+    """The model ``name`` from a file's parameters and settings; every problem names ``source``
+    (the file) and the field (``prefix`` + its name; a setting as ``setting_key`` spells it)."""
+    source = source or "the weights"
+    setting_key = setting_key or (lambda k: _SETTING + k)
     cls = get_model_class(name, param)
     if cls is Stack:
-        return _stack_from_fields(params, settings, param)
+        return _stack_from_fields(params, settings, param, source, setting_key)
+    own_settings = set(cls.SETTINGS) | set(_META)
+    own_params = [f.name for f in dataclasses.fields(cls) if f.name not in own_settings]
+    for k in params:
+        if k not in own_params:
+            raise field_error(param, source, prefix + k, f"is not a parameter of a {name} model "
+                                                          f"({', '.join(own_params)})")
+    for k in settings:
+        if k not in own_settings:
+            raise field_error(param, source, setting_key(prefix + k), f"is not a setting of a {name} model "
+                                                                       f"({', '.join(sorted(own_settings))})")
     kwargs = dict(params)
     for k, v in settings.items():
         if k == "lowrank":
@@ -61,28 +95,49 @@ def _from_fields(name: str, params: dict, settings: dict, param: str) -> Model:
         kwargs["U"] = None
     try:
         return cls(**kwargs)
+    except ParameterError as exc:
+        raise _blame(exc, own_params, settings, param, source, prefix, setting_key) from None
     except TypeError as exc:
-        raise ParameterError(param, f"does not describe a {name} model ({exc})") from None
+        raise ParameterError(param, f"{source}: does not describe a {name} model ({exc})") from None
 
 
-def _stack_from_fields(params: dict, settings: dict, param: str) -> Stack:
+def _stack_from_fields(params: dict, settings: dict, param: str, source: str | None = None,
+                       setting_key=None) -> Stack:
     """A ``Stack`` from its ``layer{ℓ}_`` parameters and settings (``save_model``, a Dataset).
 
     A layer's seed and weight scale are read where stored (a weights file) and otherwise
     are those ``Stack.random`` gave it (seed + ℓ − 1 and the stack's weight scale; a Dataset
     records only the stack's)."""
+    source = source or "the weights"
+    setting_key = setting_key or (lambda k: _SETTING + k)
     kind = str(settings.get("cell", ""))
-    try:
-        L = int(settings.get("n_layers"))
-    except (TypeError, ValueError):
-        raise ParameterError(param, f"does not describe a stack model (n_layers is {settings.get('n_layers')!r})") \
-            from None
-    if kind not in ("rnn", "gru", "lstm") or L < 1:
-        raise ParameterError(param, f"does not describe a stack model (cell {kind!r}, n_layers {L})")
+    if kind not in ("rnn", "gru", "lstm"):
+        raise field_error(param, source, setting_key("cell"), f"must be the layer kind rnn, gru or lstm, got {kind!r}")
+    L = settings.get("n_layers")
+    if isinstance(L, (bool, np.bool_)) or not isinstance(L, (int, np.integer)) or L < 1:
+        raise field_error(param, source, setting_key("n_layers"), f"must be an integer ≥ 1, got {L!r}")
+    L = int(L)
+    layer_of = re.compile(r"layer(\d+)_")
+    for k in list(params) + list(settings):
+        m = layer_of.match(k)
+        if m is None and k in params:
+            raise field_error(param, source, k, "is not a parameter of a stack model (its layers' are layer{ℓ}_…)")
+        if m is None and k not in ("cell", "n_layers", "activation", "seed", "weight_scale", "leak", "lowrank"):
+            raise field_error(param, source, setting_key(k), "is not a setting of a stack model")
+        if m is not None and not 1 <= int(m.group(1)) <= L:
+            raise field_error(param, source, k if k in params else setting_key(k),
+                              f"names layer {int(m.group(1))} of a stack of n_layers = {L}")
     seed = settings.get("seed")
-    seed = None if seed is None or (isinstance(seed, str) and seed == "none") else int(seed)
     scale = settings.get("weight_scale")
-    scale = None if scale is None or (isinstance(scale, str) and scale == "none") else float(scale)
+    try:
+        seed = None if seed is None or (isinstance(seed, str) and seed == "none") else int(seed)
+    except (TypeError, ValueError):
+        raise field_error(param, source, setting_key("seed"), f"must be an integer or none, got {seed!r}") from None
+    try:
+        scale = None if scale is None or (isinstance(scale, str) and scale == "none") else float(scale)
+    except (TypeError, ValueError):
+        raise field_error(param, source, setting_key("weight_scale"), f"must be a number or none, got {scale!r}") \
+            from None
     layers = []
     for ell in range(1, L + 1):
         pre = f"layer{ell}_"
@@ -90,11 +145,11 @@ def _stack_from_fields(params: dict, settings: dict, param: str) -> Stack:
         own_settings = {k[len(pre):]: v for k, v in settings.items() if k.startswith(pre)}
         own_settings.setdefault("seed", "none" if seed is None else seed + ell - 1)
         own_settings.setdefault("weight_scale", "none" if scale is None else scale)
-        layers.append(_from_fields(kind, own_params, own_settings, param))
+        layers.append(_from_fields(kind, own_params, own_settings, param, source, pre, setting_key))
     try:
         return Stack(tuple(layers), seed=seed, weight_scale=scale)
     except ParameterError as exc:
-        raise ParameterError(param, f"does not describe a stack model ({exc})") from None
+        raise ParameterError(param, f"{source}: does not describe a stack model ({exc})") from None
 
 
 def _looks_like_safetensors(path) -> bool:
@@ -138,48 +193,87 @@ def load_model(path, model: str | None = None, *, activation: str | None = None,
     -------
     >>> m = load_model("net.safetensors", model="gru")   # torch.nn.GRU(3, 64) saved with safetensors
     """
+    return _load_model(path, model, activation=activation, prefix=prefix, param="weights")
+
+
+def _check_entry(param: str, path: str, key: str, value: np.ndarray) -> None:
+    """One entry of a dynlab weights file: ``__model__`` a string, a setting one number or
+    string, a parameter a real floating-point array (complex, integer, bool and text refused)."""
+    kind = value.dtype.kind
+    if key == "__model__" or key.startswith(_SETTING):
+        if value.ndim != 0:
+            raise field_error(param, path, key, f"must be a single value, got an array of shape {value.shape}")
+        if key == "__model__" and kind != "U":
+            raise field_error(param, path, key, f"must be a model name (a string), got dtype {value.dtype}")
+        if kind == "c":
+            raise field_error(param, path, key, f"must be real, got a complex value ({value.item()!r})")
+        if kind not in "biufU":
+            raise field_error(param, path, key, f"must be a number or a string, got dtype {value.dtype}")
+        return
+    if kind == "c":
+        raise field_error(param, path, key, f"must be real, got complex values (dtype {value.dtype}; their "
+                                            f"imaginary part would be lost)")
+    if kind != "f":
+        what = {"b": "booleans", "i": "integers", "u": "integers", "U": "text", "S": "bytes"}.get(kind, "")
+        raise field_error(param, path, key, f"must be floating-point numbers, got {what + ' ' if what else ''}"
+                                            f"(dtype {value.dtype})")
+
+
+def _load_model(path, model=None, *, activation=None, prefix=None, param: str = "weights") -> Model:
+    """``load_model`` with the errors raised against ``param`` (``weights``; ``resume`` for a
+    training checkpoint), each naming the file and, for a bad entry, the entry."""
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise ParameterError("weights", f"no such file: {path}")
+        raise ParameterError(param, f"no such file: {path}")
     if path.lower().endswith(_PICKLES):
-        raise ParameterError("weights", f"{path} is a torch.save pickle, which dynlab does not read (unpickling "
-                                        f"can run code); save the state_dict with safetensors.torch.save_file("
-                                        f"net.state_dict(), 'net.safetensors') and load that")
+        raise ParameterError(param, f"{path} is a torch.save pickle, which dynlab does not read (unpickling "
+                                    f"can run code); save the state_dict with safetensors.torch.save_file("
+                                    f"net.state_dict(), 'net.safetensors') and load that")
     if path.lower().endswith(".safetensors") or _looks_like_safetensors(path):
         from .torch_import import load_torch_weights
-        return load_torch_weights(path, model, activation=activation, prefix=prefix, safetensors=True)
+        return load_torch_weights(path, model, activation=activation, prefix=prefix, safetensors=True, param=param)
     if not zipfile.is_zipfile(path):
-        raise ParameterError("weights", f"{path} is neither an .npz archive (dynlab.save_model, or a state_dict "
-                                        f"saved with numpy.savez) nor a .safetensors file")
+        raise ParameterError(param, f"{path} is neither an .npz archive (dynlab.save_model, or a state_dict "
+                                    f"saved with numpy.savez) nor a .safetensors file")
+    key = None
     try:
         with np.load(path, allow_pickle=False) as f:
             if "__model__" not in f.files:
                 torch_names = True
             else:
                 torch_names = False
-                data = {k: f[k] for k in f.files}
+                data = {}
+                for key in f.files:
+                    data[key] = f[key]
     except Exception as exc:
-        raise ParameterError("weights", f"cannot read {path} as a dynlab .npz ({type(exc).__name__}: {exc})") from None
+        where = f"field {key!r} of {path}" if key is not None else path
+        raise ParameterError(param, f"cannot read {where} as a dynlab .npz ({type(exc).__name__}: {exc})") from None
     if torch_names:
         from .torch_import import load_torch_weights
-        return load_torch_weights(path, model, activation=activation, prefix=prefix)
+        return load_torch_weights(path, model, activation=activation, prefix=prefix, param=param)
     for key, value in (("activation", activation), ("prefix", prefix)):
         if value is not None:
             raise ParameterError(key, f"cannot be combined with weights: {path} is a dynlab weights file, which "
                                       f"fixes the model ({key} applies to files of PyTorch parameters)")
-    name = str(data.pop("__model__"))
     data = {k: v for k, v in data.items() if "/" not in k}  # a training checkpoint's train/… entries
+    for k, v in data.items():
+        _check_entry(param, path, k, v)
+    name = str(data.pop("__model__"))
     settings = {}
     for k in list(data):
         if k.startswith(_SETTING):
             v = data.pop(k)
-            settings[k[len(_SETTING):]] = v.item() if v.ndim == 0 else v
+            settings[k[len(_SETTING):]] = v.item()
     params = {k: (v.item() if v.ndim == 0 else v) for k, v in data.items()}
+    try:
+        get_model_class(name, param)
+    except ParameterError as exc:
+        raise field_error(param, path, "__model__", exc.message) from None
     if model is not None:
         want = get_model_class(model, "model").name
         if want != name and not (name == "stack" and str(settings.get("cell")) == want):
             raise ParameterError("model", f"is {model!r} but {path} holds a {name!r} model")
-    return _from_fields(name, params, settings, "weights")
+    return _from_fields(name, params, settings, param, path)
 
 
 def model_from_dataset(ds, prefix: str = "", *, entry: str | None = None) -> Model:
@@ -210,7 +304,7 @@ def model_from_dataset(ds, prefix: str = "", *, entry: str | None = None) -> Mod
                                                  prefix + "weight_scale")}
         if settings.get("seed") == -1:
             settings["seed"] = None
-        return _stack_from_fields(params, settings, "data")
+        return _stack_from_fields(params, settings, "data", "the Dataset", lambda k: prefix + k)
     probe_names = {"U", "W", "b", "M", "V", "H", "eta", "alpha", "beta", "eps", "gamma", "tau"} | set(cls.PARAMS)
     params = {}
     for k in probe_names:
@@ -230,7 +324,7 @@ def model_from_dataset(ds, prefix: str = "", *, entry: str | None = None) -> Mod
     if settings.get("seed") == -1:
         settings["seed"] = None
     params = {k: v for k, v in params.items() if k in fields}
-    return _from_fields(cls.name, params, settings, "data")
+    return _from_fields(cls.name, params, settings, "data", "the Dataset", setting_key=lambda k: prefix + k)
 
 
 def write_dataset(ds, path, **kwargs) -> str:
