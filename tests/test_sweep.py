@@ -355,7 +355,7 @@ def test_spec_file_equals_python_call(tmp_path):
 @pytest.mark.parametrize("text,match", [
     ("analysis = 'gradient_norms'\n[grid]\nK = [1, 2]\n[modle]\nhidden = 3\n", "unknown key"),
     ("analysis = 'gradient_norms'\n[grid]\n", "grid: is empty"),
-    ("analysis = 'gradient_norms'\n[model]\nhidden = '32'\n[grid]\nK = [1, 2]\n", "fixed.hidden: must be an integer"),
+    ("analysis = 'gradient_norms'\n[model]\nhidden = '32'\n[grid]\nK = [1, 2]\n", "bad.toml: model.hidden: must be an integer"),
     ("analysis = 'gradient_norms'\n[grid]\nK = [1, 2]\nfoo = [1]\n", "grid.foo: unknown setting"),
     ("analysis = 'gradient_norms'\n[grid\nK = [1, 2]\n", "not valid TOML"),
     ("[grid]\nK = [1, 2]\n", "names no analysis"),
