@@ -107,6 +107,9 @@ def build_model(spec: RunSpec, name: str | None = None, *, like=None):
 
     if name is not None:
         cls = get_model_class(name, "compare")
+        if not getattr(cls, "SEQUENCE", True):
+            raise ParameterError("compare", f"{cls.name} is a static equilibrium model, not a sequence model, so it "
+                                            f"cannot be compared along an input sequence (dynlab.implicit_equilibrium)")
         hidden = like.hidden if like is not None else (spec.hidden or DEFAULT_HIDDEN)
         inputs = like.inputs if like is not None else (spec.inputs or DEFAULT_INPUTS)
         extra = {} if spec.activation is None else {"activation": spec.activation}
