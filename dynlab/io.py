@@ -246,8 +246,9 @@ def _load_model(path, model=None, *, activation=None, prefix=None, param: str = 
                 for key in f.files:
                     data[key] = f[key]
     except Exception as exc:
-        where = f"field {key!r} of {path}" if key is not None else path
-        raise ParameterError(param, f"cannot read {where} as a dynlab .npz ({type(exc).__name__}: {exc})") from None
+        if key is not None:
+            raise field_error(param, path, key, f"cannot be read ({type(exc).__name__}: {exc})") from None
+        raise ParameterError(param, f"cannot read {path} as a dynlab .npz ({type(exc).__name__}: {exc})") from None
     if torch_names:
         from .torch_import import load_torch_weights
         return load_torch_weights(path, model, activation=activation, prefix=prefix, param=param)
