@@ -109,7 +109,7 @@ def _read(path: str) -> tuple[dict, dict]:
     repeat = doc.get("repeat", {})
     bad = [k for k in repeat if k != "seeds"]
     if bad:
-        _fail(path, f"repeat.{bad[0]}", f"unknown key; [repeat] knows only `seeds`")
+        _fail(path, f"repeat.{bad[0]}", "unknown key; [repeat] knows only `seeds`")
     out = {"analysis": doc["analysis"], "grid": dict(doc.get("grid", {})), "fixed": fixed, "zipped": zipped,
            "seeds": repeat.get("seeds")}
     if "backend" in doc:
