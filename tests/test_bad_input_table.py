@@ -105,6 +105,22 @@ BAD = {
         (['simulate', '--backend', ''], '--backend'),
         (['simulate', '--weight-scale', '０.５'], '--weight-scale'),
         (['simulate', '--model', 'irnn', '--set', 'rank=٣'], '--set rank'),
+        (['simulate', '--model'], '--model'),
+        (['simulate', '--model='], '--model'),
+        (['simulate', '--hidden=-1'], '--hidden'),
+        (['simulate', '--hidden', '+-1'], '--hidden'),
+        (['simulate', '--seed', '1e100'], '--seed'),
+        (['simulate', '--eta', '1.5.2'], '--eta'),
+        (['simulate', '--eta', 'NaN'], '--eta'),
+        (['simulate', '--eta', 'Infinity'], '--eta'),
+        (['simulate', '--eta', '-0'], '--eta'),
+        (['simulate', '--weight-scale', ''], '--weight-scale'),
+        (['simulate', '--set', 'K'], '--set'),
+        (['simulate', '--set', 'seed=3'], '--set'),
+        (['simulate', '--set', 'hidden=3'], '--set'),
+        (['simulate', '--set', ' =3'], '--set'),
+        (['simulate', '--model', 'fastrnn', '--set', 'beta='], '--set beta'),
+        (['simulate', '--model', 'irnn', '--set', 'rank=0'], '--set rank'),
     ],
     'phase': [
         (['phase', '--compare', 'nosuch'], '--compare'),
@@ -118,6 +134,20 @@ BAD = {
         (['phase', '--data', '{T}/nodir/x.nc'], '--data'),
         (['phase', '--out', ''], '--out'),
         (['phase', '--compare', 'implicit'], '--compare'),
+        (['phase', '--model', 'nosuch'], '--model'),
+        (['phase', '--input', 'nosuch'], '--input'),
+        (['phase', '--steps', 'abc'], '--steps'),
+        (['phase', '--out', '/proc/p.png'], '--out'),
+        (['phase', '--data', '{T}/p.txt'], '--data'),
+        (['phase', '--seed', '-1'], '--seed'),
+        (['phase', '--backend', 'x'], '--backend'),
+        (['phase', '--variance', 'nan'], '--variance'),
+        (['phase', '--weights', '{T}/none.npz'], '--weights'),
+        (['phase', '--weights', '{FILE}'], '--weights'),
+        (['phase', '--set', 'nosuch=1'], '--set nosuch'),
+        (['phase', '--field', '--model', 'rnn', '--hidden', '3'], '--field'),
+        (['phase', '--K', '0'], '--K'),
+        (['phase', '--bogus'], '--bogus'),
     ],
     'gradients': [
         (['gradients', '--K', '1,,5'], '--K'),
@@ -139,6 +169,8 @@ BAD = {
         (['gradients', '--model', 'nosuch'], '--model'),
         (['gradients', '--lyapunov', 'yes'], 'yes'),
         (['gradients', '--compare', 'rnn,implicit'], '--compare'),
+        (['gradients', '--weights', '{FILE}'], '--weights'),
+        (['gradients', '--lyapunov=yes'], '--lyapunov'),
     ],
     'equilibria': [
         (['equilibria', '--tol', '0'], '--tol'),
@@ -165,6 +197,8 @@ BAD = {
         (['equilibria', '--continue-over', 'b99', '--range', '0,1'], '--continue-over'),
         (['equilibria', '--tol', 'abc'], '--tol'),
         (['equilibria', '--weights', '{T}/none.npz'], '--weights'),
+        (['equilibria', '--weights', '{FILE}'], '--weights'),
+        (['equilibria', '--model', 'nosuch'], '--model'),
     ],
     'spectrum': [
         (['spectrum', '--at', 'nosuch'], '--at'),
@@ -176,6 +210,16 @@ BAD = {
         (['spectrum', '--data', '{T}/s.txt'], '--data'),
         (['spectrum', '--eta', '-1'], '--eta'),
         (['spectrum', '--input', 'sine', '--variance', '2'], '--variance'),
+        (['spectrum', '--weights', '{FILE}'], '--weights'),
+        (['spectrum', '--seed', '-5'], '--seed'),
+        (['spectrum', '--model', 'nosuch'], '--model'),
+        (['spectrum', '--steps', 'abc'], '--steps'),
+        (['spectrum', '--batch', '-2'], '--batch'),
+        (['spectrum', '--variance', '-1'], '--variance'),
+        (['spectrum', '--set', 'nosuch=1'], '--set nosuch'),
+        (['spectrum', '--K', '0'], '--K'),
+        (['spectrum', '--model', 'implicit'], '--model'),
+        (['spectrum', '--bogus'], '--bogus'),
     ],
     'converge': [
         (['converge', '--K-max', '0'], '--K-max'),
@@ -188,6 +232,15 @@ BAD = {
         (['converge', '--model', 'rnn'], '--model'),
         (['converge', '--out', '{T}/c.tiff'], '--out'),
         (['converge', '--alpha', 'nan'], '--alpha'),
+        (['converge', '--model', 'implicit'], '--model'),
+        (['converge', '--weights', '{FILE}'], '--weights'),
+        (['converge', '--steps', '-1'], '--steps'),
+        (['converge', '--eta', 'nan'], '--eta'),
+        (['converge', '--K', '0'], '--K'),
+        (['converge', '--data', '/proc/c.nc'], '--data'),
+        (['converge', '--input', 'nosuch'], '--input'),
+        (['converge', '--bogus'], '--bogus'),
+        (['converge', '--K-max'], '--K-max'),
     ],
     'partition': [
         (['partition', '--layers', '0'], '--layers'),
@@ -206,6 +259,8 @@ BAD = {
         (['partition', '--activation', 'sigmoid'], '--activation'),
         (['partition', '--set', 'leak=0.1'], '--set leak'),
         (['partition', '--model', 'stack', '--set', 'layers=0'], '--set layers'),
+        (['partition', '--weights', '{FILE}'], '--weights'),
+        (['partition', '--model', 'implicit'], '--model'),
     ],
     'train': [
         (['train', '--task', 'nosuch'], '--task'),
@@ -251,6 +306,8 @@ BAD = {
         (['train', '--model', 'rnn', '--eta-per-k'], '--eta-per-k'),
         (['train', '--task', 'digits-rows', '--steps', '5'], '--steps'),
         (['train', '--pad', 'abc'], '--pad'),
+        (['train', '--weights', '{FILE}'], '--weights'),
+        (['train', '--optimiser', 'adamw'], '--optimiser'),
     ],
     'sweep': [
         (['sweep', '{T}/missing.toml'], 'SPEC.toml'),
@@ -278,10 +335,14 @@ BAD = {
         (['sweep', '--verify'], '--verify'),
         (['sweep', '{SPEC}', '--backend', ''], '--backend'),
         (['sweep', '{SPEC}', '--region-size', '٣'], '--region-size'),
+        (['sweep', '{SPEC}', '--verify', '{T}'], 'SPEC.toml'),
+        (['sweep', '{SPEC}', '{SPEC}'], '{SPEC}'),
     ],
     'figures list': [
         (['figures', 'list', '--bogus'], '--bogus'),
         (['figures', 'list', 'extra'], 'extra'),
+        (['figures', 'list', '--quiet=yes'], '--quiet'),
+        (['figures', 'list', '-x'], '-x'),
     ],
     'figures make': [
         (['figures', 'make'], 'NAMES'),
@@ -292,6 +353,7 @@ BAD = {
         (['figures', 'make', ''], 'NAME'),
         (['figures', 'make', 'irnn-fig2-phase', '--format', ''], '--format'),
         (['figures', 'make', 'irnn-fig2-phase', '--out', '{SPEC}'], '--out'),
+        (['figures', 'make', 'irnn-fig2-phase', '--quick=1'], '--quick'),
     ],
     'figures all': [
         (['figures', 'all', '--out', '/proc/x'], '--out'),
@@ -303,16 +365,22 @@ BAD = {
     ],
     'figures': [
         (['figures', 'nosuch'], 'nosuch'),
+        (['figures', '--bogus'], '--bogus'),
     ],
     'models': [
         (['models', '--bogus'], '--bogus'),
         (['models', 'extra'], 'extra'),
+        (['models', '--quiet=1'], '--quiet'),
+        (['models', '-x'], '-x'),
     ],
     'dynlab': [
         (['nosuch'], 'nosuch'),
         (['--bogus'], '--bogus'),
         (['--version', '--bogus'], '--bogus'),
         (['-q', 'nosuch'], 'nosuch'),
+        (['-q', '--bogus'], '--bogus'),
+        (['--version=1'], '--version'),
+        (['--quiet=yes', 'models'], '--quiet'),
     ],
 }
 
@@ -360,7 +428,7 @@ def test_the_table_covers_every_command():
 
 @pytest.mark.parametrize("command, argv, name", ROWS, ids=[" ".join(a) or "(empty)" for _, a, _ in ROWS])
 def test_a_bad_command_line_is_one_line_naming_its_source(command, argv, name, files, no_compute):
-    argv = [a.format(**files) for a in argv]
+    argv, name = [a.format(**files) for a in argv], name.format(**files)
     t0 = time.perf_counter()
     result = run(*argv)
     seconds = time.perf_counter() - t0

@@ -39,6 +39,8 @@ def _usage_message(exc: click.UsageError) -> str:
     if isinstance(exc, click.BadOptionUsage):
         if "requires" in exc.message and "argument" in exc.message:
             return f"{exc.option_name}: needs a value"
+        if "does not take a value" in exc.message:
+            return f"{exc.option_name}: is a flag; it takes no value"
         return f"{exc.option_name}: {exc.message}"
     command = re.fullmatch(r"No such command '(.*)'\.", exc.message)
     if command:
