@@ -66,3 +66,15 @@ def test_the_sweep_rate_is_the_worst_defined_one():
     rate = s["rate"].values
     assert np.isnan(rate[0]) and np.isfinite(rate[1]), rate
     assert "NaN where" in s["rate"].attrs["long_name"]
+
+
+@pytest.mark.parametrize("analysis", ["gradient_norms", "lyapunov", "spectrum", "simulate", "convergence",
+                                      "irnn_equilibrium"])
+def test_sweep_outputs_at_weight_scale_0_say_where_they_are_not_finite(analysis):
+    import dynlab as dl
+
+    model = "irnn" if analysis in ("convergence", "irnn_equilibrium") else "rnn"
+    s = dl.sweep(analysis, {"weight_scale": [0.0, 0.5]}, fixed={"model": model, "hidden": 2, "steps": 5})
+    for name, var in s.data_vars.items():
+        if var.dtype.kind == "f" and not np.isfinite(var.values).all():
+            assert "−inf" in var.attrs["long_name"] or "NaN" in var.attrs["long_name"], (analysis, name)

@@ -157,9 +157,9 @@ def _simulate(run, opts, backend):
 # ============================================================================ gradient_norms
 _GRAD_VARS = {
     "ratio": Var("‖∂h_T/∂h_1‖₂ / ‖∂h_T/∂h_(T-1)‖₂"),
-    "log_ratio": Var("ln of ‖∂h_T/∂h_1‖₂ / ‖∂h_T/∂h_(T-1)‖₂"),
-    "log_jac_norm_1": Var("ln ‖∂h_T/∂h_1‖₂"),
-    "log_step_norm_T": Var("ln ‖∂h_T/∂h_(T-1)‖₂"),
+    "log_ratio": Var("ln of ‖∂h_T/∂h_1‖₂ / ‖∂h_T/∂h_(T-1)‖₂ (−inf where the ratio is 0)"),
+    "log_jac_norm_1": Var("ln ‖∂h_T/∂h_1‖₂ (−inf where it is 0)"),
+    "log_step_norm_T": Var("ln ‖∂h_T/∂h_(T-1)‖₂ (−inf where it is 0)"),
     "diverged_at": _DIVERGED,
 }
 
@@ -274,7 +274,8 @@ def batched_gradient_summaries(models, xs, backend):
 # ============================================================================ lyapunov
 def _lyap_vars(settings):
     k = settings.get("k", 1)
-    return {"lyapunov": Var("finite-time Lyapunov exponent λ_i", "1/step", dims=(("exponent", k),)),
+    return {"lyapunov": Var("finite-time Lyapunov exponent λ_i (−inf along a direction the Jacobians annihilate)",
+                            "1/step", dims=(("exponent", k),)),
             "diverged_at": _DIVERGED}
 
 
