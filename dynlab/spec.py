@@ -238,6 +238,15 @@ class EquilibriaSpec:
     continue_over: str | None = None
     param_range: tuple | None = None
 
+    def __post_init__(self):
+        # checked here, where the values are first seen: the default mode simulates the
+        # trajectory before its solver would see a bad tol
+        from ._validate import as_int, as_scalar
+
+        object.__setattr__(self, "tol", as_scalar(self.tol, "tol", low=0.0, low_open=True))
+        if self.n_starts is not None:
+            object.__setattr__(self, "n_starts", as_int(self.n_starts, "n_starts", low=1))
+
 
 @dataclasses.dataclass(frozen=True)
 class SpectrumSpec:
@@ -253,6 +262,11 @@ class ConvergeSpec:
 
     run: RunSpec
     K_max: int = 50
+
+    def __post_init__(self):
+        from ._validate import as_int
+
+        object.__setattr__(self, "K_max", as_int(self.K_max, "K_max", low=1))  # before the trajectory is run
 
 
 @dataclasses.dataclass(frozen=True)

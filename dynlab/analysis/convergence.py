@@ -9,7 +9,9 @@ tends to h_eq with s* = h_eq + σh solving α s* = φ(U s* + W x + b).  ``conver
 * ``error`` e_k = ‖g_k − h_eq‖₂ for k = 0..K_max, h_eq from ``scipy.optimize.root`` (the
   independent reference);
 * ``rate``: the fitted linear rate exp(slope) of a least-squares line through ln e_k over the
-  k ≥ 1 with e_k above ``floor`` (where rounding has not yet taken over);
+  k ≥ 1 with e_k above ``floor`` (where rounding has not yet taken over); NaN where fewer than
+  three such e_k exist (``rate_points`` < 3: the recursion reached rounding within two steps, as
+  with U = 0 and αη = 1, or K_max < 3): no line to fit, stated in the variable's ``note``;
 * ``local_rate``: the spectral radius of I + η(∇φ(U s* + W x + b)·U − αI), the asymptotic
   rate of the linearised recursion;
 * ``bound_rate`` ρ = |1 − αη| + η·Lip(φ)·‖U‖₂, which for αη ≤ 1 and a 1-Lipschitz φ is the
@@ -121,7 +123,9 @@ def convergence(model, x, h_prev=None, *, K_max: int = 50, eta=None, floor: floa
     data = {
         "error": xr.Variable(lead + kv, err[sel], {"long_name": "error ‖g_k − h_eq‖₂", "units": "1"}),
         "bound": xr.Variable(lead + kv, bound[sel], {"long_name": "contraction bound ρ^k ‖g_0 − h_eq‖₂", "units": "1"}),
-        "rate": xr.Variable(lead, rate[sel], {"long_name": "fitted linear rate of e_k", "units": "1"}),
+        "rate": xr.Variable(lead, rate[sel], {"long_name": "fitted linear rate of e_k", "units": "1",
+                                              "note": f"NaN where fewer than 3 errors e_k (k ≥ 1) lie above "
+                                                      f"{floor:g} (rate_points < 3): no line to fit"}),
         "rate_points": xr.Variable(lead, npts[sel], {"long_name": f"errors above {floor:g} used by the fit",
                                                      "units": "1"}),
         "local_rate": xr.Variable(lead, local[sel], {"long_name": "spectral radius of I + η(∇φU − αI) at h_eq",

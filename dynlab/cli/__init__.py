@@ -9,6 +9,7 @@ answers quickly; numpy, xarray and matplotlib load inside the command that needs
 """
 from __future__ import annotations
 
+import re
 import sys
 
 import click
@@ -23,11 +24,33 @@ def _one_line(text: str) -> str:
 
 
 def _usage_message(exc: click.UsageError) -> str:
-    """``--opt: what is wrong`` for click's own parameter errors, else click's message."""
+    """``NAME: what is wrong`` for every usage error: the option, argument or command typed wrongly
+    comes first, as it does in a library ``ParameterError``'s line."""
     param = getattr(exc, "param", None)
-    if isinstance(exc, click.BadParameter) and not isinstance(exc, click.MissingParameter) and param is not None:
+    if isinstance(exc, click.MissingParameter) and param is not None:
+        name = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+        return f"{name}: missing (see --help)"
+    if isinstance(exc, click.BadParameter) and param is not None:
         name = param.opts[0] if getattr(param, "opts", None) else (exc.param_hint or param.name)
         return f"{name}: {exc.message}"
+    if isinstance(exc, click.NoSuchOption):
+        near = f"; did you mean {', '.join(exc.possibilities)}?" if exc.possibilities else ""
+        return f"{exc.option_name}: no such option{near}"
+    if isinstance(exc, click.BadOptionUsage):
+        if "requires" in exc.message and "argument" in exc.message:
+            return f"{exc.option_name}: needs a value"
+        if "does not take a value" in exc.message:
+            return f"{exc.option_name}: is a flag; it takes no value"
+        return f"{exc.option_name}: {exc.message}"
+    command = re.fullmatch(r"No such command '(.*)'\.", exc.message)
+    if command:
+        ctx = exc.ctx
+        names = ", ".join(ctx.command.list_commands(ctx)) if ctx is not None and hasattr(ctx.command,
+                                                                                        "list_commands") else ""
+        return f"{command.group(1)}: no such command" + (f"; choose from {names}" if names else "")
+    extra = re.fullmatch(r"Got unexpected extra arguments? \((.*)\)", exc.message)
+    if extra:
+        return f"{extra.group(1)}: unexpected argument(s); see --help"
     return exc.format_message()
 
 

@@ -35,12 +35,38 @@ OPTION_OF = {
 _OWN_OPTION = ("activation", "K", "eta", "alpha", "g0", "weight_scale", "seed", "hidden", "inputs")
 
 
+class _AsciiOnly:
+    """A number typed in ASCII only: Python's int() and float() also read other scripts' digits
+    ('٣' is 3), which no one types on purpose."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.isascii():
+            self.fail(f"{value!r} is not a valid {self.name} (ASCII digits only)", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class _Int(_AsciiOnly, click.types.IntParamType):
+    pass
+
+
+class _Float(_AsciiOnly, click.types.FloatParamType):
+    pass
+
+
+class IntRangeAscii(_AsciiOnly, click.IntRange):
+    """``click.IntRange`` of ASCII digits."""
+
+
+#: The number types of every option (``type=INT``, ``type=FLOAT``).
+INT, FLOAT = _Int(), _Float()
+
+
 def option_for(param: str, set_keys=()) -> str:
     """The command-line spelling of a library parameter name (``weight_scale`` → ``--weight-scale``)."""
+    if param in set_keys:  # given with --set (a stack's layers, a ctrnn's method): not --layers, --method
+        return f"--set {param}"
     if param in OPTION_OF:
         return OPTION_OF[param]
-    if param in set_keys:
-        return f"--set {param}"
     return param
 
 
@@ -60,7 +86,7 @@ def _literal(text: str):
         return low == "true"
     if low == "none":
         return None
-    for kind in (int, float):
+    for kind in ((int, float) if text.isascii() else ()):
         try:
             return kind(text)
         except ValueError:
@@ -88,12 +114,17 @@ def _parse_settings(ctx, param, values):
 def _parse_compare(ctx, param, value):
     if value is None:
         return ()
-    names = tuple(n.strip().lower() for n in value.split(",") if n.strip())
-    if not names:
+    names = tuple(n.strip().lower() for n in value.split(","))
+    if not any(names):
         raise click.BadParameter("expected a comma-separated list of models, e.g. rnn,fastrnn", ctx, param)
+    if not all(names):
+        raise click.BadParameter(f"an empty item in {value!r}; expected e.g. rnn,fastrnn", ctx, param)
     for n in names:
         if n not in MODEL_NAMES:
             raise click.BadParameter(f"unknown model {n!r}; choose from {', '.join(MODEL_NAMES)}", ctx, param)
+        if n == "implicit":
+            raise click.BadParameter("implicit is a static equilibrium model, not a sequence model: it has no "
+                                     "trajectory to compare", ctx, param)
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise click.BadParameter(f"{', '.join(map(repr, dup))} listed more than once; each model appears once",
@@ -218,23 +249,23 @@ _CHOICE = dict(case_sensitive=False)
 _MODEL_OPTIONS = {
     "model": click.option("--model", type=click.Choice(MODEL_NAMES, **_CHOICE), default=None,
                           help="Model kind (see `dynlab models`)."),
-    "hidden": click.option("--hidden", type=int, default=None, metavar="D", help="Hidden-state size D."),
-    "inputs": click.option("--inputs", type=int, default=None, metavar="d", help="Input size d."),
+    "hidden": click.option("--hidden", type=INT, default=None, metavar="D", help="Hidden-state size D."),
+    "inputs": click.option("--inputs", type=INT, default=None, metavar="d", help="Input size d."),
     "activation": click.option("--activation", type=click.Choice(ACTIVATION_NAMES, **_CHOICE), default=None,
                                help="Activation φ."),
-    "K": click.option("--K", "K", type=int, default=None,
+    "K": click.option("--K", "K", type=INT, default=None,
                       help="irnn: number of inner Euler steps K (K=1 is SiRNN)."),
-    "eta": click.option("--eta", type=float, default=None, help="irnn: inner step size η > 0."),
-    "alpha": click.option("--alpha", type=float, default=None,
+    "eta": click.option("--eta", type=FLOAT, default=None, help="irnn: inner step size η > 0."),
+    "alpha": click.option("--alpha", type=FLOAT, default=None,
                           help="irnn, ctrnn: the leak α ≥ 0; fastrnn: its raw gate α."),
     "g0": click.option("--g0", type=click.Choice(G0_CHOICES, **_CHOICE), default=None,
                        help="irnn: inner start g_0 = 0 or h_{m-1}."),
-    "weight_scale": click.option("--weight-scale", "weight_scale", type=float, default=None, metavar="S",
+    "weight_scale": click.option("--weight-scale", "weight_scale", type=FLOAT, default=None, metavar="S",
                                  help="Scale of the random recurrent weights, U ~ N(0, S²/D)."),
     "settings": click.option("--set", "settings", multiple=True, metavar="NAME=VALUE", callback=_parse_settings,
                              help="Any other model setting listed by `dynlab models` (beta, eps, rank, …); "
                                   "repeatable.  leak needs --activation leaky-relu."),
-    "seed": click.option("--seed", type=int, default=None, metavar="N",
+    "seed": click.option("--seed", type=INT, default=None, metavar="N",
                          help="Seed of the random weights and of the input sequence."),
     "weights": click.option("--weights", type=str, default=None, metavar="FILE",
                             help="Load the model from a dynlab.save_model .npz instead of drawing random weights; "
@@ -259,9 +290,11 @@ def _parse_K_list(ctx, param, value):
     """``--K 1,5,10`` → (1, 5, 10): positive integers, each once."""
     if value is None:
         return ()
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    if not items:
+    items = [v.strip() for v in value.split(",")]
+    if not any(items):
         raise click.BadParameter("expected a comma-separated list of integers, e.g. 1,5,10", ctx, param)
+    if not all(items):
+        raise click.BadParameter(f"an empty item in {value!r}; expected e.g. 1,5,10", ctx, param)
     out = []
     for v in items:
         try:
@@ -288,14 +321,14 @@ def input_options(*, batch: bool = True):
     ``--variance`` stays None when not given, so it never clashes with an input kind that
     takes no variance; the command or the library fills in the default.
     """
-    opts = [click.option("--steps", type=int, default=None, metavar="T", help="Sequence length T.")]
+    opts = [click.option("--steps", type=INT, default=None, metavar="T", help="Sequence length T.")]
     if batch:
-        opts.append(click.option("--batch", type=int, default=None, metavar="B",
+        opts.append(click.option("--batch", type=INT, default=None, metavar="B",
                                  help="Number of independent sequences B."))
     opts += [
         click.option("--input", "input", type=click.Choice(INPUT_KINDS, **_CHOICE), default=None,
                      help="Input sequence kind."),
-        click.option("--variance", type=float, default=None, metavar="V",
+        click.option("--variance", type=FLOAT, default=None, metavar="V",
                      help="Step variance of random-walk, variance of noise."),
     ]
     return _stack(*opts)
@@ -351,7 +384,7 @@ sweep_options = _stack(
                       "(the store fixes the regions: no --region-size then)."),
     click.option("--scheduler", type=str, default=None, metavar="local|ADDRESS",
                  help="Run regions as Dask tasks: `local` (a LocalCluster) or a scheduler address."),
-    click.option("--region-size", "region_size", type=click.IntRange(min=1), default=None, metavar="N",
+    click.option("--region-size", "region_size", type=IntRangeAscii(min=1), default=None, metavar="N",
                  help="Points per region (the store's chunk)."),
 )
 # ------------------------------------------------- equilibria, spectrum, converge (issue 4)
@@ -382,8 +415,8 @@ equilibria_options = _stack(
                  help="Solver of the equilibria along the sequence: Newton with the analytic Jacobian, the "
                       "Euler (iRNN) recursion, fixed-step RK4 on the flow, or scipy's root (the reference).  "
                       "--fixed-points and --continue-over run their own solvers and refuse it."),
-    click.option("--tol", type=float, default=None, help="Residual tolerance ‖F‖∞ (every mode)."),
-    click.option("--fixed-points", "n_starts", type=int, default=None, metavar="N",
+    click.option("--tol", type=FLOAT, default=None, help="Residual tolerance ‖F‖∞ (every mode)."),
+    click.option("--fixed-points", "n_starts", type=INT, default=None, metavar="N",
                  help="Instead: a multi-start search for every equilibrium at the first input x_1, from N "
                       "starts (uses x_1 only: no --steps, --method or --backend)."),
     click.option("--continue-over", "continue_over", type=str, default=None, metavar="NAME",
@@ -395,11 +428,11 @@ equilibria_options = _stack(
 spectrum_at_option = click.option("--at", "at", type=click.Choice(("trajectory", "equilibrium"), **_CHOICE),
                                   default=None,
                                   help="Spectra at the simulated states, or at each input's equilibrium.")
-K_max_option = click.option("--K-max", "K_max", type=int, default=None,
+K_max_option = click.option("--K-max", "K_max", type=INT, default=None,
                             help="Last inner iteration k of the recursion.")
 # --- dynlab partition (MASO) ------------------------------------------------------------------
 OPTION_OF.update({"layers": "--layers", "embed": "--embed", "dataset": "--dataset", "tsne": "--tsne"})
-layers_option = click.option("--layers", type=int, default=None, metavar="L",
+layers_option = click.option("--layers", type=INT, default=None, metavar="L",
                              help="Stacked rnn layers; layer ℓ > 1 reads layer ℓ−1's state at the same step.")
 embed_option = click.option("--embed", is_flag=True, default=False,
                             help="Embed the batch's partition codes in 2-D at four time slices (PCA).")
@@ -444,19 +477,19 @@ def _parse_npz_in(ctx, param, value):
 train_options = _stack(
     click.option("--task", type=click.Choice(TASK_NAMES + IMPLICIT_TASK_NAMES, **_CHOICE), default=None,
                  help="Training task (xor, oscillator: with --model implicit)."),
-    click.option("--steps", type=int, default=None, metavar="T",
+    click.option("--steps", type=INT, default=None, metavar="T",
                  help="Task length T (adding: sequence length; copy: the delay)."),
-    click.option("--pad", type=int, default=None, metavar="P",
+    click.option("--pad", type=INT, default=None, metavar="P",
                  help="Noise padding: append P steps of N(0, 1) noise to every input (end-of-sequence tasks)."),
-    click.option("--iterations", type=int, default=None, metavar="N",
+    click.option("--iterations", type=INT, default=None, metavar="N",
                  help="Training iterations (with --resume: further iterations)."),
-    click.option("--lr", type=float, default=None, help="Learning rate."),
+    click.option("--lr", type=FLOAT, default=None, help="Learning rate."),
     click.option("--optimiser", type=click.Choice(OPTIMISER_NAMES, **_CHOICE), default=None, help="Optimiser."),
-    click.option("--batch", type=int, default=None, metavar="B", help="Sequences per iteration."),
-    click.option("--clip", type=float, default=None, metavar="C", help="Clip the gradients to global norm C."),
-    click.option("--sigma-eps", "sigma_eps", type=float, default=None, metavar="σ",
+    click.option("--batch", type=INT, default=None, metavar="B", help="Sequences per iteration."),
+    click.option("--clip", type=FLOAT, default=None, metavar="C", help="Clip the gradients to global norm C."),
+    click.option("--sigma-eps", "sigma_eps", type=FLOAT, default=None, metavar="σ",
                  help="Random initial state h_0 = ε ~ N(0, σ² I), drawn afresh every iteration."),
-    click.option("--record-every", "record_every", type=int, default=None, metavar="N",
+    click.option("--record-every", "record_every", type=INT, default=None, metavar="N",
                  help="Record the loss and gradient diagnostics every N iterations."),
     click.option("--eta-per-k", "eta_per_k", is_flag=True, default=False,
                  help="irnn: one learnable η per inner step k."),

@@ -102,12 +102,15 @@ def gradients_dataset(spec):
     data = {
         "jac_norm": xr.Variable(("model", "time"), out["jac_norm"], {"long_name": "‖∂h_T/∂h_t‖₂", "units": "1"}),
         "log_jac_norm": xr.Variable(("model", "time"), out["log_jac_norm"],
-                                    {"long_name": "ln ‖∂h_T/∂h_t‖₂", "units": "1"}),
+                                    {"long_name": "ln ‖∂h_T/∂h_t‖₂", "units": "1",
+                                     "note": "−inf where ∂h_T/∂h_t = 0 exactly (ln 0; e.g. weight scale 0)"}),
         **({"step_norm": xr.Variable(("model", "time"), out["step_norm"],
                                      {"long_name": "‖∂h_t/∂h_(t-1)‖₂", "units": "1"})} if spec.step_norms else {}),
         "ratio": xr.Variable(("model",), ratio, {"long_name": "‖∂h_T/∂h_1‖₂ / ‖∂h_T/∂h_(T-1)‖₂", "units": "1"}),
         "lyapunov": xr.Variable(("model", "exponent"), lam,
-                                {"long_name": "finite-time Lyapunov exponent λ_i", "units": "1/step"}),
+                                {"long_name": "finite-time Lyapunov exponent λ_i", "units": "1/step",
+                                 "note": "−inf where the product of step Jacobians is singular along that "
+                                         "direction (ln 0; e.g. weight scale 0)"}),
         "h": xr.Variable(("model", "time", "unit"), H, {"long_name": "hidden state h_t", "units": "1"}),
         "x": xr.Variable(("time", "unit_in"), x, {"long_name": "input x_t", "units": "1"}),
         "h0": xr.Variable(("unit",), np.zeros(D), {"long_name": "initial state h_0", "units": "1"}),

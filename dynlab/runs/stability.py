@@ -220,6 +220,16 @@ def reference_failed(ds) -> str | None:
             f"{float(res[bad[0]]):.3g}); e_k and the bound check are void there (data kept)")
 
 
+def _fitted_rates(rates) -> str:
+    """The fitted rates' median and max, and where there was no line to fit (rate NaN)."""
+    fit = rates[np.isfinite(rates)]
+    text = f"fitted rate: median {np.median(fit):.4g}, max {fit.max():.4g}" if fit.size else "fitted rate: none"
+    if fit.size < rates.size:
+        text += (f" (undefined at {rates.size - fit.size}/{rates.size} inputs: fewer than 3 errors above the "
+                 f"rounding floor, rate NaN there)")
+    return text
+
+
 def converge_summary(ds) -> str:
     """The text ``dynlab converge`` prints."""
     rates = np.atleast_1d(ds["rate"].values)
@@ -233,7 +243,7 @@ def converge_summary(ds) -> str:
     return "\n".join([
         f"inner recursion of the iRNN over k = 0..{ds.attrs['K_max']} at {n} inputs, against scipy's root "
         f"(max residual {float(ds['reference_residual'].max()):.2g})",
-        f"fitted rate: median {np.nanmedian(rates):.4g}, max {np.nanmax(rates):.4g}; local rate "
+        _fitted_rates(rates) + f"; local rate "
         f"(spectral radius of I + η(∇φU − αI)): median {np.median(local):.4g}, max {local.max():.4g}",
         f"bound ρ = |1 − αη| + η‖U‖₂ = {float(ds['bound_rate']):.4g}: e_k ≤ ρ^k e_0 holds for every k at "
         f"{int(holds.sum())}/{int(ok.sum())} inputs; the printed form e_K ≤ ρ^K e_1 fails at K = 1 for "

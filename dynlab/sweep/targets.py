@@ -157,9 +157,9 @@ def _simulate(run, opts, backend):
 # ============================================================================ gradient_norms
 _GRAD_VARS = {
     "ratio": Var("‖∂h_T/∂h_1‖₂ / ‖∂h_T/∂h_(T-1)‖₂"),
-    "log_ratio": Var("ln of ‖∂h_T/∂h_1‖₂ / ‖∂h_T/∂h_(T-1)‖₂"),
-    "log_jac_norm_1": Var("ln ‖∂h_T/∂h_1‖₂"),
-    "log_step_norm_T": Var("ln ‖∂h_T/∂h_(T-1)‖₂"),
+    "log_ratio": Var("ln of ‖∂h_T/∂h_1‖₂ / ‖∂h_T/∂h_(T-1)‖₂ (−inf where the ratio is 0)"),
+    "log_jac_norm_1": Var("ln ‖∂h_T/∂h_1‖₂ (−inf where it is 0)"),
+    "log_step_norm_T": Var("ln ‖∂h_T/∂h_(T-1)‖₂ (−inf where it is 0)"),
     "diverged_at": _DIVERGED,
 }
 
@@ -274,7 +274,8 @@ def batched_gradient_summaries(models, xs, backend):
 # ============================================================================ lyapunov
 def _lyap_vars(settings):
     k = settings.get("k", 1)
-    return {"lyapunov": Var("finite-time Lyapunov exponent λ_i", "1/step", dims=(("exponent", k),)),
+    return {"lyapunov": Var("finite-time Lyapunov exponent λ_i (−inf along a direction the Jacobians annihilate)",
+                            "1/step", dims=(("exponent", k),)),
             "diverged_at": _DIVERGED}
 
 
@@ -373,7 +374,8 @@ register_target(Target(
 
 # ------------------------------------------------------------- convergence, spectrum (issue 4)
 _CONV_VARS = {
-    "rate": Var("fitted linear rate of e_k = ‖g_k − h_eq‖ (worst over the sequence's inputs)"),
+    "rate": Var("fitted linear rate of e_k = ‖g_k − h_eq‖ (worst over the sequence's inputs where it is defined; "
+                "NaN where at no input 3 errors lie above the rounding floor: no line to fit)"),
     "local_rate": Var("spectral radius of I + η(∇φU − αI) at h_eq (worst over the inputs)"),
     "bound_rate": Var("contraction bound ρ = 1 − αη + η‖U‖₂"),
     "bound_holds": Var("e_k ≤ ρ^k e_0 for every k and input (1) or not (0)", "1", "int64"),
@@ -387,7 +389,9 @@ def _convergence_target(run, opts, backend):
 
     model, x = model_and_input(run)
     cv = convergence(model, x, K_max=opts["K_max"])
-    return {"rate": float(np.max(cv["rate"].values)), "local_rate": float(np.max(cv["local_rate"].values)),
+    rates = np.atleast_1d(cv["rate"].values)
+    rates = rates[np.isfinite(rates)]  # NaN: an input too fast to fit (analysis.convergence), not the worst one
+    return {"rate": float(rates.max()) if rates.size else float("nan"), "local_rate": float(np.max(cv["local_rate"].values)),
             "bound_rate": float(cv["bound_rate"]), "bound_holds": int(np.all(cv["bound_holds"].values)),
             "final_error": float(np.max(cv["error"].isel(k=-1).values))}
 
