@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 
 import dynlab
@@ -308,9 +309,14 @@ BAD = {
         (['train', '--pad', 'abc'], '--pad'),
         (['train', '--weights', '{FILE}'], '--weights'),
         (['train', '--optimiser', 'adamw'], '--optimiser'),
+        # the contents of weights files and checkpoints (the message names the file and field)
+        (['train', '--resume', '{EMPTY}'], '--resume'),
+        (['train', '--resume', '{W}'], '--resume'),
+        (['train', '--weights', '{G0ARRAY}'], '--weights'),
+        (['train', '--weights', '{K0}'], '--weights'),
     ],
     'sweep': [
-        (['sweep', '{T}/missing.toml'], 'SPEC.toml'),
+        (['sweep', '{T}/missing.toml'], '{T}/missing.toml'),
         (['sweep'], 'SPEC.toml'),
         (['sweep', '{SPEC}', '--out', '{T}/x.txt'], '--out'),
         (['sweep', '{SPEC}', '--out', '{T}/nodir/x.zarr'], '--out'),
@@ -321,7 +327,7 @@ BAD = {
         (['sweep', '{SPEC}', '--verify', '{T}/none.zarr'], 'SPEC.toml'),
         (['sweep', '{SPEC}', '--data', '{T}/x.txt'], '--data'),
         (['sweep', '{SPEC}', '--backend', 'x'], '--backend'),
-        (['sweep', '{T}'], 'SPEC.toml'),
+        (['sweep', '{T}'], '{T}'),
         (['sweep', '{SPEC}', '--resume'], '--resume'),
         (['sweep', '{SPEC}', '--region-size', 'abc'], '--region-size'),
         (['sweep', '{SPEC}', '--out', ''], '--out'),
@@ -337,6 +343,11 @@ BAD = {
         (['sweep', '{SPEC}', '--region-size', '٣'], '--region-size'),
         (['sweep', '{SPEC}', '--verify', '{T}'], 'SPEC.toml'),
         (['sweep', '{SPEC}', '{SPEC}'], '{SPEC}'),
+        # the contents of a spec file: errors name the file and its key, never an option
+        (['sweep', '{LATIN1}'], '{LATIN1}'),
+        (['sweep', '{BACKEND}'], '{BACKEND}: backend'),
+        (['sweep', '{REGION0}'], '{REGION0}: region_size'),
+        (['sweep', '{HIDDEN0}'], '{HIDDEN0}: model.hidden'),
     ],
     'figures list': [
         (['figures', 'list', '--bogus'], '--bogus'),
@@ -412,7 +423,22 @@ def files(tmp_path_factory):
                     '[grid]\neta = [0.5, 1.0]\n')
     text = tmp / "notes.txt"
     text.write_text("not a model\n")
-    return {"T": str(tmp), "W": str(w), "SPEC": str(spec), "FILE": str(text)}
+    out = {"T": str(tmp), "W": str(w), "SPEC": str(spec), "FILE": str(text)}
+    body = '[model]\nname = "irnn"\nhidden = 2\n[input]\nsteps = 5\n[grid]\neta = [0.5, 1.0]\n'
+    for key, text in {"LATIN1": '# caf\xe9\nanalysis = "simulate"\n' + body,
+                      "BACKEND": 'analysis = "simulate"\nbackend = "x"\n' + body,
+                      "REGION0": 'analysis = "simulate"\nregion_size = 0\n' + body,
+                      "HIDDEN0": 'analysis = "simulate"\n' + body.replace("hidden = 2", "hidden = 0")}.items():
+        path = tmp / f"{key.lower()}.toml"
+        path.write_bytes(text.encode("latin-1"))
+        out[key] = str(path)
+    empty = tmp / "empty.npz"
+    np.savez(empty)
+    good = dict(np.load(dynlab.save_model(dynlab.make_model("irnn", 2, 1, seed=1), tmp / "irnn.npz")))
+    np.savez(tmp / "g0array.npz", **{**good, "__setting__g0": np.array(["zero", "previous"])})
+    np.savez(tmp / "k0.npz", **{**good, "__setting__K": np.array(0)})
+    out.update(EMPTY=str(empty), G0ARRAY=str(tmp / "g0array.npz"), K0=str(tmp / "k0.npz"))
+    return out
 
 
 def test_the_table_covers_every_command():

@@ -58,6 +58,8 @@ def _read(path: str) -> tuple[dict, dict]:
     """The sweep's keyword arguments and, for each setting, the key of the file that gave it
     (``hidden`` → ``model.hidden``, ``model`` → ``model.name``, ``K`` → ``grid.K``)."""
     tomllib = _toml()
+    if not str(path).strip():
+        raise ParameterError("SPEC.toml", "is empty: give the path of the sweep's TOML spec")
     try:
         with open(path, "rb") as f:
             raw = f.read()
