@@ -21,6 +21,7 @@ import numpy as np
 from .._blas import blas_threads
 from .._dataset import eigenvalues_from, finish  # noqa: F401  (eigenvalues_from: public, dl.eigenvalues_from)
 from ..activations import dphi, phi
+from .._resources import check_fixed_points
 from ..errors import ParameterError
 from ..models import IRNN
 
@@ -811,6 +812,7 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
     if int(n_starts) < 1 and starts is None:
         raise ParameterError("n_starts", f"must be ≥ 1, got {n_starts}")
     D = model.state_size
+    check_fixed_points(max(int(n_starts), 0) + (0 if starts is None else len(starts)), D)  # before allocating
     rng = np.random.default_rng(seed)
     traj = None
     if trajectories is not None:

@@ -482,6 +482,8 @@ def gradient_norms(model, x, h0=None, *, backend=None, dL_dhT=None, step_norms=T
     if T < 2:
         raise ParameterError("x", f"needs at least 2 time steps (T ≥ 2) for ∂h_T/∂h_(T-1), got T={T}")
     D = model.state_size
+    from .._resources import check_gradients
+    check_gradients(model, B, T)  # before simulating: refuses what cannot fit or finish
     g = _check_cotangent(dL_dhT, B, D, batched)
     step_norms = _check_flag(step_norms, "step_norms")
     xa, batched, h0a, H, ds = prepared_states(model, x, h0, backend)

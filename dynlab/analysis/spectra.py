@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._blas import blas_threads
+from .._resources import check_spectrum
 from ..errors import ParameterError
 from .equilibria import (STABILITY_ATTRS, System, _flow_label, _part_coords, eig_variables, flow_eigenvalues,
                          run_solver, stability_label)
@@ -71,6 +72,7 @@ def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, ba
     backend = resolve_backend(backend)
     xa, batched = check_input(x, model.inputs)
     B, T, d = xa.shape
+    check_spectrum(model, B, T, step=step)  # before running: refuses what cannot fit or finish
     h0a = check_h0(h0, B, model.state_size)
     H, bad, _ = run_states(model, xa, h0a, backend)
     if bad.min() < T:
