@@ -152,11 +152,13 @@ def model_bytes(name: str, D: int, d: int, settings: dict | None = None) -> tupl
             layers = max(1, int(settings.get("layers", 1)))
         except (TypeError, ValueError):
             layers = 1
-    per_layer = blocks * (D * D + D * max(d, D) + D) if layers > 1 else blocks * (D * D + D * d + D)
+    biases = 2 if blocks > 1 else 1  # PyTorch's gated cells: b_ih and b_hh per gate
+    per_layer = blocks * (D * D + D * (max(d, D) if layers > 1 else d) + biases * D)
     n = 2 * F8 * layers * per_layer
     g = f"{blocks}×" if blocks > 1 else ""
     what = f"the weights ({layers}×" if layers > 1 else "the weights ("
-    what += f"{g}U {shape_text(D, D)} + {g}W {shape_text(D, d)} float64, drawn and scaled)"
+    what += (f"{g}U {shape_text(D, D)} = {format_bytes(blocks * nbytes(D, D))} + {g}W {shape_text(D, d)} float64, "
+             "each drawn and then scaled)")
     return n, what
 
 
@@ -181,9 +183,9 @@ def check_input(steps, inputs, batch=None, copies: int = 2) -> None:
 _LETTER = {"batch": "B", "steps": "T", "inputs": "d", "hidden": "D"}
 
 
-def _blame(K: int, T: int, B: int, D: int) -> str:
-    """The option most out of proportion in a K·T·B·D² product (compared with typical sizes)."""
-    ratios = {"K": K / 10, "steps": T / 1000, "batch": B / 10, "hidden": (D / 100) ** 2}
+def _blame(K: int, T: int, B: int, D: int, power: int = 2) -> str:
+    """The option most out of proportion in a K·T·B·D^power product (against typical sizes)."""
+    ratios = {"K": K / 10, "steps": T / 1000, "batch": B / 10, "hidden": (D / 100) ** power}
     return max(ratios, key=ratios.get)
 
 
@@ -235,7 +237,7 @@ def check_spectrum(model, B: int, T: int, step: bool = True) -> None:
     check_memory(4 * nbytes(B, T, D) + mats * nbytes(B, T, D, itemsize=C16), largest(batch=B, steps=T, hidden=D),
                  f"the spectra (B×T×D = {shape_text(B, T, D)}: states and {mats} eigenvalue array(s))")
     seconds, s = simulation_work(model, B, T, per_step_flops=mats * 3.0 * float(D) ** 3)
-    check_work(seconds, _blame(s["K"], T, B, D),
+    check_work(seconds, _blame(s["K"], T, B, D, 3),
                f"the spectra ({B * T} points, {mats} eigenvalue problem(s) of size {D} each)")
 
 
@@ -250,7 +252,7 @@ def check_gradients(model, B: int, T: int, lyapunov: bool = False) -> None:
     per = (2.0 if lyapunov else 6.0) * float(D) ** 3
     seconds, s = simulation_work(model, B, T, per_step_flops=per)
     what = "the Lyapunov spectrum (QR of" if lyapunov else "the gradient flow (products and norms of"
-    check_work(seconds, _blame(s["K"], T, B, D), f"{what} B×T = {B}×{T} step Jacobians of size {D})")
+    check_work(seconds, _blame(s["K"], T, B, D, 3), f"{what} B×T = {B}×{T} step Jacobians of size {D})")
 
 
 def check_grid(points: int, variables: int, shape: str = "") -> None:
