@@ -261,3 +261,28 @@ def check_grid(points: int, variables: int, shape: str = "") -> None:
     check_memory(2 * nbytes(points, max(int(variables), 1)), "grid",
                  f"the sweep's results ({shape + ' = ' if shape else ''}{int(points)} points × "
                  f"{int(variables)} value(s) float64, at least)")
+
+
+# ------------------------------------------------------------------ progress of long computations
+import contextlib as _contextlib
+import contextvars as _contextvars
+
+_REPORTER = _contextvars.ContextVar("dynlab_progress", default=None)
+
+
+@_contextlib.contextmanager
+def reporting(callback):
+    """Within this block, ``progress(stage, done, total)`` calls ``callback(stage, done, total)``.
+    The library is quiet by default (no reporter); the CLI installs its stderr bar here."""
+    token = _REPORTER.set(callback)
+    try:
+        yield callback
+    finally:
+        _REPORTER.reset(token)
+
+
+def progress(stage: str, done: int, total: int) -> None:
+    """Report that ``done`` of ``total`` units of ``stage`` are finished (a no-op without a reporter)."""
+    cb = _REPORTER.get()
+    if cb is not None:
+        cb(stage, int(done), int(total))

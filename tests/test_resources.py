@@ -197,3 +197,40 @@ def test_available_memory_reads_meminfo():
         line = next(l for l in open("/proc/meminfo") if l.startswith("MemAvailable:"))
         assert abs(n - int(line.split()[1]) * 1024) < 2 * GiB  # read twice; the machine is shared
     assert n is None or n > 0
+
+
+# ----------------------------------------------------------------------------- progress
+@pytest.mark.parametrize("args, stage", [
+    (["gradients", "--hidden", 4, "--steps", 50], "gradient flow"),
+    (["gradients", "--hidden", 4, "--steps", 50, "--lyapunov"], "Lyapunov spectrum"),
+    (["spectrum", "--hidden", 4, "--steps", 50], "eigenvalues"),
+    (["equilibria", "--fixed-points", 8, "--hidden", 3, "--model", "rnn"], "equilibria"),
+    (["partition", "--hidden", 4, "--steps", 20, "--batch", 4], "partition trace"),
+])
+def test_progress_shown_for_long_runs_and_not_with_quiet(monkeypatch, args, stage):
+    """A patched threshold (0 s instead of a few seconds) stands in for a long run."""
+    from dynlab.cli import commands
+
+    monkeypatch.setattr(commands, "PROGRESS_AFTER_S", 0.0)
+    r = run(*args)
+    assert r.exit_code == 0, r.output
+    assert stage in r.stderr and "ETA" in r.stderr, r.stderr
+    assert "\n" not in r.stderr.rstrip("\n").split("\r")[-1]  # one line, redrawn in place
+    quiet = run(*args, "-q")
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+
+
+def test_no_progress_for_short_runs():
+    r = run("gradients", "--hidden", 4, "--steps", 50)
+    assert r.exit_code == 0 and "ETA" not in r.stderr
+
+
+def test_library_is_quiet_without_a_reporter(capsys):
+    m = dl.make_model("rnn", 4, 1, seed=0)
+    dl.gradient_norms(m, dl.tasks.random_walk(30, 1, seed=0))
+    seen = []
+    with res.reporting(lambda *a: seen.append(a)):
+        dl.gradient_norms(m, dl.tasks.random_walk(30, 1, seed=0))
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == ""
+    assert seen and seen[-1][1] == seen[-1][2]  # the last report is the whole stage

@@ -21,7 +21,7 @@ import numpy as np
 from .._blas import blas_threads
 from .._dataset import eigenvalues_from, finish  # noqa: F401  (eigenvalues_from: public, dl.eigenvalues_from)
 from ..activations import dphi, phi
-from .._resources import check_fixed_points
+from .._resources import check_fixed_points, progress
 from ..errors import ParameterError
 from ..models import IRNN
 
@@ -423,8 +423,9 @@ def _iterate_rows(system: System, c, y0, tol, max_iter, advance):
     res = _maxabs(F)
     its = np.zeros(y.shape[0], dtype=np.int64)
     active = res > tol
-    for _ in range(max_iter):
+    for i in range(max_iter):
         idx = np.flatnonzero(active & np.isfinite(res))
+        progress("equilibria (Newton: rows converged)", y.shape[0] - idx.size, y.shape[0])
         if idx.size == 0:
             break
         y[idx], F[idx] = advance(y[idx], c[idx], F[idx])
@@ -549,6 +550,7 @@ def flow_eigenvalues(system: System, y, c, *, chunk: int = 256):
         hi = min(N, lo + chunk)
         ev = np.linalg.eigvals(system.jac(y[lo:hi], c[lo:hi]))
         out[lo:hi] = np.sort(ev, axis=-1)[:, ::-1]
+        progress("eigenvalues (points)", hi, N)
     return out
 
 
@@ -1101,6 +1103,7 @@ def _levenberg_marquardt(system: System, c, y, *, max_iter=200, gtol=1e-15, ftol
     active = np.isfinite(q) & (q > 0)
     for _ in range(max_iter):
         idx = np.flatnonzero(active)
+        progress("fixed points (Levenberg–Marquardt: rows done)", active.size - idx.size, active.size)
         if idx.size == 0:
             break
         J = system.jac(y[idx], c[idx])

@@ -52,6 +52,7 @@ import numpy as np
 
 from .. import config
 from .._blas import blas_threads
+from .._resources import progress
 from ..backends import resolve_backend
 from ..errors import ParameterError
 from ..models import IRNN
@@ -319,6 +320,7 @@ def irnn_reverse_norms(model, xa, h0a, H, *, dL_dhT=None, chunk: int | None = No
                 if dL_dhT is not None:
                     out["log_dL_dh_norm"][b, lo:hi] = glog
                 hi = lo
+                progress("gradient flow (steps)", b * T + T - lo, B * T)
     return out
 
 
@@ -405,6 +407,7 @@ def _run_chunks(acc: BackwardNorms, get_J, B: int, D: int, T: int) -> dict:
         for k, v in part.items():
             out.setdefault(k, np.empty((B, T)))[:, lo:hi] = v
         hi = lo
+        progress("gradient flow (steps)", T - lo, T)
     return out
 
 

@@ -38,6 +38,7 @@ import numpy as np
 
 from .. import config
 from .._blas import blas_threads
+from .._resources import progress
 from .._validate import as_int
 from ..backends import resolve_backend
 from ..errors import ParameterError
@@ -279,6 +280,7 @@ def lyapunov(model, x, h0=None, *, k=None, transient=0, backend=None, Q0=None, c
         for lo in range(0, T, n):
             hi = min(T, lo + n)
             logr[:, lo:hi] = qr.feed(get(lo, hi))
+            progress("Lyapunov spectrum (steps)", hi, T)
         kernel = qr.path
     lam, running, _ = _summarise(logr, transient)
 

@@ -40,6 +40,7 @@ import numpy as np
 
 from .._blas import blas_threads
 from .._dataset import finish
+from .._resources import progress
 from ..activations import MAX_AFFINE, dphi, piece
 from ..backends import resolve_backend
 from ..errors import DivergenceError, ParameterError
@@ -167,6 +168,7 @@ def forward(model, x, h0=None, *, backend=None) -> Trace:
     Hs, Zs, Ss, Ps = [], [], [], []
     inp = xa
     for ell, m in enumerate(layers):
+        progress("partition trace (layers)", ell, len(layers))
         H, bad, _ = run_states(m, inp, h0s[ell], backend, stop=True)
         if int(bad.min()) < T:
             where = f" in layer {ell + 1}" if len(layers) > 1 else ""
