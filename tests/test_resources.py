@@ -47,23 +47,28 @@ def refused(args, option, *words, max_alloc=128 * 1024 ** 2):
 # ----------------------------------------------------------------------------- the review's cases
 @pytest.mark.parametrize("args, option, words", [
     (["simulate", "--hidden", 200000], "--hidden", ["298 GiB", "U 200000×200000"]),
-    (["gradients", "--hidden", 200000], "--hidden", ["U 200000×200000"]),
-    (["spectrum", "--hidden", 200000], "--hidden", ["U 200000×200000"]),
+    (["gradients", "--hidden", 200000], "--hidden", ["years", "limit"]),
+    (["spectrum", "--hidden", 200000], "--hidden", ["years", "limit"]),
     (["partition", "--hidden", 200000], "--hidden", ["U 200000×200000"]),
     (["train", "--hidden", 200000, "--iterations", 1], "--hidden", ["U 200000×200000"]),
     (["simulate", "--model", "lstm", "--hidden", 100000], "--hidden", ["4×U 100000×100000"]),
     (["simulate", "--steps", 10 ** 12], "--steps", ["the input x", "TiB"]),
-    (["gradients", "--steps", 10 ** 12], "--steps", ["the input x"]),
+    (["gradients", "--steps", 10 ** 12], "--steps", ["the states h", "TiB"]),
     (["simulate", "--batch", 10 ** 9], "--batch", ["the input x", "1e+09×1000×1"]),
-    (["spectrum", "--batch", 10 ** 9], "--batch", ["the input x"]),
+    (["spectrum", "--batch", 10 ** 9], "--batch", ["the spectra", "TiB"]),
     (["partition", "--batch", 10 ** 8], "--batch", ["the input x"]),
     (["train", "--batch", 10 ** 9, "--iterations", 1], "--batch", ["BPTT tapes"]),
     (["simulate", "--inputs", 10 ** 11], "--inputs", ["W 2×1e+11"]),
     (["simulate", "--hidden", 99999999999999999999999], "--hidden", ["1e+23×1e+23"]),
-    (["gradients", "--hidden", 99999999999999999999999], "--hidden", ["1e+23×1e+23"]),
+    (["gradients", "--hidden", 99999999999999999999999], "--hidden", ["1e+23", "EiB"]),
     (["simulate", "--K", 10 ** 9], "--K", ["h", "limit"]),
     (["gradients", "--K", 10 ** 9], "--K", ["limit"]),
-    (["spectrum", "--K", 10 ** 11], "--K", ["the η table"]),
+    (["spectrum", "--K", 10 ** 11], "--K", ["limit"]),
+    # "never finishes, no word": refused on the work estimate before the model is drawn
+    (["gradients", "--hidden", 30000, "--steps", 10], "--hidden", ["45 h", "limit"]),
+    (["spectrum", "--hidden", 30000, "--steps", 10], "--hidden", ["limit"]),
+    (["gradients", "--K", "1,1000000000"], "--K", ["limit"]),
+    (["equilibria", "--fixed-points", 10 ** 6, "--hidden", 2000], "--fixed-points", ["58.2 TiB"]),
 ])
 def test_review_cases_refuse_instantly_naming_the_option(args, option, words):
     refused(args, option, *words)

@@ -62,6 +62,12 @@ def gradients_dataset(spec):
         raise ParameterError("steps", f"needs at least 2 steps for ∂h_T/∂h_(T-1), got {run.steps}")
     backend = resolve_backend(run.backend)
     Ks = tuple(spec.K_values) or (None,)
+    from .._resources import check_gradients, sized_like
+
+    for K in Ks:  # the work, before any model is drawn (a D = 30000 model alone takes a minute)
+        like = sized_like(run, K)
+        if like is not None:
+            check_gradients(like, 1, run.steps, lyapunov=False)
     primaries = [build_model(dataclasses.replace(run, K=K)) for K in Ks]
     if len(Ks) > 1 and primaries[0].name != "irnn":
         raise ParameterError("K", f"lists several values, but K is an irnn setting (model {primaries[0].name!r})")
