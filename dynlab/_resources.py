@@ -287,19 +287,3 @@ def progress(stage: str, done: int, total: int) -> None:
     if cb is not None:
         cb(stage, int(done), int(total))
 
-
-def sized_like(spec, K=None):
-    """A stand-in with the sizes a ``RunSpec`` will build (state_size, inputs, K, name), so the
-    work of a run is estimated before its model is drawn (None when a weights file sets them)."""
-    import types
-
-    from .spec import DEFAULT_HIDDEN, DEFAULT_INPUTS, DEFAULT_MODEL
-
-    if spec.weights is not None:
-        return None
-    name = str(spec.model or DEFAULT_MODEL).lower()
-    D = int(DEFAULT_HIDDEN if spec.hidden is None else spec.hidden)
-    k = K if K is not None else spec.K
-    return types.SimpleNamespace(name=name, state_size=D, inputs=int(DEFAULT_INPUTS if spec.inputs is None
-                                                                     else spec.inputs),
-                                 K=int(k) if (name == "irnn" and k is not None) else 1)

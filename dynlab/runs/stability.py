@@ -162,7 +162,8 @@ def spectrum_dataset(spec):
     from ..spec import build_input, build_model, input_attrs
 
     run = spec.run
-    from .._resources import check_spectrum, sized_like
+    from .._resources import check_spectrum
+    from .gradients import sized_like
 
     like = sized_like(run)
     if like is not None:  # the work, before the model is drawn
