@@ -11,6 +11,7 @@ import numpy as np
 
 from . import config
 from ._blas import blas_threads
+from ._resources import check_simulation
 from ._dataset import finish
 from .activations import ACTIVATION_IDS
 from .backends import namespace, resolve_backend, to_numpy
@@ -379,6 +380,7 @@ def simulate(model: Model, x, h0=None, *, backend: str | None = None, dtype=np.f
     xa, batched = check_input(x, model.inputs)
     h0a = check_h0(h0, xa.shape[0], model.state_size)
     B, T, _ = xa.shape
+    check_simulation(model, B, T)  # before allocating the states: refuses what cannot run here
     if isinstance(model, IRNN):
         model.eta_table(T)  # shape check of a per-time η before any work
     H, bad, path = run_states(model, xa, h0a, backend, stop=on_divergence == "raise", dtype=dtype)

@@ -21,6 +21,7 @@ import numpy as np
 from .._blas import blas_threads
 from .._dataset import eigenvalues_from, finish  # noqa: F401  (eigenvalues_from: public, dl.eigenvalues_from)
 from ..activations import dphi, phi
+from .._resources import check_fixed_points, progress
 from ..errors import ParameterError
 from ..models import IRNN
 
@@ -422,8 +423,9 @@ def _iterate_rows(system: System, c, y0, tol, max_iter, advance):
     res = _maxabs(F)
     its = np.zeros(y.shape[0], dtype=np.int64)
     active = res > tol
-    for _ in range(max_iter):
+    for i in range(max_iter):
         idx = np.flatnonzero(active & np.isfinite(res))
+        progress("equilibria (Newton: rows converged)", y.shape[0] - idx.size, y.shape[0])
         if idx.size == 0:
             break
         y[idx], F[idx] = advance(y[idx], c[idx], F[idx])
@@ -548,6 +550,7 @@ def flow_eigenvalues(system: System, y, c, *, chunk: int = 256):
         hi = min(N, lo + chunk)
         ev = np.linalg.eigvals(system.jac(y[lo:hi], c[lo:hi]))
         out[lo:hi] = np.sort(ev, axis=-1)[:, ::-1]
+        progress("eigenvalues (points)", hi, N)
     return out
 
 
@@ -811,6 +814,7 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
     if int(n_starts) < 1 and starts is None:
         raise ParameterError("n_starts", f"must be ≥ 1, got {n_starts}")
     D = model.state_size
+    check_fixed_points(max(int(n_starts), 0) + (0 if starts is None else len(starts)), D)  # before allocating
     rng = np.random.default_rng(seed)
     traj = None
     if trajectories is not None:
@@ -1099,6 +1103,7 @@ def _levenberg_marquardt(system: System, c, y, *, max_iter=200, gtol=1e-15, ftol
     active = np.isfinite(q) & (q > 0)
     for _ in range(max_iter):
         idx = np.flatnonzero(active)
+        progress("fixed points (Levenberg–Marquardt: rows done)", active.size - idx.size, active.size)
         if idx.size == 0:
             break
         J = system.jac(y[idx], c[idx])

@@ -52,6 +52,7 @@ import numpy as np
 
 from .. import config
 from .._blas import blas_threads
+from .._resources import progress
 from ..backends import resolve_backend
 from ..errors import ParameterError
 from ..models import IRNN
@@ -319,6 +320,7 @@ def irnn_reverse_norms(model, xa, h0a, H, *, dL_dhT=None, chunk: int | None = No
                 if dL_dhT is not None:
                     out["log_dL_dh_norm"][b, lo:hi] = glog
                 hi = lo
+                progress("gradient flow (steps)", b * T + T - lo, B * T)
     return out
 
 
@@ -405,6 +407,7 @@ def _run_chunks(acc: BackwardNorms, get_J, B: int, D: int, T: int) -> dict:
         for k, v in part.items():
             out.setdefault(k, np.empty((B, T)))[:, lo:hi] = v
         hi = lo
+        progress("gradient flow (steps)", T - lo, T)
     return out
 
 
@@ -482,6 +485,8 @@ def gradient_norms(model, x, h0=None, *, backend=None, dL_dhT=None, step_norms=T
     if T < 2:
         raise ParameterError("x", f"needs at least 2 time steps (T ≥ 2) for ∂h_T/∂h_(T-1), got T={T}")
     D = model.state_size
+    from .._resources import check_gradients
+    check_gradients(model, B, T)  # before simulating: refuses what cannot fit or finish
     g = _check_cotangent(dL_dhT, B, D, batched)
     step_norms = _check_flag(step_norms, "step_norms")
     xa, batched, h0a, H, ds = prepared_states(model, x, h0, backend)

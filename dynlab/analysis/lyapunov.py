@@ -38,6 +38,7 @@ import numpy as np
 
 from .. import config
 from .._blas import blas_threads
+from .._resources import progress
 from .._validate import as_int
 from ..backends import resolve_backend
 from ..errors import ParameterError
@@ -261,6 +262,8 @@ def lyapunov(model, x, h0=None, *, k=None, transient=0, backend=None, Q0=None, c
     xa, _ = check_input(x, model.inputs)
     B, T, _ = xa.shape
     D = model.state_size
+    from .._resources import check_gradients
+    check_gradients(model, B, T, lyapunov=True)  # before simulating: refuses what cannot fit or finish
     Q = check_frame(Q0, B, D, k)
     k = Q.shape[2]
     transient = _check_transient(transient, T)
@@ -277,6 +280,7 @@ def lyapunov(model, x, h0=None, *, k=None, transient=0, backend=None, Q0=None, c
         for lo in range(0, T, n):
             hi = min(T, lo + n)
             logr[:, lo:hi] = qr.feed(get(lo, hi))
+            progress("Lyapunov spectrum (steps)", hi, T)
         kernel = qr.path
     lam, running, _ = _summarise(logr, transient)
 

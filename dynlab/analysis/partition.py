@@ -40,6 +40,7 @@ import numpy as np
 
 from .._blas import blas_threads
 from .._dataset import finish
+from .._resources import progress
 from ..activations import MAX_AFFINE, dphi, piece
 from ..backends import resolve_backend
 from ..errors import DivergenceError, ParameterError
@@ -155,10 +156,19 @@ def forward(model, x, h0=None, *, backend=None) -> Trace:
         raise ParameterError("backend", "the partition analysis runs on the CPU (numpy or numba)")
     xa, batched = check_input(x, layers[0].inputs)
     B, T, _ = xa.shape
+    from .._resources import check_memory, check_work, largest, nbytes, shape_text, simulation_work
+
+    D = max(m.hidden for m in layers)
+    check_work(sum(simulation_work(m, B, T)[0] for m in layers), largest(batch=B, steps=T / 100, hidden=D * D),
+               f"the partition trace (B×T = {B}×{T} steps of {len(layers)} layer(s) of D ≤ {D})")
+    check_memory(4 * len(layers) * nbytes(B, T, D), largest(batch=B, steps=T, hidden=D),
+                 f"the partition trace (4 arrays of B×T×D = {shape_text(B, T, D)} float64 per layer: states, "
+                 f"pre-activations, slopes, pieces; {len(layers)} layer(s))")
     h0s = _check_h0s(h0, layers, B)
     Hs, Zs, Ss, Ps = [], [], [], []
     inp = xa
     for ell, m in enumerate(layers):
+        progress("partition trace (layers)", ell, len(layers))
         H, bad, _ = run_states(m, inp, h0s[ell], backend, stop=True)
         if int(bad.min()) < T:
             where = f" in layer {ell + 1}" if len(layers) > 1 else ""
@@ -289,6 +299,14 @@ def affine_form(model, x, h0=None, *, backend=None) -> dict:
     True
     """
     tr = forward(model, x, h0, backend=backend)
+    from .._resources import check_memory, nbytes, shape_text
+
+    B, T, d = tr.x.shape
+    D = tr.layers[-1].hidden
+    din = max(d, D if len(tr.layers) > 1 else d)
+    check_memory(2 * nbytes(B, T, D, T, din), "x", f"the materialised A_RNN (B×T·D×T·d = "
+                                                  f"{shape_text(B, T * D, T * din)} float64, and its build); "
+                                                  "use templates or partition for long sequences")
     A, Bv = _compose(tr)
     B, T, d = tr.x.shape
     h = tr.H[-1].reshape(B, -1)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._blas import blas_threads
+from .._resources import check_spectrum, progress
 from ..errors import ParameterError
 from .equilibria import (STABILITY_ATTRS, System, _flow_label, _part_coords, eig_variables, flow_eigenvalues,
                          run_solver, stability_label)
@@ -71,6 +72,7 @@ def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, ba
     backend = resolve_backend(backend)
     xa, batched = check_input(x, model.inputs)
     B, T, d = xa.shape
+    check_spectrum(model, B, T, step=step)  # before running: refuses what cannot fit or finish
     h0a = check_h0(h0, B, model.state_size)
     H, bad, _ = run_states(model, xa, h0a, backend)
     if bad.min() < T:
@@ -116,6 +118,7 @@ def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, ba
             t = (np.arange(lo, hi) % T) if (system.kind == "irnn" and np.ndim(model.eta) == 2) else None
             J = jacobian_at(model, xs[lo:hi], where[lo:hi], backend=backend, t=t)
             seig[lo:hi] = np.sort(np.linalg.eigvals(J), axis=-1)[:, ::-1]
+            progress("step-Jacobian eigenvalues (points)", hi, B * T)
         data.update(eig_variables(per_point(seig), dims, name="step_eig",
                                   what="eigenvalue of the step Jacobian ∂h_m/∂h_(m-1)"))
         data["step_radius"] = xr.Variable(dims, per_point(np.abs(seig).max(axis=1)),

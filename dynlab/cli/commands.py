@@ -63,6 +63,63 @@ def keep_partial(data: str | None):
         raise
 
 
+#: Seconds a computation runs before its progress bar appears (tests patch it).
+PROGRESS_AFTER_S = 3.0
+
+
+class _StageProgress:
+    """A one-line stderr bar for the long stages of gradients, spectrum, partition and fixed points
+    (``dynlab._resources.progress``): stage, fraction done and ETA; silent for the first
+    ``PROGRESS_AFTER_S`` seconds, so short runs print nothing."""
+
+    def __init__(self, width: int = 30):
+        import time
+
+        self.clock = time.monotonic
+        self.t0 = self.clock()
+        self.after = PROGRESS_AFTER_S
+        self.width = width
+        self.last = -1.0
+        self.stage = None
+        self.stage_t0 = self.t0
+        self.shown = False
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        now = self.clock()
+        if stage != self.stage:
+            self.stage, self.stage_t0, self.last = stage, now, -1.0
+        if now - self.t0 < self.after or (done < total and now - self.last < 0.2):
+            return
+        self.last = now
+        elapsed = now - self.stage_t0
+        left = elapsed * (total - done) / done if done and elapsed > 0 else None
+        eta = "--:--" if left is None else "{:d}:{:02d}".format(*divmod(int(round(left)), 60))
+        fill = int(self.width * done / max(total, 1))
+        click.echo(f"\r{stage}: [{'#' * fill}{'.' * (self.width - fill)}] {done}/{total}, ETA {eta}  ",
+                   err=True, nl=False)
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            click.echo("", err=True)
+
+
+@contextlib.contextmanager
+def stage_progress(ctx: click.Context):
+    """Show ``_StageProgress`` on stderr while the block runs, unless --quiet."""
+    if is_quiet(ctx):
+        yield None
+        return
+    from .._resources import reporting
+
+    bar = _StageProgress()
+    try:
+        with reporting(bar):
+            yield bar
+    finally:
+        bar.close()
+
+
 def _save(ctx: click.Context, ds, data: str | None, out: str | None) -> None:
     """Write the Dataset first (it is never lost to a drawing failure), then its picture, drawn
     by ``dynlab.plot.draw`` (the function a script calls on the same result)."""
@@ -175,7 +232,7 @@ def gradients(ctx, out, data, K, lyapunov, step_norms, **options):
 
     options = _prepare(ctx, dict(options, K=K))
     spec = GradientSpec(make_spec(ctx, dict(options, K=None)), K_values=K, lyapunov=lyapunov, step_norms=step_norms)
-    with keep_partial(data):
+    with keep_partial(data), stage_progress(ctx):
         ds = gradients_dataset(spec)
     _save(ctx, ds, data, out)
     _say(ctx, gradients_summary(ds))
@@ -441,7 +498,7 @@ def equilibria(ctx, out, data, method, tol, n_starts, continue_over, param_range
     options = _prepare(ctx, {**options, **mode})
     mode = {k: options.pop(k) for k in mode}
     spec = EquilibriaSpec(make_spec(ctx, options), **dict(mode, method=mode["method"].lower()))
-    with keep_partial(data):
+    with keep_partial(data), stage_progress(ctx):
         ds = equilibria_dataset(spec)
     _save(ctx, ds, data, out)
     _say(ctx, equilibria_summary(ds))
@@ -472,7 +529,7 @@ def spectrum(ctx, out, data, at, **options):
 
     options = _prepare(ctx, dict(options, at=at))
     at = options.pop("at")
-    with keep_partial(data):
+    with keep_partial(data), stage_progress(ctx):
         ds = spectrum_dataset(SpectrumSpec(make_spec(ctx, options), at=at.lower()))
     _save(ctx, ds, data, out)
     _say(ctx, spectrum_summary(ds))
@@ -538,7 +595,7 @@ def partition(ctx, out, data, layers, embed, tsne, dataset, **options):
     maso = dict(layers=layers, embed=embed, tsne=tsne, dataset=dataset)
     options = _prepare(ctx, {**options, **maso})
     maso = {k: options.pop(k) for k in maso}
-    with keep_partial(data):
+    with keep_partial(data), stage_progress(ctx):
         ds = partition_dataset(PartitionSpec(make_spec(ctx, options), **maso))
     _save(ctx, ds, data, out)
     _say(ctx, partition_summary(ds))

@@ -59,6 +59,10 @@ def make_model(name: str, hidden: int, inputs: int, *, seed: int | None = None,
         if key not in allowed:
             raise ParameterError(key, f"is not a setting of model {cls.name!r}; it takes "
                                       f"{', '.join(k for k in allowed if k not in ('seed', 'weight_scale'))}")
+    from .._resources import check_model
+    from .._validate import as_int
+
+    check_model(cls.name, as_int(hidden, "hidden", low=1), as_int(inputs, "inputs", low=1), settings)
     return cls.random(hidden, inputs, seed=seed, weight_scale=weight_scale, **settings)
 
 

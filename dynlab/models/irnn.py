@@ -62,6 +62,9 @@ class IRNN(Model):
     def __post_init__(self):
         D, _ = self._check_common()
         self._set("K", as_int(self.K, "K", low=1))
+        from .._resources import check_memory, nbytes
+
+        check_memory(nbytes(self.K), "K", f"the η table (K = {self.K} float64)")
         self._set("alpha", as_scalar(self.alpha, "alpha", low=0.0))
         if self.g0 not in ("zero", "previous"):
             raise ParameterError("g0", f"must be 'zero' or 'previous', got {self.g0!r}")

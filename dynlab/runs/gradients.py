@@ -62,6 +62,12 @@ def gradients_dataset(spec):
         raise ParameterError("steps", f"needs at least 2 steps for ∂h_T/∂h_(T-1), got {run.steps}")
     backend = resolve_backend(run.backend)
     Ks = tuple(spec.K_values) or (None,)
+    from .._resources import check_gradients
+
+    for K in Ks:  # the work, before any model is drawn (a D = 30000 model alone takes a minute)
+        like = sized_like(run, K)
+        if like is not None:
+            check_gradients(like, 1, run.steps, lyapunov=False)
     primaries = [build_model(dataclasses.replace(run, K=K)) for K in Ks]
     if len(Ks) > 1 and primaries[0].name != "irnn":
         raise ParameterError("K", f"lists several values, but K is an irnn setting (model {primaries[0].name!r})")
@@ -147,3 +153,20 @@ def gradients_summary(ds) -> str:
         lam = float(ds["lyapunov"].sel(model=name)[0])
         lines.append(f"{label:<{w}}{r:>12.4g}{j1:>14.4g}{l1:>16.6g}{lam:>16.5g}")
     return "\n".join(lines)
+
+
+def sized_like(spec, K=None):
+    """A stand-in with the sizes a ``RunSpec`` will build (state_size, inputs, K, name), so the
+    work of a run is estimated before its model is drawn (None when a weights file sets them)."""
+    import types
+
+    from ..spec import DEFAULT_HIDDEN, DEFAULT_INPUTS, DEFAULT_MODEL
+
+    if spec.weights is not None:
+        return None
+    name = str(spec.model or DEFAULT_MODEL).lower()
+    D = int(DEFAULT_HIDDEN if spec.hidden is None else spec.hidden)
+    k = K if K is not None else spec.K
+    return types.SimpleNamespace(name=name, state_size=D, inputs=int(DEFAULT_INPUTS if spec.inputs is None
+                                                                     else spec.inputs),
+                                 K=int(k) if (name == "irnn" and k is not None) else 1)

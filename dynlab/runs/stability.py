@@ -162,6 +162,12 @@ def spectrum_dataset(spec):
     from ..spec import build_input, build_model, input_attrs
 
     run = spec.run
+    from .._resources import check_spectrum
+    from .gradients import sized_like
+
+    like = sized_like(run)
+    if like is not None:  # the work, before the model is drawn
+        check_spectrum(like, run.batch or 1, run.steps)
     model = build_model(run)
     x = build_input(run, model.inputs)
     ds = spectrum(model, x, at=spec.at, backend=run.backend, command=run.command)

@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from .._blas import blas_threads
+from .._resources import check_grid
 from ..errors import ParameterError
 from . import store as _store
 from .grid import RUN_SETTINGS, SweepSpec, make_sweep_spec, region_chunks, region_points, regions
@@ -190,6 +191,9 @@ def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=Non
 
     spec = make_sweep_spec(analysis, grid, fixed=fixed, zipped=zipped, seeds=seeds)
     target = get_target(spec.analysis)
+    # before the store, the lock or any array: a grid whose results cannot be held is refused
+    check_grid(spec.size, len(target.variables_for(spec.point((0,) * len(spec.axes)))) + 2,
+               "×".join(str(n) for n in spec.shape) or "1")
     backend = resolve_backend(backend)
     if region_size is None:
         region_size = REGION_SIZE_BATCHED if (batched and target.batched is not None) else REGION_SIZE

@@ -8,11 +8,16 @@ from ..errors import ParameterError
 
 
 def _shape(steps, inputs, batch):
+    from .._resources import check_input
+
     steps = as_int(steps, "steps", low=1)
     inputs = as_int(inputs, "inputs", low=1)
+    if batch is not None:
+        batch = as_int(batch, "batch", low=1)
+    check_input(steps, inputs, batch)  # before drawing: refuses what this machine cannot hold
     if batch is None:
         return (steps, inputs), False
-    return (as_int(batch, "batch", low=1), steps, inputs), True
+    return (batch, steps, inputs), True
 
 
 def random_walk(steps: int, inputs: int = 1, *, variance: float = 1.0, batch: int | None = None,

@@ -325,6 +325,7 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
     batch = as_int(batch, "batch", low=1)
     record_every = as_int(record_every, "record_every", low=1)
     diag_batch = as_int(diag_batch, "diag_batch", low=1)
+    _check_tapes(model, task, batch)
     sigma_eps = as_scalar(sigma_eps, "sigma_eps", low=0.0)
     seed = as_int(seed, "seed", low=0)
     if clip is not None:
@@ -787,6 +788,19 @@ TRAIN_DEFAULTS = {"sequence": (500, 1e-3), "implicit": (3000, 1e-2)}
 def _defaults(spec: TrainSpec, kind: str) -> tuple:
     its, lr = TRAIN_DEFAULTS[kind]
     return (its if spec.iterations is None else spec.iterations), (lr if spec.lr is None else spec.lr)
+
+
+def _check_tapes(model, task, batch: int) -> None:
+    """Refuse (before anything is drawn) a minibatch whose BPTT tapes this machine cannot hold:
+    the states of every step and of every inner iteration (K for an irnn, 1 otherwise) plus the
+    pre-activations, B×T×D float64 each, and the minibatch's inputs B×T×d."""
+    from .._resources import check_memory, largest, nbytes, shape_text
+
+    B, T, D, d = int(batch), int(task.steps), int(model.state_size), int(model.inputs)
+    K = int(getattr(model, "K", 1) or 1)
+    n = (2 * K + 1) * nbytes(B, T, D) + nbytes(B, T, d)
+    check_memory(n, largest(batch=B, steps=T, hidden=D),
+                 f"the BPTT tapes ({2 * K + 1} × B×T×D = {shape_text(B, T, D)} float64, and the inputs)")
 
 
 def train_spec(spec: TrainSpec) -> TrainResult:
