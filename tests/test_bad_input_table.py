@@ -27,6 +27,12 @@ COMPUTE = ["dynlab.simulation.simulate", "dynlab.simulation.run_states", "dynlab
 #: command → [(argv, the name the one error line starts with)].
 BAD = {
     'simulate': [
+        # sizes beyond this machine: refused before allocating, naming the option and the estimate
+        (['simulate', '--hidden', '200000'], '--hidden'),
+        (['simulate', '--hidden', '99999999999999999999999'], '--hidden'),
+        (['simulate', '--steps', '1000000000000'], '--steps'),
+        (['simulate', '--batch', '1000000000'], '--batch'),
+        (['simulate', '--inputs', '100000000000'], '--inputs'),
         (['simulate', '--hidden', 'abc'], '--hidden'),
         (['simulate', '--hidden', '0'], '--hidden'),
         (['simulate', '--hidden', '-3'], '--hidden'),
@@ -151,6 +157,8 @@ BAD = {
         (['phase', '--bogus'], '--bogus'),
     ],
     'gradients': [
+        # work or memory beyond this machine (tests/test_resources.py has the rest)
+        (['gradients', '--hidden', '30000', '--steps', '10'], '--hidden'),
         (['gradients', '--K', '1,,5'], '--K'),
         (['gradients', '--K', 'a'], '--K'),
         (['gradients', '--K', '0'], '--K'),
@@ -202,6 +210,8 @@ BAD = {
         (['equilibria', '--model', 'nosuch'], '--model'),
     ],
     'spectrum': [
+        # work or memory beyond this machine (tests/test_resources.py has the rest)
+        (['spectrum', '--hidden', '30000', '--steps', '10'], '--hidden'),
         (['spectrum', '--at', 'nosuch'], '--at'),
         (['spectrum', '--hidden', '0'], '--hidden'),
         (['spectrum', '--batch', '0'], '--batch'),
@@ -264,6 +274,8 @@ BAD = {
         (['partition', '--model', 'implicit'], '--model'),
     ],
     'train': [
+        # work or memory beyond this machine (tests/test_resources.py has the rest)
+        (['train', '--batch', '1000000000'], '--batch'),
         (['train', '--task', 'nosuch'], '--task'),
         (['train', '--iterations', '-1'], '--iterations'),
         (['train', '--iterations', '0'], '--iterations'),
@@ -316,6 +328,7 @@ BAD = {
         (['train', '--weights', '{K0}'], '--weights'),
     ],
     'sweep': [
+        (['sweep', '{GRID}'], '{GRID}: grid'),
         (['sweep', '{T}/missing.toml'], '{T}/missing.toml'),
         (['sweep'], 'SPEC.toml'),
         (['sweep', '{SPEC}', '--out', '{T}/x.txt'], '--out'),
@@ -438,6 +451,10 @@ def files(tmp_path_factory):
     np.savez(tmp / "g0array.npz", **{**good, "__setting__g0": np.array(["zero", "previous"])})
     np.savez(tmp / "k0.npz", **{**good, "__setting__K": np.array(0)})
     out.update(EMPTY=str(empty), G0ARRAY=str(tmp / "g0array.npz"), K0=str(tmp / "k0.npz"))
+    grid = tmp / "grid.toml"
+    grid.write_text('analysis = "simulate"\n[model]\nname = "irnn"\nhidden = 2\n[input]\nsteps = 5\n[grid]\n'
+                    'eta = {0}\nalpha = {0}\nseed = {0}\n'.format(list(range(1, 1001))))
+    out["GRID"] = str(grid)
     return out
 
 
