@@ -58,3 +58,15 @@ def test_make_keeps_the_other_records_of_claims_json(tmp_path):
     run(["figures", "make", "irnn-fig2-phase", "--quick", "--out", str(tmp_path)])
     claims = json.loads((tmp_path / "claims.json").read_text())
     assert [c["name"] for c in claims] == ["irnn-fig2-phase", "irnn-fig6-convergence"]  # dynlab.figures.ORDER
+
+
+def test_rebuild_gallery_from_claims_json_alone(tmp_path):
+    """The page rewritten from claims.json equals the one written from the records, the total
+    time being the sum of the records' seconds."""
+    from dynlab.figures._gallery import rebuild_gallery, write_gallery
+
+    run(["figures", "make", "irnn-fig2-phase", "--quick", "--out", str(tmp_path)])
+    records = json.loads((tmp_path / "claims.json").read_text())
+    expected = open(write_gallery(records, tmp_path, total_seconds=sum(r["seconds"] for r in records))).read()
+    (tmp_path / "README.md").unlink()
+    assert open(rebuild_gallery(tmp_path)).read() == expected

@@ -122,9 +122,6 @@ def _parse_compare(ctx, param, value):
     for n in names:
         if n not in MODEL_NAMES:
             raise click.BadParameter(f"unknown model {n!r}; choose from {', '.join(MODEL_NAMES)}", ctx, param)
-        if n == "implicit":
-            raise click.BadParameter("implicit is a static equilibrium model, not a sequence model: it has no "
-                                     "trajectory to compare", ctx, param)
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise click.BadParameter(f"{', '.join(map(repr, dup))} listed more than once; each model appears once",

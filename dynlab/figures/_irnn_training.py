@@ -36,26 +36,31 @@ def entry(kind: str, K: int | None = None):
     raise ValueError(kind)
 
 
+#: key prefix → (legend label, short label) with ``{K}`` for the inner steps; ``rnn-tanh`` has no K
+_LABELS = {
+    "irnn-eq5-K": ("iRNN K={K} (eq. 5: g₀=0, −h, ReLU, η₀=0.3 learned)", "K={K}"),
+    "irnn-g0prev-K": ("iRNN K={K} (g₀=h, −h: ∂h_m/∂h_m−1 = I; ReLU, η₀=0.3 learned)", "K={K} (g₀=h)"),
+    "rnn-tanh": ("RNN (tanh, U ~ N(0, 1/D))", "RNN"),
+}
+
+
+def _labels(key: str) -> tuple[str, str]:
+    key = str(key)
+    for prefix, pair in _LABELS.items():
+        if key.startswith(prefix):
+            K = key[len(prefix):]
+            return tuple(p.format(K=K) for p in pair)
+    return key, key
+
+
 def label(key: str) -> str:
     """The one legend label of a setting key (the same in Figs. 3, 4 and 8)."""
-    key = str(key)
-    if key.startswith("irnn-eq5-K"):
-        return f"iRNN K={key.rsplit('K', 1)[1]} (eq. 5: g₀=0, −h, ReLU, η₀=0.3 learned)"
-    if key.startswith("irnn-g0prev-K"):
-        return f"iRNN K={key.rsplit('K', 1)[1]} (g₀=h, −h: ∂h_m/∂h_m−1 = I; ReLU, η₀=0.3 learned)"
-    if key == "rnn-tanh":
-        return "RNN (tanh, U ~ N(0, 1/D))"
-    return key
+    return _labels(key)[0]
 
 
 def short_label(key: str) -> str:
-    """A short form for crowded panels: ``K=5``, ``K=5 g₀=h``, ``RNN``."""
-    key = str(key)
-    if key.startswith("irnn-eq5-K"):
-        return f"K={key.rsplit('K', 1)[1]}"
-    if key.startswith("irnn-g0prev-K"):
-        return f"K={key.rsplit('K', 1)[1]} (g₀=h)"
-    return {"rnn-tanh": "RNN"}.get(key, key)
+    """A short form for crowded panels: ``K=5``, ``K=5 (g₀=h)``, ``RNN``."""
+    return _labels(key)[1]
 
 
 HISTORY_KEEP = ("val_loss", "val_accuracy", "jac_norm", "step_norm", "ratio", "dL_dh1_norm")
