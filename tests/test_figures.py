@@ -45,7 +45,7 @@ def test_unknown_figure_names_the_parameter():
 
 
 # ------------------------------------------------------------------ the record contract, on toys
-def _toy(check, *, trains=False, scaling="toy sizes"):
+def _toy(check, *, trains=False, scaling="toy sizes", table=False):
     import matplotlib.pyplot as plt
 
     def compute(quick):
@@ -57,7 +57,7 @@ def _toy(check, *, trains=False, scaling="toy sizes"):
         return fig
 
     return Recipe(name="toy-claim", source="nowhere", claim="toy", compute=compute, draw=draw, check=check,
-                  trains=trains)
+                  trains=trains, table=table)
 
 
 CONTROL_FAILS = {"setting": "untrained", "measured": {"x": 0.1}, "passed": False}
@@ -105,6 +105,44 @@ def test_the_scale_down_must_be_stated(tmp_path):
 def test_check_record_accepts_a_complete_record():
     rec = {"passed": True, "control": dict(CONTROL_FAILS), "scaling": "s", "per_seed": [{"seed": s} for s in range(5)]}
     check_record(_toy(None, trains=True), rec, quick=False)
+
+
+GOOD_TABLE = {"title": "Table 1 stand-in", "columns": ["model", "ours (digits)", "paper (MNIST)"],
+              "rows": [["iRNN", 0.91, 98.13], ["LSTM", 0.85, "—"]], "note": "digits for MNIST"}
+
+
+@pytest.mark.parametrize("change,match", [
+    (None, None),
+    ({"table": None}, "needs \"table\""),
+    ({"columns": ["model", "ours", "theirs"]}, "paper"),
+    ({"rows": [["iRNN", 0.91]]}, "3 cells"),
+    ({"rows": []}, "no rows"),
+    ({"rows": [["iRNN", [1, 2], 3.0]]}, "numbers or strings"),
+    ({"note": " "}, "substitution"),
+])
+def test_a_table_recipe_needs_a_well_formed_table_with_the_papers_numbers(change, match, tmp_path):
+    table = dict(GOOD_TABLE)
+    if change and "table" in change:
+        table = None
+    elif change:
+        table.update(change)
+
+    def check(ds):
+        out = {"passed": True, "x": 1.0, "control": dict(CONTROL_FAILS)}
+        if table is not None:
+            out["table"] = table
+        return out
+
+    if match is None:
+        rec = run_recipe(_toy(check, table=True), tmp_path, quick=True)
+        from dynlab.figures._gallery import write_gallery
+
+        page = open(write_gallery([rec], tmp_path)).read()
+        assert "**Table 1 stand-in**" in page and "| iRNN | 0.91 | 98.13 |" in page and "| LSTM | 0.85 | — |" in page
+        assert "*digits for MNIST*" in page
+    else:
+        with pytest.raises(RecipeError, match=match):
+            run_recipe(_toy(check, table=True), tmp_path, quick=True)
 
 
 # ------------------------------------------------------------------ seed statistics

@@ -63,6 +63,15 @@ def _seed_table(per_seed: list) -> list[str]:
     return lines + [""]
 
 
+def table_markdown(t: dict) -> list[str]:
+    """The markdown lines of a record's ``table`` (``Recipe`` contract): title, table, note."""
+    lines = [f"**{_cell(t['title'])}**", "", "| " + " | ".join(_cell(c) for c in t["columns"]) + " |",
+             "|" + "|".join("---" if i == 0 else "---:" for i in range(len(t["columns"]))) + "|"]
+    for row in t["rows"]:
+        lines.append("| " + " | ".join(_cell(_fmt(c)) for c in row) + " |")
+    return lines + ["", f"*{_cell(t['note'])}*", ""]
+
+
 def write_gallery(records: list, out_dir, *, fmt: str = "png", total_seconds: float | None = None) -> str:
     """Write ``out_dir/README.md``: every figure with its source, claim, scale-down, measured
     numbers, per-seed numbers, negative control, and whether the paper's claim held (or the
@@ -111,6 +120,8 @@ def write_gallery(records: list, out_dir, *, fmt: str = "png", total_seconds: fl
             lines += [f"**Finding:** {r['finding']}", ""]
         if r.get("error"):
             lines += [f"**Error:** {r['error']}", ""]
+        if r.get("table"):
+            lines += table_markdown(r["table"])
         lines += [f"- `{k}` = {_fmt(v)}" for k, v in r["measured"].items()]
         if r.get("per_seed"):
             lines += ["", f"Per seed ({len(r['per_seed'])} seeds):"] + _seed_table(r["per_seed"])

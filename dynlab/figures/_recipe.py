@@ -31,6 +31,8 @@ class Recipe:
     trains   : the claim is about a training outcome: ``check`` must report ``per_seed`` with
                ≥ 5 seeds in full mode (≥ 3 quick), and decide beyond 2 standard errors
                (``dynlab.figures._stats``)
+    table    : the recipe reproduces a paper *table*: ``check`` must report ``table`` (below),
+               built from the Dataset, with the paper's number beside ours
 
     The record contract (the gallery's rules; ``check_record`` enforces it):
 
@@ -41,6 +43,12 @@ class Recipe:
     - ``passed`` says whether the paper's claim held on our data.  A claim that does not hold is a
       finding, not an error: ``passed = False`` with ``finding`` stating what was measured instead.
     - ``per_seed``: a list with one entry (a dict of numbers, including ``"seed"``) per seed.
+    - ``table`` (recipes with ``table=True``): ``{"title": str, "columns": [str, ...],
+      "rows": [[cell, ...], ...], "note": str}`` — cells are numbers or short strings, every row
+      as long as ``columns``; at least one column is the paper's number (its name starts with
+      ``"paper"``, e.g. ``"paper (MNIST)"``; a cell is ``"—"`` where the paper gives none), and
+      ``note`` names the data-set substitution.  The gallery prints it as a markdown table; the
+      numbers come from the Dataset, which holds them as variables.
     - the Dataset's ``attrs["scaling"]`` states the scale-down against the paper (sizes, data set
       substitution, iterations); it is printed on the figure and copied into the record.
     """
@@ -52,6 +60,7 @@ class Recipe:
     draw: Callable
     check: Callable
     trains: bool = False
+    table: bool = False
 
 
 class RecipeError(Exception):
@@ -72,12 +81,35 @@ def check_record(recipe: "Recipe", rec: dict, quick: bool) -> None:
         if not isinstance(seeds, list) or len(seeds) < need:
             got = len(seeds) if isinstance(seeds, list) else "no"
             problems.append(f"a training claim needs per_seed with >= {need} seeds ({got} given)")
+    if recipe.table:
+        problems += _table_problems(rec.get("table"))
     if not rec["passed"] and not rec.get("control_passed") and not str(rec.get("finding") or "").strip():
         problems.append('a claim that does not hold needs a "finding" stating what was measured instead')
     if not str(rec.get("scaling") or "").strip():
         problems.append('the Dataset must state its scale-down against the paper in attrs["scaling"]')
     if problems:
         raise RecipeError(f"figure {recipe.name}: " + "; ".join(problems))
+
+
+def _table_problems(t) -> list[str]:
+    """What is wrong with a record's ``table`` (``Recipe`` contract); [] when it is well formed."""
+    if not isinstance(t, dict) or not {"title", "columns", "rows", "note"} <= set(t):
+        return ['a table recipe needs "table": {"title", "columns", "rows", "note"}']
+    cols, rows = t["columns"], t["rows"]
+    out = []
+    if not isinstance(cols, list) or not cols or not all(isinstance(c, str) and c.strip() for c in cols):
+        return ["the table's columns must be a non-empty list of names"]
+    if not isinstance(rows, list) or not rows:
+        out.append("the table has no rows")
+    elif any(not isinstance(r, list) or len(r) != len(cols) for r in rows):
+        out.append(f"every table row must have {len(cols)} cells (one per column)")
+    elif any(not isinstance(c, (str, int, float)) or isinstance(c, bool) for r in rows for c in r):
+        out.append("table cells must be numbers or strings")
+    if not any(c.lower().startswith("paper") for c in cols):
+        out.append('the table needs a column with the paper\'s number (its name starts with "paper")')
+    if not str(t.get("note") or "").strip():
+        out.append("the table's note must name the data-set substitution")
+    return out
 
 
 def _plain(value):
@@ -113,7 +145,7 @@ def run_recipe(recipe: Recipe, out_dir, *, quick: bool = False, fmt: str = "png"
     measured = _plain(dict(recipe.check(ds)))
     passed = bool(measured.pop("passed"))
     # the negative control, the per-seed numbers and the finding live in the record itself
-    extra = {k: measured.pop(k) for k in ("control", "per_seed", "finding") if k in measured}
+    extra = {k: measured.pop(k) for k in ("control", "per_seed", "finding", "table") if k in measured}
     rec = {"name": recipe.name, "source": recipe.source, "claim": recipe.claim, "passed": passed,
            "measured": measured, **extra, "scaling": str(ds.attrs.get("scaling", ""))}
     if isinstance(rec.get("control"), dict):
