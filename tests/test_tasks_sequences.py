@@ -109,6 +109,22 @@ def test_digits_as_pixel_and_row_sequences():
     assert np.array_equal(np.sort(seen), np.sort(y))
 
 
+def test_permuted_digits_apply_one_fixed_permutation_to_every_sequence():
+    pytest.importorskip("sklearn")
+    plain = sq.make_task("digits-pixels", seed=0)
+    perm = sq.make_task("digits-pixels", seed=0, permute=3)
+    p = np.random.default_rng(3).permutation(64)
+    for split in sq.SPLITS:
+        (x0, y0), (x1, y1) = plain.batch(split), perm.batch(split)
+        assert np.array_equal(y0, y1) and np.array_equal(x1, x0[:, p])   # same images, same order, steps permuted
+    assert perm.settings["permute"] == 3 and not np.array_equal(p, np.arange(64))
+    assert not np.array_equal(sq.make_task("digits-pixels", seed=0, permute=4).batch("train")[0], perm.batch("train")[0])
+    with pytest.raises(ParameterError, match="permute"):
+        sq.make_task("adding", 10, permute=1)
+    with pytest.raises(ParameterError, match="permute"):
+        sq.make_task("digits-rows", permute=-1)
+
+
 def test_bad_task_settings_name_the_parameter():
     with pytest.raises(ParameterError, match="task"):
         sq.make_task("parity")

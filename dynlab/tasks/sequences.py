@@ -253,7 +253,7 @@ def _splits(gen, sizes, seed):
 
 def make_task(name: str, steps: int | None = None, *, seed: int | None = 0, n_train: int = 10000,
               n_val: int = 1000, n_test: int = 1000, pad: int = 0, pad_variance: float = 1.0,
-              binary: bool = False) -> Task:
+              binary: bool = False, permute: int | None = None) -> Task:
     """A task by name with seeded train / validation / test splits.
 
     Parameters
@@ -270,6 +270,9 @@ def make_task(name: str, steps: int | None = None, *, seed: int | None = 0, n_tr
         markers anywhere; ``adding-ternary`` then labels the sum 0 / 1 / 2 (probabilities
         1/4, 1/2, 1/4; baseline the label entropy 1.5 ln 2), ``adding`` regresses it (baseline
         the MSE of predicting 1, Var = 1/2)
+    permute : digits tasks only: the *permuted* form (the papers' permuted pixel MNIST): one
+        fixed permutation of the time steps, drawn from ``default_rng(permute)``, applied to
+        every sequence of every split (None: the natural order)
 
     Example
     -------
@@ -284,6 +287,8 @@ def make_task(name: str, steps: int | None = None, *, seed: int | None = 0, n_tr
     pad = as_int(pad, "pad", low=0)
     sizes = (n_train, n_val, n_test)
     settings = {"task": key, "n_train": n_train, "n_val": n_val, "n_test": n_test, "pad": pad}
+    if permute is not None and not key.startswith("digits"):
+        raise ParameterError("permute", f"applies to the digits tasks only, not to {key}")
     if binary and key not in ("adding", "adding-ternary"):
         raise ParameterError("binary", f"applies to the adding tasks only, not to {key}")
     if key in ("adding", "adding-ternary"):
@@ -322,6 +327,10 @@ def make_task(name: str, steps: int | None = None, *, seed: int | None = 0, n_tr
         w = np.array([as_int(s, f"n_{sp}", low=1) for s, sp in zip(sizes, SPLITS)], dtype=np.float64)
         cut = np.round(np.cumsum(w / w.sum()) * len(y)).astype(int)
         parts = np.split(order, cut[:-1])
+        if permute is not None:
+            perm = np.random.default_rng(as_int(permute, "permute", low=0)).permutation(x.shape[1])
+            x = x[:, perm]
+            settings.update(permute=int(permute))
         data = {sp: (x[p], y[p]) for sp, p in zip(SPLITS, parts)}
         settings.update(n_train=len(parts[0]), n_val=len(parts[1]), n_test=len(parts[2]))
         task = Task(key, "ce", x.shape[2], 10, x.shape[1], math.log(10.0), "chance cross-entropy ln 10", data,
