@@ -154,7 +154,7 @@ def draw(ds):
         fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=2, frameon=False, fontsize=7,
                    bbox_to_anchor=(0.5, -0.02))
         fig.get_layout_engine().set(rect=(0, 0.24, 1, 0.68))
-        fig.suptitle(f"§4.2 ablation: FastRNN η, Antisymmetric γ/ε vs iRNN\n" + ds.attrs.get("scaling", "").replace("; paper", ";\npaper"), fontsize=7.5)
+        fig.suptitle("§4.2 ablation: FastRNN η, Antisymmetric γ/ε vs iRNN\n" + ds.attrs.get("scaling", "").replace("; paper", ";\npaper"), fontsize=7.5)
         return fig
 
     return _draw()
