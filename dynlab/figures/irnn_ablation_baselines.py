@@ -124,7 +124,7 @@ def draw(ds):
 
     @styled
     def _draw():
-        labels, short = json.loads(ds.attrs["labels"]), json.loads(ds.attrs["short"])
+        labels = json.loads(ds.attrs["labels"])
         fig, axes = new_figure(2, height=3.2)
         colors = {IRNN: CYCLE[0], CONTROL: "0.45"}
         colors.update({k: c for k, c in zip(FAST, (CYCLE[1], CYCLE[4], "#8c3b00"))})
