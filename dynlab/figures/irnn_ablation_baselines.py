@@ -145,7 +145,7 @@ def draw(ds):
             ax.set_yscale("log")
         axes[0].set_xscale("symlog", linthresh=1e-2)
         axes[0].set_xlim(left=0)
-        axes[0].set_xlabel("|ln ratio| averaged over training (0: identity gradient)")
+        axes[0].set_xlabel("|ln ratio| over training (0 = identity)")
         axes[0].set_ylabel("final validation MSE (per seed)")
         axes[0].set_title("(a) gradient vs accuracy, per seed")
         axes[1].set_xlabel("training iteration")
