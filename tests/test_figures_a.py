@@ -79,11 +79,11 @@ def test_binary_digits_labels_and_standardisation():
 def _fig5_ds(irnn, rnn, lstm, seeds=5, noise=0.005):
     rng = np.random.default_rng(0)
     Ts = list(fig5.TS)
-    vals = np.array([[[v + noise * rng.standard_normal() for _ in range(seeds)] for v in (irnn(T), rnn(T), lstm(T))]
-                     for T in Ts])
+    vals = np.array([[[v + noise * rng.standard_normal() for _ in range(seeds)]
+                      for v in (irnn(T), rnn(T), lstm(T), 0.16, 0.16)] for T in Ts])   # + FastRNN, Antisymmetric
     ds = xr.Dataset({"final_mse": (("T", "run", "seed"), vals),
                      "val_loss": (("T", "run", "seed", "iteration"), np.repeat(vals[..., None], 2, axis=-1)),
-                     "params": (("run",), [98, 97, 393]), "T_run": (("T",), Ts)},
+                     "params": (("run",), [98, 97, 393, 99, 99]), "T_run": (("T",), Ts)},
                     coords={"T": Ts, "run": list(fig5.KEYS), "seed": list(range(seeds)), "iteration": [0, 1]})
     ds.attrs.update({"baseline": 1 / 6, "iterations": 150, "scaling": "built for the test",
                      "short": json.dumps({k: setting(k)[3] for k in fig5.KEYS}),

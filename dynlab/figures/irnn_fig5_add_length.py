@@ -6,18 +6,21 @@ T)``: two marked values in [0, 1] among T, target their sum; predicting 1 gives 
 with exact BPTT (``dl.train_model``: Adam, lr 1e-2, batch 32, D = 16, 150 iterations — the paper
 runs 2000 iterations of batch 128 at D = 128, a budget two CPU cores do not have for 60 runs up to
 T = 750): the iRNN with K = 5 (eq. 5, ReLU, η₀ = 0.3 learned, as in irnn-fig3-add; the paper runs
-K = 5 on this task), the tanh RNN and dynlab's LSTM (the paper's Fig. 4 also shows FastRNN,
-Antisymmetric and unitary RNNs; FastRNN and Antisymmetric are in irnn-ablation-baselines at
-T = 200).  Same data, same seeds (initial weights, read-out, batches) for every cell; parameter
-counts are reported.
+K = 5 on this task), the tanh RNN, dynlab's LSTM, and the two ungated baselines of the paper's
+Fig. 4 at the settings §4.2 names as the accurate ones: FastRNN with step η = σ(α) started at
+0.01 (σ(β) at 0.99, both learned) and AntisymmetricRNN with γ = 0.01, ε = 0.1 (fixed) — the
+same settings as in irnn-ablation-baselines (unitary RNNs are not in dynlab).  Same data, same
+seeds (initial weights, read-out, batches) for every cell; parameter counts are reported.
 
 Per (cell, T, seed): the validation MSE at the end of training (256 held-out sequences).
 
 The claim (§4.3.1: "iRNN easily and quickly learns the long term dependencies" at every length,
 while the baselines do not): the iRNN *learns* at every T — its final MSE lies below half the
 baseline, (1/12 − MSE) > 0 beyond 2 standard errors over seeds — and at the longest T its MSE is
-below the RNN's and the LSTM's, paired over seeds beyond 2 SE.  How each baseline's MSE changes
-from T = 100 to 750 is reported (paired difference ± SE).  Negative control: the same "learns at
+below the RNN's and the LSTM's, paired over seeds beyond 2 SE (the paper: "FastRNN solves the
+addition task but ... takes twice the number of iterations", so FastRNN and Antisymmetric are
+measured and drawn, not part of the decision).  How each baseline's MSE changes from T = 100 to
+750 is reported (paired difference ± SE).  Negative control: the same "learns at
 every T" test applied to the tanh RNN, which the paper (and Fig. 3's ratio) says cannot carry the
 gradient over T steps; it must fail.
 """
@@ -34,7 +37,8 @@ from ._stats import beyond_2se, mean_se, paired, seeds_for
 
 NAME = "irnn-fig5-add-length"
 TS = (100, 200, 400, 750)
-KEYS = ("irnn-K5", "rnn", "lstm")
+KEYS = ("irnn-K5", "rnn", "lstm", "fastrnn-eta0.01", "antisym-g0.01-e0.1")
+#: the baselines the claim is decided against; the others are measured and drawn
 BASELINES = ("rnn", "lstm")
 #: "learned": the final validation MSE below this fraction of the 1/6 baseline, beyond 2 SE
 LEARN_FRACTION = 0.5
@@ -74,15 +78,16 @@ def check(ds):
     out["iRNN T at which it learns (MSE < 1/12 beyond 2 SE)"] = [T for T in Ts if per_T[T]["passed"]]
     beats = {}
     irnn_last = ds["final_mse"].sel(run="irnn-K5", T=Tmax).values
-    for b in BASELINES:
+    for b in KEYS[1:]:
         r = paired(ds["final_mse"].sel(run=b, T=Tmax).values, irnn_last, larger="a")
-        beats[b] = r
+        if b in BASELINES:
+            beats[b] = r
         out[f"{short[b]} − iRNN MSE at T={Tmax}"] = f"{r['diff_mean']:.3g} ± {r['diff_se']:.2g}"
     for T in Ts:
         for key in KEYS:
             m, se, _ = mean_se(ds["final_mse"].sel(run=key, T=T).values)
             out[f"MSE {short[key]} T={T}"] = f"{m:.4f} ± {se:.2g}"
-    for b in BASELINES:
+    for b in KEYS[1:]:
         r = paired(ds["final_mse"].sel(run=b, T=Tmax).values, ds["final_mse"].sel(run=b, T=Tmin).values)
         out[f"{short[b]} MSE T={Tmax} − T={Tmin}"] = f"{r['diff_mean']:.3g} ± {r['diff_se']:.2g}"
     out["baseline MSE"] = float(ds.attrs["baseline"])
@@ -141,7 +146,7 @@ def draw(ds):
         x = np.arange(len(Ts))
         for j, key in enumerate(KEYS):
             ms = [mean_se(ds["final_mse"].sel(run=key, T=T).values) for T in Ts]
-            ax.errorbar(x + (j - 1) * 0.12, [m for m, _, _ in ms], yerr=[2 * se for _, se, _ in ms], color=colors[key],
+            ax.errorbar(x + (j - (len(KEYS) - 1) / 2) * 0.09, [m for m, _, _ in ms], yerr=[2 * se for _, se, _ in ms], color=colors[key],
                         marker="o", ms=3.5, lw=1.0, capsize=2, label=short[key])
         ax.axhline(base, color="k", lw=0.7, ls=":")
         ax.axhline(LEARN_FRACTION * base, color="k", lw=0.5, ls="--")
