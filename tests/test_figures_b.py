@@ -58,6 +58,13 @@ def test_pure_noise_control_replaces_only_the_informative_test_rows():
     assert abs(xc[:, :8].std() - 1.0) < 0.05
 
 
+def test_chance_is_the_most_frequent_test_class():
+    task = tb.standardised("rows", pad=4)
+    y = task.data["test"][1]
+    rate = t2.majority_rate(task)
+    assert rate == max(np.mean(y == c) for c in range(10)) and 0.1 <= rate < 0.15
+
+
 @pytest.mark.parametrize("key,closed", [
     ("rnn", lambda D, d: D * D + D * d + D),
     ("fastrnn", lambda D, d: D * D + D * d + D + 2),                  # + α, β
@@ -126,7 +133,7 @@ def test_table2_check_needs_above_chance_and_every_baseline_beaten():
                      "train_seconds": (("run", "seed"), np.ones_like(acc)), "params": (("run",), np.arange(4)),
                      "paper_accuracy": (("run",), np.ones(4))},
                     coords={"run": list(t2.ROWS), "seed": np.arange(5)})
-    ds.attrs.update(hidden=32, iterations=300, pad=120, steps=128, informative_steps=8)
+    ds.attrs.update(hidden=32, iterations=300, pad=120, steps=128, informative_steps=8, chance=0.1)
     out = t2.check(ds)
     assert out["passed"] and not out["control"]["passed"]
     ds["accuracy"].loc[dict(run="irnn-K1")] = 0.46 + noise                               # beats LSTM, not FastRNN
