@@ -14,7 +14,8 @@ informative rows).
 same hidden size, optimiser (Adam), learning rate, batch, clipping and iteration count
 (``train_rows``), so the table compares cells, not tuning.  Activation: tanh for every cell
 (dynlab's iRNN default; the paper mostly uses ReLU).  The iRNN: dense U, η₀ = 0.5 learned, α = 1
-fixed.  FastRNN: α, β trained (its paper); AntisymmetricRNN: ε = γ = 0.01 fixed (Chang et al.'s
+fixed, g₀ = 0 and the + sign — the setting of the gallery's other digits recipes (``_irnn_digits``,
+Figs. 6/7); the paper's tables do not state g₀.  FastRNN: α, β trained (its paper); AntisymmetricRNN: ε = γ = 0.01 fixed (Chang et al.'s
 hyper-parameters, not trained).
 """
 from __future__ import annotations
