@@ -1,0 +1,125 @@
+"""Shared by irnn-table1-pixel-digits and irnn-table2-noisy-digits: the iRNN paper's table rows
+(Tables 1, 2, 7) trained by dynlab on the MNIST / Noisy-MNIST stand-ins.
+
+``standardised(kind, permute=None)`` builds scikit-learn's 8×8 digits read pixel by pixel
+(``digits-pixels``, T = 64, d = 1) or row by row (``digits-rows``, T = 8, d = 8), split
+50 / 10 / 40 % into train / validation / test (the test split, 719 images, scores the table),
+and standardised by the training split's mean and standard deviation (the paper's "zero mean -
+unit variance normalized", App. A.4).  ``permute`` applies one fixed permutation of the 64 steps
+(``make_task(..., permute=)``); ``pad`` appends N(0, 1) noise steps *after* standardising, so
+the noise has the signal's scale (the paper's Noisy-MNIST: standard Gaussian noise after the
+informative rows).
+
+``ROWS`` names every cell once (registry name, settings, label); every cell is trained with the
+same hidden size, optimiser (Adam), learning rate, batch, clipping and iteration count
+(``train_rows``), so the table compares cells, not tuning.  Activation: tanh for every cell
+(dynlab's iRNN default; the paper mostly uses ReLU).  The iRNN: dense U, η₀ = 0.5 learned, α = 1
+fixed, g₀ = 0 and the + sign — the setting of the gallery's other digits recipes (``_irnn_digits``,
+Figs. 6/7); the paper's tables do not state g₀.  FastRNN: α, β trained (its paper); AntisymmetricRNN: ε = γ = 0.01 fixed (Chang et al.'s
+hyper-parameters, not trained).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+LR, BATCH, CLIP = 1e-2, 64, 1.0
+ETA0 = 0.5
+
+#: key → (registry name, make_model settings, train_model freeze, label)
+ROWS = {
+    "fastrnn": ("fastrnn", {}, None, "FastRNN"),
+    "rnn": ("rnn", {}, None, "RNN"),
+    "lstm": ("lstm", {}, None, "LSTM"),
+    "antisymmetric": ("antisymmetric", {}, ("eps", "gamma"), "Antisymmetric"),
+    "irnn-K1": ("irnn", {"K": 1, "eta": ETA0}, None, "iRNN (K=1)"),
+    "irnn-K3": ("irnn", {"K": 3, "eta": ETA0}, None, "iRNN (K=3)"),
+    # the negative control of Table 1: the iRNN K=1 with every recurrent parameter frozen at its
+    # random initialisation, only the read-out trained
+    "irnn-K1-readout": ("irnn", {"K": 1, "eta": ETA0}, ("U", "W", "b", "eta", "alpha"),
+                        "iRNN (K=1), read-out only"),
+}
+
+
+def label(key: str) -> str:
+    return ROWS[str(key)][3]
+
+
+def standardised(kind: str = "pixels", *, permute: int | None = None, pad: int = 0):
+    """The digits task (split 50 / 10 / 40 %), standardised by the training split; ``pad`` steps of
+    N(0, 1) appended after standardising (``noise_padded``, seeded)."""
+    import dynlab as dl
+    from ..tasks.sequences import noise_padded
+
+    task = dl.make_task(f"digits-{kind}", seed=0, n_train=50, n_val=10, n_test=40, permute=permute)
+    xtr = task.data["train"][0]
+    mu, sd = float(xtr.mean()), float(xtr.std())
+    data = {k: ((x - mu) / sd, y) for k, (x, y) in task.data.items()}
+    task = dataclasses.replace(task, data=data, settings=dict(task.settings, standardised=[mu, sd]))
+    if pad:
+        task = noise_padded(task, pad, variance=1.0, seed=0)
+    return task
+
+
+def n_params(model, freeze=None, outputs: int = 10) -> int:
+    """Trained parameters: the cell's (less the frozen ones; an iRNN's α is always fixed) + read-out."""
+    frozen = set(freeze or ()) | ({"alpha"} if model.name == "irnn" else set())
+    cell = sum(int(np.size(v)) for k, v in model.params().items() if k not in frozen)
+    return int(cell + model.hidden * outputs + outputs)
+
+
+def train_rows(task, keys, seeds, *, hidden: int, iterations: int, tests=None) -> dict:
+    """Train every (row, seed) on ``task``; test accuracy, training seconds, parameters.
+
+    ``tests``: extra {name: task} whose *test* split the trained networks are also scored on
+    (the same networks, other inputs).  Returns ``{"accuracy": (row, seed), "seconds": (row, seed),
+    "params": (row,), "val_accuracy": (row, seed), "<name>_accuracy": (row, seed)}`` as arrays.
+    Seconds are the wall-clock time of ``train_model`` (training and its final validation pass).
+    """
+    import dynlab as dl
+    from .._blas import limit_blas_threads
+    from ..train.loop import evaluate
+
+    tests = dict(tests or {})
+    R, S = len(keys), len(seeds)
+    out = {"accuracy": np.full((R, S), np.nan), "seconds": np.full((R, S), np.nan),
+           "val_accuracy": np.full((R, S), np.nan), "params": np.zeros(R, dtype=np.int64)}
+    for name in tests:
+        out[f"{name}_accuracy"] = np.full((R, S), np.nan)
+    with limit_blas_threads(1):
+        for i, key in enumerate(keys):
+            reg, settings, freeze, _ = ROWS[key]
+            for j, s in enumerate(seeds):
+                m = dl.make_model(reg, hidden, task.inputs, seed=int(s), **settings)
+                out["params"][i] = n_params(m, freeze, task.outputs)
+                kw = {} if freeze is None else {"freeze": freeze}
+                t0 = time.perf_counter()
+                r = dl.train_model(m, task, iterations=iterations, lr=LR, batch=BATCH, clip=CLIP,
+                                   record_every=iterations, seed=int(s), progress=False, **kw)
+                out["seconds"][i, j] = time.perf_counter() - t0
+                out["val_accuracy"][i, j] = float(r.history["val_accuracy"].values[-1])
+                out["accuracy"][i, j] = float(evaluate(r.model, r.readout, task, "test")["accuracy"])
+                for name, t in tests.items():
+                    out[f"{name}_accuracy"][i, j] = float(evaluate(r.model, r.readout, t, "test")["accuracy"])
+    return out
+
+
+def cell(values, scale: float = 100.0, digits: int = 1) -> str:
+    """``mean ± SE`` of per-seed values (×scale) as a table cell."""
+    from ._stats import mean_se
+
+    m, se, _ = mean_se(np.asarray(values, dtype=float) * scale)
+    return f"{m:.{digits}f} ± {se:.{digits}f}"
+
+
+def params_k(n) -> str:
+    """A parameter count as the paper prints it (``4k``, ``8.75k``)."""
+    n = float(n)
+    return f"{n / 1000:.3g}k" if n >= 1000 else str(int(n))
+
+
+def paper(value) -> object:
+    """A paper cell: the number, or ``—`` where the paper gives none."""
+    return "—" if value is None else value
