@@ -105,7 +105,7 @@ def compute(quick: bool):
         coords={"hidden_implicit": list(imp_h), "hidden_feedforward": list(ff_h), "seed": seeds},
         attrs={"model": "implicit", "activation": "sigmoid", "hidden2": OUTPUTS, "lr": 0.01, "batch": batch,
                "iterations": iterations, "task": "oscillator", "samples": samples, "window": WINDOW,
-               "scaling": (f"paper: 4·10⁶ samples, 400 epochs of 200 steps, 12 runs, hidden sizes up to ≈ 30; "
+               "scaling": (f"paper: 4·10⁶ samples, 400 epochs of 200 steps, 12 runs, sizes not stated in the text; "
                            f"here {samples} samples (60/20/20), {iterations} Adam steps of batch {batch}, "
                            f"{len(seeds)} seeds" + (" (quick)" if quick else "")
                            + f";\nimplicit hidden {list(imp_h)}, feed-forward hidden {list(ff_h)}; "
@@ -151,7 +151,7 @@ def draw(ds):
             ax.set_yscale("log")
             ax.set_ylabel("final test MSE (scaled targets)")
             ax.set_title(title, fontsize=8)
-        a.legend(frameon=False, fontsize=7)
+        a.legend(frameon=False, fontsize=7, loc="lower left")
         comps = _comparisons(ds)
         abl = _comparisons(ds, "test_mse_ablated")
         for k, (cp, ca) in enumerate(zip(comps, abl)):
