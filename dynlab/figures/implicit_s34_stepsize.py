@@ -7,7 +7,7 @@ instead.  Here, one-layer implicit sigmoid networks whose lateral weights have a
 (so that the layer's total recurrent drive grows with its size): W = 0.3 (G − Gᵀ)/√2, G ~ N(0, 1)
 i.i.d. (antisymmetric lateral weights, chosen so that the ODE's equilibrium is stable at every size:
 D W is similar to an antisymmetric matrix, its eigenvalues are imaginary, Re λ(D W) = 0 < 1); Q, T
-from ``make_model("implicit", seed=0)``; ``POINTS`` inputs x ~ N(0, 1) of dimension 20.
+from ``make_model("implicit", seed=0)``; 20 (quick: 8) inputs x ~ N(0, 1) of dimension 20.
 
 For every input: the equilibrium Y* by ``scipy.optimize.root`` (hybr, analytic Jacobian; the
 independent reference), the h = 1 iteration (dynlab's Picard solver, one step at a time) for
@@ -22,6 +22,12 @@ while RK4's is at most ``TOL`` on every input and its point agrees with scipy's 
 Negative control: the same network family with D = ``SMALL`` units, under the same check — there the
 h = 1 iteration converges, so "h = 1 fails" must fail.  RK4's residual after the paper's 30 steps is
 reported beside it.
+
+The antisymmetric family is our choice (the paper gives no network); the contrast needs eigenvalues of
+D W outside the unit circle but inside RK4's stability region shifted by 1, which oscillatory
+(antisymmetric) lateral weights give at any size.  For comparison, and not judged, the same counts on
+D = ``LARGE`` with i.i.d. lateral weights W = 0.3 G and with symmetric ones W = 0.3 (G + Gᵀ)/√2: on how
+many inputs the h = 1 iteration, RK4 and scipy's root reach the tolerance.
 """
 from __future__ import annotations
 
@@ -33,12 +39,15 @@ from ._recipe import Recipe
 LARGE, SMALL = 200, 10
 SIGMA = 0.3
 INPUTS = 20
-POINTS = 20
+#: input vectors x per network, quick and full
+POINTS = {True: 8, False: 20}
 EVALS = 400
 TOL = 1e-8
 TOL_POINT = 1e-6
 PAPER_STEPS = 30
 NETS = ("large", "small")
+#: other lateral-weight families of the same per-weight scale on D = LARGE: measured and reported, not judged
+OTHER_FAMILIES = ("iid", "symmetric")
 
 
 def rk4_amplification(z):
@@ -46,13 +55,35 @@ def rk4_amplification(z):
     return np.abs(1 + z + z ** 2 / 2 + z ** 3 / 6 + z ** 4 / 24)
 
 
-def network(units: int):
-    """The §3.4 network of ``units`` sigmoid units: antisymmetric W = 0.3 (G − Gᵀ)/√2, Q, T from make_model(seed 0)."""
+def network(units: int, kind: str = "antisymmetric"):
+    """The §3.4 network of ``units`` sigmoid units: W = 0.3 (G − Gᵀ)/√2 (``kind="antisymmetric"``, the judged
+    one), 0.3 (G + Gᵀ)/√2 (``"symmetric"``) or 0.3 G (``"iid"``), G ~ N(0, 1); Q, T from make_model(seed 0)."""
     import dynlab as dl
 
     m = dl.make_model("implicit", hidden=units, inputs=INPUTS, seed=0)
     G = np.random.default_rng(units).standard_normal((units, units))
-    return m.replace(W=SIGMA * (G - G.T) / np.sqrt(2.0))
+    W = {"antisymmetric": (G - G.T) / np.sqrt(2.0), "symmetric": (G + G.T) / np.sqrt(2.0), "iid": G}[kind]
+    return m.replace(W=SIGMA * W)
+
+
+def _other_family(kind, X):
+    """Counts of inputs (rows of X) brought to ``TOL`` by h = 1 (``EVALS`` steps), RK4 (``EVALS``/4 steps of
+    size 1) and scipy's root, and max |λ(D W)|, max Re λ(D W) at scipy's points that it solved, on D = LARGE."""
+    from dynlab.analysis.implicit import solve_rk4, solve_stacked
+
+    m = network(LARGE, kind)
+    A, _ = m.stacked()
+    C = m.drive(X)
+    Zs, res_s, _, _, _ = solve_stacked(A, C, m.activation, method="scipy")
+    rp = solve_stacked(A, C, m.activation, method="fixed-point", tol=TOL, max_iter=EVALS)[1]
+    Zr = solve_rk4(A, C, m.activation, steps=EVALS // 4, dt=1.0)
+    rr = np.abs(Zr - 1.0 / (1.0 + np.exp(-(Zr @ A.T + C)))).max(axis=1)
+    ok = res_s <= 1e-12
+    s = 1.0 / (1.0 + np.exp(-(Zs[ok] @ A.T + C[ok])))
+    lams = [np.linalg.eigvals((si * (1 - si))[:, None] * A) for si in s]
+    return [int(np.sum(rp <= TOL)), int(np.sum(rr <= TOL)), int(np.sum(ok)),
+            max((float(np.abs(v).max()) for v in lams), default=float("nan")),
+            max((float(v.real.max()) for v in lams), default=float("nan"))]
 
 
 def _histories(A, C, act, evals):
@@ -79,7 +110,8 @@ def compute(quick: bool):
     from dynlab._dataset import base_attrs
     from dynlab.analysis.implicit import solve_rk4, solve_stacked
 
-    X = np.random.default_rng(1).standard_normal((POINTS, INPUTS))
+    points = POINTS[quick]
+    X = np.random.default_rng(1).standard_normal((points, INPUTS))
     v = {k: [] for k in ("picard", "rk4", "paper", "sc_res", "err_rk4", "err_picard", "lam_abs", "lam_re", "amp",
                          "eig")}
     for units in (LARGE, SMALL):
@@ -90,7 +122,7 @@ def compute(quick: bool):
         Zp, rp, Zr, rr = _histories(A, C, m.activation, EVALS)
         paper = solve_rk4(A, C, m.activation, steps=PAPER_STEPS, dt=1.0)
         s = 1.0 / (1.0 + np.exp(-(Zs @ A.T + C)))
-        lams = np.array([np.linalg.eigvals((s[i] * (1 - s[i]))[:, None] * A) for i in range(POINTS)])
+        lams = np.array([np.linalg.eigvals((s[i] * (1 - s[i]))[:, None] * A) for i in range(points)])
         v["picard"].append(rp.T)
         v["rk4"].append(rr.T)
         v["paper"].append(np.abs(paper - 1.0 / (1.0 + np.exp(-(paper @ A.T + C)))).max(axis=1))
@@ -105,6 +137,7 @@ def compute(quick: bool):
         v["eig"].append(e)
     a = {k: np.array(x) for k, x in v.items()}
     dims = ("net", "point")
+    others = np.array([_other_family(k, X) for k in OTHER_FAMILIES])
     return xr.Dataset(
         {"residual_h1": (dims + ("evaluation",), a["picard"], {"long_name": "‖Y − f(W Y + Q x + T)‖∞ after each h = 1 step"}),
          "residual_rk4": (dims + ("rk4_step",), a["rk4"], {"long_name": "‖Y − f(W Y + Q x + T)‖∞ after each RK4 step (size 1)"}),
@@ -117,13 +150,20 @@ def compute(quick: bool):
          "rk4_amplification": (dims, a["amp"], {"long_name": "max |R(λ − 1)| (RK4, step 1, stable iff < 1)"}),
          "eig_re": (("net", "eig"), a["eig"].real, {"long_name": "Re λ(D W) at Y* of input 0 (NaN: padding)"}),
          "eig_im": (("net", "eig"), a["eig"].imag, {"long_name": "Im λ(D W) at Y* of input 0 (NaN: padding)"}),
-         "units": ("net", np.array([LARGE, SMALL]), {"long_name": "hidden units D"})},
-        coords={"net": list(NETS), "point": np.arange(POINTS), "evaluation": np.arange(1, EVALS + 1),
-                "rk4_step": np.arange(1, EVALS // 4 + 1), "eig": np.arange(LARGE)},
+         "units": ("net", np.array([LARGE, SMALL]), {"long_name": "hidden units D"}),
+         "other_h1_converged": ("family", others[:, 0].astype(int), {"long_name": f"inputs the h = 1 iteration brings to {TOL:g}"}),
+         "other_rk4_converged": ("family", others[:, 1].astype(int), {"long_name": f"inputs RK4 (step 1) brings to {TOL:g}"}),
+         "other_scipy_converged": ("family", others[:, 2].astype(int), {"long_name": "inputs scipy's root solves to 1e-12"}),
+         "other_max_abs_lambda": ("family", others[:, 3], {"long_name": "max |λ(D W)| at scipy's solved points"}),
+         "other_max_re_lambda": ("family", others[:, 4], {"long_name": "max Re λ(D W) at scipy's solved points"})},
+        coords={"net": list(NETS), "point": np.arange(points), "evaluation": np.arange(1, EVALS + 1),
+                "rk4_step": np.arange(1, EVALS // 4 + 1), "eig": np.arange(LARGE),
+                "family": list(OTHER_FAMILIES)},
         attrs={"model": "implicit", "activation": "sigmoid", "sigma": SIGMA, "inputs": INPUTS, "tol": TOL,
                "tol_point": TOL_POINT, "evals": EVALS, "paper_steps": PAPER_STEPS,
                "scaling": (f"paper: no network given (trained nets, \"many hidden neurons\"); here one layer of D = {LARGE} "
-                           f"(control D = {SMALL}) sigmoid units, W = {SIGMA:g}(G − Gᵀ)/√2, input dimension {INPUTS}, {POINTS} input vectors x;\n"
+                           f"(control D = {SMALL}) sigmoid units, W = {SIGMA:g}(G − Gᵀ)/√2, input dimension {INPUTS}, "
+                           f"{points} input vectors x" + (" (quick)" if quick else "") + ";\n"
                            f"{EVALS} evaluations of f each: {EVALS} steps of h = 1, {EVALS // 4} RK4 steps of size 1; "
                            f"tolerance {TOL:g} (the paper's ‖dY/dt‖ ≈ 1e-8)"),
                **base_attrs("numpy", "dynlab figures implicit-s34-stepsize")},
@@ -170,6 +210,13 @@ def draw(ds):
             ax.set_ylim(1e-17, 10)
             ax.legend(frameon=False, fontsize=7, loc="upper right")
         a.set_title(f"(a) D = {int(ds.units.sel(net='large'))} units: one line per input", fontsize=8)
+        npt = ds.point.size
+        b.text(0.97, 0.80, f"D = {int(ds.units.sel(net='large'))}, other W (not judged):\ninputs reaching {TOL:g}\n"
+               + "\n".join(f"{k}: h=1 {int(ds.other_h1_converged.sel(family=k))}/{npt}, "
+                           f"RK4 {int(ds.other_rk4_converged.sel(family=k))}/{npt}, "
+                           f"scipy {int(ds.other_scipy_converged.sel(family=k))}/{npt}" for k in ds.family.values),
+               transform=b.transAxes, ha="right", va="top", fontsize=7,
+               bbox=dict(facecolor="white", edgecolor="0.8", lw=0.5))
         b.set_title(f"(b) control, D = {int(ds.units.sel(net='small'))} units", fontsize=8)
         t = np.linspace(0, 2 * np.pi, 400)
         c.plot(np.cos(t), np.sin(t), color=COLORS["vermillion"], lw=0.8, label="|λ| = 1: h = 1 stable inside")
@@ -199,6 +246,12 @@ def check(ds):
            "h1_fails": h1_fails, "rk4_converges": rk4_ok, "tol": TOL, "evaluations": int(ds.evaluation.values[-1]),
            **{k: v for k, v in m.items() if k not in ("h1_residual_min", "rk4_residual_max",
                                                      "rk4_distance_to_scipy_max", "max_abs_lambda")},
+           "other_families_at_large": {
+               str(k): {"h1_converged": int(ds.other_h1_converged.sel(family=k)),
+                        "rk4_converged": int(ds.other_rk4_converged.sel(family=k)),
+                        "scipy_converged": int(ds.other_scipy_converged.sel(family=k)),
+                        "max_abs_lambda": float(ds.other_max_abs_lambda.sel(family=k)),
+                        "points": int(ds.point.size)} for k in ds.family.values},
            "control": {"setting": f"the same network family with D = {mc['units']} units (small), same check",
                        "measured": {**mc, "h1_fails": h1c, "rk4_converges": rk4c},
                        "passed": bool(okc)}}
