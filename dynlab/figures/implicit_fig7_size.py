@@ -8,6 +8,7 @@ steps:
 
 - the two-layer implicit network (exact gradient; lateral W, W2 and feedback R starting at 0 as in the
   paper), hidden sizes ``IMPLICIT_HIDDEN``;
+- the same implicit network trained with the semi-gradient (the paper's §3.3; reported, not judged);
 - the two-layer feed-forward network (the same network with W, W2, R frozen at 0), hidden sizes
   ``FEEDFORWARD_HIDDEN`` — the implicit sizes and, for each, the feed-forward size whose trainable
   parameter count (23h + 2) is closest to the implicit network's (n² + 25n + 6).
@@ -17,8 +18,9 @@ than their two-layer feed-forward counterparts" over the number of parameters) i
 every implicit hidden size, the final test MSE (the held-out 20 %, never used in training) of the
 implicit network is lower than that of the parameter-matched feed-forward network, paired over
 seeds, beyond 2 SE of the per-seed differences.  The comparison at the same hidden size (Fig. 7 (a))
-is reported beside it, not judged (there the implicit net also has more parameters).  The paper's
-semi-gradient curve is not reproduced here (implicit-fig6 compares it at one size).
+is reported beside it, not judged (there the implicit net also has more parameters), and so is the
+paper's second observation, that the semi-gradient net is worse than the exact one at small sizes and
+the gap shrinks with size (paired semi − exact per size).
 Negative control: the trained implicit networks with W, W2, R set to 0 after training (the ablated
 recurrence: a feed-forward pass with the trained Q, T, Q2, T2), under the same paired check against
 the same parameter-matched feed-forward networks — it must fail.
@@ -76,6 +78,7 @@ def compute(quick: bool):
     common = dict(hidden2=OUTPUTS, iterations=iterations, lr=0.01, batch=batch, eval_every=every)
     t_imp = np.empty((len(imp_h), len(seeds)))
     t_abl = np.empty_like(t_imp)
+    t_semi = np.empty_like(t_imp)
     t_ff = np.empty((len(ff_h), len(seeds)))
     counts_imp, counts_ff = [], []
     for i, n in enumerate(imp_h):
@@ -84,6 +87,7 @@ def compute(quick: bool):
             t_imp[i, j] = float(ds.test_loss)
             cut = m.replace(**{k: np.zeros_like(getattr(m, k)) for k in RECURRENT})
             t_abl[i, j] = evaluate(cut, task.X_test, task.Y_test)[0]
+            t_semi[i, j] = float(dl.train_implicit(task, hidden=n, seed=seed, gradient="semi", **common)[1].test_loss)
         counts_imp.append(int(sum(v.size for v in m.params().values() if v is not None)))
     for i, h in enumerate(ff_h):
         for j, seed in enumerate(seeds):
@@ -93,6 +97,8 @@ def compute(quick: bool):
     return xr.Dataset(
         {"test_mse_implicit": (("hidden_implicit", "seed"), t_imp,
                                {"long_name": "final test MSE, implicit network", "units": "1"}),
+         "test_mse_semi": (("hidden_implicit", "seed"), t_semi,
+                           {"long_name": "final test MSE, implicit network trained with the semi-gradient", "units": "1"}),
          "test_mse_ablated": (("hidden_implicit", "seed"), t_abl,
                               {"long_name": "final test MSE of the trained implicit net with W, W2, R set to 0",
                                "units": "1"}),
@@ -108,8 +114,7 @@ def compute(quick: bool):
                "scaling": (f"paper: 4·10⁶ samples, 400 epochs of 200 steps, 12 runs, sizes not stated in the text; "
                            f"here {samples} samples (60/20/20), {iterations} Adam steps of batch {batch}, "
                            f"{len(seeds)} seeds" + (" (quick)" if quick else "")
-                           + f";\nimplicit hidden {list(imp_h)}, feed-forward hidden {list(ff_h)}; "
-                             "no semi-gradient curve (see implicit-fig6)"),
+                           + f";\nimplicit (exact and semi-gradient) hidden {list(imp_h)}, feed-forward hidden {list(ff_h)}"),
                **base_attrs("numpy", "dynlab figures implicit-fig7-size")},
     )
 
@@ -135,6 +140,8 @@ def draw(ds):
         fig, (a, b, c) = new_figure(3, height=3.0)
         series = (("feed-forward", "test_mse_feedforward", "hidden_feedforward", "params_feedforward", COLORS["black"], "o-"),
                   ("implicit", "test_mse_implicit", "hidden_implicit", "params_implicit", COLORS["blue"], "s-"),
+                  ("implicit, semi-gradient", "test_mse_semi", "hidden_implicit", "params_implicit", COLORS["vermillion"],
+                   "D--"),
                   ("implicit, W,W2,R = 0 after training", "test_mse_ablated", "hidden_implicit", "params_implicit",
                    COLORS["orange"], "^:"))
         for label, var, dim, pvar, col, fmt in series:
@@ -169,6 +176,13 @@ def draw(ds):
                        color=COLORS["orange"], ms=12, capsize=3)
         c.axhline(0.0, color="0.5", lw=0.6)
         c.set_yscale("symlog", linthresh=1e-3)
+        ys = np.concatenate([col.get_offsets()[:, 1] for col in c.collections if len(col.get_offsets())]
+                            + [[cp[k]["diff_mean"] + sgn * 2 * cp[k]["diff_se"] for cp in comps + abl
+                                for sgn in (-1, 1)] for k in ("matched",)])
+        ys = ys[np.isfinite(ys)]
+        if ys.size:
+            lo, hi = min(ys.min(), -1e-3), max(ys.max(), 1e-3)
+            c.set_ylim(lo * 2 if lo < 0 else lo / 2, hi * 2 if hi > 0 else hi / 2)
         c.set_xticks(range(len(comps)), [f"{cp['hidden']} vs ff {cp['matched_hidden']}\n"
                                          f"({int(ds.params_implicit.sel(hidden_implicit=cp['hidden']))} vs "
                                          f"{int(ds.params_feedforward.sel(hidden_feedforward=cp['matched_hidden']))} par.)"
@@ -201,6 +215,11 @@ def check(ds):
            "sizes_implicit_lower_than_same_size_2se": int(sum(cp["same"]["passed"] for cp in comps)),
            "test_mse_implicit": mean(ds.test_mse_implicit.values),
            "test_mse_feedforward": mean(ds.test_mse_feedforward.values),
+           "test_mse_semi": mean(ds.test_mse_semi.values),
+           "semi_minus_implicit": {str(int(n)): [r["diff_mean"], r["diff_se"]] for n, r in zip(
+               ds.hidden_implicit.values, (paired(ds.test_mse_semi.sel(hidden_implicit=n).values,
+                                                  ds.test_mse_implicit.sel(hidden_implicit=n).values)
+                                           for n in ds.hidden_implicit.values))},
            "feedforward_hidden": [int(v) for v in ds.hidden_feedforward.values],
            "params_implicit": [int(v) for v in ds.params_implicit.values],
            "params_feedforward": [int(v) for v in ds.params_feedforward.values],
@@ -209,6 +228,8 @@ def check(ds):
                             for i, n in enumerate(ds.hidden_implicit.values)},
                          **{f"test_mse_feedforward_{int(h)}": float(ds.test_mse_feedforward.values[i, j])
                             for i, h in enumerate(ds.hidden_feedforward.values)},
+                         **{f"test_mse_semi_{int(n)}": float(ds.test_mse_semi.values[i, j])
+                            for i, n in enumerate(ds.hidden_implicit.values)},
                          **{f"test_mse_ablated_{int(n)}": float(ds.test_mse_ablated.values[i, j])
                             for i, n in enumerate(ds.hidden_implicit.values)}}
                         for j, s in enumerate(seeds)],
