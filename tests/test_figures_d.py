@@ -136,3 +136,12 @@ def test_s34_network_premises():
         assert np.abs(np.linalg.eigvals(d[:, None] * W).real).max() < 1e-10
     assert np.abs(np.linalg.eigvals(0.25 * s34.network(s34.SMALL).W)).max() < 1
     assert np.abs(np.linalg.eigvals(0.25 * s34.network(s34.LARGE).W)).max() > 1
+
+
+@pytest.mark.parametrize("w", [-3.0, 0.5, 2.0])
+def test_a2_one_unit_limit_is_the_corrected_eq2(w):
+    # one neuron: the unrolled derivative's limit is eq. 2 with f'(x̃) in the numerator (dl.implicit_neuron)
+    q, x, t = 1.0, 0.7, -0.3
+    _, dydw = dl.implicit_neuron(w, q, x, t)
+    J = a2.iterate(np.array([[w]]), np.array([q * x + t]), 300)[1][-1]
+    assert abs(J[0, 0, 0] - dydw) <= 1e-12 * abs(dydw)

@@ -5,7 +5,8 @@ One-layer implicit networks of sigmoid units, Y = f(W Y + Q x + T), ``NETWORKS``
 x ~ N(0, 1) each).  For each:
 
 - the equilibrium Y* (dynlab's solver to 1e-14) and the implicit derivative J* = ∂Y*/∂W
-  (paper eq. 4, ``dl.implicit_jacobian``: (I − D W)⁻¹ D δ_Y, D = diag f'(W Y* + Q x + T));
+  (paper eq. 4 and A.2's result, ``dl.implicit_jacobian``: (I − D W)⁻¹ D δ_Y, D = diag f'(W Y* + Q x + T);
+  for one unit this is eq. 2 with f'(x̃) in the numerator, the corrected form of implicit-fig1);
 - the iterative network of eq. 11, Y(0) = 0, Y(t) = f(W Y(t−1) + Q x + T), and the exact derivative
   of its n-th iterate, J(n) = ∂Y(n)/∂W, by forward-mode differentiation of the unrolled iteration
   (eq. 12: J(t) = D_{t−1}(W J(t−1) + δ_{Y(t−1)})) for n = 1 … ``N_MAX``;

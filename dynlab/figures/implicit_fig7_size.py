@@ -142,7 +142,7 @@ def draw(ds):
                   ("implicit", "test_mse_implicit", "hidden_implicit", "params_implicit", COLORS["blue"], "s-"),
                   ("implicit, semi-gradient", "test_mse_semi", "hidden_implicit", "params_implicit", COLORS["vermillion"],
                    "D--"),
-                  ("implicit, W,W2,R = 0 after training", "test_mse_ablated", "hidden_implicit", "params_implicit",
+                  ("implicit, W,W2,R = 0\nafter training", "test_mse_ablated", "hidden_implicit", "params_implicit",
                    COLORS["orange"], "^:"))
         for label, var, dim, pvar, col, fmt in series:
             v = ds[var].values
@@ -158,7 +158,7 @@ def draw(ds):
             ax.set_yscale("log")
             ax.set_ylabel("final test MSE (scaled targets)")
             ax.set_title(title, fontsize=8)
-        a.legend(frameon=False, fontsize=7, loc="lower left")
+        a.legend(frameon=False, fontsize=7, loc="center right", bbox_to_anchor=(1.0, 0.62))
         comps = _comparisons(ds)
         abl = _comparisons(ds, "test_mse_ablated")
         for k, (cp, ca) in enumerate(zip(comps, abl)):
