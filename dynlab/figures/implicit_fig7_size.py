@@ -207,8 +207,11 @@ def check(ds):
     seeds = [int(s) for s in ds.seed.values]
     mean = lambda v: [mean_se(r)[0] for r in v]  # noqa: E731
     out = {"passed": bool(passed),
-           "implicit_minus_matched_feedforward": _diffs(comps, "matched"),
            "sizes_implicit_lower_than_matched_2se": int(sum(cp["matched"]["passed"] for cp in comps)),
+           "sizes_compared": len(comps),
+           "implicit_minus_matched_at_largest": comps[-1]["matched"]["diff_mean"],
+           "implicit_minus_matched_at_largest_se": comps[-1]["matched"]["diff_se"],
+           "implicit_minus_matched_feedforward": _diffs(comps, "matched"),
            "implicit_hidden": [int(v) for v in ds.hidden_implicit.values],
            "matched_feedforward_hidden": [cp["matched_hidden"] for cp in comps],
            "implicit_minus_same_size_feedforward": _diffs(comps, "same"),
@@ -235,7 +238,9 @@ def check(ds):
                         for j, s in enumerate(seeds)],
            "control": {"setting": "the trained implicit nets with W, W2, R set to 0, paired against the same "
                                   "parameter-matched feed-forward nets",
-                       "measured": {"ablated_minus_matched_feedforward": _diffs(ctl, "matched"),
+                       "measured": {"sizes_ablated_lower_than_matched_2se": int(sum(cp["matched"]["passed"] for cp in ctl)),
+                                    "ablated_minus_matched_smallest": min(cp["matched"]["diff_mean"] for cp in ctl),
+                                    "ablated_minus_matched_feedforward": _diffs(ctl, "matched"),
                                     "test_mse_ablated": mean(ds.test_mse_ablated.values)},
                        "passed": bool(all(cp["matched"]["passed"] for cp in ctl))}}
     if not passed:

@@ -177,9 +177,9 @@ def _judge(ds, net):
     h1_fails = bool(np.all(~(h1_final <= TOL)))
     rk4_ok = bool(np.all(rk4_final <= TOL) and np.all(d.distance_rk4_scipy.values <= TOL_POINT)
                   and np.all(d.residual_scipy.values <= 1e-12))
-    measured = {"units": int(d.units), "h1_residual_min": float(np.nanmin(h1_final)),
+    measured = {"h1_points_within_tol": int(np.sum(h1_final <= TOL)),
                 "h1_residual_max": float(np.nanmax(h1_final)),
-                "h1_points_within_tol": int(np.sum(h1_final <= TOL)),
+                "units": int(d.units), "h1_residual_min": float(np.nanmin(h1_final)),
                 "rk4_residual_max": float(np.max(rk4_final)),
                 "rk4_distance_to_scipy_max": float(d.distance_rk4_scipy.max()),
                 "rk4_paper_30_steps_residual_max": float(d.residual_rk4_paper.max()),
