@@ -4,9 +4,14 @@ process so that two recipes run in one ``dynlab figures`` call share the runs th
 (irnn-fig5-add-length and irnn-ablation-baselines both train the iRNN K = 5 and the RNN at the
 paper's ablation length T = 200).
 
-Sizes (decided from the budget of the whole gallery, not from results; printed in each recipe's
-``scaling``): D = 16 hidden units, batch 32, Adam lr 1e-2 (the paper's initial learning rate),
-150 iterations (40 quick) on the adding task; quick mode divides every T by 10 and uses D = 8.
+Sizes (printed in each recipe's ``scaling``): D = 16 hidden units, batch 32, Adam lr 1e-2 (the
+paper's initial learning rate), 500 iterations (40 quick) on the adding task; quick mode divides
+every T by 10 and uses D = 8.  The iteration count was first set to 150 from a timing estimate; in
+that first full run no cell learned at any T (every final MSE within 0.03 of the baseline 1/6,
+the baselines included, which the paper shows learning at T = 100), so the run could not test the
+claim either way.  It was then raised to 500 — what the 60-minute budget of the whole gallery
+leaves room for (the paper: 1000–2000 iterations of batch 128) — with the checks unchanged; the
+outcome is reported whichever way it comes out.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ import numpy as np
 from ._irnn_training import EQ5, n_params
 
 ADD_D = {True: 8, False: 16}
-ADD_ITS = {True: 40, False: 150}
+ADD_ITS = {True: 40, False: 500}
 ADD_BATCH = 32
 ADD_LR = 1e-2
 #: records per run (the last is the final iteration); the Jacobian diagnostics on 4 validation sequences
