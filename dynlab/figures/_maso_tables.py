@@ -51,19 +51,20 @@ def train_score(task, *, layers: int, hidden: int, seed: int, sigma_eps: float, 
     model = network(layers, hidden, task.inputs, seed)
     out = {"params": n_params(model, task.outputs)}
     x, y = task.batch("test")
-    try:
-        res = dl.train_model(model, task, iterations=iterations, optimiser=optimiser, lr=lr, batch=batch, clip=None,
-                             sigma_eps=sigma_eps, record_every=iterations, seed=seed, progress=False, command=command)
-        acc = float(evaluate(res.model, res.readout, task, "test")["accuracy"])
-        if not np.isfinite(acc):
-            raise FloatingPointError("non-finite held-out accuracy")
-        out.update(accuracy=acc, diverged=False)
-        if eval_sigma is not None:
-            h0 = eval_sigma * np.random.default_rng([seed, 7]).standard_normal((len(y), res.model.state_size))
-            Y = run_outputs(res.model, res.readout, x, task.loss, h0=h0)
-            out["accuracy_eval_noise"] = float(np.mean(np.argmax(Y, axis=-1) == y))
-    except (DivergenceError, FloatingPointError):
-        out.update(accuracy=majority_rate(y), diverged=True)
-        if eval_sigma is not None:
-            out["accuracy_eval_noise"] = majority_rate(y)
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverging run warns before it raises
+        try:
+            res = dl.train_model(model, task, iterations=iterations, optimiser=optimiser, lr=lr, batch=batch, clip=None,
+                                 sigma_eps=sigma_eps, record_every=iterations, seed=seed, progress=False, command=command)
+            acc = float(evaluate(res.model, res.readout, task, "test")["accuracy"])
+            if not (np.isfinite(acc) and np.all(np.isfinite(res.history["loss"].values))):
+                raise FloatingPointError("non-finite loss or held-out accuracy")
+            out.update(accuracy=acc, diverged=False)
+            if eval_sigma is not None:
+                h0 = eval_sigma * np.random.default_rng([seed, 7]).standard_normal((len(y), res.model.state_size))
+                Y = run_outputs(res.model, res.readout, x, task.loss, h0=h0)
+                out["accuracy_eval_noise"] = float(np.mean(np.argmax(Y, axis=-1) == y))
+        except (DivergenceError, FloatingPointError):
+            out.update(accuracy=majority_rate(y), diverged=True)
+            if eval_sigma is not None:
+                out["accuracy_eval_noise"] = majority_rate(y)
     return out

@@ -47,7 +47,7 @@ BATCH = 64
 
 def sizes(quick: bool):
     """(hidden D, iterations)."""
-    return (8, 40) if quick else (32, 400)
+    return (8, 20) if quick else (32, 400)
 
 
 def _compute(quick: bool):
@@ -214,7 +214,7 @@ def draw(ds):
                             for d, L in cells])
         ax.set_ylabel("held-out accuracy")
         ax.set_title("accuracy per seed (dots) and mean")
-        ax.legend(frameon=False, fontsize=7, loc="lower left")
+        ax.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
 
         ax = rows[0][1]
         labels, vals, errs, colors = [], [], [], []
