@@ -180,8 +180,10 @@ def draw(ds):
         nq = len(q)
         fig = Figure(figsize=(PANEL_WIDTH * 2.6, 0.42 * nq + 1.4))
         FigureCanvasAgg(fig)
-        gs = GridSpec(nq, 2 * K + 2 + 6, figure=fig, left=0.03, right=0.98, top=1 - 1.0 / (0.42 * nq + 1.4),
-                      bottom=0.08, wspace=0.08, hspace=0.12)
+        top = 1 - 1.0 / (0.42 * nq + 1.4)
+        gs = GridSpec(nq, 2 * K + 3, figure=fig, left=0.03, right=0.66, top=top, bottom=0.08, wspace=0.08,
+                      hspace=0.12)
+        gs_bar = GridSpec(1, 1, figure=fig, left=0.80, right=0.98, top=top - 0.08, bottom=0.16)
         pix = ds["pixels"].values
         y = ds["label"].values
         T = pix.shape[1]
@@ -215,7 +217,7 @@ def draw(ds):
                 show(ax, idx, COLORS["blue"] if y[idx] == y[qi] else COLORS["vermillion"])
                 if r == 0 and j == 2:
                     ax.set_title(f"{K} farthest by code", fontsize=7)
-        ax = fig.add_subplot(gs[1:nq - 1, 2 * K + 5:])
+        ax = fig.add_subplot(gs_bar[0, 0])
         spaces = list(ds["space"].values)
         pos = np.arange(len(spaces))
         for off, var, col, lab in ((-0.2, "near_rate", COLORS["blue"], f"{K} nearest"),

@@ -177,7 +177,7 @@ def check(ds) -> dict:
     for k, s in enumerate(ds["seed"].values):
         row = {"seed": int(s)}
         for o in OPTIMISERS:
-            for li, sg in ((hi, 0.0), (hi, SMALL), (mid, SMALL), (mid, LARGE)):
+            for li, sg in ((hi, 0.0), (hi, SMALL), (mid, 0.0), (mid, SMALL), (mid, LARGE)):
                 row[f"{o}_lr{lr(o, li):g}_sigma{sg:g}"] = float(ds["accuracy"].sel(optimiser=o, lr_index=li,
                                                                                   sigma_eps=sg).values[k])
         per_seed.append(row)
@@ -272,7 +272,7 @@ def draw(ds):
                 ax.set_xlabel(f"{name} learning rate")
                 ax.set_ylabel("σ_ε")
                 ax.set_title(f"{name}, {title}")
-            fig.colorbar(im, ax=rows[1][1], label="held-out accuracy", shrink=0.8)
+        fig.colorbar(im, ax=rows[1][1], label="held-out accuracy", shrink=0.8)
         fig.suptitle("MASO Table 4 — σ_ε × learning rate × optimiser (top: ours, mean over seeds, * = deciding "
                      "cell, 5 seeds; bottom: the paper's columns ours stand for)\n"
                      + textwrap.fill(ds.attrs.get("scaling", ""), 150), fontsize=7.5)
