@@ -28,8 +28,6 @@ from ._recipe import Recipe
 
 NAME = "maso-fig6-tsne"
 CODES = ("trained", "init", "random")
-CODE_LABEL = {"trained": "codes, trained RNN", "init": "codes, untrained (U = I)",
-              "random": "codes, Gaussian random RNN"}
 #: quick mode: t-SNE of a fixed subsample, and half the default iterations
 QUICK_SUBSAMPLE = 100
 QUICK_TSNE_ITER = 500
@@ -182,7 +180,9 @@ def draw(ds):
         cols = [COLORS["vermillion"], COLORS["blue"], COLORS["green"], COLORS["orange"]]
         ax.bar(range(4), vals, yerr=errs, color=cols, capsize=2)
         ax.axhline(0, color="k", lw=0.6)
-        ax.set_xticks(range(4), ["raw pixels"] + [textwrap.fill(CODE_LABEL[k], 14) for k in CODES], fontsize=7)
+        ticks = {"trained": "codes,\ntrained RNN", "init": "codes,\nuntrained\n(U = I)",
+                 "random": "codes,\nGaussian\nrandom RNN"}
+        ax.set_xticks(range(4), ["raw pixels"] + [ticks[k] for k in CODES], fontsize=7)
         ax.set_ylabel("class silhouette (Euclidean, held-out)")
         ax.set_title("class clustering, original spaces (±2 SE)")
         fig.suptitle(f"MASO Fig. 6 — {method} of raw pixels vs partition codes (held-out digits)\n"
