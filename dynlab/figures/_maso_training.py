@@ -62,14 +62,18 @@ def describe(quick: bool, dataset: str = "digits") -> str:
             f"{len(seeds_for(quick))} seeds (paper: D=128, RMSprop, 200 epochs)" + (" (quick)" if quick else ""))
 
 
-def standardised_digits():
+def standardised_digits(permute: int | None = None):
     """The ``digits-pixels`` task (split 50 / 10 / 40 %) with every pixel standardised by the
     training split's pixel mean and standard deviation — the paper's MNIST preprocessing
     ("centered and normalized with mean 0.1307 and standard deviation 0.3081", App. B).
 
     Without scikit-learn the synthetic labelled task stands in (``pattern_sequences``: 5 classes
     of noisy, shifted sinusoid mixtures, 600 sequences, T = 32), split and standardised alike, so
-    the recipes still run; ``task.name`` says which (``digits-pixels`` or ``patterns``)."""
+    the recipes still run; ``task.name`` says which (``digits-pixels`` or ``patterns``).
+
+    ``permute``: the permuted form (the paper's permuted MNIST): one fixed permutation of the time
+    steps, drawn from ``default_rng(permute)`` (``make_task(..., permute=)``; applied alike to the
+    synthetic stand-in)."""
     import dataclasses
     import math
 
@@ -78,12 +82,14 @@ def standardised_digits():
     from ..tasks.sequences import Task
 
     if labelled.have_digits():
-        task = dl.make_task("digits-pixels", seed=0, n_train=50, n_val=10, n_test=40)
+        task = dl.make_task("digits-pixels", seed=0, n_train=50, n_val=10, n_test=40, permute=permute)
     else:
         x, y = labelled.pattern_sequences(n_per_class=120, classes=5, steps=32, noise=0.4, max_shift=4, seed=0)
         order = np.random.default_rng(0).permutation(len(y))
         cut = np.round(np.array([0.5, 0.6]) * len(y)).astype(int)
         parts = np.split(order, cut)
+        if permute is not None:
+            x = x[:, np.random.default_rng(int(permute)).permutation(x.shape[1])]
         data = {sp: (x[p], y[p]) for sp, p in zip(("train", "val", "test"), parts)}
         task = Task("patterns", "ce", 1, 5, 32, math.log(5.0), "chance cross-entropy ln 5", data,
                     {"task": "patterns"}, 0)

@@ -1,0 +1,221 @@
+"""The MASO Table 1, Table 4, Fig. 5 and Fig. 6 recipes (issue 18, part c): their helpers against
+slow or library references, and the decision rules of their checks on data whose answer is known
+(a built-in effect must pass, its absence and the control setting must fail)."""
+import numpy as np
+import pytest
+import xarray as xr
+
+import dynlab as dl
+from dynlab.figures import _maso_tables as mtab
+from dynlab.figures import maso_fig5_neighbours as f5
+from dynlab.figures import maso_fig6_tsne as f6
+from dynlab.figures import maso_table1_h0 as t1
+from dynlab.figures import maso_table4_grid as t4
+
+
+# ------------------------------------------------------------------ Fig. 6: the silhouette
+@pytest.mark.parametrize("binary", [False, True])
+def test_silhouette_matches_scikit_learn(binary):
+    """Our silhouette against sklearn.metrics.silhouette_score (Euclidean), on real-valued and on
+    0/1 features, uneven classes: equal to 1e-8 (both form distances as √(|a|² + |b|² − 2a·b), whose
+    cancellation leaves ~1e-8 relative rounding on the smallest distances; exact for 0/1 codes)."""
+    metrics = pytest.importorskip("sklearn.metrics")
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 5, 120)
+    F = rng.standard_normal((120, 7)) + y[:, None] * 0.7
+    if binary:
+        F = (F > 0.8).astype(np.int8)
+    assert abs(f6.silhouette(F, y) - metrics.silhouette_score(F.astype(float), y)) <= (1e-12 if binary else 1e-8)
+
+
+def test_silhouette_known_values():
+    """Two tight, far apart clusters: s → 1; one cluster with random labels: s ≈ 0 (|s| < 0.05)."""
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1], 50)
+    F = np.concatenate([rng.normal(0, 0.01, (50, 3)), rng.normal(10, 0.01, (50, 3))])
+    assert f6.silhouette(F, y) > 0.99
+    G = rng.standard_normal((400, 5))
+    assert abs(f6.silhouette(G, rng.integers(0, 4, 400))) < 0.05
+
+
+def test_fig6_rule_passes_clustered_codes_and_fails_the_control():
+    """Codes 0.05 above the pixels on every seed: pass; codes at the pixels' level: fail (control)."""
+    rng = np.random.default_rng(0)
+    sil = np.stack([0.2 + 0.005 * rng.standard_normal(5), 0.15 + 0.005 * rng.standard_normal(5),
+                    0.1 + 0.005 * rng.standard_normal(5)])
+    ds = xr.Dataset({"silhouette_codes": (("network", "seed"), sil), "silhouette_pixels": 0.15,
+                     "val_accuracy": ("seed", np.full(5, 0.9))},
+                    coords={"network": list(f6.CODES), "seed": np.arange(5)})
+    r = f6.check(ds)
+    assert r["passed"] and not r["control"]["passed"]
+    r = f6.check(ds.assign(silhouette_pixels=0.3))
+    assert not r["passed"] and "finding" in r
+
+
+# ------------------------------------------------------------------ Fig. 5: neighbours
+def _slow_neighbours(d2, k):
+    N = len(d2)
+    near, far = [], []
+    for i in range(N):
+        others = [j for j in range(N) if j != i]
+        near.append(sorted(others, key=lambda j: (d2[i, j], j))[:k])
+        far.append(sorted(others, key=lambda j: (-d2[i, j], j))[:k])
+    return np.array(near), np.array(far)
+
+
+def test_neighbours_against_a_slow_reference_with_ties():
+    """0/1 codes with many equal Hamming distances: nearest / farthest identical to a sort by
+    (distance, index) / (−distance, index) over the other rows; the query is never its own neighbour."""
+    rng = np.random.default_rng(1)
+    C = rng.integers(0, 2, (40, 6))
+    d2 = f5.sq_distances(C)
+    assert np.array_equal(d2, np.sum((C[:, None, :] - C[None, :, :]) ** 2, axis=-1))
+    near, far = f5.neighbours(d2, 5)
+    snear, sfar = _slow_neighbours(d2, 5)
+    assert np.array_equal(near, snear) and np.array_equal(far, sfar)
+    assert not np.any(near == np.arange(40)[:, None]) and not np.any(far == np.arange(40)[:, None])
+
+
+def test_chance_rate_closed_form_against_counting():
+    """Σ n_c(n_c − 1) / (N(N − 1)) against counting same-class ordered pairs."""
+    y = np.array([0, 0, 0, 1, 1, 2, 3, 3, 3, 3])
+    same = sum(y[i] == y[j] for i in range(10) for j in range(10) if i != j)
+    assert f5.chance_rate(y) == pytest.approx(same / 90, abs=1e-15)
+
+
+def test_fig5_rule_on_clustered_data_and_its_shuffled_label_control():
+    """Well separated classes: nearest rate ≈ 1, farthest ≈ 0, the check passes.  The same
+    neighbours with shuffled labels (the recipe's control): over 200 shuffles both rates average to
+    the closed-form chance (within 0.01: the null the control tests is exact), and rates at chance
+    fail the check."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(4), 30)
+    centres = rng.standard_normal((4, 10)) * 6
+    near_r, far_r = [], []
+    for s in range(5):
+        X = centres[y] + rng.standard_normal((120, 10))
+        near, far = f5.neighbours(f5.sq_distances(X))
+        a, b = f5.rates(near, far, y)
+        near_r.append(a)
+        far_r.append(b)
+    ch = f5.chance_rate(y)
+    assert min(near_r) > 0.95 and max(far_r) < 0.05
+    assert f5._judge(near_r, far_r, ch)["passed"]
+    shuffled = np.array([f5.rates(near, far, y[np.random.default_rng([s, 99]).permutation(len(y))])
+                         for s in range(200)])
+    assert np.all(np.abs(shuffled.mean(axis=0) - ch) < 0.01)
+    assert not f5._judge(np.full(5, ch), np.full(5, ch), ch)["passed"]
+
+
+# ------------------------------------------------------------------ the training helper
+def test_two_layer_network_is_a_stack_of_identity_relu_layers():
+    """network(2, …): layer 2 reads layer 1's output; its state after one step equals the two
+    ReLU layers applied by hand; parameter count = both layers + read-out."""
+    m = mtab.network(2, 3, 1, seed=0)
+    l1, l2 = m.layers
+    assert np.array_equal(l1.U, np.eye(3)) and np.array_equal(l2.U, np.eye(3)) and not np.any(l1.b)
+    x = np.array([[0.7]])
+    h1 = np.maximum(l1.W @ x[0], 0)
+    h2 = np.maximum(l2.W @ h1, 0)
+    assert np.allclose(m.step(np.zeros((1, 6)), x)[0], np.concatenate([h1, h2]), atol=1e-15)
+    assert mtab.n_params(m, 10) == (9 + 3 + 3) + (9 + 9 + 3) + 3 * 10 + 10
+
+
+def test_a_diverged_run_scores_the_majority_class(monkeypatch):
+    """A run whose training raises DivergenceError is flagged diverged and scored as always
+    predicting the held-out split's most frequent class (counted by hand)."""
+    from dynlab.errors import DivergenceError
+
+    def explode(*args, **kwargs):
+        raise DivergenceError(step=3, batch=0, model="rnn")
+
+    task = dl.make_task("digits-pixels", seed=0, n_train=50, n_val=10, n_test=40) if mtab_have_digits() else None
+    if task is None:
+        pytest.skip("scikit-learn digits not available")
+    monkeypatch.setattr(dl, "train_model", explode)
+    r = mtab.train_score(task, layers=1, hidden=4, seed=0, sigma_eps=0.0, optimiser="sgd", lr=1.0, iterations=3,
+                         batch=16, command="test", eval_sigma=0.1)
+    y = task.batch("test")[1]
+    top = max(np.sum(y == c) for c in range(10)) / len(y)
+    assert r["diverged"] and r["accuracy"] == top and r["accuracy_eval_noise"] == top
+
+
+def mtab_have_digits():
+    from dynlab.figures._maso_training import have_digits
+
+    return have_digits()
+
+
+def test_permuted_standardised_digits_permute_the_steps_only():
+    """standardised_digits(permute=1) = the unpermuted task's sequences with the steps reordered by
+    default_rng(1).permutation(T), same labels and same standardisation."""
+    from dynlab.figures._maso_training import standardised_digits
+
+    a, b = standardised_digits(), standardised_digits(permute=1)
+    xa, ya = a.batch("train")
+    xb, yb = b.batch("train")
+    perm = np.random.default_rng(1).permutation(xa.shape[1])
+    assert np.array_equal(ya, yb) and np.allclose(xb, xa[:, perm], atol=1e-12)
+
+
+# ------------------------------------------------------------------ Table 1 and Table 4 rules
+def _table1_ds(effect, ctrl_effect=0.0, seeds=5):
+    rng = np.random.default_rng(0)
+    shape = (2, 2, 2, seeds)
+    acc = 0.8 + 0.02 * rng.standard_normal(shape[:3] + (1,)) + 0.01 * rng.standard_normal(shape)
+    acc[:, :, 1] = acc[:, :, 0] + effect + 0.005 * rng.standard_normal((2, 2, seeds))
+    ctrl = acc[:, :, 0] + ctrl_effect + 0.005 * rng.standard_normal((2, 2, seeds))
+    return xr.Dataset(
+        {"accuracy": (("dataset", "layers", "h0", "seed"), acc),
+         "diverged": (("dataset", "layers", "h0", "seed"), np.zeros(shape, dtype=bool)),
+         "accuracy_eval_noise": (("dataset", "layers", "seed"), ctrl),
+         "sigma_eps": (("dataset", "layers"), [[0.1, 0.5], [0.01, 0.005]]),
+         "paper_accuracy": (("dataset", "layers", "h0"), np.full((2, 2, 2), 0.9)),
+         "params": (("layers",), [100, 200])},
+        coords={"dataset": list(t1.DATASETS), "layers": list(t1.LAYERS), "h0": list(t1.H0), "seed": np.arange(seeds)},
+        attrs={"hidden": 32, "iterations": 400})
+
+
+def test_table1_rule_needs_every_cell():
+    """+0.03 in every cell (noise 0.005): pass, control (no effect) fails; no effect: fail with a
+    finding; the control's rule passes a built-in evaluation-noise effect (it can discriminate)."""
+    r = t1.check(_table1_ds(0.03))
+    assert r["passed"] and r["cells_passed"] == 4 and not r["control"]["passed"]
+    assert len(r["table"]["rows"]) == 4 and r["table"]["rows"][1][2] == 0.9
+    r = t1.check(_table1_ds(0.0))
+    assert not r["passed"] and "finding" in r
+    assert t1.check(_table1_ds(0.0, ctrl_effect=0.03))["control"]["passed"]
+
+
+def _table4_ds(rms_hi_zero, sgd_hi_zero, sgd_large, seeds=5):
+    rng = np.random.default_rng(0)
+    sig = t4.SIGMAS
+    acc = np.full((2, 3, len(sig), seeds), 0.8) + 0.005 * rng.standard_normal((2, 3, len(sig), seeds))
+    acc[0, 2, 0] = rms_hi_zero + 0.005 * rng.standard_normal(seeds)
+    acc[1, 2, 0] = sgd_hi_zero + 0.005 * rng.standard_normal(seeds)
+    acc[1, 1, sig.index(5.0)] = sgd_large + 0.005 * rng.standard_normal(seeds)
+    ctrl = 0.8 + 0.005 * rng.standard_normal((2, 3, seeds))
+    ctrl[0, 2] = rms_hi_zero + 0.005 * rng.standard_normal(seeds)
+    ctrl[1, 2] = sgd_hi_zero + 0.005 * rng.standard_normal(seeds)
+    return xr.Dataset(
+        {"accuracy": (("optimiser", "lr_index", "sigma_eps", "seed"), acc),
+         "diverged": (("optimiser", "lr_index", "sigma_eps", "seed"), np.zeros(acc.shape, dtype=bool)),
+         "control_accuracy": (("optimiser", "lr_index", "seed"), ctrl),
+         "learning_rate": (("optimiser", "lr_index"), [list(t4.LRS[o]) for o in t4.OPTIMISERS]),
+         "paper_accuracy": (("optimiser", "lr_index", "sigma_eps"), np.full((2, 3, len(sig)), 0.9)),
+         "paper_lr": (("optimiser", "lr_index"), [["a", "b", "c"], ["d", "e", "f"]])},
+        coords={"optimiser": list(t4.OPTIMISERS), "lr_index": [0, 1, 2], "sigma_eps": list(sig),
+                "seed": np.arange(seeds)},
+        attrs={"hidden": 32, "iterations": 300})
+
+
+def test_table4_rule_passes_the_papers_pattern_and_fails_without_it():
+    """The paper's pattern (σ_ε = 0 at chance at the highest rate, SGD collapsing at σ_ε = 5): pass,
+    and the no-random-state control fails; no σ_ε = 0 failure: (a) fails; no SGD collapse: (b) fails."""
+    r = t4.check(_table4_ds(0.11, 0.10, 0.1))
+    assert r["passed"] and not r["control"]["passed"]
+    assert len(r["table"]["rows"]) == len(t4.SIGMAS) and len(r["table"]["columns"]) == 13
+    r = t4.check(_table4_ds(0.8, 0.8, 0.1))
+    assert not r["passed"] and not r["higher_lr_claim"] and r["sensitivity_claim"] and "finding" in r
+    r = t4.check(_table4_ds(0.11, 0.10, 0.8))
+    assert not r["passed"] and r["higher_lr_claim"] and not r["sensitivity_claim"]
