@@ -9,10 +9,13 @@ from typing import Callable
 
 #: The order of the figure list (docs/design.md, *Figures*); recipes not listed here follow in name order (``recipes()``, claims.json).
 ORDER = (
-    "irnn-fig2-phase", "irnn-fig3-add", "irnn-fig4-copy", "irnn-fig6-convergence",
-    "irnn-fig7-eigenvalues", "irnn-fig8-gradnorm", "maso-fig2-codes", "maso-fig3-templates",
-    "maso-fig4-random-h0", "implicit-fig1-derivative", "implicit-fig2-xor",
-    "implicit-fig6-oscillator", "rin-gradients", "flipflop-fixed-points",
+    "irnn-fig2-phase", "irnn-fig3-add", "irnn-fig4-copy", "irnn-fig5-add-length", "irnn-ablation-baselines",
+    "irnn-fig6-convergence", "irnn-fig7-eigenvalues", "irnn-fig8-gradnorm", "irnn-table1-pixel-digits",
+    "irnn-table2-noisy-digits", "irnn-table11-activation",
+    "maso-fig2-codes", "maso-fig3-templates", "maso-fig4-random-h0", "maso-fig5-neighbours", "maso-fig6-tsne",
+    "maso-table1-h0", "maso-table4-grid",
+    "implicit-fig1-derivative", "implicit-fig2-xor", "implicit-fig6-oscillator", "implicit-fig7-size",
+    "implicit-a2-iterative", "implicit-s34-stepsize", "rin-gradients", "flipflop-fixed-points",
 )
 
 @dataclasses.dataclass(frozen=True)

@@ -170,7 +170,6 @@ def draw(ds):
         rows[0][1].legend(frameon=False, fontsize=7, markerscale=3, loc="center left", bbox_to_anchor=(1, 0.5),
                           title="digit", title_fontsize=7)
         ax = rows[0][2]
-        names = ["pixels"] + list(CODES)
         vals = [float(ds["silhouette_pixels"])]
         errs = [0.0]
         for k in CODES:

@@ -149,7 +149,7 @@ def check(ds) -> dict:
             f"{'permuted digits' if d == 'permuted' else 'digits'} {L} layer{'s' if L > 1 else ''} "
             f"(σ_ε={float(ds['sigma_eps'].sel(dataset=d, layers=L)):g}) {r['diff_mean']:+.4f} ± {r['diff_se']:.4f}"
             f"{' (beyond 2 SE)' if r['passed'] else ''}" for (d, L), r in tests.items())
-            + f"; the paper's differences are " + ", ".join(
+            + "; the paper's differences are " + ", ".join(
             f"{PAPER[(d, L, 'random')] - PAPER[(d, L, 'zero')]:+.3f}" for d, L in tests) + " in the same order")
     out["table"] = _table(ds)
     return out
