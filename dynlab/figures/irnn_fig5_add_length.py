@@ -159,7 +159,7 @@ def draw(ds):
         ax.set_title("final MSE vs T (dotted: 1/6, dashed: 1/12)")
         fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, frameon=False, fontsize=7,
                    bbox_to_anchor=(0.5, -0.02))
-        fig.get_layout_engine().set(rect=(0, 0.15, 1, 0.88))
+        fig.get_layout_engine().set(rect=(0, 0.15, 1, 0.85))
         fig.suptitle(f"adding task vs length — {ds.attrs.get('scaling', '')}", fontsize=7.5)
         return fig
 
