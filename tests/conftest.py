@@ -19,7 +19,7 @@ start (``sys.executable -m dynlab.cli``, ``python -c``, the ``dynlab`` script), 
 working directory first on sys.path, import that same dynlab; the session stops at once if a
 started process would import another one.  ``DYNLAB_TEST_INSTALLED=1`` (set by ``.ci/run``)
 also stops it when dynlab is imported from this checkout rather than from site-packages.  The
-pytest header names the dynlab under test.
+pytest header names the dynlab under test.  ``DYNLAB_COMPILE_NOTICE=0``: see below.
 """
 from __future__ import annotations
 
@@ -31,6 +31,11 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))  # so tests can `import naive`
+
+# The CLI's first-run notice (dynlab/_compile_notice.py) is off in the tests, so that a command's
+# output is the same with a cold Numba cache (a fresh CI install) and a warm one;
+# tests/test_compile_notice.py turns it on where it is tested.
+os.environ["DYNLAB_COMPILE_NOTICE"] = "0"
 
 import dynlab  # noqa: E402
 import dynlab.config  # noqa: E402

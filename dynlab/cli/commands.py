@@ -16,7 +16,7 @@ import click
 from . import main
 from .checks import check
 from .defaults import command_key, fill, given, stated_defaults
-from .options import (IRNN_ONLY, backend_option, check_writable_dir, compare_option, data_option, input_options,
+from .options import (IRNN_ONLY, announce_compilation, backend_option, check_writable_dir, compare_option, data_option, input_options,
                       is_quiet, lyapunov_option, make_spec, model_options, model_options_K_list,
                       model_options_without, out_option, quiet_option, step_norms_option)
 from .options import sweep_options
@@ -295,6 +295,7 @@ def _make_figures(ctx, names, out_dir, quick, fmt, gallery=False):
     except OSError as exc:
         from ..errors import ParameterError
         raise ParameterError("out_dir", f"cannot create {out_dir} ({exc.strerror or exc})") from None
+    announce_compilation(ctx)
     records = []
     t0 = time.perf_counter()
     quiet = is_quiet(ctx)
@@ -420,6 +421,7 @@ def sweep(ctx, spec_file, store, resume, scheduler, region_size, backend, data, 
         _verify_store(ctx, verify_store)
         return
     argv = (ctx.obj or {}).get("argv")
+    announce_compilation(ctx)
     bar = None if is_quiet(ctx) else _Progress()
     try:
         ds = sweep_from_file(spec_file, store=store, resume=resume, scheduler=scheduler, region_size=region_size,

@@ -348,13 +348,28 @@ compare_option = click.option("--compare", type=str, default=None, metavar="NAME
                                    "(same seed, sizes, activation), e.g. rnn,fastrnn.")
 
 
+def announce_compilation(ctx: click.Context) -> None:
+    """Unless ``--quiet``: say once on stderr when dynlab's Numba kernels are being compiled (a
+    first run), and how long it took (``dynlab._compile_notice``).  Called by every command that
+    computes, after its options are parsed (so ``--help`` and bad input import no Numba).
+    ``DYNLAB_COMPILE_NOTICE=0`` in the environment turns it off (the test suite does)."""
+    import os
+
+    if not is_quiet(ctx) and os.environ.get("DYNLAB_COMPILE_NOTICE", "1").strip() != "0":
+        from .._compile_notice import install
+
+        install()
+
+
 def make_spec(ctx: click.Context, options: dict):
     """The frozen ``RunSpec`` of a command's options (unknown keys are a bug, not a user error)."""
     from ..spec import RunSpec
 
     argv = (ctx.obj or {}).get("argv")
     command = None if argv is None else "dynlab " + shlex.join(argv)
-    return RunSpec(command=command, **options)
+    spec = RunSpec(command=command, **options)
+    announce_compilation(ctx)  # after the options are valid: bad input imports no Numba
+    return spec
 
 
 # ---------------------------------------------------------------- dynlab sweep

@@ -1,0 +1,135 @@
+"""Tell the user, once per process, that dynlab's Numba kernels are being compiled (the first run).
+
+dynlab's kernels are ``@njit(cache=True)``: the first run on a machine (after an install, an
+upgrade, or with an empty ``NUMBA_CACHE_DIR``) compiles them, which takes from a few seconds (one
+small command) to about a minute (a command that needs many kernels, on two cores); later runs
+load them from Numba's cache.  Without a word that first run looks hung, so the CLI installs
+``CompileNotice`` (unless ``--quiet``): on the first *compilation* of a dynlab kernel — Numba's
+``"numba:compile"`` event, which a cache hit never fires — it prints one line on stderr saying
+what is happening, how long it may take and where the result is cached; when the process ends
+it prints how long the compilation took.  Nothing is printed when every kernel comes from the
+cache.  ``DYNLAB_COMPILE_NOTICE=0`` in the environment turns the CLI's notice off (the test suite
+sets it, so that in-process CLI tests see the same output with a cold or a warm cache).  Library
+users can call ``install()`` themselves.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import time
+
+#: the expected duration quoted in the notice: measured cold runs of the README's commands with an
+#: empty cache (BENCHMARKS.md, ``cli``) take from a few seconds to about a minute on two cores
+EXPECTED = "a few seconds to about a minute, once"
+
+
+def cache_location(dispatcher=None) -> str:
+    """Where Numba keeps dynlab's compiled kernels: ``NUMBA_CACHE_DIR`` when it is set, else the
+    ``__pycache__`` folder of the kernel's module (Numba's own rule), else a general phrase."""
+    env = os.environ.get("NUMBA_CACHE_DIR")
+    if env:
+        return env
+    cache = getattr(dispatcher, "_cache", None)
+    path = getattr(cache, "_cache_path", None)  # Numba's FunctionCache; private, hence the fallback
+    if isinstance(path, str) and path:
+        return path
+    return "the __pycache__ folders of the installed dynlab package"
+
+
+def _is_dynlab(dispatcher) -> bool:
+    fn = getattr(dispatcher, "py_func", None)
+    return str(getattr(fn, "__module__", "") or "").split(".")[0] == "dynlab"
+
+
+def _listener_base():
+    from numba.core import event
+
+    return event.Listener
+
+
+class CompileNotice:
+    """A Numba event listener: one notice on the first dynlab compilation, the total at the end.
+
+    ``stream`` receives the lines (stderr by default).  ``told`` says whether the notice was
+    given; ``seconds`` is the wall time spent compiling dynlab kernels (nested compilations are
+    counted once), ``count`` the number of top-level kernel compilations."""
+
+    def __init__(self, stream=None):
+        self.stream = stream
+        self.told = False
+        self.seconds = 0.0
+        self.count = 0
+        self._depth = 0
+        self._t0 = 0.0
+
+    def _write(self, text: str) -> None:
+        stream = self.stream if self.stream is not None else sys.stderr
+        try:
+            stream.write(text + "\n")
+            stream.flush()
+        except (OSError, ValueError):  # a closed stream at exit: the notice is a courtesy, never an error
+            pass
+
+    def on_start(self, ev) -> None:
+        data = ev.data or {}
+        dispatcher = data.get("dispatcher") if isinstance(data, dict) else None
+        if self._depth == 0 and not _is_dynlab(dispatcher):
+            return
+        if self._depth == 0:
+            self._t0 = time.perf_counter()
+            self.count += 1
+            if not self.told:
+                self.told = True
+                self._write(f"dynlab: compiling its Numba kernels for this machine (first run only: {EXPECTED}); "
+                            f"they are cached in {cache_location(dispatcher)}, so later runs start at once")
+        self._depth += 1
+
+    def on_end(self, ev) -> None:
+        if self._depth == 0:
+            return
+        self._depth -= 1
+        if self._depth == 0:
+            self.seconds += time.perf_counter() - self._t0
+
+    def summary(self) -> str | None:
+        """The closing line (None when nothing was compiled)."""
+        if not self.told:
+            return None
+        return (f"dynlab: compiled {self.count} kernel{'s' if self.count != 1 else ''} in {self.seconds:.1f} s; "
+                "cached for later runs")
+
+    def report(self) -> None:
+        line = self.summary()
+        if line:
+            self._write(line)
+
+
+_INSTALLED: list = []
+
+
+def install(stream=None, *, at_exit: bool = True):
+    """Register a ``CompileNotice`` for Numba's ``"numba:compile"`` events, once per process
+    (a second call returns the first listener); ``at_exit`` prints the total when the process
+    ends.  Returns the listener."""
+    if _INSTALLED:
+        return _INSTALLED[0]
+    from numba.core import event
+
+    base = _listener_base()
+    cls = type("_CompileNoticeListener", (CompileNotice, base), {})
+    listener = cls(stream)
+    event.register("numba:compile", listener)
+    _INSTALLED.append(listener)
+    if at_exit:
+        atexit.register(listener.report)
+    return listener
+
+
+def uninstall() -> None:
+    """Remove the listener ``install`` registered (tests)."""
+    if not _INSTALLED:
+        return
+    from numba.core import event
+
+    event.unregister("numba:compile", _INSTALLED.pop())
