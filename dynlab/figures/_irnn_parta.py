@@ -94,7 +94,7 @@ def adding_run(T: int, key: str, seed: int, quick: bool):
                          seed=int(seed), diag_batch=DIAG_BATCH, freeze=freeze_of(key), progress=False)
     h = res.history[[k for k in ADD_HISTORY if k in res.history]]
     h = h.drop_vars([c for c in h.coords if c != "iteration"])
-    return h, n_params(m) + D * task.outputs + task.outputs
+    return h, n_params(m, outputs=task.outputs)
 
 
 def adding_grid(Ts, keys, seeds, quick):

@@ -20,10 +20,11 @@ hyper-parameters, not trained).
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import numpy as np
+
+from ._training import n_params, standardise  # noqa: F401  (n_params: the table's parameter counts)
 
 LR, BATCH, CLIP = 1e-2, 64, 1.0
 ETA0 = 0.5
@@ -53,21 +54,10 @@ def standardised(kind: str = "pixels", *, permute: int | None = None, pad: int =
     import dynlab as dl
     from ..tasks.sequences import noise_padded
 
-    task = dl.make_task(f"digits-{kind}", seed=0, n_train=50, n_val=10, n_test=40, permute=permute)
-    xtr = task.data["train"][0]
-    mu, sd = float(xtr.mean()), float(xtr.std())
-    data = {k: ((x - mu) / sd, y) for k, (x, y) in task.data.items()}
-    task = dataclasses.replace(task, data=data, settings=dict(task.settings, standardised=[mu, sd]))
+    task = standardise(dl.make_task(f"digits-{kind}", seed=0, n_train=50, n_val=10, n_test=40, permute=permute))
     if pad:
         task = noise_padded(task, pad, variance=1.0, seed=0)
     return task
-
-
-def n_params(model, freeze=None, outputs: int = 10) -> int:
-    """Trained parameters: the cell's (less the frozen ones; an iRNN's α is always fixed) + read-out."""
-    frozen = set(freeze or ()) | ({"alpha"} if model.name == "irnn" else set())
-    cell = sum(int(np.size(v)) for k, v in model.params().items() if k not in frozen)
-    return int(cell + model.hidden * outputs + outputs)
 
 
 def train_rows(task, keys, seeds, *, hidden: int, iterations: int, tests=None) -> dict:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
+from ._training import n_params  # noqa: F401  (re-exported: the training figures' parameter counts)
 
 #: eq. 5 as printed with g_0 = 0 and the sign of the paper's Remark (−h_{m−1}): the inner Euler
 #: iteration drives s = g − h_{m−1} toward the equilibrium s* = φ(U s* + W x + b) (α = 1), so
@@ -66,11 +66,6 @@ def short_label(key: str) -> str:
 HISTORY_KEEP = ("val_loss", "val_accuracy", "jac_norm", "step_norm", "ratio", "dL_dh1_norm")
 
 
-def n_params(model) -> int:
-    """Trainable parameters of a dynlab model (an iRNN's α is frozen, so not counted)."""
-    return int(sum(np.size(v) for k, v in model.params().items() if not (model.name == "irnn" and k == "alpha")))
-
-
 def seed_runs(task, entries, seeds, *, iterations, lr, batch, record_every, hidden, after=None, command=None):
     """Train every entry for every seed on ``task``; one Dataset over (run, seed, iteration).
 
@@ -88,7 +83,7 @@ def seed_runs(task, entries, seeds, *, iterations, lr, batch, record_every, hidd
         per_seed = []
         for s in seeds:
             m = dl.make_model(name, hidden, task.inputs, seed=int(s), **settings)
-            params[key] = n_params(m) + hidden * task.outputs + task.outputs  # + the read-out
+            params[key] = n_params(m, outputs=task.outputs)  # with the read-out
             kw = dict(iterations=iterations, lr=lr, batch=batch, record_every=record_every, seed=int(s),
                       command=command, progress=False)
             kw.update(extra)

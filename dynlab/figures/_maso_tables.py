@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._training import n_params as _n_params
+
 
 def network(layers: int, hidden: int, inputs: int, seed: int):
     """1 layer: identity-initialised ReLU RNN; 2 layers: a ``Stack`` of two (layer 2 seeded seed + 500)."""
@@ -29,7 +31,7 @@ def network(layers: int, hidden: int, inputs: int, seed: int):
 
 def n_params(model, classes: int) -> int:
     """Trained parameters: the recurrent network's plus the linear read-out's (D·C + C)."""
-    return int(sum(np.size(v) for v in model.params().values()) + model.hidden * classes + classes)
+    return _n_params(model, outputs=classes)
 
 
 def majority_rate(y) -> float:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._training import standardise
+
 #: sizes: (hidden D, iterations) quick / full; Adam lr 2e-3, batch 64, clip 1 (the paper: D = 128,
 #: RMSprop lr 1e-4, 200 epochs of MNIST)
 QUICK = (32, 500)
@@ -74,7 +76,6 @@ def standardised_digits(permute: int | None = None):
     ``permute``: the permuted form (the paper's permuted MNIST): one fixed permutation of the time
     steps, drawn from ``default_rng(permute)`` (``make_task(..., permute=)``; applied alike to the
     synthetic stand-in)."""
-    import dataclasses
     import math
 
     import dynlab as dl
@@ -93,10 +94,7 @@ def standardised_digits(permute: int | None = None):
         data = {sp: (x[p], y[p]) for sp, p in zip(("train", "val", "test"), parts)}
         task = Task("patterns", "ce", 1, 5, 32, math.log(5.0), "chance cross-entropy ln 5", data,
                     {"task": "patterns"}, 0)
-    xtr = task.data["train"][0]
-    mu, sd = float(xtr.mean()), float(xtr.std())
-    data = {k: ((x - mu) / sd, y) for k, (x, y) in task.data.items()}
-    return dataclasses.replace(task, data=data, settings=dict(task.settings, standardised=[mu, sd]))
+    return standardise(task)
 
 
 def dataset_name(task) -> str:

@@ -4,12 +4,36 @@
 ``dynlab.train_model`` on the same task and seed and returns one Dataset with the history
 variables along (``model``, ``iteration``); the per-model parameters are left out (their
 shapes differ), the settings of each entry are kept as a JSON attr so the run can be redone.
+
+``n_params(model, freeze, outputs)`` counts the trained parameters of a comparison;
+``standardise(task)`` standardises a task's inputs by its training split (the papers' MNIST
+preprocessing).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
+
+
+def n_params(model, freeze=None, outputs: int = 0) -> int:
+    """Trained parameters of a dynlab model: its parameters less the ``freeze``-held ones (an
+    iRNN's α is always held fixed, so never counted), plus a linear read-out of ``outputs``
+    classes on the last layer's state (D·outputs + outputs; 0: the cell alone)."""
+    frozen = set(freeze or ()) | ({"alpha"} if model.name == "irnn" else set())
+    cell = sum(int(np.size(v)) for k, v in model.params().items() if k not in frozen)
+    return int(cell + (model.hidden * outputs + outputs if outputs else 0))
+
+
+def standardise(task, labels=None, **settings):
+    """``task`` with every input standardised by the training split's mean and standard deviation
+    (one scalar each, as the papers' MNIST "mean 0.1307, std 0.3081"); ``labels`` maps each split's
+    labels (e.g. to a binary split), ``settings`` are added to the task's settings."""
+    xtr = task.data["train"][0]
+    mu, sd = float(xtr.mean()), float(xtr.std())
+    data = {k: ((x - mu) / sd, y if labels is None else labels(y)) for k, (x, y) in task.data.items()}
+    return dataclasses.replace(task, data=data, settings=dict(task.settings, standardised=[mu, sd], **settings))
 
 HISTORY_KEEP = ("loss", "val_loss", "val_accuracy", "jac_norm", "step_norm", "ratio", "A_h_norm", "dL_dh1_norm",
                 "dL_dWr_norm")

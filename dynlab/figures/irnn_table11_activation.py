@@ -36,6 +36,7 @@ from ._irnn_training import EQ5, n_params
 from ._maso_training import one_blas_thread
 from ._recipe import Recipe
 from ._stats import beyond_2se, mean_se, paired, seeds_for
+from ._training import standardise
 
 NAME = "irnn-table11-activation"
 ACTS = ("relu", "sigmoid")
@@ -59,17 +60,14 @@ def binary_digits(shuffled: bool = False):
 
     import dynlab as dl
 
-    t = dl.make_task("digits-pixels", seed=0)
-    xtr = t.data["train"][0]
-    mu, sd = float(xtr.mean()), float(xtr.std())
-    data = {k: ((x - mu) / sd, (y >= 5).astype(np.int64)) for k, (x, y) in t.data.items()}
+    t = standardise(dl.make_task("digits-pixels", seed=0), labels=lambda y: (y >= 5).astype(np.int64),
+                    classes="0-4 vs 5-9", shuffled_train_labels=bool(shuffled))
+    data = dict(t.data)
     if shuffled:
         x, y = data["train"]
         data["train"] = (x, y[np.random.default_rng(12345).permutation(len(y))])
     return dataclasses.replace(t, name="digits-pixels-binary", outputs=2, baseline=math.log(2.0),
-                               baseline_name="chance cross-entropy ln 2", data=data,
-                               settings=dict(t.settings, classes="0-4 vs 5-9", standardised=[mu, sd],
-                                             shuffled_train_labels=bool(shuffled)))
+                               baseline_name="chance cross-entropy ln 2", data=data)
 
 
 def _train(act, K, seed, quick, shuffled=False):
@@ -84,7 +82,7 @@ def _train(act, K, seed, quick, shuffled=False):
                        diag_batch=1, progress=False)
     secs = time.perf_counter() - t0
     acc = float(evaluate(r.model, r.readout, task, "test")["accuracy"])
-    return acc, secs, n_params(m) + D * task.outputs + task.outputs
+    return acc, secs, n_params(m, outputs=task.outputs)
 
 
 @one_blas_thread
