@@ -42,12 +42,6 @@ def _is_dynlab(dispatcher) -> bool:
     return str(getattr(fn, "__module__", "") or "").split(".")[0] == "dynlab"
 
 
-def _listener_base():
-    from numba.core import event
-
-    return event.Listener
-
-
 class CompileNotice:
     """A Numba event listener: one notice on the first dynlab compilation, the total at the end.
 
@@ -105,6 +99,13 @@ class CompileNotice:
             self._write(line)
 
 
+def make_listener(stream=None) -> CompileNotice:
+    """A ``CompileNotice`` that is also a Numba ``event.Listener`` (ready for ``event.register``)."""
+    from numba.core import event
+
+    return type("CompileNoticeListener", (CompileNotice, event.Listener), {})(stream)
+
+
 _INSTALLED: list = []
 
 
@@ -116,9 +117,7 @@ def install(stream=None, *, at_exit: bool = True):
         return _INSTALLED[0]
     from numba.core import event
 
-    base = _listener_base()
-    cls = type("_CompileNoticeListener", (CompileNotice, base), {})
-    listener = cls(stream)
+    listener = make_listener(stream)
     event.register("numba:compile", listener)
     _INSTALLED.append(listener)
     if at_exit:

@@ -24,8 +24,7 @@ def _jitted(module: str, body: str = "return x + 1"):
 def notice():
     from numba.core import event
 
-    base = cn._listener_base()
-    listener = type("L", (cn.CompileNotice, base), {})(io.StringIO())
+    listener = cn.make_listener(io.StringIO())
     event.register("numba:compile", listener)
     yield listener
     event.unregister("numba:compile", listener)
