@@ -84,7 +84,11 @@ def build_large(quick: bool, dtype=np.float64):
     impls.append(Impl("floor: K·T × (matmul + tanh)", _floor(B, D, K, T, dtype), check=False,
                       note="BLAS + vectorised tanh only"))
     name = np.dtype(dtype).name
-    return impls, {"sizes": f"B={B}, D={D}, d={d}, K={K}, T={T}, tanh, {name}"}
+    dyn, floor = "numba (dynlab default: vectorised)", "floor: K·T × (matmul + tanh)"
+    ratios = [("dynlab / floor (goal ≤ 1.5)", dyn, floor)]
+    ratios += [("dynlab / jax (goal ≤ 1)" if i.name.startswith("jax") else "dynlab / pytorch", dyn, i.name)
+               for i in impls if i.name.startswith(("jax", "pytorch"))]
+    return impls, {"sizes": f"B={B}, D={D}, d={d}, K={K}, T={T}, tanh, {name}", "ratios": ratios}
 
 
 WORKLOADS = [

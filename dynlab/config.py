@@ -23,6 +23,15 @@ GATED_SIMULATION_THREADS = None
 #: … but never fewer than this many sequences per block (smaller products lose BLAS efficiency).
 GATED_MIN_ROWS_PER_THREAD = 32
 
+#: The same for the other cells under the vectorised kernel on the CPU (iRNN, the one-line
+#: cells, the CTRNN): blocks of sequences, one thread each with BLAS on one thread (None: as
+#: many as BLAS would use threads).  The element-wise passes (φ and the update, one fused numba
+#: pass per inner step) are then split between the cores too, which BLAS's own threads never
+#: do.  Measured (issue 20, 2-core AMD EPYC, B=256, D=128, K=5, T=1000): see BENCHMARKS.md.
+VECTORISED_SIMULATION_THREADS = None
+#: … but never fewer than this many sequences per block.
+VECTORISED_MIN_ROWS_PER_THREAD = 32
+
 #: ``cache=True`` for every @njit kernel, so the compiled code survives the process.
 NUMBA_CACHE = True
 

@@ -191,16 +191,28 @@ def run_states(model: Model, x: np.ndarray, h0: np.ndarray, backend: str, *, sto
     b = xp.asarray(model.b, dtype=dtype)
     common = dict(stop=stop, check_every=check_every, xp=xp)
     if isinstance(model, IRNN):
-        H, bad = vectorised.irnn(xp.asarray(model.U, dtype=dtype), W, b, xs, h0x, model.eta_table(T),
-                                 float(model.alpha), model.K, model.g0 == "previous", model.sign, act, leak, **common)
+        U, eta = xp.asarray(model.U, dtype=dtype), model.eta_table(T)
+
+        def kernel(lo, hi, Hb):
+            return vectorised.irnn(U, W, b, _rows(xs, lo, hi, B), _rows(h0x, lo, hi, B), eta, float(model.alpha),
+                                   model.K, model.g0 == "previous", model.sign, act, leak, H=Hb, **common)
     elif isinstance(model, CTRNN):
-        H, bad = vectorised.ctrnn(xp.asarray(model.U, dtype=dtype), W, b, xs, h0x, float(model.tau),
-                                  float(model.alpha), float(model.dt), model.substeps, model.method == "rk4",
-                                  act, leak, **common)
+        U = xp.asarray(model.U, dtype=dtype)
+
+        def kernel(lo, hi, Hb):
+            return vectorised.ctrnn(U, W, b, _rows(xs, lo, hi, B), _rows(h0x, lo, hi, B), float(model.tau),
+                                    float(model.alpha), float(model.dt), model.substeps, model.method == "rk4",
+                                    act, leak, H=Hb, **common)
     else:
         a, gain, R = model.gated_form()
-        H, bad = vectorised.gated(xp.asarray(R, dtype=dtype), W, b, xs, h0x, float(a), float(gain), act, leak,
-                                  **common)
+        R = xp.asarray(R, dtype=dtype)
+
+        def kernel(lo, hi, Hb):
+            return vectorised.gated(R, W, b, _rows(xs, lo, hi, B), _rows(h0x, lo, hi, B), float(a), float(gain),
+                                    act, leak, H=Hb, **common)
+    parts = _batch_parts(B, config.VECTORISED_SIMULATION_THREADS, config.VECTORISED_MIN_ROWS_PER_THREAD) \
+        if xp is np else 1
+    H, bad = _run_blocks(kernel, B, T, D, xs.dtype, parts)
     H = to_numpy(H)
     if stop and bad.min() < T:
         H[:, int(bad.min()) + 1:] = np.nan  # not computed
@@ -267,11 +279,12 @@ def _torch_cell_states(model, x, h0, path, backend, stop, dtype):
     W_ih, W_hh, b_ih, b_hh = (xp.asarray(a, dtype=dtype) for a in (model.W_ih, model.W_hh, model.b_ih, model.b_hh))
     xs, s0 = xp.asarray(x, dtype=dtype), xp.asarray(h0, dtype=dtype)
     common = dict(stop=stop, check_every=1 if xp is np else 64, xp=xp)
-    parts = _batch_parts(B) if xp is np else 1
-    if parts == 1:
-        H, bad = fn(W_ih, W_hh, b_ih, b_hh, xs, s0, act, leak, **common)
-    else:
-        H, bad = _split_batch(fn, parts, (W_ih, W_hh, b_ih, b_hh), xs, s0, (act, leak), model.state_size, common)
+    parts = _batch_parts(B, config.GATED_SIMULATION_THREADS, config.GATED_MIN_ROWS_PER_THREAD) if xp is np else 1
+
+    def kernel(lo, hi, Hb):
+        return fn(W_ih, W_hh, b_ih, b_hh, _rows(xs, lo, hi, B), _rows(s0, lo, hi, B), act, leak, H=Hb, **common)
+
+    H, bad = _run_blocks(kernel, B, T, model.state_size, xs.dtype, parts)
     H = to_numpy(H)
     if stop and bad.min() < T:
         H[:, int(bad.min()) + 1:] = np.nan  # not computed
@@ -282,21 +295,26 @@ _POOL = {"size": 0, "pool": None}
 _POOL_LOCK = threading.Lock()
 
 
-def _batch_parts(B: int) -> int:
-    """Into how many blocks of sequences the vectorised GRU/LSTM kernel splits a batch of B on
-    the CPU: ``config.GATED_SIMULATION_THREADS``, or (None) as many as BLAS would use threads
-    now — the CPUs under ``simulate``'s own setting, 1 inside a family limited to one thread
-    (training, gradients, sweeps) or where the user set OPENBLAS_NUM_THREADS=1 — and never fewer
-    than ``config.GATED_MIN_ROWS_PER_THREAD`` sequences per block."""
+def _batch_parts(B: int, threads: int | None, min_rows: int) -> int:
+    """Into how many blocks of sequences a vectorised CPU kernel splits a batch of B:
+    ``threads`` (``config.VECTORISED_SIMULATION_THREADS`` or ``config.GATED_SIMULATION_THREADS``),
+    or (None) as many as BLAS would use threads now — the CPUs under ``simulate``'s own
+    setting, 1 inside a family limited to one thread (training, gradients, sweeps) or where the
+    user set OPENBLAS_NUM_THREADS=1 — and never fewer than ``min_rows`` sequences per block."""
     import os
 
     from ._blas import blas_thread_count
 
-    n = config.GATED_SIMULATION_THREADS
+    n = threads
     if n is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         n = min(cpus, blas_thread_count() or cpus)
-    return int(max(1, min(n, B // max(1, config.GATED_MIN_ROWS_PER_THREAD))))
+    return int(max(1, min(n, B // max(1, min_rows))))
+
+
+def _rows(a, lo, hi, B):
+    """Rows lo:hi of a (B, …) array, C-contiguous (the array itself, of any namespace, when whole)."""
+    return a if (lo, hi) == (0, B) else np.ascontiguousarray(a[lo:hi])
 
 
 def _pool(n: int):
@@ -304,29 +322,29 @@ def _pool(n: int):
 
     with _POOL_LOCK:
         if _POOL["size"] < n:
-            _POOL.update(size=n, pool=ThreadPoolExecutor(max_workers=n, thread_name_prefix="dynlab-gated"))
+            _POOL.update(size=n, pool=ThreadPoolExecutor(max_workers=n, thread_name_prefix="dynlab-batch"))
         return _POOL["pool"]
 
 
-def _split_batch(fn, parts, weights, x, s0, act_leak, size, common):
-    """``fn`` (a vectorised GRU/LSTM kernel) on ``parts`` blocks of sequences at once, one Python
-    thread each, each with BLAS on one thread.  Sequences are independent, so each block runs
-    its whole time loop on its own — no synchronisation between threads until the end —
-    unlike BLAS's own threads, which split every (B×D)·(D×G·D) product and wait for each other
-    once per step (with a core busy elsewhere, every such wait costs a scheduler time slice).
-    The numba gate pass releases the GIL, and so does NumPy's matmul."""
+def _split_batch(run, parts, B, T, size, dtype):
+    """``run(lo, hi, H_block) -> bad_block`` (a vectorised kernel on the sequences lo:hi) on
+    ``parts`` blocks of sequences at once, one Python thread each, each with BLAS on one
+    thread.  Sequences are independent, so each block runs its whole time loop on its own — no
+    synchronisation between threads until the end — unlike BLAS's own threads, which split
+    every (B×D)·(D×·) product and wait for each other once per step (with a core busy
+    elsewhere, every such wait costs a scheduler time slice); and the element-wise passes,
+    which BLAS's threads do not share, are split too.  The numba passes release the GIL, and
+    so does NumPy's matmul.  Returns (H (B, T, size), bad (B,))."""
     from ._blas import limit_blas_threads
 
-    B, T, _ = x.shape
-    H = np.empty((B, T, size), dtype=x.dtype)
+    H = np.empty((B, T, size), dtype=dtype)
     bad = np.empty(B, dtype=np.int64)
     edges = np.linspace(0, B, parts + 1).astype(int)
 
     def work(i):
-        lo, hi = edges[i], edges[i + 1]
+        lo, hi = int(edges[i]), int(edges[i + 1])
         with limit_blas_threads(1):
-            _, bad[lo:hi] = fn(*weights, np.ascontiguousarray(x[lo:hi]), np.ascontiguousarray(s0[lo:hi]),
-                               *act_leak, H=H[lo:hi], **common)
+            bad[lo:hi] = run(lo, hi, H[lo:hi])
 
     pool = _pool(parts - 1)
     futures = [pool.submit(work, i) for i in range(1, parts)]
@@ -336,6 +354,14 @@ def _split_batch(fn, parts, weights, x, s0, act_leak, size, common):
         for f in futures:
             f.result()
     return H, bad
+
+
+def _run_blocks(kernel, B, T, size, dtype, parts):
+    """``kernel(lo, hi, H_block)`` -> (H_block, bad_block) over the whole batch: in one call
+    (parts = 1) or split between threads (``_split_batch``)."""
+    if parts == 1:
+        return kernel(0, B, None)
+    return _split_batch(lambda lo, hi, Hb: kernel(lo, hi, Hb)[1], parts, B, T, size, dtype)
 
 
 @blas_threads("SIMULATION_BLAS_THREADS")

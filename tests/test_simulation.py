@@ -175,6 +175,69 @@ def test_divergence_flag_reports_every_sequence(path, monkeypatch):
     np.testing.assert_array_equal(ok.h.values[-1], [3.0 ** 10] * 3)
 
 
+@pytest.mark.parametrize("case", list(MODEL_CASES))
+def test_the_batch_split_equals_one_block(case, monkeypatch):
+    """The vectorised CPU kernel split into blocks of sequences, one thread each (issue 20),
+    gives the one-block states: each sequence's arithmetic is the same, only BLAS's row
+    blocking may differ (≤ 1e-14 relative after 30 steps of contracting dynamics)."""
+    from dynlab import config
+    from dynlab.simulation import run_states
+
+    backend, _ = force_path(monkeypatch, "numba-vectorised")
+    monkeypatch.setattr(config, "VECTORISED_MIN_ROWS_PER_THREAD", 1)
+    model = MODEL_CASES[case]("tanh", 30)
+    x, h0 = inputs(7, 30, seed=4), _h0(7, seed=3)
+    monkeypatch.setattr(config, "VECTORISED_SIMULATION_THREADS", 1)
+    one, bad1, path = run_states(model, x, h0, backend)
+    assert path == "vectorised"
+    monkeypatch.setattr(config, "VECTORISED_SIMULATION_THREADS", 3)
+    three, bad3, _ = run_states(model, x, h0, backend)
+    np.testing.assert_allclose(three, one, rtol=1e-14, atol=1e-15)
+    np.testing.assert_array_equal(bad1, bad3)
+
+
+def test_the_batch_split_reports_divergence_per_sequence(monkeypatch):
+    """Blocks stop on their own: a sequence of the last block that overflows first is the one
+    reported, and the others keep their own overflow steps (closed form, as above)."""
+    from dynlab import config
+
+    backend, _ = force_path(monkeypatch, "numba-vectorised")
+    monkeypatch.setattr(config, "VECTORISED_MIN_ROWS_PER_THREAD", 1)
+    monkeypatch.setattr(config, "VECTORISED_SIMULATION_THREADS", 3)
+    h0 = np.ones((7, 3)) * np.array([1, 1, 1, 1, 1, 3, 1])[:, None]  # sequence 5 (block 3) fails first
+    x = np.zeros((7, 700, 1))
+    ds = dynlab.simulate(_exploding_rnn(), x, h0, backend=backend, on_divergence="flag")
+    np.testing.assert_array_equal(ds.diverged_at.values, [_overflow_step(1.0)] * 5 + [_overflow_step(3.0)]
+                                  + [_overflow_step(1.0)])
+    with pytest.raises(DivergenceError) as info:
+        dynlab.simulate(_exploding_rnn(), x, h0, backend=backend)
+    assert info.value.step == _overflow_step(3.0) and info.value.batch == 5
+
+
+@pytest.mark.parametrize("case", list(MODEL_CASES))
+def test_the_ufunc_passes_equal_the_fused_passes(case, monkeypatch):
+    """The element-wise updates as plain ufunc passes (what CuPy runs: φ, then the update, and
+    finiteness checked by one reduction) against the fused numba passes, for every activation:
+    the same arithmetic up to fused multiply-adds and the vectorised tanh/sigmoid (≤ 4 ulp per
+    step), so 1e-12 relative as in the kernel comparisons above."""
+    from dynlab.kernels import vectorised
+
+    backend, _ = force_path(monkeypatch, "numba-vectorised")
+    for activation in ACTIVATIONS:
+        model = MODEL_CASES[case](activation, 30)
+        x, h0 = inputs(3, 30, seed=6), _h0(3, seed=8)
+        fused = dynlab.simulate(model, x, h0, backend=backend).h.values
+        with monkeypatch.context() as m:
+            m.setattr(vectorised, "_ops", lambda xp, fused: vectorised.UfuncOps(xp))
+            plain = dynlab.simulate(model, x, h0, backend=backend).h.values
+            flagged = dynlab.simulate(_exploding_rnn(), np.zeros((2, 700, 1)), H0_EXPLODE, backend=backend,
+                                      on_divergence="flag")
+        scale = max(1.0, float(np.max(np.abs(fused))))
+        np.testing.assert_allclose(plain, fused, rtol=RTOL, atol=ATOL * scale, err_msg=activation)
+        np.testing.assert_array_equal(flagged.diverged_at.values, [_overflow_step(np.max(np.abs(h)))
+                                                                   for h in H0_EXPLODE])
+
+
 def test_divergence_unbatched_single_sequence():
     model = _exploding_rnn()
     with pytest.raises(DivergenceError) as info:

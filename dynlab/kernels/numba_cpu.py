@@ -189,51 +189,6 @@ def ctrnn(U, c, h0, tau, alpha, dt, substeps, rk4, act, leak, stop, H, bad):
 
 
 # ----------------------------------------------------------------------------------------
-# Fused element-wise passes for the vectorised kernels (dynlab.kernels.vectorised): each is
-# one pass over the state block s = buf[:, :D] of the C-contiguous product operand
-# buf = [s, x_t, 1] (indexing buf itself keeps the inner loop unit-stride, so LLVM
-# vectorises it; a strided view of it would not be), and the finishing passes also report
-# whether what they wrote is finite.  The check accumulates v − v (0 for a finite v, NaN for
-# ±inf or NaN), which keeps the loop free of branches.
-
-@njit(cache=NUMBA_CACHE)
-def fused_axpby(buf, D, z, a, e):
-    """s ← a·s + e·z for s = buf[:, :D]."""
-    B = buf.shape[0]
-    for i in range(B):
-        for j in range(D):
-            buf[i, j] = a * buf[i, j] + e * z[i, j]
-
-
-@njit(cache=NUMBA_CACHE)
-def fused_irnn_finish(buf, D, z, a, e, hprev, sign, start, out):
-    """out ← a·s + e·z − sign·hprev;  s ← start·out;  returns all(out finite)."""
-    B = buf.shape[0]
-    acc = 0.0
-    for i in range(B):
-        for j in range(D):
-            v = a * buf[i, j] + e * z[i, j] - sign * hprev[i, j]
-            out[i, j] = v
-            buf[i, j] = start * v
-            acc += v - v
-    return acc == 0.0
-
-
-@njit(cache=NUMBA_CACHE)
-def fused_gated_finish(buf, D, z, a, gain, out):
-    """out ← a·h + gain·z;  h ← out for h = buf[:, :D];  returns all(out finite)."""
-    B = buf.shape[0]
-    acc = 0.0
-    for i in range(B):
-        for j in range(D):
-            v = a * buf[i, j] + gain * z[i, j]
-            out[i, j] = v
-            buf[i, j] = v
-            acc += v - v
-    return acc == 0.0
-
-
-# ----------------------------------------------------------------------------------------
 # A float64 tanh that LLVM vectorises.  NumPy's float64 tanh calls libm once per element
 # (≈17 ns here, no SIMD on AVX2 machines) and so does a scalar ``math.tanh`` in a loop; in
 # the vectorised kernels it cost more than the BLAS product itself.  This one is branch-free
@@ -256,6 +211,7 @@ _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93145751953125e-1
 _LN2_LO = 1.42860682030941723212e-6
 _VEC = dict(cache=NUMBA_CACHE, error_model="numpy", fastmath={"contract"})
+_INF = math.inf
 
 
 @intrinsic
@@ -386,6 +342,77 @@ def sigmoid_exact_inplace(z):
 
 
 # ----------------------------------------------------------------------------------------
+# Fused element-wise passes for the vectorised one-line and iRNN kernels
+# (dynlab.kernels.vectorised).  After each product z = [s, x_t, 1]·[U W b]ᵀ ONE pass applies φ
+# and the update together (φ(z) is never stored), over the state block s = buf[:, :D] of the
+# C-contiguous operand buf, indexing buf itself so that the unit loop is unit-stride.  The
+# passes that end a time step write h_t into H (B, T, D) by index — never through the strided
+# view H[:, t], whose 'A' layout keeps LLVM from vectorising — read h_{t−1} the same way, and
+# count non-finite entries in an integer (a float accumulator is a reduction LLVM may not
+# reorder, which keeps the loop scalar).  The activation is dispatched once per row, outside
+# the unit loop, with tanh written out.  Measured (BENCHMARKS.md, issue 20): the old separate
+# φ pass plus a scalar finishing pass cost 45 + 30–130 µs per (256 × 128) block; fused and
+# vectorised, ≈ 45 µs in all.  ``nogil``: the batch may be split between threads
+# (``dynlab.simulation._split_batch``).
+
+@njit(nogil=True, **_VEC)
+def irnn_inner(buf, D, z, a, e, act, leak):
+    """s ← a·s + e·φ(z) for s = buf[:, :D] (an inner step that does not end the time step)."""
+    for b in range(buf.shape[0]):
+        if act == 0:
+            for j in range(D):
+                buf[b, j] = a * float(buf[b, j]) + e * tanh_f64(float(z[b, j]))
+        else:
+            for j in range(D):
+                buf[b, j] = a * float(buf[b, j]) + e * phi_f64(act, float(z[b, j]), leak)
+
+
+@njit(nogil=True, **_VEC)
+def irnn_last(buf, D, z, a, e, hp, H, t, sign, start, act, leak):
+    """The inner step that ends time step t: h_t = a·s + e·φ(z) − sign·h_{t−1} into H[:, t]
+    and into hp (which holds h_{t−1} on entry: a (B, D) array of its own, since reading
+    H[:, t − 1] while writing H[:, t] keeps LLVM from vectorising), then s ← start·h_t, the
+    next step's s_0.  Returns whether every entry of h_t is finite."""
+    nb = 0
+    for b in range(buf.shape[0]):
+        if act == 0:
+            for j in range(D):
+                v = a * float(buf[b, j]) + e * tanh_f64(float(z[b, j])) - sign * float(hp[b, j])
+                H[b, t, j] = v
+                hp[b, j] = v
+                buf[b, j] = start * v
+                nb += 0 if abs(v) < _INF else 1
+        else:
+            for j in range(D):
+                v = a * float(buf[b, j]) + e * phi_f64(act, float(z[b, j]), leak) - sign * float(hp[b, j])
+                H[b, t, j] = v
+                hp[b, j] = v
+                buf[b, j] = start * v
+                nb += 0 if abs(v) < _INF else 1
+    return nb == 0
+
+
+@njit(nogil=True, **_VEC)
+def gated_step(buf, D, z, a, gain, H, t, act, leak):
+    """h_t = a·h + gain·φ(z) into H[:, t] and into h = buf[:, :D]; returns whether it is finite."""
+    nb = 0
+    for b in range(buf.shape[0]):
+        if act == 0:
+            for j in range(D):
+                v = a * float(buf[b, j]) + gain * tanh_f64(float(z[b, j]))
+                H[b, t, j] = v
+                buf[b, j] = v
+                nb += 0 if abs(v) < _INF else 1
+        else:
+            for j in range(D):
+                v = a * float(buf[b, j]) + gain * phi_f64(act, float(z[b, j]), leak)
+                H[b, t, j] = v
+                buf[b, j] = v
+                nb += 0 if abs(v) < _INF else 1
+    return nb == 0
+
+
+# ----------------------------------------------------------------------------------------
 # GRU and LSTM (PyTorch's equations and gate order; dynlab.models.gru_lstm).  The kernels
 # take the input drive with the hidden biases that can be folded into it already added:
 #   GRU:  gi = W_ih x + b_ih + [b_hr; b_hz; 0]   (b_hn stays apart: it sits inside r ⊙ (…))
@@ -401,7 +428,6 @@ def sigmoid_exact_inplace(z):
 # reorder, so it keeps the loop scalar); the activation is dispatched once per row, outside
 # the unit loop, with tanh written out.
 
-_INF = math.inf
 
 
 @njit(inline="always", **_VEC)

@@ -68,9 +68,10 @@ class UfuncOps:
     """The element-wise updates as plain in-place ufunc passes of ``xp`` (NumPy or CuPy).
 
     The state lives in the first D columns of the product operand ``buf`` = [s, x_t, 1]
-    (see ``_augmented``).  ``finish`` methods return None: finiteness is then checked by
-    ``_run`` every ``check_every`` steps.  ``FusedOps`` offers the same methods as single fused
-    passes that also report finiteness.
+    (see ``_augmented``).  The methods that end a time step write h_t into H[:, t] and return
+    None: finiteness is then checked by ``_run`` every ``check_every`` steps.  ``FusedOps``
+    offers the same methods as single fused numba passes (φ applied in the same pass) that
+    also report finiteness.
     """
 
     def __init__(self, xp):
@@ -80,7 +81,7 @@ class UfuncOps:
         """z ← φ(z) with the namespace's ufuncs."""
         phi_inplace(z, act, leak, xp, tmp)
 
-    def axpby(self, buf, D, z, a, e):
+    def _axpby(self, buf, D, z, a, e):
         """s ← a·s + e·z for s = buf[:, :D] (z is overwritten)."""
         xp = self.xp
         s = buf[:, :D]
@@ -88,21 +89,29 @@ class UfuncOps:
         xp.multiply(z, e, out=z)
         xp.add(s, z, out=s)
 
-    def irnn_finish(self, buf, D, z, a, e, hprev, sign, start, out):
-        """out ← a·s + e·z − sign·h_{m-1} (= h_m);  s ← start·out (the next step's s_0)."""
+    def irnn_inner(self, buf, D, z, a, e, act, leak, tmp):
+        """s ← a·s + e·φ(z) for s = buf[:, :D] (z is overwritten)."""
+        phi_inplace(z, act, leak, self.xp, tmp)
+        self._axpby(buf, D, z, a, e)
+
+    def irnn_last(self, buf, D, z, a, e, hp, H, t, sign, start, act, leak, tmp):
+        """H[:, t] ← a·s + e·φ(z) − sign·h_{t−1} (= h_t), where hp holds h_{t−1} and then h_t;
+        s ← start·h_t (the next step's s_0)."""
         xp = self.xp
-        s = buf[:, :D]
-        self.axpby(buf, D, z, a, e)
+        s, out = buf[:, :D], H[:, t]
+        self.irnn_inner(buf, D, z, a, e, act, leak, tmp)
         if sign == 1:
-            xp.subtract(s, hprev, out=out)
+            xp.subtract(s, hp, out=out)
         else:
-            xp.add(s, hprev, out=out)
+            xp.add(s, hp, out=out)
+        hp[...] = out
         xp.multiply(out, start, out=s)
 
-    def gated_finish(self, buf, D, z, a, gain, out):
-        """out ← a·h + gain·z;  h ← out, for h = buf[:, :D]."""
+    def gated_step(self, buf, D, z, a, gain, H, t, act, leak, tmp):
+        """H[:, t] ← a·h + gain·φ(z);  h ← H[:, t], for h = buf[:, :D]."""
         xp = self.xp
-        h = buf[:, :D]
+        h, out = buf[:, :D], H[:, t]
+        phi_inplace(z, act, leak, xp, tmp)
         if a == 0.0:
             xp.multiply(z, gain, out=out)
         else:
@@ -166,14 +175,17 @@ class FusedOps:
         else:
             phi_inplace(z, act, leak, xp, tmp)
 
-    def axpby(self, buf, D, z, a, e):
-        self._k.fused_axpby(buf, D, z, a, e)
+    def irnn_inner(self, buf, D, z, a, e, act, leak, tmp=None):
+        """s ← a·s + e·φ(z): φ and the update in one pass."""
+        self._k.irnn_inner(buf, D, z, a, e, act, leak)
 
-    def irnn_finish(self, buf, D, z, a, e, hprev, sign, start, out):
-        return bool(self._k.fused_irnn_finish(buf, D, z, a, e, hprev, sign, start, out))
+    def irnn_last(self, buf, D, z, a, e, hp, H, t, sign, start, act, leak, tmp=None):
+        """H[:, t], hp ← a·s + e·φ(z) − sign·hp;  s ← start·H[:, t];  returns finiteness."""
+        return bool(self._k.irnn_last(buf, D, z, a, e, hp, H, t, sign, start, act, leak))
 
-    def gated_finish(self, buf, D, z, a, gain, out):
-        return bool(self._k.fused_gated_finish(buf, D, z, a, gain, out))
+    def gated_step(self, buf, D, z, a, gain, H, t, act, leak, tmp=None):
+        """H[:, t] ← a·h + gain·φ(z);  h ← H[:, t];  returns finiteness."""
+        return bool(self._k.gated_step(buf, D, z, a, gain, H, t, act, leak))
 
     def gru_finish(self, gi, gh, bhn, h, H, t, act, leak, tmp):
         return bool(self._k.gru_finish(gi, gh, bhn, h, H, t, act, leak))
@@ -204,26 +216,45 @@ def _augmented(R, W, b, B, dtype, xp):
     return AT, buf
 
 
+def _output(H, shape, dtype, xp):
+    """The (B, T, D) output array the fused passes write by index: ``H`` itself when it is
+    C-contiguous (a caller's block of a larger array, say), else a fresh one.  Returns
+    (array, the caller's H or None)."""
+    if H is not None and H.flags.c_contiguous:
+        return H, None
+    return xp.empty(shape, dtype=dtype), H
+
+
+def _deliver(H, given):
+    """Copy into the caller's non-contiguous ``given`` array, if any; return what was filled."""
+    if given is None:
+        return H
+    given[...] = H
+    return given
+
+
 def _run(step, x, h0, H, stop, check_every, xp):
     """Drive ``step(t, h_prev, out) -> finite`` over t; returns bad (first non-finite step per sequence).
 
     ``step`` returns True/False when it checked its own output for finiteness (fused
     kernels do so in the same pass), or None; then the states are checked every
-    ``check_every`` steps through a single reduction.
+    ``check_every`` steps through a single reduction.  NumPy's overflow warnings are silenced:
+    a diverging state is reported in ``bad`` (and by ``simulate``, with where it happened).
     """
     B, T = x.shape[0], x.shape[1]
     h = h0
     last = 0
-    for t in range(T):
-        ok = step(t, h, H[:, t])
-        h = H[:, t]
-        if ok is None:
-            if (t + 1) % check_every == 0 or t == T - 1:
-                ok = _finite(H[:, last:t + 1], xp)
-                last = t + 1
-        if ok is False and stop:
-            return _first_bad(H, t + 1, xp, T)
-    return _first_bad(H, T, xp, T) if not stop else np.full(B, T, dtype=np.int64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t in range(T):
+            ok = step(t, h, H[:, t])
+            h = H[:, t]
+            if ok is None:
+                if (t + 1) % check_every == 0 or t == T - 1:
+                    ok = _finite(H[:, last:t + 1], xp)
+                    last = t + 1
+            if ok is False and stop:
+                return _first_bad(H, t + 1, xp, T)
+        return _first_bad(H, T, xp, T) if not stop else np.full(B, T, dtype=np.int64)
 
 
 def gated(R, W, b, x, h0, a, gain, act, leak, stop=True, check_every=1, xp=np, H=None, fused=True):
@@ -236,7 +267,7 @@ def gated(R, W, b, x, h0, a, gain, act, leak, stop=True, check_every=1, xp=np, H
     D = R.shape[0]
     d = W.shape[1]
     AT, buf = _augmented(R, W, b, B, x.dtype, xp)
-    H = xp.empty((B, T, D), dtype=x.dtype) if H is None else H
+    H, given = _output(H, (B, T, D), x.dtype, xp)
     z = xp.empty((B, D), dtype=x.dtype)
     tmp = xp.empty((B, D), dtype=x.dtype)
     buf[:, :D] = h0
@@ -245,11 +276,10 @@ def gated(R, W, b, x, h0, a, gain, act, leak, stop=True, check_every=1, xp=np, H
     def step(t, h, out):
         buf[:, D:D + d] = x[:, t]
         xp.matmul(buf, AT, out=z)
-        ops.phi(z, act, leak, xp, tmp)
-        return ops.gated_finish(buf, D, z, a, gain, out)
+        return ops.gated_step(buf, D, z, a, gain, H, t, act, leak, tmp)
 
     bad = _run(step, x, h0, H, stop, check_every, xp)
-    return H, bad
+    return _deliver(H, given), bad
 
 
 def irnn(U, W, b, x, h0, eta, alpha, K, g0prev, sign, act, leak, stop=True, check_every=1,
@@ -265,11 +295,13 @@ def irnn(U, W, b, x, h0, eta, alpha, K, g0prev, sign, act, leak, stop=True, chec
     D = U.shape[0]
     d = W.shape[1]
     AT, buf = _augmented(U, W, b, B, x.dtype, xp)
-    H = xp.empty((B, T, D), dtype=x.dtype) if H is None else H
+    H, given = _output(H, (B, T, D), x.dtype, xp)
+    hp = xp.array(h0, dtype=x.dtype, order="C")  # h_{t−1}, kept apart from H (see numba_cpu.irnn_last)
     z = xp.empty((B, D), dtype=x.dtype)
     tmp = xp.empty((B, D), dtype=x.dtype)
     eta = np.asarray(eta, dtype=np.float64)
     start = (1.0 + sign) if g0prev else float(sign)
+    sign = float(sign)
     xp.multiply(h0, start, out=buf[:, :D])
     ops = _ops(xp, fused)
 
@@ -278,15 +310,14 @@ def irnn(U, W, b, x, h0, eta, alpha, K, g0prev, sign, act, leak, stop=True, chec
         e = eta[t] if eta.shape[0] > 1 else eta[0]
         for k in range(K):
             xp.matmul(buf, AT, out=z)
-            ops.phi(z, act, leak, xp, tmp)
             a_k, e_k = 1.0 - float(e[k]) * alpha, float(e[k])
             if k < K - 1:
-                ops.axpby(buf, D, z, a_k, e_k)
+                ops.irnn_inner(buf, D, z, a_k, e_k, act, leak, tmp)
             else:
-                return ops.irnn_finish(buf, D, z, a_k, e_k, h, float(sign), start, out)
+                return ops.irnn_last(buf, D, z, a_k, e_k, hp, H, t, sign, start, act, leak, tmp)
 
     bad = _run(step, x, h0, H, stop, check_every, xp)
-    return H, bad
+    return _deliver(H, given), bad
 
 
 def ctrnn(U, W, b, x, h0, tau, alpha, dt, substeps, rk4, act, leak, stop=True, check_every=1,
@@ -392,8 +423,7 @@ def gru(W_ih, W_hh, b_ih, b_hh, x, h0, act, leak, stop=True, check_every=1, xp=n
         xp.matmul(h, W_hhT, out=gh)
         return ops.gru_finish(gi, gh, bhn, h, H, t, act, leak, tmp)
 
-    with np.errstate(over="ignore", invalid="ignore"):  # a diverging state is reported in ``bad``
-        bad = _run(step, x, h0, H, stop, check_every, xp)
+    bad = _run(step, x, h0, H, stop, check_every, xp)
     return H, bad
 
 
@@ -416,6 +446,5 @@ def lstm(W_ih, W_hh, b_ih, b_hh, x, s0, act, leak, stop=True, check_every=1, xp=
         xp.matmul(h, W_hhT, out=gh)
         return ops.lstm_finish(gi, gh, h, c, H, t, act, leak, tmp)
 
-    with np.errstate(over="ignore", invalid="ignore"):  # a diverging state is reported in ``bad``
-        bad = _run(step, x, s0, H, stop, check_every, xp)
+    bad = _run(step, x, s0, H, stop, check_every, xp)
     return H, bad
