@@ -8,7 +8,9 @@ no arguments).  The harness
    answer is worthless, so a mismatch is reported, and the row is marked);
 2. times ``repeat`` calls of each, interleaved round by round in a fresh seeded order each
    round (so a slow spell of the machine, or a penalty for a position in the round, hits every
-   implementation alike), and reports the median and the ratio to the baseline.
+   implementation alike), each after a short rest (``PAUSE``: the spinning worker threads of
+   the call before, OpenMP's or XLA's, would otherwise take a core from it), and reports the
+   median and the ratio to the baseline.
 
 Timings are wall-clock (``time.perf_counter``).  Nothing here is a test: machines are noisy;
 the numbers go to BENCHMARKS.md.
@@ -23,6 +25,9 @@ import time
 from typing import Any, Callable
 
 import numpy as np
+
+#: Seconds of rest before each timed call (see ``run_workload``).
+PAUSE = 0.05
 
 
 @dataclasses.dataclass
@@ -102,6 +107,9 @@ def run_workload(w: Workload, *, repeat: int | None = None, quick: bool = False,
         # after a heavy one, or a periodic load) then hits every implementation alike
         for impl in random.Random(round_).sample(impls, len(impls)):
             gc.collect()
+            # a peer's worker threads (OpenMP's, XLA's pool) spin for a while after its call
+            # before they sleep; on a 2-core machine they would take a core from the next row
+            time.sleep(PAUSE)
             t0 = time.perf_counter()
             impl.fn()
             times[impl.name].append(time.perf_counter() - t0)

@@ -3,12 +3,13 @@
 iRNN D=128, K=5, T=200, batch 128, d=2 (adding-problem inputs), tanh, dense U, g_0 = 0,
 sign +1, scalar η, MSE at the end through a linear read-out.  Rows:
 
-* ``dynlab BPTT (numpy)`` (reference): ``dynlab.train.backprop.loss_and_grads`` — the forward
+* ``dynlab BPTT`` (reference): ``dynlab.train.backprop.loss_and_grads`` — the forward
   pass with its tape and the reverse-mode pass, returning the loss and ∂L/∂{U, W, b, η, α,
   W_out, b_out, h_0};
 * ``dynlab BPTT, forced 1 BLAS thread``: the same call inside threadpoolctl's limit of every
   loaded BLAS to one thread (outside dynlab's own limiting), and ``dynlab BPTT, BLAS's own
-  threads``: the same call with ``config.TRAIN_BLAS_THREADS = None``; the info lines give the
+  threads``: the same call with ``config.TRAIN_BLAS_THREADS = None``, and ``dynlab BPTT, one
+  block``: with ``config.TRAIN_THREADS = 1`` (the batch not split between threads); the info lines give the
   default's median over the forced single-thread one (goal ≤ 1.1: the default configuration is
   the fast one) and what BLAS's own thread count costs or gains;
 * ``dynlab forward only (tape)``: the taped forward pass alone (what the backward pass costs
@@ -25,14 +26,16 @@ d = 2 adding-problem inputs, MSE at the end through a linear read-out of h_T; Py
 initialisation, seed 0) of ``dynlab.make_model("gru" | "lstm", …)``; gradients of W_ih, W_hh,
 b_ih, b_hh, W_out, b_out and the initial state, compared across the rows:
 
-* ``dynlab BPTT (numpy)`` (reference): ``loss_and_grads``;
+* ``dynlab BPTT`` (reference): ``loss_and_grads``;
 * ``dynlab forward only (tape)`` (not compared): the taped forward pass alone;
+* ``dl.simulate, numba`` (floor, not compared): the forward states alone;
 * ``torch autograd (nn.GRU / nn.LSTM)``: PyTorch's own module in float64, eager on the CPU
   (``torch.get_num_threads()`` threads), ``loss.backward()``;
 * ``jax jit(value_and_grad)``: the cell written in ``lax.scan``, jitted.
 
 Each is a separate workload (the harness compares every row with its workload's reference);
-the info lines give dynlab's speed-up over each peer (goal ≥ 1: at least as fast).
+the info lines give dynlab's speed-up over each peer (goal ≥ 1: at least as fast) and the step's
+time over the forward floor's (goal ≤ 2.5).
 """
 from __future__ import annotations
 
@@ -87,6 +90,19 @@ def _blas_own_threads(call):
             return call()
         finally:
             config.TRAIN_BLAS_THREADS = saved
+
+    return run
+
+
+def _one_block(call):
+    """``call`` with the batch in one block (``config.TRAIN_THREADS = 1``): no split between threads."""
+    def run():
+        saved = config.TRAIN_THREADS
+        config.TRAIN_THREADS = 1
+        try:
+            return call()
+        finally:
+            config.TRAIN_THREADS = saved
 
     return run
 
@@ -161,9 +177,10 @@ def build(quick: bool):
     m, x, y, readout = _setup(quick)
     B, T, _ = x.shape
     step = _dynlab(m, x, y, readout)
-    impls = [Impl("dynlab BPTT (numpy)", step, note=f"default: TRAIN_BLAS_THREADS = {config.TRAIN_BLAS_THREADS}"),
+    impls = [Impl("dynlab BPTT", step, note=f"default: TRAIN_THREADS = {config.TRAIN_THREADS}, TRAIN_BLAS_THREADS = {config.TRAIN_BLAS_THREADS}"),
              Impl("dynlab BPTT, forced 1 BLAS thread", _forced_single_thread(step), note="threadpoolctl, every BLAS"),
-             Impl("dynlab BPTT, BLAS's own threads", _blas_own_threads(step), note="TRAIN_BLAS_THREADS = None")]
+             Impl("dynlab BPTT, BLAS's own threads", _blas_own_threads(step), note="TRAIN_BLAS_THREADS = None"),
+             Impl("dynlab BPTT, one block", _one_block(step), note="TRAIN_THREADS = 1: the batch not split")]
     impls.append(Impl("dynlab forward only (tape)", lambda: bp.forward(m, x).H, check=False,
                       note="the taped forward pass alone"))
     impls.append(Impl("dl.simulate, numba", lambda: dl.simulate(m, x)["h"].values, check=False,
@@ -175,11 +192,13 @@ def build(quick: bool):
     info = {"sizes": f"iRNN D={m.hidden}, K={m.K}, T={T}, batch {B}, d=2, tanh, MSE at the end",
             "PyTorch": "installed" if torch_or_none() is not None else "not installed (peer row absent)",
             "JAX": "installed" if jax_or_none() is not None else "not installed (peer row absent)",
-            "ratios": [("default / forced single BLAS thread (goal ≤ 1.1)", "dynlab BPTT (numpy)",
+            "ratios": [("default / forced single BLAS thread (goal ≤ 1.1)", "dynlab BPTT",
                         "dynlab BPTT, forced 1 BLAS thread"),
-                       ("BLAS's own threads / default", "dynlab BPTT, BLAS's own threads", "dynlab BPTT (numpy)"),
-                       ("speed-up over torch autograd (goal ≥ 1)", "torch autograd", "dynlab BPTT (numpy)"),
-                       ("speed-up over jax jit (goal ≥ 1)", "jax jit(value_and_grad)", "dynlab BPTT (numpy)")]}
+                       ("BLAS's own threads / default", "dynlab BPTT, BLAS's own threads", "dynlab BPTT"),
+                       ("default / one block", "dynlab BPTT", "dynlab BPTT, one block"),
+                       ("train step / forward floor (goal ≤ 2.5)", "dynlab BPTT", "dl.simulate, numba"),
+                       ("speed-up over torch autograd (goal ≥ 1)", "torch autograd", "dynlab BPTT"),
+                       ("speed-up over jax jit (goal ≥ 1)", "jax jit(value_and_grad)", "dynlab BPTT")]}
     return impls, info
 
 
@@ -288,20 +307,22 @@ def _gated_build(kind: str):
     def build(quick: bool):
         m, x, y, readout = _gated_setup(kind, quick)
         B, T, _ = x.shape
-        impls = [Impl("dynlab BPTT (numpy)", _gated_dynlab(m, x, y, readout),
-                      note=f"default: TRAIN_BLAS_THREADS = {config.TRAIN_BLAS_THREADS}"),
+        impls = [Impl("dynlab BPTT", _gated_dynlab(m, x, y, readout),
+                      note=f"default: TRAIN_THREADS = {config.TRAIN_THREADS}, TRAIN_BLAS_THREADS = {config.TRAIN_BLAS_THREADS}"),
                  Impl("dynlab forward only (tape)", lambda: bp.forward(m, x).H, check=False,
-                      note="the taped forward pass alone")]
-        ratios = []
+                      note="the taped forward pass alone"),
+                 Impl("dl.simulate, numba", lambda: dl.simulate(m, x)["h"].values, check=False,
+                      note="floor: forward states, no tape")]
+        ratios = [("train step / forward floor (goal ≤ 2.5)", "dynlab BPTT", "dl.simulate, numba")]
         torch = torch_or_none()
         if torch is not None:
             name = f"torch autograd (nn.{kind.upper()})"
             impls.append(Impl(name, _gated_torch(m, x, y, readout),
                               note=f"float64 eager, {torch.get_num_threads()} threads, loss.backward()"))
-            ratios.append(("speed-up over torch autograd (goal ≥ 1)", name, "dynlab BPTT (numpy)"))
+            ratios.append(("speed-up over torch autograd (goal ≥ 1)", name, "dynlab BPTT"))
         if jax_or_none() is not None:
             impls.append(Impl("jax jit(value_and_grad)", _gated_jax(m, x, y, readout), note="lax.scan, compiled once"))
-            ratios.append(("speed-up over jax jit (goal ≥ 1)", "jax jit(value_and_grad)", "dynlab BPTT (numpy)"))
+            ratios.append(("speed-up over jax jit (goal ≥ 1)", "jax jit(value_and_grad)", "dynlab BPTT"))
         info = {"sizes": f"{kind.upper()} D={m.hidden}, T={T}, batch {B}, d=2, tanh, MSE at the end",
                 "PyTorch": torch.__version__ if torch is not None else "not installed (peer row absent)",
                 "JAX": jax_or_none().__version__ if jax_or_none() is not None else "not installed (peer row absent)",
@@ -312,8 +333,8 @@ def _gated_build(kind: str):
 
 
 WORKLOADS = [Workload("train-step", "one training step (forward + backward, all gradients) of an iRNN",
-                      build, baseline="dynlab BPTT (numpy)", rtol=1e-9, repeat=5),
+                      build, baseline="dynlab BPTT", rtol=1e-9, repeat=5),
              Workload("train-step-gru", "one training step (forward + backward, all gradients) of a GRU",
-                      _gated_build("gru"), baseline="dynlab BPTT (numpy)", rtol=1e-9, repeat=5),
+                      _gated_build("gru"), baseline="dynlab BPTT", rtol=1e-9, repeat=5),
              Workload("train-step-lstm", "one training step (forward + backward, all gradients) of an LSTM",
-                      _gated_build("lstm"), baseline="dynlab BPTT (numpy)", rtol=1e-9, repeat=5)]
+                      _gated_build("lstm"), baseline="dynlab BPTT", rtol=1e-9, repeat=5)]

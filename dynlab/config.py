@@ -123,6 +123,23 @@ IMPLICIT_NUMBA_MAX_UNITS = 16
 #: train_model (iRNN D=64, 4 iterations) free 0.97, busy 2.3 s vs 15.4 s, 6.6×.
 TRAIN_BLAS_THREADS = 1
 
+#: ``loss_and_grads`` (so ``train_model``): the batch is split into this many blocks of
+#: sequences, one thread each with BLAS on one thread (None: one block per CPU this process
+#: may use): each block's forward and backward passes run on their own, with no
+#: synchronisation until the gradients are summed, so a busy core slows its block instead of
+#: stalling every product, as BLAS's own threads would.  Set 1 where several trainings share
+#: the machine.  Measured (issue 20; 2-core AMD EPYC; split / one block, T=200, B=128, medians
+#: of 5–7): iRNN K=5 D=128 0.56, D=32 0.51, D=8 0.63; GRU D=128 0.56, LSTM D=128 0.58, RNN
+#: D=128 0.73; but RNN D=64 1.07, D=32 1.48, GRU D=16 1.39, LSTM D=16 1.61 (the Python loop).
+TRAIN_THREADS = None
+#: … but no block with less work per step than this (its rows × hidden × state size) for the
+#: cells whose time loop runs in Python (one-line cells, GRU, LSTM, stacks): below it the
+#: Python work of a step, which holds the GIL, outweighs what another core gains …
+TRAIN_MIN_WORK_PER_THREAD = 1 << 19
+#: … and than this for the iRNN, whose whole forward and backward loops are numba calls that
+#: release the GIL (``dynlab.train._fused``).
+TRAIN_MIN_WORK_PER_THREAD_JITTED = 1 << 12
+
 #: ``gradient_norms``, ``jacobian_norms``, ``jacobians``, ``jacobian_at`` and the backward pass
 #: ``BackwardNorms.feed``: the J_t (the iRNN's NumPy form for D ≥ 32: one product per inner
 #: step), a loop of D×D products and one LAPACK call per uncertified norm.  gradient_norms,

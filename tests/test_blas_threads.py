@@ -100,7 +100,7 @@ def _sweep():
 
 #: (path, the tunable that governs it, where the spy goes, the function it replaces, the call)
 CASES = [
-    ("loss_and_grads: taped forward", "TRAIN_BLAS_THREADS", "dynlab.train.backprop", "_check_finite",
+    ("loss_and_grads: taped forward", "TRAIN_BLAS_THREADS", "dynlab.train.backprop", "_forward_irnn",
      _loss_and_grads),
     ("backward: BPTT", "TRAIN_BLAS_THREADS", "dynlab.train.backprop", "_backward_irnn", _backward),
     ("train_model: each iteration", "TRAIN_BLAS_THREADS", "dynlab.train.backprop", "loss_and_grads", _train_model),

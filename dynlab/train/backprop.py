@@ -86,7 +86,7 @@ import numpy as np
 
 from .._blas import blas_threads
 from . import _fused
-from ..activations import dphi, phi
+from ..activations import ACTIVATION_IDS, dphi, phi
 from ..errors import DivergenceError, ParameterError
 from ..models import CTRNN, GRU, IRNN, LSTM, RIN, RNN, AntisymmetricRNN, FastRNN, Model, Stack
 
@@ -156,13 +156,15 @@ def with_params(model: Model, params: dict) -> Model:
 class Tape:
     """What the forward pass keeps (time-major): states H (T+1, B, D) with H[0] = h_0, inputs
     x (T, B, d), and per step (gated) or per inner step (iRNN, (T, K, B, D)) the pre-activation
-    derivative ``dphi``, the activation ``act`` and, for the iRNN, the inner states ``S``."""
+    derivative ``dphi``, the activation ``act`` and, for the iRNN, the inner states ``S``.  An
+    iRNN with tanh or sigmoid keeps no ``dphi`` (None): φ' = 1 − a², a(1 − a) is taken from
+    ``act`` in the backward pass, which saves a tape-sized array written and read back."""
 
     model: Model
     x: np.ndarray
     H: np.ndarray
     act: np.ndarray
-    dphi: np.ndarray
+    dphi: np.ndarray | None
     S: np.ndarray | None = None
     eta: np.ndarray | None = None
     #: ∂L/∂R for the matrix R multiplying h_{t-1} (or s) inside φ, set by ``backward``
@@ -214,30 +216,7 @@ def _forward_cell(model, xt, h0a) -> Tape:
     name, leak = model.activation, float(model.leak)
     with np.errstate(all="ignore"):
         if isinstance(model, IRNN):
-            K, alpha, sign = model.K, float(model.alpha), float(model.sign)
-            eta = model.eta_table(T)
-            eta = np.broadcast_to(eta, (T, K)) if eta.shape[0] == 1 else eta
-            UT = np.ascontiguousarray(model.U.T)
-            S = np.empty((T, K, B, D))
-            Z = np.empty((T, K, B, D))
-            A = np.empty((T, K, B, D))
-            f = np.empty((B, D))
-            for m in range(T):
-                hp = H[m]
-                g = hp.copy() if model.g0 == "previous" else np.zeros_like(hp)
-                for k in range(K):
-                    s, z, a = S[m, k], Z[m, k], A[m, k]
-                    np.add(g, hp, out=s) if sign > 0 else np.subtract(g, hp, out=s)
-                    np.matmul(s, UT, out=z)
-                    z += cin[m]
-                    _phi_into(name, z, leak, a)
-                    np.multiply(s, alpha, out=f)
-                    np.subtract(a, f, out=f)
-                    f *= eta[m, k]
-                    g += f
-                H[m + 1] = g
-                _check_finite(model, H, m)
-            return Tape(model, xt, H, A, _dphi_inplace(name, Z, A, leak), S, np.ascontiguousarray(eta))
+            return _forward_irnn(model, xt, cin, H)
         a_, c_, R = model.gated_form()
         RT = np.ascontiguousarray(R.T)
         Z = np.empty((T, B, D))
@@ -252,6 +231,29 @@ def _forward_cell(model, xt, h0a) -> Tape:
                 H[t + 1] += a_ * H[t]
             _check_finite(model, H, t)
         return Tape(model, xt, H, A, _dphi_inplace(name, Z, A, leak))
+
+
+def _forward_irnn(model, xt, cin, H) -> Tape:
+    """The iRNN's taped forward pass, the whole loop in one numba call (``_fused.irnn_forward``):
+    per inner step one product s_{k-1} Uᵀ and one fused pass that stores φ (and φ' where it is
+    not a function of φ) and the next s on the tape."""
+    T, B, D = cin.shape
+    K, alpha, sign = model.K, float(model.alpha), float(model.sign)
+    eta = model.eta_table(T)
+    eta = np.broadcast_to(eta, (T, K)) if eta.shape[0] == 1 else eta
+    prev = model.g0 == "previous"
+    act, leak = ACTIVATION_IDS[model.activation], float(model.leak)
+    UT = np.ascontiguousarray(model.U.T)
+    S = np.empty((T, K, B, D))
+    A = np.empty((T, K, B, D))
+    # φ' of tanh and sigmoid is a function of a = φ(z): the backward pass takes it from A
+    Dp = np.empty((T, K, B, D)) if act not in (ACTIVATION_IDS["tanh"], ACTIVATION_IDS["sigmoid"]) else None
+    eta = np.ascontiguousarray(eta, dtype=np.float64)
+    bad = _fused.irnn_forward(UT, np.ascontiguousarray(cin), H, S, A, np.empty((1, 1, B, D)) if Dp is None else Dp,
+                              Dp is not None, eta, alpha, sign, prev, act, leak, np.empty((B, D)), np.empty((B, D)), np.empty((B, D)))
+    if bad >= 0:
+        _check_finite(model, H, bad)
+    return Tape(model, xt, H, A, Dp, S, eta)
 
 
 def _dphi_inplace(name, Z, A, leak):
@@ -355,46 +357,30 @@ def _sig(v):
 
 
 def _backward_irnn(tape, ext):
+    """The iRNN's backward pass: per inner step the fused passes around the product z̄ U
+    (``_fused.irnn_back_pre``/``irnn_back_post``); per time step one product
+    Ū += Σ_k z̄_kᵀ s_{k−1} over its K inner steps (in cache), so no (T, K, B, D) cotangent
+    array is ever stored, and the input-drive cotangent Σ_k z̄_k of each step."""
     model = tape.model
     T, B, D = ext.shape
     K, alpha, sign = model.K, float(model.alpha), float(model.sign)
     U, S, A, Dp, eta = model.U, tape.S, tape.act, tape.dphi, tape.eta
+    act = ACTIVATION_IDS[model.activation]
     prev = model.g0 == "previous"
-    Zb = np.empty((T, K, B, D))
+    Zm = np.empty((K, B, D))
+    Cb = np.empty((T, B, D))
+    Ubar = np.zeros((D, D))
     etab = np.empty((T, K))
     gs = np.empty((T, K))
     hb = np.zeros((B, D))
-    sb = np.empty((B, D))
-    tmp = np.empty((B, D))
-    dh1 = None
-    for m in range(T - 1, -1, -1):
-        hb += ext[m]
-        if m == 0:
-            dh1 = hb.copy()
-        gb = hb.copy()
-        hpb = np.zeros((B, D))
-        for k in range(K - 1, -1, -1):
-            e = eta[m, k]
-            gs[m, k] = np.vdot(gb, S[m, k])
-            etab[m, k] = np.vdot(gb, A[m, k]) - alpha * gs[m, k]
-            zb = Zb[m, k]
-            np.multiply(gb, Dp[m, k], out=zb)
-            zb *= e
-            np.matmul(zb, U, out=sb)
-            np.multiply(gb, alpha * e, out=tmp)
-            sb -= tmp
-            gb += sb
-            if sign > 0:
-                hpb += sb
-            else:
-                hpb -= sb
-        if prev:
-            hpb += gb
-        hb = hpb
+    dh1 = np.empty((B, D))
+    _fused.irnn_backward(np.ascontiguousarray(U), S, A, S[:1, :1] if Dp is None else Dp, Dp is not None,
+                         np.ascontiguousarray(eta),
+                         np.ascontiguousarray(ext, dtype=np.float64), alpha, sign, prev, act, Zm, Cb, Ubar,
+                         np.empty((D, D)), gs, etab, hb, np.empty((B, D)), np.empty((B, D)), np.empty((B, D)), dh1)
     alphab = -float(np.sum(eta * gs))       # ᾱ = −Σ η_{m,k}⟨ḡ_k, s_{k-1}⟩
-    Ubar = Zb.reshape(-1, D).T @ S.reshape(-1, D)
     tape.dL_dWr = Ubar
-    Cb = Zb.sum(axis=1).reshape(T * B, D)
+    Cb = Cb.reshape(T * B, D)
     grads = {"W": Cb.T @ tape.x.reshape(T * B, -1), "b": Cb.sum(axis=0), "alpha": alphab}
     e0 = np.asarray(model.eta)
     grads["eta"] = float(etab.sum()) if e0.ndim == 0 else (etab.sum(axis=0) if e0.ndim == 1 else
@@ -817,7 +803,6 @@ def readout_outputs(readout, H, loss):
     return Hs @ readout["W_out"].T + readout["b_out"]
 
 
-@blas_threads("TRAIN_BLAS_THREADS")
 def loss_and_grads(model: Model, readout: dict, x, target, *, loss: str, h0=None):
     """The loss and the exact gradient of every parameter.
 
@@ -836,31 +821,151 @@ def loss_and_grads(model: Model, readout: dict, x, target, *, loss: str, h0=None
     W_hh (G·D, D) for a GRU or an LSTM; every layer's stacked for a stack), ``outputs`` and,
     for cross-entropy, ``accuracy``.
 
+    A large batch is split into blocks of sequences, one thread each (``config.TRAIN_THREADS``,
+    ``config.TRAIN_MIN_WORK_PER_THREAD``): sequences are independent, so each block runs its
+    forward and backward pass on its own, BLAS on one thread, and the parameter gradients are
+    the sums of the blocks' (the loss and its cotangents are taken on the whole batch).  Only
+    the order of the final sums differs from one block (≤ 1e-15 relative, tested).
+
     Example
     -------
     >>> L, g, _ = loss_and_grads(m, init_readout(m.hidden, 1, 0), x, y, loss="mse")
     """
     loss = check_loss(loss)
+    xa, h0a = _as_batch(model, x, h0)
+    edges = _train_blocks(model, xa.shape[0])
+    if len(edges) == 2:
+        return _loss_and_grads_block(model, readout, xa, target, loss, h0a)
+    return _loss_and_grads_split(model, readout, xa, target, loss, h0a, edges)
+
+
+@blas_threads("TRAIN_BLAS_THREADS")
+def _loss_and_grads_block(model, readout, x, target, loss, h0):
+    """``loss_and_grads`` in one block (the calling thread)."""
     tape = forward(model, x, h0)
     out = tape.outputs
     T, B, D = out.shape[0] - 1, out.shape[1], out.shape[2]
     Y = readout_outputs(readout, out, loss)
     L, dY, extra = loss_value(loss, Y, target)
-    ext = np.zeros((T, B, D))
-    if loss.endswith("-seq"):
-        ext[:] = dY @ readout["W_out"]
-        Hs = out[1:].reshape(T * B, D)
-        gW = dY.reshape(T * B, -1).T @ Hs
-        gb = dY.reshape(T * B, -1).sum(axis=0)
-    else:
-        ext[-1] = dY @ readout["W_out"]
-        gW = dY.T @ out[-1]
-        gb = dY.sum(axis=0)
+    ext, gW, gb = _readout_cotangents(loss, dY, out, readout)
     grads, dh0, dh1 = backward(tape, ext)
     grads["W_out"], grads["b_out"], grads["h0"] = gW, gb, dh0
     info = {"tape": tape, "dL_dh1": dh1, "dL_dWr": tape.dL_dWr, "outputs": Y}
     info.update(extra)
     return L, grads, info
+
+
+def _readout_cotangents(loss, dY, out, readout):
+    """(ext, ∂L/∂W_out, ∂L/∂b_out) from dY = ∂L/∂Y: ext (T, B, D) holds ∂L/∂h_t through the
+    read-out (the last step only for a loss at the end)."""
+    T, B, D = out.shape[0] - 1, out.shape[1], out.shape[2]
+    ext = np.zeros((T, B, D))
+    if loss.endswith("-seq"):
+        ext[:] = dY @ readout["W_out"]
+        gW = dY.reshape(T * B, -1).T @ out[1:].reshape(T * B, D)
+        gb = dY.reshape(T * B, -1).sum(axis=0)
+    else:
+        ext[-1] = dY @ readout["W_out"]
+        gW = dY.T @ out[-1]
+        gb = dY.sum(axis=0)
+    return ext, gW, gb
+
+
+def _train_blocks(model, B: int) -> list:
+    """Row edges of the blocks ``loss_and_grads`` splits a batch of B into: ``config.TRAIN_THREADS``
+    blocks (None: one per CPU this process may use), fewer where a block's work per step —
+    its rows times the product's size, rows · hidden · state size — would fall below
+    ``config.TRAIN_MIN_WORK_PER_THREAD`` (cells whose time loop runs in Python: below it the
+    Python work of a step, which holds the GIL, outweighs what another core gains), or below
+    ``config.TRAIN_MIN_WORK_PER_THREAD_JITTED`` for the iRNN, whose whole loop is one numba call."""
+    import os
+
+    from .. import config
+
+    n = config.TRAIN_THREADS
+    if n is None:
+        n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    least = config.TRAIN_MIN_WORK_PER_THREAD_JITTED if isinstance(model, IRNN) else config.TRAIN_MIN_WORK_PER_THREAD
+    per_row = model.hidden * model.state_size
+    n = int(max(1, min(n, B * per_row // max(1, least), B)))
+    return [int(e) for e in np.linspace(0, B, n + 1).astype(int)]
+
+
+def _each_block(fn, edges):
+    """[fn(i, lo, hi) for each block i], one thread per block (the caller takes the first), BLAS on
+    one thread in each.  A ``DivergenceError`` names the batch row in the whole batch; when
+    several blocks diverge, the earliest step (then the lowest row) is raised."""
+    from .._blas import limit_blas_threads
+    from ..simulation import _pool
+
+    n = len(edges) - 1
+    out, errors = [None] * n, [None] * n
+
+    def work(i):
+        lo, hi = edges[i], edges[i + 1]
+        try:
+            with limit_blas_threads(1):
+                out[i] = fn(i, lo, hi)
+        except DivergenceError as err:
+            errors[i] = DivergenceError(step=err.step, batch=err.batch + lo, model=err.model)
+        except BaseException as err:  # re-raised below, after every block has stopped
+            errors[i] = err
+
+    futures = [_pool(n - 1).submit(work, i) for i in range(1, n)]
+    try:
+        work(0)
+    finally:
+        for f in futures:
+            f.result()
+    bad = [e for e in errors if e is not None]
+    if bad:
+        div = [e for e in bad if isinstance(e, DivergenceError)]
+        if len(div) < len(bad):
+            raise next(e for e in bad if not isinstance(e, DivergenceError))
+        raise min(div, key=lambda e: (e.step, e.batch))
+    return out
+
+
+def _loss_and_grads_split(model, readout, x, target, loss, h0, edges):
+    """``loss_and_grads`` on blocks of sequences, one thread each (see there)."""
+    tapes = _each_block(lambda i, lo, hi: forward(model, x[lo:hi], h0[lo:hi]), edges)
+    outs = [t.outputs for t in tapes]
+    Y = np.concatenate([readout_outputs(readout, o, loss) for o in outs], axis=-2)
+    L, dY, extra = loss_value(loss, Y, target)
+    parts = [_readout_cotangents(loss, dY[..., lo:hi, :], o, readout) for o, lo, hi in zip(outs, edges, edges[1:])]
+    res = _each_block(lambda i, lo, hi: backward(tapes[i], parts[i][0]), edges)
+    grads = {k: sum(r[0][k] for r in res) for k in res[0][0]}
+    grads["W_out"] = sum(p[1] for p in parts)
+    grads["b_out"] = sum(p[2] for p in parts)
+    grads["h0"] = np.concatenate([r[1] for r in res], axis=0)
+    tape = BlockTape(model, x, tapes, sum(t.dL_dWr for t in tapes))
+    info = {"tape": tape, "dL_dh1": np.concatenate([r[2] for r in res], axis=0), "dL_dWr": tape.dL_dWr,
+            "outputs": Y}
+    info.update(extra)
+    return L, grads, info
+
+
+@dataclasses.dataclass
+class BlockTape:
+    """The tapes of ``loss_and_grads``'s blocks of sequences (rows ``edges``), seen as one:
+    ``H``, ``outputs`` and ``states`` are the blocks' joined along the batch axis (copies)."""
+
+    model: Model
+    x: np.ndarray
+    blocks: list
+    dL_dWr: np.ndarray | None = None
+
+    @property
+    def H(self) -> np.ndarray:
+        return np.concatenate([t.H for t in self.blocks], axis=1)
+
+    @property
+    def outputs(self) -> np.ndarray:
+        return np.concatenate([t.outputs for t in self.blocks], axis=1)
+
+    @property
+    def states(self) -> np.ndarray:
+        return np.concatenate([t.states for t in self.blocks], axis=0)
 
 
 @blas_threads("TRAIN_BLAS_THREADS")
@@ -870,5 +975,5 @@ def predict(model: Model, readout: dict, x, *, loss: str, h0=None):
     return readout_outputs(readout, tape.outputs, check_loss(loss))
 
 
-__all__ = ["GRUTape", "LOSSES", "LSTMTape", "MapTape", "READOUT", "Tape", "backward", "forward", "init_readout", "loss_and_grads", "loss_value",
+__all__ = ["BlockTape", "GRUTape", "LOSSES", "LSTMTape", "MapTape", "READOUT", "Tape", "backward", "forward", "init_readout", "loss_and_grads", "loss_value",
            "param_names", "predict", "with_params"]
