@@ -77,7 +77,9 @@ def build(quick: bool):
             "A_RNN size": f"({T * D} × {T * d}) per sequence = {T * D * T * d * 8 / 1e6:.0f} MB"}
     if jax_or_none() is not None:
         import jax
-        impls.append(Impl(f"jax {jax.__version__} vmap(jacrev) through lax.scan", _jax_templates(m, x, Wo, bo)))
+        name = f"jax {jax.__version__} vmap(jacrev) through lax.scan"
+        impls.append(Impl(name, _jax_templates(m, x, Wo, bo)))
+        info["ratios"] = [("dynlab reverse mode / jax (goal ≤ 1)", "dynlab reverse mode (template_arrays)", name)]
     if not quick:
         mL, xL, WoL, boL = _setup(784, B=1)
         trL = P.forward(mL, xL)

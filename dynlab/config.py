@@ -176,6 +176,13 @@ EQUILIBRIA_BLAS_THREADS = 1
 #: 0.99, busy 0.87 (noise; its products are small).
 PARTITION_BLAS_THREADS = 1
 
+#: ``templates`` and the other reverse passes of the partition analysis: blocks of sequences
+#: run on this many threads at once (None: one per CPU this process may use), each a numba
+#: call per layer with BLAS on one thread (``dynlab.analysis.partition._reverse_chunked``) …
+PARTITION_THREADS = None
+#: … when each block has at least this many flops (2·D² per read-out row and step).
+PARTITION_MIN_WORK_PER_THREAD = 1 << 23
+
 #: One region of a sweep (``dynlab.sweep.compute_region``, in process or as a Dask task): its
 #: points' analyses, whatever their own family's setting.  sweep of ``spectrum`` (iRNN D=32,
 #: T=100, 4 points): free 1.04, busy 0.22 s vs 0.55 s, 2.5×; of ``lyapunov`` (RNN D=32,

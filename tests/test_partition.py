@@ -152,6 +152,32 @@ def test_templates_reverse_mode_on_a_long_sequence_matches_forward_z():
     assert rel.max() < 1e-12
 
 
+@pytest.mark.parametrize("layers", [1, 2])
+def test_the_threaded_reverse_pass_equals_one_block(layers, monkeypatch):
+    """Blocks of sequences on three threads (issue 20), and blocks cut small for memory on top,
+    give the one-block templates, offsets and ∂z/∂h_0: each sequence's arithmetic is the same
+    numba pass (bitwise but for BLAS's blocking of a product with fewer rows: 1e-14)."""
+    from dynlab import config
+
+    rng = np.random.default_rng(5)
+    m = _model("relu", layers, seed=2)
+    x = rng.standard_normal((7, T, d))
+    tr = P.forward(m, x)
+    Wo = rng.standard_normal((3, D))
+    monkeypatch.setattr(config, "PARTITION_THREADS", 1)
+    one = P._reverse_chunked(tr, Wo)
+    monkeypatch.setattr(config, "PARTITION_THREADS", 3)
+    monkeypatch.setattr(config, "PARTITION_MIN_WORK_PER_THREAD", 1)
+    assert P._reverse_threads(7, 1) == 3 and len(P._chunks(7, 1, 3)) == 3
+    for entries in (P.REVERSE_CHUNK_ENTRIES, 3 * T * D):     # and one sequence per memory block
+        monkeypatch.setattr(P, "REVERSE_CHUNK_ENTRIES", entries)
+        split = P._reverse_chunked(tr, Wo)
+        for key in ("dx", "offset"):
+            np.testing.assert_allclose(split[key], one[key], rtol=1e-14, atol=1e-14 * np.abs(one[key]).max())
+        for a, b in zip(split["dh0"], one["dh0"]):
+            np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-14 * np.abs(b).max())
+
+
 # --------------------------------------------------------------------------- random initial state
 def test_A_h_is_the_product_of_A_sigma_W_r_and_the_h0_jacobian():
     rng = np.random.default_rng(5)

@@ -390,27 +390,31 @@ def _check_readout(W_out, b_out, D: int):
 
 
 def _layer_backward(m, S, incoming_T, incoming):
-    """Reverse pass through one layer for a (B, C, D) cotangent.
+    """Reverse pass through one layer for a (B, C, D) cotangent (``dynlab.kernels.partition_numba``).
 
     ``incoming_T`` (B, C, D) is the cotangent on h_T only (top layer), ``incoming`` (B, C, T, D)
     the cotangent on every h_t (lower layers); one of them is None.  Returns the cotangent on
     the layer input at every step (B, C, T, din), the offset part Σ_t λ_t β_t (B, C) and
     λ_0 = ∂z/∂h_0 (B, C, D).
     """
+    from ..kernels.partition_numba import gated_reverse
+
     a, c, R = m.gated_form()
     B, T, D = S.shape
     C = (incoming_T if incoming_T is not None else incoming).shape[1]
-    out = np.empty((B, C, T, m.inputs))
-    offset = np.zeros((B, C))
-    lam = np.zeros((B, C, D)) if incoming_T is None else incoming_T.copy()
-    for t in range(T - 1, -1, -1):
-        if incoming is not None:
-            lam = lam + incoming[:, :, t]
-        cs = c * lam * S[:, None, t, :]
-        out[:, :, t] = cs @ m.W
-        offset += cs @ m.b
-        lam = a * lam + cs @ R
-    return out, offset, lam
+    din = m.inputs
+    out = np.empty((B, C, T, din))
+    offset = np.zeros(B * C)
+    lam = np.zeros((B * C, D)) if incoming_T is None else np.array(incoming_T, dtype=np.float64).reshape(B * C, D)
+    Wb = np.empty((D, din + 1))
+    Wb[:, :din] = m.W
+    Wb[:, din] = m.b
+    has = incoming is not None
+    gated_reverse(np.ascontiguousarray(R, dtype=np.float64), Wb, np.ascontiguousarray(S, dtype=np.float64),
+                  float(a), float(c), lam, out, offset,
+                  np.ascontiguousarray(incoming, dtype=np.float64) if has else np.empty((1, 1, 1, 1)), has,
+                  np.empty((B * C, D)), np.empty((B * C, D)), np.empty((B * C, din + 1)))
+    return out, offset.reshape(B, C), lam.reshape(B, C, D)
 
 
 def reverse(tr: Trace, G) -> dict:
@@ -434,22 +438,58 @@ def reverse(tr: Trace, G) -> dict:
     return {"dx": incoming, "offset": offset, "dh0": dh0}
 
 
-def _chunks(B: int, per_item: int):
+def _chunks(B: int, per_item: int, parts: int = 1):
+    """Blocks of sequences: at most REVERSE_CHUNK_ENTRIES cotangent entries each, and at least
+    ``parts`` blocks (for the threads) where there are that many sequences."""
     step = max(1, REVERSE_CHUNK_ENTRIES // max(1, per_item))
+    step = max(1, min(step, -(-B // max(1, parts))))
     return [(lo, min(B, lo + step)) for lo in range(0, B, step)]
 
 
+def _reverse_threads(B: int, work_per_sequence: int) -> int:
+    """How many threads ``_reverse_chunked`` runs blocks of sequences on: ``config.PARTITION_THREADS``
+    (None: one per CPU this process may use), 1 below ``config.PARTITION_MIN_WORK_PER_THREAD``
+    flops per block (a thread's start costs ≈ 50 µs)."""
+    import os
+
+    from .. import config
+
+    n = config.PARTITION_THREADS
+    if n is None:
+        n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return int(max(1, min(n, B, B * work_per_sequence // max(1, config.PARTITION_MIN_WORK_PER_THREAD))))
+
+
 def _reverse_chunked(tr: Trace, G) -> dict:
-    """``reverse`` over blocks of sequences so the (B, C, T, D) cotangents stay bounded."""
+    """``reverse`` over blocks of sequences so the (B, C, T, D) cotangents stay bounded; the
+    blocks run on several threads when the work is large enough (``_reverse_threads``): each is
+    one numba call per layer that releases the GIL, BLAS on one thread."""
+    from .._blas import limit_blas_threads
+    from ..simulation import _pool
+
     B, T, _ = tr.x.shape
     G = np.asarray(G, dtype=np.float64)
     C = G.shape[-2]
     per = C * T * max(tr.layers[0].hidden, tr.x.shape[2])
-    parts = []
-    for lo, hi in _chunks(B, per):
+    n = _reverse_threads(B, C * T * sum(2 * m.hidden * m.hidden for m in tr.layers))
+    blocks = _chunks(B, per, n)
+
+    def run(lo, hi):
         sub = Trace(tr.layers, tr.x[lo:hi], True, [h[lo:hi] for h in tr.h0], [h[lo:hi] for h in tr.H],
                     [z[lo:hi] for z in tr.Z], [s[lo:hi] for s in tr.S], [p[lo:hi] for p in tr.P])
-        parts.append(reverse(sub, G if G.ndim == 2 else G[lo:hi]))
+        with limit_blas_threads(1):
+            return reverse(sub, G if G.ndim == 2 else G[lo:hi])
+
+    if n == 1:
+        parts = [run(lo, hi) for lo, hi in blocks]
+    else:
+        pool = _pool(n - 1)
+        parts = [None] * len(blocks)
+        for first in range(0, len(blocks), n):   # n blocks at a time: memory stays bounded
+            futures = {i: pool.submit(run, *blocks[i]) for i in range(first + 1, min(first + n, len(blocks)))}
+            parts[first] = run(*blocks[first])
+            for i, f in futures.items():
+                parts[i] = f.result()
     return {"dx": np.concatenate([p["dx"] for p in parts]),
             "offset": np.concatenate([p["offset"] for p in parts]),
             "dh0": [np.concatenate([p["dh0"][ell] for p in parts]) for ell in range(len(tr.layers))]}
