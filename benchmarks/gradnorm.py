@@ -141,7 +141,9 @@ def build(quick: bool):
         impls.append(Impl(single_name, lambda: np.array([np.linalg.norm(np.asarray(jac(Hj[0], c[1:])), 2)]),
                           check=False, note="one matrix, not the curve"))
         info["ratios"] = [("curve / JAX single product (target ≤ 1.2×)", reverse, single_name),
-                          ("public call / JAX single product", public, single_name)]
+                          ("public call / JAX single product", public, single_name),
+                          ("default call, with step norms / JAX single product (goal ≤ 1.5×)",
+                           "dl.gradient_norms, numba (+ simulation, step norms, Dataset)", single_name)]
         # per t: h_t ↦ h_T over the remaining inputs; each t has its own scan length, hence its own
         # compilation, which a user of jit would pay too — compile time is excluded here by timing
         # the second call of each.

@@ -58,6 +58,12 @@ JACOBIAN_IRNN_BLAS_MIN_HIDDEN = 32
 JACOBIAN_GATED_VECTORISE_MIN_HIDDEN = 1 << 30
 #: Points per chunk of ``irnn_xp`` (Π of a chunk, D·n·D floats, stays in cache for D ≤ 256).
 JACOBIAN_IRNN_CHUNK = 32
+#: … which, on the CPU without the input Jacobian, is one numba call per block of points
+#: (``dynlab.kernels.jac_numba.irnn_jacobians``), the blocks on this many threads (None: one per
+#: CPU this process may use), BLAS on one thread in each …
+JACOBIAN_THREADS = None
+#: … with at least this many points per thread.
+JACOBIAN_MIN_POINTS_PER_THREAD = 16
 
 #: Gradient flow (dynlab.analysis.gradients) under the numba backend: up to this D the whole
 #: backward pass (products P_t = P_{t+1} J_{t+1}, norms) runs in one jitted loop; past it the

@@ -177,20 +177,27 @@ class BackwardNorms:
             if not self.step_norms:
                 del out["step_norm"]
             return out
-        # products as batched BLAS matmuls; the normalised P̃_t of the chunk kept for the norms
+        # the products (BLAS, in one numba call); the normalised P̃_t of the chunk kept for the norms
         S = np.empty((B, n, D, D))
         logs = np.empty((B, n))
-        with np.errstate(all="ignore"):
-            for j in range(n - 1, -1, -1):
-                S[:, j] = self.P
-                logs[:, j] = self.logs
-                Pn = np.matmul(self.P, J[:, j])
-                f = np.sqrt(np.einsum("bij,bij->b", Pn, Pn))
-                good = (f > 0) & np.isfinite(f)
-                Pn[good] /= f[good, None, None]
-                self.logs = np.where(good, self.logs + np.log(np.where(good, f, 1.0)),
-                                     np.where(f == 0, -np.inf, np.nan))
-                self.P = Pn
+        if self.path == "numpy":
+            with np.errstate(all="ignore"):
+                for j in range(n - 1, -1, -1):
+                    S[:, j] = self.P
+                    logs[:, j] = self.logs
+                    Pn = np.matmul(self.P, J[:, j])
+                    f = np.sqrt(np.einsum("bij,bij->b", Pn, Pn))
+                    good = (f > 0) & np.isfinite(f)
+                    Pn[good] /= f[good, None, None]
+                    self.logs = np.where(good, self.logs + np.log(np.where(good, f, 1.0)),
+                                         np.where(f == 0, -np.inf, np.nan))
+                    self.P = Pn
+        else:
+            from ..kernels import grad_numba
+
+            self.logs = np.array(self.logs, dtype=np.float64)
+            with np.errstate(all="ignore"):
+                grad_numba.product_chain(J, self.P, self.logs, S, logs, np.empty((D, D)))
         if self.g is not None:
             gp = np.einsum("bi,bnik->bnk", self.g, S)
             out["log_dL_dh_norm"][:] = logs + 0.5 * _log(np.einsum("bnk,bnk->bn", gp, gp))

@@ -538,6 +538,50 @@ def gated_xp(R, W, b, a, gain, act, leak, x, hprev, want_x, xp=np):
     return J, Jx
 
 
+def _irnn_numba(U, c, eta, alpha, K, g0prev, sign, act, leak, hprev, chunk):
+    """``irnn_xp``'s product form as one numba call per block of points
+    (``jac_numba.irnn_jacobians``), the blocks on ``config.JACOBIAN_THREADS`` threads (None: one
+    per CPU this process may use; at least ``config.JACOBIAN_MIN_POINTS_PER_THREAD`` points
+    each), BLAS on one thread in each."""
+    import os
+
+    from .._blas import limit_blas_threads
+    from ..activations import ACTIVATION_IDS
+    from ..kernels import jac_numba
+    from ..simulation import _pool
+
+    N, D = hprev.shape
+    U = np.ascontiguousarray(U, dtype=np.float64)
+    UT = np.ascontiguousarray(U.T)
+    c = np.ascontiguousarray(c, dtype=np.float64)
+    hprev = np.ascontiguousarray(hprev, dtype=np.float64)
+    eta = np.ascontiguousarray(np.broadcast_to(eta, (N, K)), dtype=np.float64)
+    J = np.empty((N, D, D))
+    n = config.JACOBIAN_THREADS
+    if n is None:
+        n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    n = int(max(1, min(n, N // max(1, config.JACOBIAN_MIN_POINTS_PER_THREAD))))
+    edges = np.linspace(0, N, n + 1).astype(int)
+    q = max(1, min(chunk, N))
+    act_id = ACTIVATION_IDS[act]
+
+    def run(i):
+        lo, hi = int(edges[i]), int(edges[i + 1])
+        with limit_blas_threads(1):
+            jac_numba.irnn_jacobians(U, UT, c[lo:hi], hprev[lo:hi], eta[lo:hi], float(alpha), int(K), bool(g0prev),
+                                     float(sign), act_id, float(leak), J[lo:hi], np.empty(D * q * D),
+                                     np.empty(D * q * D), np.empty((q, D)), np.empty((q, D)), np.empty((q, D)),
+                                     np.empty((q, D)))
+
+    futures = [_pool(n - 1).submit(run, i) for i in range(1, n)] if n > 1 else []
+    try:
+        run(0)
+    finally:
+        for f in futures:
+            f.result()
+    return J
+
+
 def irnn_xp(U, W, b, eta, alpha, K, g0prev, sign, act, leak, x, hprev, want_x, xp=np,
             chunk: int | None = None):
     """iRNN: J = Π (G_0 + σI) − σI with Π = A_K ⋯ A_1, A_k = (1 − η_k α) I + η_k diag(φ'(z_k)) U.
@@ -554,6 +598,8 @@ def irnn_xp(U, W, b, eta, alpha, K, g0prev, sign, act, leak, x, hprev, want_x, x
     d = W.shape[1]
     chunk = chunk or config.JACOBIAN_IRNN_CHUNK
     c = x @ W.T + b
+    if xp is np and not want_x:
+        return _irnn_numba(U, c, eta, alpha, K, g0prev, sign, act, leak, hprev, chunk), None
     J = xp.empty((N, D, D))
     Jx = xp.empty((N, D, d)) if want_x else None
     eye = xp.eye(D)

@@ -411,3 +411,32 @@ def block_stack_norms(S, Slog, bounds, g, useg, tol, maxit, sig, ok, logscale, g
                 for c in range(D):
                     acc += w[c] * w[c]
                 glog[j] = L + 0.5 * _log(acc)
+
+
+@njit(nogil=True, cache=NUMBA_CACHE, error_model="numpy")
+def product_chain(J, P, logs, S, L, Pn):
+    """The products of ``BackwardNorms`` for large D (BLAS through ``np.dot``), one chunk:
+    for j = n−1 … 0, S[b, j] ← P̃ (the normalised P_t), L[b, j] ← its log scale, then
+    P̃ ← P̃ J[b, j] / ‖P̃ J[b, j]‖_F with the log scale advanced (−inf for a zero product, NaN
+    for a non-finite one, which then stays NaN).  J (B, n, D, D); P (B, D, D), logs (B,) carry
+    the state between chunks; Pn: (D, D) scratch."""
+    B, n, D = J.shape[0], J.shape[1], J.shape[2]
+    for b in range(B):
+        for j in range(n - 1, -1, -1):
+            S[b, j] = P[b]
+            L[b, j] = logs[b]
+            np.dot(P[b], J[b, j], Pn)
+            f2 = 0.0
+            for i in range(D):
+                for k in range(D):
+                    f2 += Pn[i, k] * Pn[i, k]
+            f = math.sqrt(f2)
+            if f > 0.0 and f < math.inf:
+                inv = 1.0 / f
+                for i in range(D):
+                    for k in range(D):
+                        P[b, i, k] = Pn[i, k] * inv
+                logs[b] = logs[b] + math.log(f)
+            else:
+                P[b] = Pn
+                logs[b] = -math.inf if f == 0.0 else math.nan
