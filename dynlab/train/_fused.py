@@ -240,42 +240,66 @@ def irnn_back_post(sb, gb, hpb, ae, sign):
 
 
 @njit(nogil=True, **_VEC)
-def irnn_forward(UT, cin, H, S, A, Dp, has_dp, eta, alpha, sign, prev, act, leak, z, g, spare):
+def irnn_forward(UT, cin, H, A, Dp, has_dp, eta, alpha, sign, prev, act, leak, z, g, s):
     """The iRNN's whole taped forward pass in one call (no Python between the steps, the GIL
     released): per inner step the product s_{k-1} Uᵀ (BLAS, through ``np.dot``) and one fused
-    pass.  H[0] holds h_0 on entry; fills H[1:], S, A and, when ``has_dp`` (φ' not a function of
-    φ), Dp (else a (1, 1, B, D) scratch).
-    Returns the first time step m (0-based) whose h_{m+1} is not finite, or −1."""
-    T, K = S.shape[0], S.shape[1]
+    pass.  H[0] holds h_0 on entry; fills H[1:], A and, when ``has_dp`` (φ' not a function of
+    φ), Dp (else a (1, 1, B, D) scratch).  The inner states s are not kept: the backward pass
+    recomputes them from h_{m−1} and A (``irnn_inner_states``), in the same operations, so
+    bitwise equal; s (2, B, D) is scratch.  Returns the first time step m (0-based) whose
+    h_{m+1} is not finite, or −1."""
+    T, K = A.shape[0], A.shape[1]
     keep = 1.0 if prev else 0.0
     h0 = H[0]
     B, D = h0.shape
     for b in range(B):
         for j in range(D):
             g[b, j] = keep * h0[b, j]
-            S[0, 0, b, j] = keep * h0[b, j] + sign * h0[b, j]
+            s[0, b, j] = keep * h0[b, j] + sign * h0[b, j]
+    cur = 0
     for m in range(T):
         for k in range(K):
-            np.dot(S[m, k], UT, z)
+            np.dot(s[cur], UT, z)
+            dp = Dp[m, k] if has_dp else Dp[0, 0]
             if k < K - 1:
-                irnn_tape_inner(z, cin[m], S[m, k], g, H[m], A[m, k], Dp[m, k] if has_dp else Dp[0, 0],
-                                S[m, k + 1], eta[m, k], alpha, sign, act, leak)
-            else:
-                nxt = S[m + 1, 0] if m + 1 < T else spare
-                if irnn_tape_last(z, cin[m], S[m, k], g, A[m, k], Dp[m, k] if has_dp else Dp[0, 0],
-                                  H[m + 1], nxt, eta[m, k], alpha, sign, prev, act, leak):
-                    return m
+                irnn_tape_inner(z, cin[m], s[cur], g, H[m], A[m, k], dp, s[1 - cur], eta[m, k], alpha, sign,
+                                act, leak)
+            elif irnn_tape_last(z, cin[m], s[cur], g, A[m, k], dp, H[m + 1], s[1 - cur], eta[m, k], alpha, sign,
+                                prev, act, leak):
+                return m
+            cur = 1 - cur
     return -1
 
 
 @njit(nogil=True, **_VEC)
-def irnn_backward(U, S, A, Dp, has_dp, eta, ext, alpha, sign, prev, act, Zm, Cb, Ubar, part, gs, etab, hb, gb, hpb, sb,
-                  dh1):
-    """The iRNN's whole backward pass in one call: per inner step ``irnn_back_pre``, the product
-    z̄ U (BLAS) and ``irnn_back_post``; per time step Ū += Σ_k z̄_kᵀ s_{k−1} (one product over
-    the step's K inner steps, still in cache) and Cb[m] = Σ_k z̄_k.  hb: zeros on entry,
-    ∂L/∂h_0 on exit; dh1 ← ∂L/∂h_1."""
-    T, K, B, D = S.shape
+def irnn_inner_states(hp, A, eta_m, alpha, sign, prev, Sm, g):
+    """s_0 … s_{K−1} of one time step (Sm (K, B, D)) from h_{m−1} (hp) and the tape's
+    a_1 … a_K, by the forward pass's own operations (g (B, D) scratch): g_0 = h_{m−1} or 0,
+    s_k = g_k + sign·h_{m−1}, g_{k+1} = g_k + η_k (a_k − α s_k)."""
+    K, B, D = Sm.shape
+    keep = 1.0 if prev else 0.0
+    for b in range(B):
+        for j in range(D):
+            g[b, j] = keep * hp[b, j]
+            Sm[0, b, j] = keep * hp[b, j] + sign * hp[b, j]
+    for k in range(K - 1):
+        e = eta_m[k]
+        for b in range(B):
+            for j in range(D):
+                gv = g[b, j] + e * (A[k, b, j] - alpha * Sm[k, b, j])
+                g[b, j] = gv
+                Sm[k + 1, b, j] = gv + sign * hp[b, j]
+
+
+@njit(nogil=True, **_VEC)
+def irnn_backward(U, H, A, Dp, has_dp, eta, ext, alpha, sign, prev, act, Zm, Sm, Cb, Ubar, part, gs, etab, hb,
+                  gb, hpb, sb, dh1):
+    """The iRNN's whole backward pass in one call: per time step the inner states s_k
+    recomputed (``irnn_inner_states``, into Sm (K, B, D)), then per inner step
+    ``irnn_back_pre``, the product z̄ U (BLAS) and ``irnn_back_post``; per time step
+    Ū += Σ_k z̄_kᵀ s_{k−1} (one product over the step's K inner steps, in cache) and
+    Cb[m] = Σ_k z̄_k.  hb: zeros on entry, ∂L/∂h_0 on exit; dh1 ← ∂L/∂h_1."""
+    T, K, B, D = A.shape
     for m in range(T - 1, -1, -1):
         for b in range(B):
             for j in range(D):
@@ -285,14 +309,15 @@ def irnn_backward(U, S, A, Dp, has_dp, eta, ext, alpha, sign, prev, act, Zm, Cb,
                 hpb[b, j] = 0.0
         if m == 0:
             dh1[...] = hb
+        irnn_inner_states(H[m], A[m], eta[m], alpha, sign, prev, Sm, sb)
         for k in range(K - 1, -1, -1):
             e = eta[m, k]
-            gsv, gav = irnn_back_pre(gb, S[m, k], A[m, k], Dp[m, k] if has_dp else A[m, k], e, Zm[k], act)
+            gsv, gav = irnn_back_pre(gb, Sm[k], A[m, k], Dp[m, k] if has_dp else A[m, k], e, Zm[k], act)
             gs[m, k] = gsv
             etab[m, k] = gav - alpha * gsv
             np.dot(Zm[k], U, sb)
             irnn_back_post(sb, gb, hpb, alpha * e, sign)
-        np.dot(Zm.reshape(K * B, D).T, S[m].reshape(K * B, D), part)
+        np.dot(Zm.reshape(K * B, D).T, Sm.reshape(K * B, D), part)
         for i in range(D):
             for j in range(D):
                 Ubar[i, j] += part[i, j]

@@ -156,9 +156,11 @@ def with_params(model: Model, params: dict) -> Model:
 class Tape:
     """What the forward pass keeps (time-major): states H (T+1, B, D) with H[0] = h_0, inputs
     x (T, B, d), and per step (gated) or per inner step (iRNN, (T, K, B, D)) the pre-activation
-    derivative ``dphi``, the activation ``act`` and, for the iRNN, the inner states ``S``.  An
-    iRNN with tanh or sigmoid keeps no ``dphi`` (None): φ' = 1 − a², a(1 − a) is taken from
-    ``act`` in the backward pass, which saves a tape-sized array written and read back."""
+    derivative ``dphi`` and the activation ``act``.  The iRNN keeps neither its inner states
+    (``S`` is None: the backward pass recomputes s_0 … s_{K−1} of each step from h_{m−1} and
+    ``act`` by the forward pass's own operations, so bitwise equal) nor, for tanh and sigmoid,
+    ``dphi`` (None: φ' = 1 − a², a(1 − a) from ``act``): each saves a (T, K, B, D) array
+    written and read back, the memory traffic that bounded the training step (issue 20)."""
 
     model: Model
     x: np.ndarray
@@ -244,16 +246,16 @@ def _forward_irnn(model, xt, cin, H) -> Tape:
     prev = model.g0 == "previous"
     act, leak = ACTIVATION_IDS[model.activation], float(model.leak)
     UT = np.ascontiguousarray(model.U.T)
-    S = np.empty((T, K, B, D))
     A = np.empty((T, K, B, D))
     # φ' of tanh and sigmoid is a function of a = φ(z): the backward pass takes it from A
     Dp = np.empty((T, K, B, D)) if act not in (ACTIVATION_IDS["tanh"], ACTIVATION_IDS["sigmoid"]) else None
     eta = np.ascontiguousarray(eta, dtype=np.float64)
-    bad = _fused.irnn_forward(UT, np.ascontiguousarray(cin), H, S, A, np.empty((1, 1, B, D)) if Dp is None else Dp,
-                              Dp is not None, eta, alpha, sign, prev, act, leak, np.empty((B, D)), np.empty((B, D)), np.empty((B, D)))
+    bad = _fused.irnn_forward(UT, np.ascontiguousarray(cin), H, A, np.empty((1, 1, B, D)) if Dp is None else Dp,
+                              Dp is not None, eta, alpha, sign, prev, act, leak, np.empty((B, D)), np.empty((B, D)),
+                              np.empty((2, B, D)))
     if bad >= 0:
         _check_finite(model, H, bad)
-    return Tape(model, xt, H, A, Dp, S, eta)
+    return Tape(model, xt, H, A, Dp, None, eta)
 
 
 def _dphi_inplace(name, Z, A, leak):
@@ -364,7 +366,7 @@ def _backward_irnn(tape, ext):
     model = tape.model
     T, B, D = ext.shape
     K, alpha, sign = model.K, float(model.alpha), float(model.sign)
-    U, S, A, Dp, eta = model.U, tape.S, tape.act, tape.dphi, tape.eta
+    U, A, Dp, eta = model.U, tape.act, tape.dphi, tape.eta
     act = ACTIVATION_IDS[model.activation]
     prev = model.g0 == "previous"
     Zm = np.empty((K, B, D))
@@ -374,10 +376,10 @@ def _backward_irnn(tape, ext):
     gs = np.empty((T, K))
     hb = np.zeros((B, D))
     dh1 = np.empty((B, D))
-    _fused.irnn_backward(np.ascontiguousarray(U), S, A, S[:1, :1] if Dp is None else Dp, Dp is not None,
-                         np.ascontiguousarray(eta),
-                         np.ascontiguousarray(ext, dtype=np.float64), alpha, sign, prev, act, Zm, Cb, Ubar,
-                         np.empty((D, D)), gs, etab, hb, np.empty((B, D)), np.empty((B, D)), np.empty((B, D)), dh1)
+    _fused.irnn_backward(np.ascontiguousarray(U), tape.H, A, A[:1, :1] if Dp is None else Dp, Dp is not None,
+                         np.ascontiguousarray(eta), np.ascontiguousarray(ext, dtype=np.float64), alpha, sign, prev,
+                         act, Zm, np.empty((K, B, D)), Cb, Ubar, np.empty((D, D)), gs, etab, hb, np.empty((B, D)),
+                         np.empty((B, D)), np.empty((B, D)), dh1)
     alphab = -float(np.sum(eta * gs))       # ᾱ = −Σ η_{m,k}⟨ḡ_k, s_{k-1}⟩
     tape.dL_dWr = Ubar
     Cb = Cb.reshape(T * B, D)
