@@ -138,3 +138,36 @@ def blas_threads(setting: str):
         return limited
 
     return decorate
+
+
+# ============================================================================ dynlab's own threads
+_SERIAL = threading.local()
+
+
+def cpu_count() -> int:
+    """The CPUs this process may use (its affinity mask where the OS has one)."""
+    import os
+
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def work_threads(setting: int | None) -> int:
+    """How many threads one of dynlab's own splits of independent work may use (blocks of
+    sequences, of time steps): ``setting`` (a ``config.*_THREADS`` value), or None for one per
+    CPU this process may use; 1 inside ``serial()`` — a sweep region, whose workers are already
+    one per core."""
+    if getattr(_SERIAL, "depth", 0):
+        return 1
+    return max(1, int(setting) if setting is not None else cpu_count())
+
+
+@contextlib.contextmanager
+def serial():
+    """A block (in this thread) in which dynlab splits no work between threads of its own."""
+    _SERIAL.depth = getattr(_SERIAL, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _SERIAL.depth -= 1

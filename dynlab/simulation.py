@@ -301,14 +301,11 @@ def _batch_parts(B: int, threads: int | None, min_rows: int) -> int:
     or (None) as many as BLAS would use threads now — the CPUs under ``simulate``'s own
     setting, 1 inside a family limited to one thread (training, gradients, sweeps) or where the
     user set OPENBLAS_NUM_THREADS=1 — and never fewer than ``min_rows`` sequences per block."""
-    import os
+    from ._blas import blas_thread_count, cpu_count, work_threads
 
-    from ._blas import blas_thread_count
-
-    n = threads
-    if n is None:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        n = min(cpus, blas_thread_count() or cpus)
+    n = work_threads(threads)
+    if threads is None:
+        n = min(n, blas_thread_count() or cpu_count())
     return int(max(1, min(n, B // max(1, min_rows))))
 
 

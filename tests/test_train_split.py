@@ -99,3 +99,30 @@ def test_the_irnn_splits_at_small_sizes_and_the_python_loops_do_not():
     assert len(bp._train_blocks(irnn, 128)) - 1 == min(cpus, 128)
     assert len(bp._train_blocks(rnn8, 128)) - 1 == 1
     assert len(bp._train_blocks(rnn128, 128)) - 1 == min(cpus, 128 * 128 * 128 // config.TRAIN_MIN_WORK_PER_THREAD)
+
+
+def test_no_thread_splits_inside_a_sweep_region(monkeypatch):
+    """``_blas.serial`` (every sweep region runs inside it: the sweep's workers are its
+    parallelism) turns every one of dynlab's own splits off; outside, the settings hold."""
+    from dynlab import simulation
+    from dynlab._blas import serial, work_threads
+    from dynlab.analysis import partition as P
+    from dynlab.sweep import driver
+
+    rnn = dynlab.make_model("rnn", 128, 2, seed=0)
+    for name in ("TRAIN_THREADS", "PARTITION_THREADS", "VECTORISED_SIMULATION_THREADS"):
+        monkeypatch.setattr(config, name, 2)
+    monkeypatch.setattr(config, "PARTITION_MIN_WORK_PER_THREAD", 1)
+    assert work_threads(3) == 3 and work_threads(None) >= 1
+    assert len(bp._train_blocks(rnn, 128)) == 3
+    assert P._reverse_threads(8, 1) == 2
+    assert simulation._batch_parts(128, 2, 32) == 2
+    with serial():
+        assert work_threads(3) == 1 and work_threads(None) == 1
+        assert len(bp._train_blocks(rnn, 128)) == 2
+        assert P._reverse_threads(8, 1) == 1
+        assert simulation._batch_parts(128, 2, 32) == 1
+    seen = []
+    monkeypatch.setattr(driver, "_compute_region", lambda *a: seen.append(work_threads(4)) or {})
+    driver.compute_region(None, (), "numba")
+    assert seen == [1]

@@ -541,11 +541,9 @@ def gated_xp(R, W, b, a, gain, act, leak, x, hprev, want_x, xp=np):
 def _irnn_numba(U, c, eta, alpha, K, g0prev, sign, act, leak, hprev, chunk):
     """``irnn_xp``'s product form as one numba call per block of points
     (``jac_numba.irnn_jacobians``), the blocks on ``config.JACOBIAN_THREADS`` threads (None: one
-    per CPU this process may use; at least ``config.JACOBIAN_MIN_POINTS_PER_THREAD`` points
+    per CPU this process may use; 1 in a sweep region; at least ``config.JACOBIAN_MIN_POINTS_PER_THREAD`` points
     each), BLAS on one thread in each."""
-    import os
-
-    from .._blas import limit_blas_threads
+    from .._blas import limit_blas_threads, work_threads
     from ..activations import ACTIVATION_IDS
     from ..kernels import jac_numba
     from ..simulation import _pool
@@ -557,10 +555,7 @@ def _irnn_numba(U, c, eta, alpha, K, g0prev, sign, act, leak, hprev, chunk):
     hprev = np.ascontiguousarray(hprev, dtype=np.float64)
     eta = np.ascontiguousarray(np.broadcast_to(eta, (N, K)), dtype=np.float64)
     J = np.empty((N, D, D))
-    n = config.JACOBIAN_THREADS
-    if n is None:
-        n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    n = int(max(1, min(n, N // max(1, config.JACOBIAN_MIN_POINTS_PER_THREAD))))
+    n = int(max(1, min(work_threads(config.JACOBIAN_THREADS), N // max(1, config.JACOBIAN_MIN_POINTS_PER_THREAD))))
     edges = np.linspace(0, N, n + 1).astype(int)
     q = max(1, min(chunk, N))
     act_id = ACTIVATION_IDS[act]

@@ -448,15 +448,12 @@ def _chunks(B: int, per_item: int, parts: int = 1):
 
 def _reverse_threads(B: int, work_per_sequence: int) -> int:
     """How many threads ``_reverse_chunked`` runs blocks of sequences on: ``config.PARTITION_THREADS``
-    (None: one per CPU this process may use), 1 below ``config.PARTITION_MIN_WORK_PER_THREAD``
+    (None: one per CPU this process may use; 1 in a sweep region), 1 below ``config.PARTITION_MIN_WORK_PER_THREAD``
     flops per block (a thread's start costs ≈ 50 µs)."""
-    import os
-
     from .. import config
+    from .._blas import work_threads
 
-    n = config.PARTITION_THREADS
-    if n is None:
-        n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    n = work_threads(config.PARTITION_THREADS)
     return int(max(1, min(n, B, B * work_per_sequence // max(1, config.PARTITION_MIN_WORK_PER_THREAD))))
 
 

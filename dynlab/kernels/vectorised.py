@@ -1,7 +1,9 @@
 """Batch-vectorised kernels written once against an array namespace ``xp`` (NumPy or CuPy).
 
-Each inner step is one matrix product over the whole batch (BLAS / cuBLAS) and a few
-in-place element-wise passes, with every buffer allocated once.  For the one-line cells and
+Each inner step is one matrix product over the whole batch (BLAS / cuBLAS) and the
+element-wise update — on the CPU one fused numba pass that applies φ, updates the state,
+writes h_t into H by index and checks finiteness as it writes (``FusedOps``); plain in-place
+ufunc passes of ``xp`` otherwise (``UfuncOps``) — with every buffer allocated once.  For the one-line cells and
 the iRNN the product takes the stacked operand [h, x_t, 1] against [U W b]ᵀ, so the input
 drive W x_t + b costs nothing extra (never a (B, T, D) temporary either).  The element-wise
 updates come from an ``ops`` object: plain ufuncs of ``xp`` (CuPy, or NumPy without numba),
@@ -159,9 +161,10 @@ class UfuncOps:
 
 
 class FusedOps:
-    """The ``ops`` above as single fused numba passes of ``dynlab.kernels.numba_cpu`` (NumPy,
-    float64, CPU) that also report finiteness.  numba_cpu is imported on first construction,
-    so this module loads without numba (CuPy, or NumPy's ufuncs)."""
+    """The ``ops`` above as single fused numba passes of ``dynlab.kernels.numba_cpu`` (NumPy
+    arrays on the CPU; φ evaluated in float64, also for float32 arrays) that also report
+    finiteness.  numba_cpu is imported on first construction, so this module loads without
+    numba (CuPy, or NumPy's ufuncs)."""
 
     def __init__(self):
         from . import numba_cpu

@@ -35,7 +35,16 @@ def split_settings(settings: dict, target) -> tuple[dict, dict]:
 
 @blas_threads("SWEEP_BLAS_THREADS")
 def compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool = True) -> dict:
-    """The values of one region: name → array (region shape + extra dims), with ``computed_at``."""
+    """The values of one region: name → array (region shape + extra dims), with ``computed_at``.
+    dynlab's own thread splits are off inside (``_blas.serial``): a sweep's workers are its
+    parallelism."""
+    from .._blas import serial
+
+    with serial():
+        return _compute_region(spec, region, backend, batched)
+
+
+def _compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool) -> dict:
     target = get_target(spec.analysis)
     pts = region_points(spec, region)
     shape = tuple(s.stop - s.start for s in region)

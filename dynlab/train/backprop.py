@@ -875,18 +875,16 @@ def _readout_cotangents(loss, dY, out, readout):
 
 def _train_blocks(model, B: int) -> list:
     """Row edges of the blocks ``loss_and_grads`` splits a batch of B into: ``config.TRAIN_THREADS``
-    blocks (None: one per CPU this process may use), fewer where a block's work per step —
+    blocks (None: one per CPU this process may use; 1 in a sweep region: ``_blas.work_threads``),
+    fewer where a block's work per step —
     its rows times the product's size, rows · hidden · state size — would fall below
     ``config.TRAIN_MIN_WORK_PER_THREAD`` (cells whose time loop runs in Python: below it the
     Python work of a step, which holds the GIL, outweighs what another core gains), or below
     ``config.TRAIN_MIN_WORK_PER_THREAD_JITTED`` for the iRNN, whose whole loop is one numba call."""
-    import os
-
     from .. import config
+    from .._blas import work_threads
 
-    n = config.TRAIN_THREADS
-    if n is None:
-        n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    n = work_threads(config.TRAIN_THREADS)
     least = config.TRAIN_MIN_WORK_PER_THREAD_JITTED if isinstance(model, IRNN) else config.TRAIN_MIN_WORK_PER_THREAD
     per_row = model.hidden * model.state_size
     n = int(max(1, min(n, B * per_row // max(1, least), B)))
