@@ -314,23 +314,7 @@ def lstm(W_ih, W_hh, gi, gh, act, leak, hprev, J, Jx, snew):
 # Measured (issue 20): ≈ 2× the NumPy form it replaces at D = 128, K = 5, which did K products
 # and three separate passes per inner step.
 
-from .numba_cpu import _VEC, phi_f64  # noqa: E402
-
-
-@njit(inline="always", **_VEC)
-def _dphi_given(act, z, a, leak):
-    """φ'(z) from z and a = φ(z) (right derivative at kinks)."""
-    if act == 0:
-        return 1.0 - a * a
-    elif act == 2:
-        return a * (1.0 - a)
-    elif act == 1:
-        return 1.0 if z >= 0.0 else 0.0
-    elif act == 3:
-        return 1.0
-    elif act == 4:
-        return 1.0 if z >= 0.0 else leak
-    return 1.0 if z >= 0.0 else -1.0
+from .numba_cpu import _VEC, dphi_given, phi_f64  # noqa: E402
 
 
 @njit(nogil=True, **_VEC)
@@ -358,7 +342,7 @@ def irnn_jacobians(U, UT, c, hprev, eta, alpha, K, g0prev, sign, act, leak, J, P
                 for j in range(D):
                     zz = z[p, j] + c[lo + p, j]
                     av = phi_f64(act, zz, leak)
-                    scale[p, j] = e * _dphi_given(act, zz, av, leak)
+                    scale[p, j] = e * dphi_given(act, zz, av, leak)
                     g[p, j] += e * (av - alpha * s[p, j])
             if k == 0:
                 for i in range(D):

@@ -332,6 +332,23 @@ def phi_f64(act, z, leak):
     return act_scalar(act, z, leak)
 
 
+@njit(inline="always", **_VEC)
+def dphi_given(act, z, a, leak):
+    """φ'(z) from z and a = φ(z) (right derivative at kinks, as ``dynlab.activations.dphi``):
+    1 − a² for tanh and a(1 − a) for sigmoid need no second transcendental."""
+    if act == 0:
+        return 1.0 - a * a
+    elif act == 2:
+        return a * (1.0 - a)
+    elif act == 1:
+        return 1.0 if z >= 0.0 else 0.0
+    elif act == 3:
+        return 1.0
+    elif act == 4:
+        return 1.0 if z >= 0.0 else leak
+    return 1.0 if z >= 0.0 else -1.0
+
+
 @njit(**_VEC)
 def sigmoid_exact_inplace(z):
     """z ← σ(z) for a C-contiguous 2-D float64 array with ``sigmoid_f64`` (≤ 3 ulp, relative,

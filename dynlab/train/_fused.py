@@ -116,25 +116,9 @@ def gru_backward(g, n, h_prev, hb, dn, tanh):
 # call, outside the loops.  Measured (issue 20, BENCHMARKS.md): the iRNN train step with
 # these passes against NumPy's ufuncs.
 
-from ..kernels.numba_cpu import _VEC, phi_f64, tanh_f64  # noqa: E402
+from ..kernels.numba_cpu import _VEC, dphi_given, phi_f64, tanh_f64  # noqa: E402
 
 _INF = float("inf")
-
-
-@njit(inline="always", **_VEC)
-def _dphi_of(act, z, a, leak):
-    """φ'(z) given a = φ(z) (right derivative at kinks, as dynlab.activations.dphi)."""
-    if act == 0:
-        return 1.0 - a * a
-    elif act == 2:
-        return a * (1.0 - a)
-    elif act == 1:
-        return 1.0 if z >= 0.0 else 0.0
-    elif act == 3:
-        return 1.0
-    elif act == 4:
-        return 1.0 if z >= 0.0 else leak
-    return 1.0 if z >= 0.0 else -1.0
 
 
 @njit(nogil=True, **_VEC)
@@ -157,7 +141,7 @@ def irnn_tape_inner(z, c, s, g, hp, A, Dp, s_next, e, alpha, sign, act, leak):
                 a = phi_f64(act, zz, leak)
                 A[b, j] = a
                 if act != 2:
-                    Dp[b, j] = _dphi_of(act, zz, a, leak)
+                    Dp[b, j] = dphi_given(act, zz, a, leak)
                 gv = g[b, j] + e * (a - alpha * s[b, j])
                 g[b, j] = gv
                 s_next[b, j] = gv + sign * hp[b, j]
@@ -187,7 +171,7 @@ def irnn_tape_last(z, c, s, g, A, Dp, h, s_next, e, alpha, sign, prev, act, leak
                 a = phi_f64(act, zz, leak)
                 A[b, j] = a
                 if act != 2:
-                    Dp[b, j] = _dphi_of(act, zz, a, leak)
+                    Dp[b, j] = dphi_given(act, zz, a, leak)
                 hv = g[b, j] + e * (a - alpha * s[b, j])
                 h[b, j] = hv
                 g[b, j] = keep * hv

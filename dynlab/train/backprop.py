@@ -846,7 +846,6 @@ def _loss_and_grads_block(model, readout, x, target, loss, h0):
     """``loss_and_grads`` in one block (the calling thread)."""
     tape = forward(model, x, h0)
     out = tape.outputs
-    T, B, D = out.shape[0] - 1, out.shape[1], out.shape[2]
     Y = readout_outputs(readout, out, loss)
     L, dY, extra = loss_value(loss, Y, target)
     ext, gW, gb = _readout_cotangents(loss, dY, out, readout)
