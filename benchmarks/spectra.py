@@ -58,7 +58,8 @@ def _parts(ev):
 
 def _spectrum_parts(m, x):
     ds = dl.spectrum(m, x, step=False, backend="numpy")
-    return ds["eig_real"].values, ds["eig_imag"].values
+    D = ds["eig_real"].shape[-1]       # (batch, time, eig) → (points, eig), as the other rows
+    return ds["eig_real"].values.reshape(-1, D), ds["eig_imag"].values.reshape(-1, D)
 
 
 WORKLOADS = [Workload("spectra", "eigenvalues of ∇φU − I at 2000 points, D=128", build,

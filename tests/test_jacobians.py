@@ -177,6 +177,33 @@ def test_numba_large_work_takes_the_numpy_form(case, monkeypatch):
     assert np.abs(Jv - Jl).max() <= 1e-12 and np.abs(Jxv - Jxl).max() <= 1e-12
 
 
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("case", ["irnn-K5-previous-minus", "irnn-K5-zero-plus", "irnn-K5-etaTK", "irnn-K1-zero-plus"])
+def test_the_jitted_irnn_jacobians_equal_the_per_point_loops(case, activation, monkeypatch):
+    """J alone on the numba backend's vectorised path (issue 20: one numba call per block of
+    points, ``jac_numba.irnn_jacobians``, blocks of 2 points on 3 threads) against the per-point
+    loops, 1e-12 (the same products, summed in BLAS's order)."""
+    model = CASES[case](activation)
+    monkeypatch.setattr(dynlab.config, "VECTORISE_MIN_WORK", 0)
+    monkeypatch.setattr(dynlab.config, "JACOBIAN_IRNN_CHUNK", 2)
+    monkeypatch.setattr(dynlab.config, "JACOBIAN_THREADS", 3)
+    monkeypatch.setattr(dynlab.config, "JACOBIAN_MIN_POINTS_PER_THREAD", 1)
+    rng = np.random.default_rng(3)
+    X, Hp = rng.standard_normal((7, D_IN)), rng.standard_normal((7, D_HIDDEN))
+    eta = np.asarray(model.eta)
+    t = np.arange(7) % (eta.shape[0] if eta.ndim == 2 else 7)     # rows of a per-time η table
+    for name in ("JACOBIAN_VECTORISE_MIN_HIDDEN", "JACOBIAN_IRNN_BLAS_MIN_HIDDEN"):
+        monkeypatch.setattr(dynlab.config, name, 1)
+    assert jacobian_path(model, 7, "numba") == "vectorised"
+    Jv = jacobian_at(model, X, Hp, backend="numba", t=t)
+    for name in ("JACOBIAN_VECTORISE_MIN_HIDDEN", "JACOBIAN_IRNN_BLAS_MIN_HIDDEN"):
+        monkeypatch.setattr(dynlab.config, name, 1 << 30)
+    Jl = jacobian_at(model, X, Hp, backend="numba", t=t)
+    Jn = jacobian_at(model, X, Hp, backend="numpy", t=t)
+    scale = max(1.0, float(np.abs(Jl).max()))
+    assert np.abs(Jv - Jl).max() <= 1e-12 * scale and np.abs(Jn - Jl).max() <= 1e-12 * scale
+
+
 # ------------------------------------------------------------------------------ closed forms
 def _linear_irnn(K, g0, sign, eta, scale=0.9):
     return dynlab.make_model("irnn", D_HIDDEN, D_IN, seed=9, weight_scale=scale, activation="identity",

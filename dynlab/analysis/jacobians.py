@@ -314,7 +314,8 @@ def _dispatch(model, x, hprev, eta, want_x, path, backend):
     Wm, b = xp.asarray(model.W), xp.asarray(model.b)
     if isinstance(model, IRNN):
         J, Jx = irnn_xp(xp.asarray(model.U), Wm, b, xp.asarray(eta), float(model.alpha), model.K,
-                        model.g0 == "previous", float(model.sign), act, leak, X, Hp, want_x, xp)
+                        model.g0 == "previous", float(model.sign), act, leak, X, Hp, want_x, xp,
+                        jit=path == "vectorised")
     elif isinstance(model, CTRNN):
         J, Jx = ctrnn_fixed_xp(xp.asarray(model.U), Wm, b, float(model.tau), float(model.alpha), float(model.dt),
                                model.substeps, model.method == "rk4", act, leak, X, Hp, want_x, xp)
@@ -578,7 +579,7 @@ def _irnn_numba(U, c, eta, alpha, K, g0prev, sign, act, leak, hprev, chunk):
 
 
 def irnn_xp(U, W, b, eta, alpha, K, g0prev, sign, act, leak, x, hprev, want_x, xp=np,
-            chunk: int | None = None):
+            chunk: int | None = None, jit: bool = False):
     """iRNN: J = Π (G_0 + σI) − σI with Π = A_K ⋯ A_1, A_k = (1 − η_k α) I + η_k diag(φ'(z_k)) U.
 
     (From G_k = G_{k-1} + η_k (diag(φ'(z_k)) U − α I)(G_{k-1} + σI): S_k = G_k + σI obeys
@@ -588,12 +589,15 @@ def irnn_xp(U, W, b, eta, alpha, K, g0prev, sign, act, leak, x, hprev, want_x, x
     stay in cache — 2–4× faster than scalar loops from D = 32 up (``config``).
 
     eta (N, K) per-point step sizes, x (N, d), hprev (N, D) → J (N, D, D), Jx (N, D, d) or None.
+    ``jit`` (the numba backend's vectorised path, without Jx): the same product form as one numba
+    call per block of points, the blocks on threads (``_irnn_numba``); the NumPy reference and
+    CuPy keep the form below.
     """
     N, D = hprev.shape
     d = W.shape[1]
     chunk = chunk or config.JACOBIAN_IRNN_CHUNK
     c = x @ W.T + b
-    if xp is np and not want_x:
+    if jit and xp is np and not want_x:
         return _irnn_numba(U, c, eta, alpha, K, g0prev, sign, act, leak, hprev, chunk), None
     J = xp.empty((N, D, D))
     Jx = xp.empty((N, D, d)) if want_x else None
