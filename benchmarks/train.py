@@ -12,6 +12,8 @@ sign +1, scalar η, MSE at the end through a linear read-out.  Rows:
   block``: with ``config.TRAIN_THREADS = 1`` (the batch not split between threads); the info lines give the
   default's median over the forced single-thread one (goal ≤ 1.1: the default configuration is
   the fast one) and what BLAS's own thread count costs or gains;
+* ``dynlab BPTT, tape memory reused``: the same call with a ``bp.Workspace`` kept between
+  calls, as ``train_model`` runs every step (no fresh tape memory to fault in);
 * ``dynlab forward only (tape)``: the taped forward pass alone (what the backward pass costs
   on top of it), not compared;
 * ``dl.simulate, numba`` (floor, not compared): the forward states alone through the
@@ -26,7 +28,7 @@ d = 2 adding-problem inputs, MSE at the end through a linear read-out of h_T; Py
 initialisation, seed 0) of ``dynlab.make_model("gru" | "lstm", …)``; gradients of W_ih, W_hh,
 b_ih, b_hh, W_out, b_out and the initial state, compared across the rows:
 
-* ``dynlab BPTT`` (reference): ``loss_and_grads``;
+* ``dynlab BPTT`` (reference): ``loss_and_grads``, and with a workspace (as in ``train_model``);
 * ``dynlab forward only (tape)`` (not compared): the taped forward pass alone;
 * ``dl.simulate, numba`` (floor, not compared): the forward states alone;
 * ``torch autograd (nn.GRU / nn.LSTM)``: PyTorch's own module in float64, eager on the CPU
@@ -49,6 +51,10 @@ from .harness import Impl, Workload
 from .peers import jax_or_none, torch_or_none
 
 
+#: The row of the step as ``train_model`` runs it: the tape memory reused from the step before.
+REUSED = "dynlab BPTT, tape memory reused"
+
+
 def _setup(quick: bool):
     D, K, T, B = (32, 5, 50, 32) if quick else (128, 5, 200, 128)
     m = dl.make_model("irnn", D, 2, K=K, eta=0.5, seed=0)
@@ -57,11 +63,11 @@ def _setup(quick: bool):
     return m, x, y, readout
 
 
-def _dynlab(m, x, y, readout):
+def _dynlab(m, x, y, readout, workspace=None):
     names = list(m.params()) + ["W_out", "b_out", "h0"]
 
     def call():
-        L, g, _ = bp.loss_and_grads(m, readout, x, y, loss="mse")
+        L, g, _ = bp.loss_and_grads(m, readout, x, y, loss="mse", workspace=workspace)
         return [np.asarray(L)] + [np.asarray(g[k], dtype=np.float64) for k in names]
 
     return call
@@ -180,7 +186,8 @@ def build(quick: bool):
     impls = [Impl("dynlab BPTT", step, note=f"default: TRAIN_THREADS = {config.TRAIN_THREADS}, TRAIN_BLAS_THREADS = {config.TRAIN_BLAS_THREADS}"),
              Impl("dynlab BPTT, forced 1 BLAS thread", _forced_single_thread(step), note="threadpoolctl, every BLAS"),
              Impl("dynlab BPTT, BLAS's own threads", _blas_own_threads(step), note="TRAIN_BLAS_THREADS = None"),
-             Impl("dynlab BPTT, one block", _one_block(step), note="TRAIN_THREADS = 1: the batch not split")]
+             Impl("dynlab BPTT, one block", _one_block(step), note="TRAIN_THREADS = 1: the batch not split"),
+             Impl(REUSED, _dynlab(m, x, y, readout, bp.Workspace()), note="workspace=: as every step of train_model")]
     impls.append(Impl("dynlab forward only (tape)", lambda: bp.forward(m, x).H, check=False,
                       note="the taped forward pass alone"))
     impls.append(Impl("dl.simulate, numba", lambda: dl.simulate(m, x)["h"].values, check=False,
@@ -197,6 +204,7 @@ def build(quick: bool):
                        ("BLAS's own threads / default", "dynlab BPTT, BLAS's own threads", "dynlab BPTT"),
                        ("default / one block", "dynlab BPTT", "dynlab BPTT, one block"),
                        ("train step / forward floor (goal ≤ 2.5)", "dynlab BPTT", "dl.simulate, numba"),
+                       ("train step in train_model / forward floor (goal ≤ 2.5)", REUSED, "dl.simulate, numba"),
                        ("speed-up over torch autograd (goal ≥ 1)", "torch autograd", "dynlab BPTT"),
                        ("speed-up over jax jit (goal ≥ 1)", "jax jit(value_and_grad)", "dynlab BPTT")]}
     return impls, info
@@ -211,11 +219,11 @@ def _gated_setup(kind: str, quick: bool):
     return m, x, y, readout
 
 
-def _gated_dynlab(m, x, y, readout):
+def _gated_dynlab(m, x, y, readout, workspace=None):
     names = ("W_ih", "W_hh", "b_ih", "b_hh", "W_out", "b_out", "h0")
 
     def call():
-        L, g, _ = bp.loss_and_grads(m, readout, x, y, loss="mse")
+        L, g, _ = bp.loss_and_grads(m, readout, x, y, loss="mse", workspace=workspace)
         return [np.asarray(L)] + [np.asarray(g[k]) for k in names]
 
     return call
@@ -309,11 +317,14 @@ def _gated_build(kind: str):
         B, T, _ = x.shape
         impls = [Impl("dynlab BPTT", _gated_dynlab(m, x, y, readout),
                       note=f"default: TRAIN_THREADS = {config.TRAIN_THREADS}, TRAIN_BLAS_THREADS = {config.TRAIN_BLAS_THREADS}"),
+                 Impl(REUSED, _gated_dynlab(m, x, y, readout, bp.Workspace()),
+                      note="workspace=: as every step of train_model"),
                  Impl("dynlab forward only (tape)", lambda: bp.forward(m, x).H, check=False,
                       note="the taped forward pass alone"),
                  Impl("dl.simulate, numba", lambda: dl.simulate(m, x)["h"].values, check=False,
                       note="floor: forward states, no tape")]
-        ratios = [("train step / forward floor (goal ≤ 2.5)", "dynlab BPTT", "dl.simulate, numba")]
+        ratios = [("train step / forward floor (goal ≤ 2.5)", "dynlab BPTT", "dl.simulate, numba"),
+                  ("train step in train_model / forward floor (goal ≤ 2.5)", REUSED, "dl.simulate, numba")]
         torch = torch_or_none()
         if torch is not None:
             name = f"torch autograd (nn.{kind.upper()})"

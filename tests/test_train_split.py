@@ -126,3 +126,35 @@ def test_no_thread_splits_inside_a_sweep_region(monkeypatch):
     monkeypatch.setattr(driver, "_compute_region", lambda *a: seen.append(work_threads(4)) or {})
     driver.compute_region(None, (), "numba")
     assert seen == [1]
+
+
+@pytest.mark.parametrize("case", ["irnn-prev-minus", "irnn-abs", "rnn-relu", "gru", "lstm", "stack-mixed-depth"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_workspace_reuses_tape_memory_and_changes_no_number(case, threads, monkeypatch):
+    """Three calls with one ``Workspace`` (different inputs, then another batch size) equal
+    fresh calls bitwise; what a call returned besides its tape (gradients, ∂L/∂h_0, ∂L/∂h_1,
+    outputs) survives the next call; the tape arrays are reused (the same memory)."""
+    _split(monkeypatch, threads)
+    model = CASES[case]()
+    ws = bp.Workspace()
+    kept = []
+    for seed, rows in ((1, B), (2, B), (3, B - 2)):
+        x, h0, target, readout = _data(model, "mse-seq", seed=seed)
+        x, h0, target = x[:rows], h0[:rows], target[:rows]
+        fresh = bp.loss_and_grads(model, readout, x, target, loss="mse-seq", h0=h0)
+        got = bp.loss_and_grads(model, readout, x, target, loss="mse-seq", h0=h0, workspace=ws)
+        assert got[0] == fresh[0]
+        for k in fresh[1]:
+            np.testing.assert_array_equal(got[1][k], fresh[1][k])
+        for k in ("dL_dh1", "dL_dWr", "outputs"):
+            np.testing.assert_array_equal(got[2][k], fresh[2][k])
+        kept.append((fresh, got))
+    for fresh, got in kept:                       # nothing but the tape lives in the workspace
+        for k in fresh[1]:
+            np.testing.assert_array_equal(got[1][k], fresh[1][k])
+        np.testing.assert_array_equal(got[2]["dL_dh1"], fresh[2]["dL_dh1"])
+    sizes = [sum(a.nbytes for a in arena.arrays) for arena in ws.arenas]
+    x, h0, target, readout = _data(model, "mse-seq", seed=4)
+    x, h0, target = x[:B - 2], h0[:B - 2], target[:B - 2]
+    bp.loss_and_grads(model, readout, x, target, loss="mse-seq", h0=h0, workspace=ws)
+    assert [sum(a.nbytes for a in arena.arrays) for arena in ws.arenas] == sizes and sum(sizes) > 0

@@ -80,7 +80,9 @@ tests/test_backprop_gated.py, and the GRU's, LSTM's and stacks' also against PyT
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import threading
 
 import numpy as np
 
@@ -93,6 +95,75 @@ from ..models import CTRNN, GRU, IRNN, LSTM, RIN, RNN, AntisymmetricRNN, FastRNN
 LOSSES = ("mse", "mse-seq", "ce", "ce-seq")
 #: Parameters of the read-out layer, trained with the recurrent model.
 READOUT = ("W_out", "b_out")
+
+
+# ============================================================================ tape memory
+class Workspace:
+    """Tape memory that ``loss_and_grads(..., workspace=ws)`` reuses from one call to the next.
+
+    A tape is a few arrays of T·B·D (·K) floats; allocated afresh at every training step, each
+    is new memory from the OS, zeroed and page-faulted in as it is written — which measured
+    10–40 % of a step (more, and more erratic, once other allocations have fragmented memory:
+    issue 20, BENCHMARKS.md).  ``train_model`` passes one workspace to every step, so the tape
+    of step i + 1 is written over that of step i.  The arrays of a call's ``info["tape"]`` are
+    therefore valid only until the next call with the same workspace; nothing else returned
+    (gradients, ∂L/∂h_0, ∂L/∂h_1, outputs) lives in it.  One arena per block of sequences.
+    """
+
+    def __init__(self):
+        self.arenas = []
+
+    def arena(self, i: int) -> "_Arena":
+        while len(self.arenas) <= i:
+            self.arenas.append(_Arena())
+        return self.arenas[i]
+
+    def start(self):
+        """A new call: every arena hands out its arrays again from the first."""
+        for a in self.arenas:
+            a.i = 0
+
+
+class _Arena:
+    """The i-th tape array requested in a call is the one requested i-th in the call before,
+    when its shape is the same (the passes request them in a fixed order)."""
+
+    def __init__(self):
+        self.arrays = []
+        self.i = 0
+
+    def empty(self, shape) -> np.ndarray:
+        shape = tuple(int(n) for n in shape)
+        if self.i < len(self.arrays) and self.arrays[self.i].shape == shape:
+            a = self.arrays[self.i]
+        else:
+            a = np.empty(shape)
+            if self.i < len(self.arrays):
+                self.arrays[self.i] = a
+            else:
+                self.arrays.append(a)
+        self.i += 1
+        return a
+
+
+_CURRENT = threading.local()
+
+
+def _tape_empty(shape) -> np.ndarray:
+    """np.empty(shape) for tape arrays, from this thread's arena when a workspace is in use."""
+    arena = getattr(_CURRENT, "arena", None)
+    return np.empty(shape) if arena is None else arena.empty(shape)
+
+
+@contextlib.contextmanager
+def _arena(arena):
+    """Tape arrays requested in this thread come from ``arena`` (None: fresh)."""
+    prev = getattr(_CURRENT, "arena", None)
+    _CURRENT.arena = arena
+    try:
+        yield
+    finally:
+        _CURRENT.arena = prev
 
 
 # ============================================================================ parameters
@@ -212,8 +283,9 @@ def _forward_cell(model, xt, h0a) -> Tape:
     """The taped forward pass of a one-line cell or an iRNN on time-major inputs xt (T, B, d)."""
     T, B, d = xt.shape
     D = model.hidden
-    cin = xt @ model.W.T + model.b                              # (T, B, D)
-    H = np.empty((T + 1, B, D))
+    cin = np.matmul(xt, model.W.T, out=_tape_empty((T, B, D)))    # (T, B, D)
+    cin += model.b
+    H = _tape_empty((T + 1, B, D))
     H[0] = h0a
     name, leak = model.activation, float(model.leak)
     with np.errstate(all="ignore"):
@@ -221,8 +293,8 @@ def _forward_cell(model, xt, h0a) -> Tape:
             return _forward_irnn(model, xt, cin, H)
         a_, c_, R = model.gated_form()
         RT = np.ascontiguousarray(R.T)
-        Z = np.empty((T, B, D))
-        A = np.empty((T, B, D))
+        Z = _tape_empty((T, B, D))
+        A = _tape_empty((T, B, D))
         for t in range(T):
             z = Z[t]
             np.matmul(H[t], RT, out=z)
@@ -246,9 +318,9 @@ def _forward_irnn(model, xt, cin, H) -> Tape:
     prev = model.g0 == "previous"
     act, leak = ACTIVATION_IDS[model.activation], float(model.leak)
     UT = np.ascontiguousarray(model.U.T)
-    A = np.empty((T, K, B, D))
+    A = _tape_empty((T, K, B, D))
     # φ' of tanh and sigmoid is a function of a = φ(z): the backward pass takes it from A
-    Dp = np.empty((T, K, B, D)) if act not in (ACTIVATION_IDS["tanh"], ACTIVATION_IDS["sigmoid"]) else None
+    Dp = _tape_empty((T, K, B, D)) if act not in (ACTIVATION_IDS["tanh"], ACTIVATION_IDS["sigmoid"]) else None
     eta = np.ascontiguousarray(eta, dtype=np.float64)
     bad = _fused.irnn_forward(UT, np.ascontiguousarray(cin), H, A, np.empty((1, 1, B, D)) if Dp is None else Dp,
                               Dp is not None, eta, alpha, sign, prev, act, leak, np.empty((B, D)), np.empty((B, D)),
@@ -323,7 +395,7 @@ def _backward_gated(tape, ext, above=None, need_x=False):
     T, B, D = tape.H.shape[0] - 1, tape.H.shape[1], tape.H.shape[2]
     a, c, R = model.gated_form()
     H, A, Dp = tape.H, tape.act, tape.dphi
-    Zb = np.empty((T, B, D))
+    Zb = _tape_empty((T, B, D))
     hb = np.zeros((B, D))
     abar = cbar = 0.0
     dh1 = None
@@ -370,7 +442,7 @@ def _backward_irnn(tape, ext):
     act = ACTIVATION_IDS[model.activation]
     prev = model.g0 == "previous"
     Zm = np.empty((K, B, D))
-    Cb = np.empty((T, B, D))
+    Cb = _tape_empty((T, B, D))
     Ubar = np.zeros((D, D))
     etab = np.empty((T, K))
     gs = np.empty((T, K))
@@ -407,7 +479,7 @@ def _backward_irnn(tape, ext):
 def _augmented(xt, h0, D):
     """[h | x | 1] rows for every step: (T+1, B, D+d+1), h_0 and every x_t in place, h_t to come."""
     T, B, d = xt.shape
-    Ha = np.empty((T + 1, B, D + d + 1))
+    Ha = _tape_empty((T + 1, B, D + d + 1))
     Ha[0, :, :D] = h0
     Ha[:T, :, D:D + d] = xt
     Ha[T, :, D:D + d] = 0.0
@@ -567,12 +639,12 @@ def _forward_gru(m, xt, h0, whole):
     Wa[D + d] = m.b_hh
     Wa[D + d, :2 * D] += m.b_ih[:2 * D]
     Wa[:, :2 * D] *= -1.0
-    CN = (xt.reshape(T * B, d) @ m.W_ih[2 * D:].T).reshape(T, B, D)
+    CN = np.matmul(xt.reshape(T * B, d), m.W_ih[2 * D:].T, out=_tape_empty((T * B, D))).reshape(T, B, D)
     CN += m.b_ih[2 * D:]
-    RZQ = np.empty((T, B, 3 * D))
-    N = np.empty((T, B, D))
+    RZQ = _tape_empty((T, B, 3 * D))
+    N = _tape_empty((T, B, D))
     tanh = name == "tanh"
-    DN = None if tanh else np.empty((T, B, D))
+    DN = None if tanh else _tape_empty((T, B, D))
     for t in range(T):
         g = RZQ[t]
         np.matmul(Ha[t], Wa, out=g)
@@ -599,12 +671,12 @@ def _forward_lstm(m, xt, s0, whole):
     Wa[D:D + d] = _lstm_rows(m.W_ih, D).T
     Wa[D + d] = _lstm_rows(m.b_ih + m.b_hh, D)
     Wa[:, :3 * D] *= -1.0
-    C = np.empty((T + 1, B, D))
+    C = _tape_empty((T + 1, B, D))
     C[0] = s0[:, D:]
-    A = np.empty((T, B, 4 * D))
-    TC = np.empty((T, B, D))
+    A = _tape_empty((T, B, 4 * D))
+    TC = _tape_empty((T, B, D))
     tanh = name == "tanh"
-    DG = None if tanh else np.empty((T, B, D))
+    DG = None if tanh else _tape_empty((T, B, D))
     for t in range(T):
         a = A[t]
         np.matmul(Ha[t], Wa, out=a)
@@ -807,7 +879,7 @@ def readout_outputs(readout, H, loss):
     return Hs @ readout["W_out"].T + readout["b_out"]
 
 
-def loss_and_grads(model: Model, readout: dict, x, target, *, loss: str, h0=None):
+def loss_and_grads(model: Model, readout: dict, x, target, *, loss: str, h0=None, workspace=None):
     """The loss and the exact gradient of every parameter.
 
     Parameters
@@ -816,6 +888,9 @@ def loss_and_grads(model: Model, readout: dict, x, target, *, loss: str, h0=None
         (D = ``model.hidden``)
     x : (B, T, d) inputs;  target : see the module docstring for each ``loss``
     h0 : (B, n) or (n,) initial states (zeros by default), n = ``model.state_size``
+    workspace : ``Workspace``, optional — tape memory reused from the previous call with the
+        same workspace (``train_model`` passes one); ``info["tape"]`` is then valid only until
+        the next such call
 
     Returns
     -------
@@ -838,9 +913,12 @@ def loss_and_grads(model: Model, readout: dict, x, target, *, loss: str, h0=None
     loss = check_loss(loss)
     xa, h0a = _as_batch(model, x, h0)
     edges = _train_blocks(model, xa.shape[0])
+    if workspace is not None:
+        workspace.start()
     if len(edges) == 2:
-        return _loss_and_grads_block(model, readout, xa, target, loss, h0a)
-    return _loss_and_grads_split(model, readout, xa, target, loss, h0a, edges)
+        with _arena(None if workspace is None else workspace.arena(0)):
+            return _loss_and_grads_block(model, readout, xa, target, loss, h0a)
+    return _loss_and_grads_split(model, readout, xa, target, loss, h0a, edges, workspace)
 
 
 @blas_threads("TRAIN_BLAS_THREADS")
@@ -927,14 +1005,26 @@ def _each_block(fn, edges):
     return out
 
 
-def _loss_and_grads_split(model, readout, x, target, loss, h0, edges):
-    """``loss_and_grads`` on blocks of sequences, one thread each (see there)."""
-    tapes = _each_block(lambda i, lo, hi: forward(model, x[lo:hi], h0[lo:hi]), edges)
+def _loss_and_grads_split(model, readout, x, target, loss, h0, edges, workspace=None):
+    """``loss_and_grads`` on blocks of sequences, one thread each (see there); block i's tape
+    memory is the workspace's arena i."""
+    def arena(i):
+        return _arena(None if workspace is None else workspace.arena(i))
+
+    def fwd(i, lo, hi):
+        with arena(i):
+            return forward(model, x[lo:hi], h0[lo:hi])
+
+    def bwd(i, lo, hi):
+        with arena(i):
+            return backward(tapes[i], parts[i][0])
+
+    tapes = _each_block(fwd, edges)
     outs = [t.outputs for t in tapes]
     Y = np.concatenate([readout_outputs(readout, o, loss) for o in outs], axis=-2)
     L, dY, extra = loss_value(loss, Y, target)
     parts = [_readout_cotangents(loss, dY[..., lo:hi, :], o, readout) for o, lo, hi in zip(outs, edges, edges[1:])]
-    res = _each_block(lambda i, lo, hi: backward(tapes[i], parts[i][0]), edges)
+    res = _each_block(bwd, edges)
     grads = {k: sum(r[0][k] for r in res) for k in res[0][0]}
     grads["W_out"] = sum(p[1] for p in parts)
     grads["b_out"] = sum(p[2] for p in parts)
@@ -976,5 +1066,5 @@ def predict(model: Model, readout: dict, x, *, loss: str, h0=None):
     return readout_outputs(readout, tape.outputs, check_loss(loss))
 
 
-__all__ = ["BlockTape", "GRUTape", "LOSSES", "LSTMTape", "MapTape", "READOUT", "Tape", "backward", "forward", "init_readout", "loss_and_grads", "loss_value",
+__all__ = ["BlockTape", "GRUTape", "Workspace", "LOSSES", "LSTMTape", "MapTape", "READOUT", "Tape", "backward", "forward", "init_readout", "loss_and_grads", "loss_value",
            "param_names", "predict", "with_params"]

@@ -361,12 +361,14 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
     end = start + iterations
     loss = math.nan
     it = start
+    workspace = bp.Workspace()  # the tape memory of every step, reused (its tapes are never kept)
     try:
         for it in range(start + 1, end + 1):
             x, y = task.sample(np.random.default_rng([seed, 1, it]), batch)
             eps = sigma_eps * np.random.default_rng([seed, 2, it]).standard_normal((batch, n))
             hstart = eps if h0 is None else eps + h0
-            loss, grads, info = bp.loss_and_grads(model, readout, x, y, loss=task.loss, h0=hstart)
+            loss, grads, info = bp.loss_and_grads(model, readout, x, y, loss=task.loss, h0=hstart,
+                                                  workspace=workspace)
             if not math.isfinite(loss):
                 raise DivergenceError(step=task.steps, batch=0, model=model.name)
             params = {**model.params(), **readout}
