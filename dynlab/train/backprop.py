@@ -1008,6 +1008,9 @@ def _each_block(fn, edges):
 def _loss_and_grads_split(model, readout, x, target, loss, h0, edges, workspace=None):
     """``loss_and_grads`` on blocks of sequences, one thread each (see there); block i's tape
     memory is the workspace's arena i."""
+    if workspace is not None:
+        workspace.arena(len(edges) - 2)   # every block's arena made here, before the threads start
+
     def arena(i):
         return _arena(None if workspace is None else workspace.arena(i))
 
