@@ -41,7 +41,7 @@ CASES = {
 }
 
 
-def _data(model, loss, C=3, seed=0):
+def _data(model, loss, C=3, seed=0, B=B):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((B, T, d))
     h0 = 0.5 * rng.standard_normal((B, model.state_size))

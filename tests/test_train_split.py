@@ -16,19 +16,15 @@ from dynlab.errors import DivergenceError
 from dynlab.train import backprop as bp
 from test_backprop import CASES as CELL_CASES
 from test_backprop_gated import CASES as GATED_CASES
+from test_backprop_gated import _data as gated_data
 
-B, T, d, C = 7, 6, 2, 3
+B = 7  # sequences: three blocks of 2, 2 and 3 rows
 CASES = {**CELL_CASES, **GATED_CASES}
 
 
 def _data(model, loss, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((B, T, d))
-    h0 = 0.5 * rng.standard_normal((B, model.state_size))
-    target = {"mse": rng.standard_normal((B, C)), "mse-seq": rng.standard_normal((B, T, C)),
-              "ce": rng.integers(0, C, B), "ce-seq": rng.integers(0, C, (B, T))}[loss]
-    readout = {"W_out": rng.standard_normal((C, model.hidden)), "b_out": rng.standard_normal(C)}
-    return x, h0, target, readout
+    """Seven sequences of tests/test_backprop_gated.py's data (T = 6, d = 2, C = 3)."""
+    return gated_data(model, loss, seed=seed, B=B)
 
 
 def _split(monkeypatch, n):

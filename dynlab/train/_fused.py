@@ -121,6 +121,12 @@ from ..kernels.numba_cpu import _VEC, dphi_given, phi_f64, tanh_f64  # noqa: E40
 _INF = float("inf")
 
 
+# The two kernels below repeat their unit loop, once with tanh written out and once per the
+# other activations, and the last inner step is a kernel of its own, on purpose: with the
+# activation dispatched inside a shared inline helper the taped forward pass (B = 64, D = 128,
+# K = 5, T = 200, one thread) took 0.129 s instead of 0.062 s (the loop no longer vectorised),
+# and closing the time step in a second pass took 0.065 s.
+
 @njit(nogil=True, **_VEC)
 def irnn_tape_inner(z, c, s, g, hp, A, Dp, s_next, e, alpha, sign, act, leak):
     """An inner step k < K of the taped forward pass: a = φ(z + c) → A, φ' → Dp (not for tanh
