@@ -171,3 +171,43 @@ def serial():
         yield
     finally:
         _SERIAL.depth -= 1
+
+
+_POOL = {"size": 0, "pool": None}
+_POOL_LOCK = threading.Lock()
+
+
+def _pool(n: int):
+    """dynlab's worker threads (a pool that only grows)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _POOL_LOCK:
+        if _POOL["size"] < n:
+            _POOL.update(size=n, pool=ThreadPoolExecutor(max_workers=n, thread_name_prefix="dynlab-batch"))
+        return _POOL["pool"]
+
+
+def in_threads(fn, n: int) -> list:
+    """[fn(0), …, fn(n − 1)] on n threads at once — fn(0) on the calling thread, the others on
+    dynlab's pool — each with BLAS on one thread.  For independent pieces of work whose loops
+    release the GIL (numba calls, BLAS): nothing waits for anything until all have finished.
+    Every piece is waited for before the first exception (in piece order) is raised."""
+    def run(i):
+        with limit_blas_threads(1):
+            return fn(i)
+
+    futures = [_pool(n - 1).submit(run, i) for i in range(1, n)] if n > 1 else []
+    out = [None] * n
+    error = None
+    try:
+        out[0] = run(0)
+    except BaseException as exc:  # raised below, once the other pieces have stopped
+        error = exc
+    for i, f in enumerate(futures, start=1):
+        try:
+            out[i] = f.result()
+        except BaseException as exc:
+            error = exc if error is None else error
+    if error is not None:
+        raise error
+    return out

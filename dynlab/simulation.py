@@ -5,8 +5,6 @@ the result; ``run_states`` is the lower layer on prepared arrays that analyses l
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from . import config
@@ -291,10 +289,6 @@ def _torch_cell_states(model, x, h0, path, backend, stop, dtype):
     return H, bad
 
 
-_POOL = {"size": 0, "pool": None}
-_POOL_LOCK = threading.Lock()
-
-
 def _batch_parts(B: int, threads: int | None, min_rows: int) -> int:
     """Into how many blocks of sequences a vectorised CPU kernel splits a batch of B:
     ``threads`` (``config.VECTORISED_SIMULATION_THREADS`` or ``config.GATED_SIMULATION_THREADS``),
@@ -314,15 +308,6 @@ def _rows(a, lo, hi, B):
     return a if (lo, hi) == (0, B) else np.ascontiguousarray(a[lo:hi])
 
 
-def _pool(n: int):
-    from concurrent.futures import ThreadPoolExecutor
-
-    with _POOL_LOCK:
-        if _POOL["size"] < n:
-            _POOL.update(size=n, pool=ThreadPoolExecutor(max_workers=n, thread_name_prefix="dynlab-batch"))
-        return _POOL["pool"]
-
-
 def _split_batch(run, parts, B, T, size, dtype):
     """``run(lo, hi, H_block) -> bad_block`` (a vectorised kernel on the sequences lo:hi) on
     ``parts`` blocks of sequences at once, one Python thread each, each with BLAS on one
@@ -332,7 +317,7 @@ def _split_batch(run, parts, B, T, size, dtype):
     elsewhere, every such wait costs a scheduler time slice); and the element-wise passes,
     which BLAS's threads do not share, are split too.  The numba passes release the GIL, and
     so does NumPy's matmul.  Returns (H (B, T, size), bad (B,))."""
-    from ._blas import limit_blas_threads
+    from ._blas import in_threads
 
     H = np.empty((B, T, size), dtype=dtype)
     bad = np.empty(B, dtype=np.int64)
@@ -340,16 +325,9 @@ def _split_batch(run, parts, B, T, size, dtype):
 
     def work(i):
         lo, hi = int(edges[i]), int(edges[i + 1])
-        with limit_blas_threads(1):
-            bad[lo:hi] = run(lo, hi, H[lo:hi])
+        bad[lo:hi] = run(lo, hi, H[lo:hi])
 
-    pool = _pool(parts - 1)
-    futures = [pool.submit(work, i) for i in range(1, parts)]
-    try:
-        work(0)  # the calling thread takes the first block
-    finally:
-        for f in futures:
-            f.result()
+    in_threads(work, parts)
     return H, bad
 
 

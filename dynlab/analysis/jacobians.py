@@ -544,10 +544,9 @@ def _irnn_numba(U, c, eta, alpha, K, g0prev, sign, act, leak, hprev, chunk):
     (``jac_numba.irnn_jacobians``), the blocks on ``config.JACOBIAN_THREADS`` threads (None: one
     per CPU this process may use; 1 in a sweep region; at least ``config.JACOBIAN_MIN_POINTS_PER_THREAD`` points
     each), BLAS on one thread in each."""
-    from .._blas import limit_blas_threads, work_threads
+    from .._blas import in_threads, work_threads
     from ..activations import ACTIVATION_IDS
     from ..kernels import jac_numba
-    from ..simulation import _pool
 
     N, D = hprev.shape
     U = np.ascontiguousarray(U, dtype=np.float64)
@@ -563,18 +562,12 @@ def _irnn_numba(U, c, eta, alpha, K, g0prev, sign, act, leak, hprev, chunk):
 
     def run(i):
         lo, hi = int(edges[i]), int(edges[i + 1])
-        with limit_blas_threads(1):
-            jac_numba.irnn_jacobians(U, UT, c[lo:hi], hprev[lo:hi], eta[lo:hi], float(alpha), int(K), bool(g0prev),
-                                     float(sign), act_id, float(leak), J[lo:hi], np.empty(D * q * D),
-                                     np.empty(D * q * D), np.empty((q, D)), np.empty((q, D)), np.empty((q, D)),
-                                     np.empty((q, D)))
+        jac_numba.irnn_jacobians(U, UT, c[lo:hi], hprev[lo:hi], eta[lo:hi], float(alpha), int(K), bool(g0prev),
+                                 float(sign), act_id, float(leak), J[lo:hi], np.empty(D * q * D),
+                                 np.empty(D * q * D), np.empty((q, D)), np.empty((q, D)), np.empty((q, D)),
+                                 np.empty((q, D)))
 
-    futures = [_pool(n - 1).submit(run, i) for i in range(1, n)] if n > 1 else []
-    try:
-        run(0)
-    finally:
-        for f in futures:
-            f.result()
+    in_threads(run, n)
     return J
 
 

@@ -461,8 +461,7 @@ def _reverse_chunked(tr: Trace, G) -> dict:
     """``reverse`` over blocks of sequences so the (B, C, T, D) cotangents stay bounded; the
     blocks run on several threads when the work is large enough (``_reverse_threads``): each is
     one numba call per layer that releases the GIL, BLAS on one thread."""
-    from .._blas import limit_blas_threads
-    from ..simulation import _pool
+    from .._blas import in_threads
 
     B, T, _ = tr.x.shape
     G = np.asarray(G, dtype=np.float64)
@@ -474,19 +473,15 @@ def _reverse_chunked(tr: Trace, G) -> dict:
     def run(lo, hi):
         sub = Trace(tr.layers, tr.x[lo:hi], True, [h[lo:hi] for h in tr.h0], [h[lo:hi] for h in tr.H],
                     [z[lo:hi] for z in tr.Z], [s[lo:hi] for s in tr.S], [p[lo:hi] for p in tr.P])
-        with limit_blas_threads(1):
-            return reverse(sub, G if G.ndim == 2 else G[lo:hi])
+        return reverse(sub, G if G.ndim == 2 else G[lo:hi])
 
     if n == 1:
         parts = [run(lo, hi) for lo, hi in blocks]
     else:
-        pool = _pool(n - 1)
-        parts = [None] * len(blocks)
+        parts = []
         for first in range(0, len(blocks), n):   # n blocks at a time: memory stays bounded
-            futures = {i: pool.submit(run, *blocks[i]) for i in range(first + 1, min(first + n, len(blocks)))}
-            parts[first] = run(*blocks[first])
-            for i, f in futures.items():
-                parts[i] = f.result()
+            group = blocks[first:first + n]
+            parts += in_threads(lambda i: run(*group[i]), len(group))
     return {"dx": np.concatenate([p["dx"] for p in parts]),
             "offset": np.concatenate([p["offset"] for p in parts]),
             "dh0": [np.concatenate([p["dh0"][ell] for p in parts]) for ell in range(len(tr.layers))]}

@@ -971,36 +971,24 @@ def _train_blocks(model, B: int) -> list:
 
 
 def _each_block(fn, edges):
-    """[fn(i, lo, hi) for each block i], one thread per block (the caller takes the first), BLAS on
-    one thread in each.  A ``DivergenceError`` names the batch row in the whole batch; when
-    several blocks diverge, the earliest step (then the lowest row) is raised."""
-    from .._blas import limit_blas_threads
-    from ..simulation import _pool
+    """[fn(i, lo, hi) for each block i], one thread per block (``_blas.in_threads``).  A
+    ``DivergenceError`` names the batch row in the whole batch; when several blocks diverge,
+    the earliest step (then the lowest row) is raised."""
+    from .._blas import in_threads
 
     n = len(edges) - 1
-    out, errors = [None] * n, [None] * n
+    errors = [None] * n
 
     def work(i):
         lo, hi = edges[i], edges[i + 1]
         try:
-            with limit_blas_threads(1):
-                out[i] = fn(i, lo, hi)
+            return fn(i, lo, hi)
         except DivergenceError as err:
             errors[i] = DivergenceError(step=err.step, batch=err.batch + lo, model=err.model)
-        except BaseException as err:  # re-raised below, after every block has stopped
-            errors[i] = err
 
-    futures = [_pool(n - 1).submit(work, i) for i in range(1, n)]
-    try:
-        work(0)
-    finally:
-        for f in futures:
-            f.result()
-    bad = [e for e in errors if e is not None]
-    if bad:
-        div = [e for e in bad if isinstance(e, DivergenceError)]
-        if len(div) < len(bad):
-            raise next(e for e in bad if not isinstance(e, DivergenceError))
+    out = in_threads(work, n)
+    div = [e for e in errors if e is not None]
+    if div:
         raise min(div, key=lambda e: (e.step, e.batch))
     return out
 
