@@ -49,11 +49,12 @@ cotangents enter h̄_t alone; h_0 and its gradient are the whole state [h_0; c_0
 Layout (GRU, LSTM): each step is ONE product [h_{t-1} | x_t | 1] · Wa, the input weights and
 both biases folded into Wa (the GRU's candidate input part W_in x + b_in, outside r ⊙ (…), is one
 product over all steps); the tape keeps the augmented rows, so every parameter sum of a layer is
-one product Ḡᵀ [H | X | 1].  The sigmoid gates' columns are negated (σ(a) = 1/(1 + e^{−a})
-then needs no extra pass), the LSTM's gates are stored as [i | f | o | g], and the element-wise
-work of a step (forward gates, cell update, the whole backward step) is one Numba pass
-(``dynlab.train._fused``).  The backward pass writes the cotangents over the tape's gate arrays,
-so a tape is backpropagated once (a second backward raises).
+the product Σ_t [h_{t-1} | x_t | 1]ᵀ ḡ_t (taken a chunk of steps at a time, in cache).  The
+LSTM's gates are stored as [i | f | o | g].  Each layer's forward and backward loops are one
+Numba call each (``dynlab.train._fused``): per step the product and one fused element-wise pass
+(gates, cell update, tape entries; backwards, the whole step's arithmetic).  The backward pass
+writes the cotangents over the tape's gate arrays, so a tape is backpropagated once (a second
+backward raises).
 
 Stacks (``dynlab.models.stack``: layer ℓ reads layer ℓ − 1's output at the same step) run
 forward a layer at a time over the whole sequence and backward from the top layer down: layer
@@ -471,9 +472,8 @@ def _backward_irnn(tape, ext):
 # ============================================================================ GRU, LSTM and stacks
 # The layer's step is ONE product per step: [h_{t-1} | x_t | 1] (B, D+d+1) times a weight matrix
 # with the input weights and the biases folded in, so no input drive is precomputed or added and
-# the parameter sums are one product (G^T [H | X | 1]) per layer.  The tape keeps the augmented
-# rows A_t = [h_{t-1} | x_t | 1] for t = 1 … T+1 (the last with x = 0).  The sigmoid gates' columns
-# are negated (the product gives −a, and σ(a) = 1/(1 + e^{−a}) then costs one pass less).
+# the parameter sums are products [H | X | 1]ᵀ G per layer.  The tape keeps the augmented rows
+# A_t = [h_{t-1} | x_t | 1] for t = 1 … T+1 (the last with x = 0).
 
 
 def _augmented(xt, h0, D):
@@ -490,15 +490,13 @@ def _augmented(xt, h0, D):
 @dataclasses.dataclass
 class GRUTape:
     """A GRU layer's forward pass (time-major): the augmented rows Ha (T+1, B, D+d+1) =
-    [h_t | x_{t+1} | 1], per step [r | z | q] (T, B, 3D) with q = W_hn h + b_hn, the input part
-    of the candidate's pre-activation c_n = W_in x + b_in (T, B, D), the candidate n (T, B, D),
-    and φ'(a_n) (T, B, D; None for tanh: 1 − n² is formed in the backward pass).  The backward
+    [h_t | x_{t+1} | 1], per step [r | z | q] (T, B, 3D) with q = W_hn h + b_hn, the candidate
+    n (T, B, D), and φ'(a_n) (T, B, D; None for tanh: 1 − n² is formed in the backward pass).  The backward
     pass writes the cotangents over RZQ and N (so it runs once per tape)."""
 
     model: Model
     Ha: np.ndarray
     RZQ: np.ndarray
-    CN: np.ndarray
     N: np.ndarray
     DN: np.ndarray | None
     #: set by the backward pass, which writes the cotangents over RZQ and N
@@ -591,13 +589,6 @@ class MapTape:
         return np.swapaxes(self.H[1:], 0, 1)
 
 
-def _sigmoid_of_negated(a):
-    """a ← σ(−a) = 1/(1 + e^{a}) in place (e^{a} overflows to inf for a > 709: σ = 0 there, exactly)."""
-    np.exp(a, out=a)
-    a += 1.0
-    np.reciprocal(a, out=a)
-
-
 def _check_finite_rows(model, S, t):
     """Raise ``DivergenceError`` when a row of S (the state after step t) is not finite; one
     cheap sum per step, the row search only when the sum is not finite."""
@@ -627,75 +618,50 @@ def _forward_map(model, xt, s0) -> MapTape:
 
 
 def _forward_gru(m, xt, h0, whole):
+    """The GRU layer's taped forward pass, the whole loop in one numba call (``_fused.gru_forward``)."""
     T, B, d = xt.shape
     D = m.hidden
-    name, leak = m.activation, float(m.leak)
+    act, leak = ACTIVATION_IDS[m.activation], float(m.leak)
     Ha = _augmented(xt, h0, D)
-    # [h | x | 1] → [−a_r | −a_z | q]: W_hh's rows, the r, z input weights (none for q: the
+    # [h | x | 1] → [a_r | a_z | q]: W_hh's rows, the r, z input weights (none for q: the
     # candidate's input part c_n comes apart, it is not inside r ⊙ (…)), the biases
     Wa = np.zeros((D + d + 1, 3 * D))
     Wa[:D] = m.W_hh.T
     Wa[D:D + d, :2 * D] = m.W_ih[:2 * D].T
     Wa[D + d] = m.b_hh
     Wa[D + d, :2 * D] += m.b_ih[:2 * D]
-    Wa[:, :2 * D] *= -1.0
-    CN = np.matmul(xt.reshape(T * B, d), m.W_ih[2 * D:].T, out=_tape_empty((T * B, D))).reshape(T, B, D)
-    CN += m.b_ih[2 * D:]
     RZQ = _tape_empty((T, B, 3 * D))
     N = _tape_empty((T, B, D))
-    tanh = name == "tanh"
-    DN = None if tanh else _tape_empty((T, B, D))
-    for t in range(T):
-        g = RZQ[t]
-        np.matmul(Ha[t], Wa, out=g)
-        np.exp(g[:, :2 * D], out=g[:, :2 * D])
-        n = N[t]
-        a_n = n if tanh else DN[t]                 # a_n kept (in DN) where φ' needs it
-        _fused.gru_gates(g, CN[t], a_n)
-        _phi_into(name, a_n, leak, n)
-        h = Ha[t + 1, :, :D]                       # h' = n + z ⊙ (h − n)
-        if not np.isfinite(_fused.gru_blend(g[:, D:2 * D], Ha[t, :, :D], n, h)):
-            _check_finite_rows(whole, h, t)
-    if DN is not None:
-        _dphi_inplace(name, DN, N, leak)
-    return GRUTape(m, Ha, RZQ, CN, N, DN)
+    DN = None if m.activation == "tanh" else _tape_empty((T, B, D))   # φ'(a_n), not a function of n
+    bad = _fused.gru_forward(Ha, Wa, np.ascontiguousarray(xt, dtype=np.float64), np.ascontiguousarray(m.W_ih[2 * D:].T),
+                             np.ascontiguousarray(m.b_ih[2 * D:]), RZQ, N,
+                             np.empty((1, 1, 1)) if DN is None else DN, DN is not None, act, leak, np.empty((B, D)))
+    if bad >= 0:
+        _check_finite_rows(whole, Ha[bad + 1, :, :D], bad)
+    return GRUTape(m, Ha, RZQ, N, DN)
 
 
 def _forward_lstm(m, xt, s0, whole):
+    """The LSTM layer's taped forward pass, the whole loop in one numba call (``_fused.lstm_forward``)."""
     T, B, d = xt.shape
     D = m.hidden
-    name, leak = m.activation, float(m.leak)
+    act, leak = ACTIVATION_IDS[m.activation], float(m.leak)
     Ha = _augmented(xt, s0[:, :D], D)
-    Wa = np.empty((D + d + 1, 4 * D))              # [h | x | 1] → [−a_i | −a_f | −a_o | a_g]
+    Wa = np.empty((D + d + 1, 4 * D))              # [h | x | 1] → [a_i | a_f | a_o | a_g]
     Wa[:D] = _lstm_rows(m.W_hh, D).T
     Wa[D:D + d] = _lstm_rows(m.W_ih, D).T
     Wa[D + d] = _lstm_rows(m.b_ih + m.b_hh, D)
-    Wa[:, :3 * D] *= -1.0
     C = _tape_empty((T + 1, B, D))
     C[0] = s0[:, D:]
     A = _tape_empty((T, B, 4 * D))
     TC = _tape_empty((T, B, D))
-    tanh = name == "tanh"
-    DG = None if tanh else _tape_empty((T, B, D))
-    for t in range(T):
-        a = A[t]
-        np.matmul(Ha[t], Wa, out=a)
-        np.exp(a[:, :3 * D], out=a[:, :3 * D])
-        g = a[:, 3 * D:]
-        if not tanh:
-            DG[t] = g                              # a_g, for φ'(a_g)
-        _phi_into(name, g, leak, g)
-        total = _fused.lstm_forward(a, C[t], C[t + 1])   # σ of the gates; c' = f ⊙ c + i ⊙ g
-        tc = TC[t]
-        _phi_into(name, C[t + 1], leak, tc)
-        np.multiply(a[:, 2 * D:3 * D], tc, out=Ha[t + 1, :, :D])
-        if not np.isfinite(total):                 # φ(finite) is finite, so h is when c is
-            _check_finite_rows(whole, C[t + 1], t)
-    DT = None
-    if not tanh:
-        _dphi_inplace(name, DG, np.ascontiguousarray(A[:, :, 3 * D:]), leak)
-        DT = np.empty_like(TC) if name == "sigmoid" else C[1:].copy()   # φ'(c') from φ(c') or from c'
-        _dphi_inplace(name, DT, TC, leak)
+    has_d = m.activation != "tanh"                 # φ'(a_g), φ'(c_t) kept unless they are 1 − φ²
+    DG = _tape_empty((T, B, D)) if has_d else None
+    DT = _tape_empty((T, B, D)) if has_d else None
+    none = np.empty((1, 1, 1))
+    bad = _fused.lstm_forward(Ha, Wa, C, A, TC, DG if has_d else none, DT if has_d else none, has_d, act, leak)
+    if bad >= 0:
+        _check_finite_rows(whole, C[bad + 1], bad)
     return LSTMTape(m, Ha, C, A, TC, DG, DT)
 
 
@@ -742,6 +708,16 @@ def _backward_map(tape: MapTape, ext):
     return {k: grads[k] for k in model.params()}, cat(dh0), cat(dh1)
 
 
+#: Steps per weight-gradient product in the GRU/LSTM backward pass (``_fused._weight_chunk``):
+#: 8 steps of a 64-row block measured 50 GFLOP/s on one thread, the whole sequence at once 42.
+WEIGHT_CHUNK_STEPS = 8
+
+
+def _opt3(a):
+    """(array, given?) for an optional (T, B, ·) argument of the jitted loops."""
+    return (np.empty((1, 1, 1)), False) if a is None else (a, True)
+
+
 def _backward_gru(lt: GRUTape, ext, above, need_x):
     """GRU backward (module docstring); ext (T, B, D) or None, above (T, B, D) or None.  The
     cotangents are written over the tape's RZQ ([ā_r | ā_z | ā_n ⊙ r], those of [a_r | a_z | q])
@@ -750,28 +726,16 @@ def _backward_gru(lt: GRUTape, ext, above, need_x):
     T, B, D = lt.N.shape
     Ha, RZQ, N, DN = lt.Ha, lt.RZQ, lt.N, lt.DN
     d = Ha.shape[2] - D - 1
-    W = m.W_hh
     lt.spent = True
-    tanh = DN is None
-    none = np.empty((1, 1))
     hb = np.zeros((B, D))
-    tmp = np.empty((B, D))
-    dh1 = None
-    for t in range(T - 1, -1, -1):
-        if ext is not None:
-            hb += ext[t]
-        if t == 0:
-            dh1 = hb.copy()
-        if above is not None:
-            hb += above[t]
-        g = RZQ[t]
-        _fused.gru_backward(g, N[t], Ha[t, :, :D], hb, none if tanh else DN[t], tanh)
-        np.matmul(g, W, out=tmp)                 # h̄_{t-1} = h̄ z + [ā_r | ā_z | ā_n r] W_hh
-        hb += tmp
-    Gf = RZQ.reshape(T * B, 3 * D)
-    # [W̄_hh | W̄_i(r,z) | b̄] in one product, taken as ([H | X | 1]ᵀ Ḡ)ᵀ: on one thread 43 ms against
-    # 53 ms for Ḡᵀ [H | X | 1] (LSTM, T·B = 12 800; issue 20)
-    P = (Ha[:-1].reshape(T * B, D + d + 1).T @ Gf).T
+    dh1 = np.empty((B, D))
+    Pt = np.zeros((D + d + 1, 3 * D))              # Σ_t [h | x | 1]ᵀ [ā_r | ā_z | ā_n r]
+    e, has_e = _opt3(ext)
+    ab, has_ab = _opt3(above)
+    _fused.gru_backward_all(Ha, RZQ, N, np.empty((1, 1, 1)) if DN is None else DN, DN is not None,
+                            np.ascontiguousarray(m.W_hh), e, has_e, ab, has_ab, hb, dh1, np.empty((B, D)), Pt,
+                            np.empty_like(Pt), WEIGHT_CHUNK_STEPS)
+    P = Pt.T
     ANf = N.reshape(T * B, D)
     X = lt.x.reshape(T * B, d)
     b_n = ANf.sum(axis=0)
@@ -781,6 +745,7 @@ def _backward_gru(lt: GRUTape, ext, above, need_x):
            "b_hh": P[:, D + d].copy()}
     xbar = None
     if need_x:
+        Gf = RZQ.reshape(T * B, 3 * D)
         xbar = (Gf[:, :2 * D] @ m.W_ih[:2 * D] + ANf @ m.W_ih[2 * D:]).reshape(T, B, d)
     return out, hb, dh1, xbar
 
@@ -795,29 +760,20 @@ def _backward_lstm(lt: LSTMTape, ext, above, need_x):
     d = Ha.shape[2] - D - 1
     W = _lstm_rows(m.W_hh, D)            # (4D, D) in the tape's gate order
     lt.spent = True
-    tanh = DG is None
-    none = np.empty((1, 1))
     eh, ec = (None, None) if ext is None else ((ext, None) if ext.shape[2] == D else (ext[:, :, :D], ext[:, :, D:]))
     hb = np.zeros((B, D))
     cb = np.zeros((B, D))
-    dh1 = None
-    for t in range(T - 1, -1, -1):
-        if eh is not None:
-            hb += eh[t]
-        if ec is not None:
-            cb += ec[t]
-        if t == 0:
-            dh1 = np.concatenate([hb, cb], axis=1)
-        if above is not None:
-            hb += above[t]
-        g = A[t]
-        _fused.lstm_backward(g, TC[t], C[t], hb, cb, none if tanh else DG[t], none if tanh else DT[t], tanh)
-        np.matmul(g, W, out=hb)                  # h̄_{t-1} = ā W_hh;  c̄_{t-1} = c̄' f (in cb)
-    Gf = A.reshape(T * B, 4 * D)
-    P = _lstm_rows((Ha[:-1].reshape(T * B, D + d + 1).T @ Gf).T, D)   # [W̄_hh | W̄_ih | b̄], PyTorch's order
+    dh1 = np.empty((B, 2 * D))
+    Pt = np.zeros((D + d + 1, 4 * D))
+    none = np.empty((1, 1, 1))
+    (eh, has_eh), (ec, has_ec), (ab, has_ab) = _opt3(eh), _opt3(ec), _opt3(above)
+    _fused.lstm_backward_all(Ha, C, A, TC, none if DG is None else DG, none if DT is None else DT, DG is not None,
+                             np.ascontiguousarray(W), eh, has_eh, ec, has_ec, ab, has_ab, hb, cb, dh1, Pt,
+                             np.empty_like(Pt), WEIGHT_CHUNK_STEPS)
+    P = _lstm_rows(Pt.T, D)              # [W̄_hh | W̄_ih | b̄], PyTorch's order
     gb = P[:, D + d].copy()
     out = {"W_ih": P[:, D:D + d].copy(), "W_hh": P[:, :D].copy(), "b_ih": gb, "b_hh": gb.copy()}
-    xbar = (Gf @ _lstm_rows(m.W_ih, D)).reshape(T, B, d) if need_x else None
+    xbar = (A.reshape(T * B, 4 * D) @ _lstm_rows(m.W_ih, D)).reshape(T, B, d) if need_x else None
     return out, np.concatenate([hb, cb], axis=1), dh1, xbar
 
 
