@@ -22,13 +22,14 @@ _INF = float("inf")
 # at 2D + j; measured 251 µs against 38 per (64 × 128) GRU forward step).
 
 @njit(nogil=True, **_VEC)
-def lstm_backward(a, tc, c_prev, hb, cb, dg, dt, tanh):
-    """One LSTM step backwards, in place.  a (B, 4D): the gates [i | f | o | g] → their
+def lstm_backward(a, tc, c_prev, hb, cb, dg, dt, tanh, out):
+    """One LSTM step backwards.  a (B, 4D): the gates [i | f | o | g] (read); out (B, 4D) ← their
     pre-activations' cotangents [ā_i | ā_f | ā_o | ā_g]; tc = φ(c_t); hb = h̄_t (read); cb:
     c̄_t → c̄_{t-1}.  φ'(a_g), φ'(c_t) are 1 − g², 1 − tc² when ``tanh``, else dg, dt."""
     B, D = tc.shape
     for b in range(B):
         ai, af, ao, ag = a[b, :D], a[b, D:2 * D], a[b, 2 * D:3 * D], a[b, 3 * D:]
+        oi, of, oo, og = out[b, :D], out[b, D:2 * D], out[b, 2 * D:3 * D], out[b, 3 * D:]
         tr, cpr, hr, cr = tc[b], c_prev[b], hb[b], cb[b]
         dgr = dg[0] if tanh else dg[b]
         dtr = dt[0] if tanh else dt[b]
@@ -42,23 +43,23 @@ def lstm_backward(a, tc, c_prev, hb, cb, dg, dt, tanh):
             dtj = 1.0 - t * t if tanh else dtr[j]
             dgj = 1.0 - g * g if tanh else dgr[j]
             ct = cr[j] + h * o * dtj
-            ai[j] = ct * g * (i * (1.0 - i))
-            af[j] = ct * cpr[j] * (f * (1.0 - f))
-            ao[j] = h * t * (o * (1.0 - o))
-            ag[j] = ct * i * dgj
+            oi[j] = ct * g * (i * (1.0 - i))
+            of[j] = ct * cpr[j] * (f * (1.0 - f))
+            oo[j] = h * t * (o * (1.0 - o))
+            og[j] = ct * i * dgj
             cr[j] = ct * f
 
 
 @njit(nogil=True, **_VEC)
-def gru_backward(g, n, h_prev, hb, dn, tanh):
-    """One GRU step backwards, in place.  g (B, 3D): [r | z | q] → the cotangents of
-    [a_r | a_z | q], [ā_r | ā_z | ā_n ⊙ r]; n: the candidate → ā_n; hb: h̄_t → h̄_t ⊙ z (the
-    direct part of h̄_{t-1}; the caller adds [ā_r | ā_z | ā_n ⊙ r] W_hh).  φ'(a_n) is 1 − n²
-    when ``tanh``, else dn."""
+def gru_backward(g, n, h_prev, hb, dn, tanh, out, an):
+    """One GRU step backwards.  g (B, 3D): [r | z | q] and n, the candidate (read); out (B, 3D) ←
+    the cotangents of [a_r | a_z | q], [ā_r | ā_z | ā_n ⊙ r]; an ← ā_n; hb: h̄_t → h̄_t ⊙ z (the
+    direct part of h̄_{t-1}; the caller adds out W_hh).  φ'(a_n) is 1 − n² when ``tanh``, else dn."""
     B, D = n.shape
     for b in range(B):
         gr, gz, gq = g[b, :D], g[b, D:2 * D], g[b, 2 * D:]
-        nr, hpr, hr = n[b], h_prev[b], hb[b]
+        orr, oz, oq = out[b, :D], out[b, D:2 * D], out[b, 2 * D:]
+        nr, hpr, hr, anr = n[b], h_prev[b], hb[b], an[b]
         dnr = dn[0] if tanh else dn[b]
         for j in range(D):
             r = gr[j]
@@ -68,10 +69,10 @@ def gru_backward(g, n, h_prev, hb, dn, tanh):
             h = hr[j]
             dnj = 1.0 - nn * nn if tanh else dnr[j]
             a_n = h * (1.0 - z) * dnj
-            nr[j] = a_n
-            gr[j] = a_n * q * (r * (1.0 - r))
-            gz[j] = h * (hpr[j] - nn) * (z * (1.0 - z))
-            gq[j] = a_n * r
+            anr[j] = a_n
+            orr[j] = a_n * q * (r * (1.0 - r))
+            oz[j] = h * (hpr[j] - nn) * (z * (1.0 - z))
+            oq[j] = a_n * r
             hr[j] = h * z
 
 
@@ -196,24 +197,37 @@ def _add_rows(out, v):
 
 
 @njit(nogil=True, **_VEC)
-def _weight_chunk(Ha, Gt, lo, hi, P, part):
-    """P += Σ_{t=lo}^{hi−1} Ha[t]ᵀ Gt[t] (one product over the chunk's rows)."""
-    n, B = hi - lo, Ha.shape[1]
-    np.dot(Ha[lo:hi].reshape(n * B, Ha.shape[2]).T, Gt[lo:hi].reshape(n * B, Gt.shape[2]), part)
+def _add_into(P, part):
     for i in range(P.shape[0]):
         for j in range(P.shape[1]):
             P[i, j] += part[i, j]
 
 
 @njit(nogil=True, **_VEC)
-def gru_backward_all(Ha, RZQ, N, DN, has_dn, W, ext, has_ext, above, has_above, hb, dh1, tmp, P, part, chunk):
-    """The GRU layer's backward pass: per step t = T … 1, h̄_t += ext[t] (when ``has_ext``), a copy
-    to dh1 at t = 1 (∂L/∂h_1, before the layer above's part), += above[t] (when ``has_above``),
-    then ``gru_backward`` and h̄_{t−1} = h̄_t z + [ā_r | ā_z | ā_n r] W_hh.  hb: zeros on entry,
-    ∂L/∂h_0 on exit.  P (D+d+1, 3D) += Σ_t Ha[t]ᵀ RZQ[t] (the cotangents), a chunk at a time."""
+def _rows(a, n):
+    """The first n (B, m) blocks of a (·, B, m) as one (n·B, m) matrix."""
+    return a[:n].reshape(n * a.shape[1], a.shape[2])
+
+
+@njit(nogil=True, **_VEC)
+def gru_backward_all(Ha, RZQ, N, DN, has_dn, W, X, W_ih, ext, has_ext, above, has_above, need_x, hb, dh1, G, AN,
+                     P, W_in_bar, b_n, xbar, work):
+    """The GRU layer's backward pass (the tape is only read): per step t = T … 1, h̄_t += ext[t]
+    (when ``has_ext``), a copy to dh1 at t = 1 (∂L/∂h_1, before the layer above's part),
+    += above[t] (when ``has_above``), then ``gru_backward`` and h̄_{t−1} = h̄_t z + ḡ_t W_hh with
+    ḡ_t = [ā_r | ā_z | ā_n r].  hb: zeros on entry, ∂L/∂h_0 on exit.  The cotangents of a chunk
+    of steps (G (chunk, B, 3D), AN (chunk, B, D)) are summed into the parameter gradients while
+    in cache: P (D+d+1, 3D) += Σ_t Ha[t]ᵀ ḡ_t, W_in_bar (D, d) += Σ_t ā_nᵀ x_t, b_n += Σ ā_n and,
+    when ``need_x``, xbar[t] = ḡ_t[:, :2D] W_ih[:2D] + ā_n W_in (the layer's input cotangents;
+    W_ih (3D, d) with its last D rows W_in).  work: a dict-free bundle of scratch arrays
+    (tmp (B, D), part (D+d+1, 3D), part_in (D, d), xtmp (chunk·B, d))."""
     T, B, D = N.shape
+    chunk = G.shape[0]
+    d = X.shape[2]
+    tmp, part, part_in, xtmp = work
     tanh = not has_dn
     hi = T
+    lo = max(0, T - chunk)
     for t in range(T - 1, -1, -1):
         if has_ext:
             _add_rows(hb, ext[t])
@@ -221,26 +235,45 @@ def gru_backward_all(Ha, RZQ, N, DN, has_dn, W, ext, has_ext, above, has_above, 
             dh1[...] = hb
         if has_above:
             _add_rows(hb, above[t])
-        g = RZQ[t]
-        gru_backward(g, N[t], Ha[t, :, :D], hb, DN[t] if has_dn else DN[0], tanh)
-        np.dot(g, W, tmp)
+        k = t - lo
+        gru_backward(RZQ[t], N[t], Ha[t, :, :D], hb, DN[t] if has_dn else DN[0], tanh, G[k], AN[k])
+        np.dot(G[k], W, tmp)
         _add_rows(hb, tmp)
-        if hi - t == chunk or t == 0:
-            _weight_chunk(Ha, RZQ, t, hi, P, part)
-            hi = t
+        if t == lo:
+            n = hi - lo
+            Gr, Ar = _rows(G, n), _rows(AN, n)
+            np.dot(Ha[lo:hi].reshape(n * B, Ha.shape[2]).T, Gr, part)
+            _add_into(P, part)
+            Xr = X[lo:hi].reshape(n * B, d)
+            np.dot(Ar.T, Xr, part_in)
+            _add_into(W_in_bar, part_in)
+            for i in range(n * B):
+                for j in range(D):
+                    b_n[j] += Ar[i, j]
+            if need_x:
+                xb = xbar[lo:hi].reshape(n * B, d)
+                np.dot(Gr, W_ih[:3 * D], xb)          # W_ih's candidate rows zeroed by the caller
+                np.dot(Ar, W_ih[3 * D:], xtmp[:n * B])
+                _add_into(xb, xtmp[:n * B])
+            hi = lo
+            lo = max(0, hi - chunk)
 
 
 @njit(nogil=True, **_VEC)
-def lstm_backward_all(Ha, C, A, TC, DG, DT, has_d, W, eh, has_eh, ec, has_ec, above, has_above, hb, cb, dh1,
-                      P, part, chunk):
-    """The LSTM layer's backward pass: per step t = T … 1, h̄_t += eh[t], c̄_t += ec[t] (when
-    given), [h̄ | c̄] copied to dh1 at t = 1, h̄_t += above[t] (when ``has_above``), then
-    ``lstm_backward`` (the gates' cotangents over A[t], c̄_{t−1} in cb) and h̄_{t−1} = ā W_hh.
-    hb, cb: zeros on entry, ∂L/∂h_0, ∂L/∂c_0 on exit.  P (D+d+1, 4D) += Σ_t Ha[t]ᵀ A[t], a chunk
-    at a time."""
+def lstm_backward_all(Ha, C, A, TC, DG, DT, has_d, W, W_ih, eh, has_eh, ec, has_ec, above, has_above, need_x,
+                      hb, cb, dh1, G, P, part, xbar):
+    """The LSTM layer's backward pass (the tape is only read): per step t = T … 1, h̄_t += eh[t],
+    c̄_t += ec[t] (when given), [h̄ | c̄] copied to dh1 at t = 1, h̄_t += above[t] (when
+    ``has_above``), then ``lstm_backward`` (the gates' cotangents ḡ_t into the chunk buffer G
+    (chunk, B, 4D), c̄_{t−1} in cb) and h̄_{t−1} = ḡ_t W_hh.  hb, cb: zeros on entry, ∂L/∂h_0,
+    ∂L/∂c_0 on exit.  Per chunk of steps, in cache: P (D+d+1, 4D) += Σ_t Ha[t]ᵀ ḡ_t and, when
+    ``need_x``, xbar[t] = ḡ_t W_ih (the layer's input cotangents)."""
     T, B, D = TC.shape
+    chunk = G.shape[0]
+    d = xbar.shape[2]
     tanh = not has_d
     hi = T
+    lo = max(0, T - chunk)
     for t in range(T - 1, -1, -1):
         if has_eh:
             _add_rows(hb, eh[t])
@@ -251,12 +284,18 @@ def lstm_backward_all(Ha, C, A, TC, DG, DT, has_d, W, eh, has_eh, ec, has_ec, ab
             dh1[:, D:] = cb
         if has_above:
             _add_rows(hb, above[t])
-        g = A[t]
-        lstm_backward(g, TC[t], C[t], hb, cb, DG[t] if has_d else DG[0], DT[t] if has_d else DT[0], tanh)
-        np.dot(g, W, hb)
-        if hi - t == chunk or t == 0:
-            _weight_chunk(Ha, A, t, hi, P, part)
-            hi = t
+        k = t - lo
+        lstm_backward(A[t], TC[t], C[t], hb, cb, DG[t] if has_d else DG[0], DT[t] if has_d else DT[0], tanh, G[k])
+        np.dot(G[k], W, hb)
+        if t == lo:
+            n = hi - lo
+            Gr = _rows(G, n)
+            np.dot(Ha[lo:hi].reshape(n * B, Ha.shape[2]).T, Gr, part)
+            _add_into(P, part)
+            if need_x:
+                np.dot(Gr, W_ih, xbar[lo:hi].reshape(n * B, d))
+            hi = lo
+            lo = max(0, hi - chunk)
 
 
 # ----------------------------------------------------------------------------------------

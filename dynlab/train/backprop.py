@@ -47,14 +47,15 @@ The read-out reads the output h (``model.output_slice``: an LSTM's h, not c), so
 cotangents enter h̄_t alone; h_0 and its gradient are the whole state [h_0; c_0].
 
 Layout (GRU, LSTM): each step is ONE product [h_{t-1} | x_t | 1] · Wa, the input weights and
-both biases folded into Wa (the GRU's candidate input part W_in x + b_in, outside r ⊙ (…), is one
-product over all steps); the tape keeps the augmented rows, so every parameter sum of a layer is
-the product Σ_t [h_{t-1} | x_t | 1]ᵀ ḡ_t (taken a chunk of steps at a time, in cache).  The
-LSTM's gates are stored as [i | f | o | g].  Each layer's forward and backward loops are one
-Numba call each (``dynlab.train._fused``): per step the product and one fused element-wise pass
-(gates, cell update, tape entries; backwards, the whole step's arithmetic).  The backward pass
-writes the cotangents over the tape's gate arrays, so a tape is backpropagated once (a second
-backward raises).
+both biases folded into Wa (the GRU's candidate input part W_in x + b_in, outside r ⊙ (…), is a
+small product of its own per step, not kept); the tape keeps the augmented rows, so every
+parameter sum of a layer is the product Σ_t [h_{t-1} | x_t | 1]ᵀ ḡ_t.  The LSTM's gates are
+stored as [i | f | o | g].  Each layer's forward and backward loops are one Numba call each
+(``dynlab.train._fused``): per step the product and one fused element-wise pass (gates, cell
+update, tape entries; backwards, the whole step's arithmetic).  The backward pass only reads
+the tape: the cotangents of a chunk of steps go to a small buffer and are summed into the
+parameter gradients (and the input cotangents x̄) while in cache, so a tape can be
+backpropagated more than once and no tape-sized array is written backwards.
 
 Stacks (``dynlab.models.stack``: layer ℓ reads layer ℓ − 1's output at the same step) run
 forward a layer at a time over the whole sequence and backward from the top layer down: layer
@@ -491,16 +492,13 @@ def _augmented(xt, h0, D):
 class GRUTape:
     """A GRU layer's forward pass (time-major): the augmented rows Ha (T+1, B, D+d+1) =
     [h_t | x_{t+1} | 1], per step [r | z | q] (T, B, 3D) with q = W_hn h + b_hn, the candidate
-    n (T, B, D), and φ'(a_n) (T, B, D; None for tanh: 1 − n² is formed in the backward pass).  The backward
-    pass writes the cotangents over RZQ and N (so it runs once per tape)."""
+    n (T, B, D), and φ'(a_n) (T, B, D; None for tanh: 1 − n² is formed in the backward pass)."""
 
     model: Model
     Ha: np.ndarray
     RZQ: np.ndarray
     N: np.ndarray
     DN: np.ndarray | None
-    #: set by the backward pass, which writes the cotangents over RZQ and N
-    spent: bool = False
 
     @property
     def H(self) -> np.ndarray:
@@ -523,8 +521,7 @@ class LSTMTape:
     """An LSTM layer's forward pass (time-major): the augmented rows Ha (T+1, B, D+d+1) =
     [h_t | x_{t+1} | 1], cells C (T+1, B, D), the activated gates A (T, B, 4D) in the order
     [i | f | o | g] (not PyTorch's i, f, g, o: the three sigmoids side by side), TC = φ(c_t)
-    (T, B, D) and, for an activation other than tanh, DG = φ'(a_g), DT = φ'(c_t) (else None).
-    The backward pass writes the gates' cotangents over A (so it runs once per tape)."""
+    (T, B, D) and, for an activation other than tanh, DG = φ'(a_g), DT = φ'(c_t) (else None)."""
 
     model: Model
     Ha: np.ndarray
@@ -533,8 +530,6 @@ class LSTMTape:
     TC: np.ndarray
     DG: np.ndarray | None
     DT: np.ndarray | None
-    #: set by the backward pass, which writes the gates' cotangents over A
-    spent: bool = False
 
     @property
     def H(self) -> np.ndarray:
@@ -675,9 +670,6 @@ def _backward_map(tape: MapTape, ext):
     if ext.shape not in ((T, B, Dout), (T, B, n)):
         raise ParameterError("dL_dH", f"must have shape {(T, B, Dout)} (the outputs) or {(T, B, n)} (the states), "
                                       f"got {ext.shape}")
-    if any(getattr(lt, "spent", False) for lt in tape.layers):
-        raise ParameterError("tape", "its backward pass has run already (it writes the cotangents over the "
-                                     "tape's gates); run forward again")
     offs = np.concatenate([[0], np.cumsum([m.state_size for m in layers])])
     on_state = ext.shape[2] == n and n != Dout
     grads, dh0, dh1, rec = {}, [None] * len(layers), [None] * len(layers), [None] * len(layers)
@@ -719,62 +711,62 @@ def _opt3(a):
 
 
 def _backward_gru(lt: GRUTape, ext, above, need_x):
-    """GRU backward (module docstring); ext (T, B, D) or None, above (T, B, D) or None.  The
-    cotangents are written over the tape's RZQ ([ā_r | ā_z | ā_n ⊙ r], those of [a_r | a_z | q])
-    and N (ā_n, that of the candidate's input part c_n)."""
+    """GRU backward (module docstring); ext (T, B, D) or None, above (T, B, D) or None; the tape
+    is only read (its cotangents live in a chunk buffer: ``_fused.gru_backward_all``)."""
     m = lt.model
     T, B, D = lt.N.shape
-    Ha, RZQ, N, DN = lt.Ha, lt.RZQ, lt.N, lt.DN
+    Ha, DN = lt.Ha, lt.DN
     d = Ha.shape[2] - D - 1
-    lt.spent = True
+    c = max(1, min(WEIGHT_CHUNK_STEPS, T))
     hb = np.zeros((B, D))
     dh1 = np.empty((B, D))
     Pt = np.zeros((D + d + 1, 3 * D))              # Σ_t [h | x | 1]ᵀ [ā_r | ā_z | ā_n r]
+    W_in_bar = np.zeros((D, d))
+    b_n = np.zeros(D)
+    Wx = np.zeros((4 * D, d))                      # [W_ir; W_iz; 0; W_in]: x̄ = ḡ Wx[:3D] + ā_n W_in
+    Wx[:2 * D] = m.W_ih[:2 * D]
+    Wx[3 * D:] = m.W_ih[2 * D:]
+    xbar = np.empty((T, B, d)) if need_x else np.empty((1, 1, 1))
     e, has_e = _opt3(ext)
     ab, has_ab = _opt3(above)
-    _fused.gru_backward_all(Ha, RZQ, N, np.empty((1, 1, 1)) if DN is None else DN, DN is not None,
-                            np.ascontiguousarray(m.W_hh), e, has_e, ab, has_ab, hb, dh1, np.empty((B, D)), Pt,
-                            np.empty_like(Pt), WEIGHT_CHUNK_STEPS)
+    work = (np.empty((B, D)), np.empty_like(Pt), np.empty((D, d)), np.empty((c * B, d)))
+    _fused.gru_backward_all(Ha, lt.RZQ, lt.N, np.empty((1, 1, 1)) if DN is None else DN, DN is not None,
+                            np.ascontiguousarray(m.W_hh), np.ascontiguousarray(lt.x), Wx, e, has_e, ab, has_ab,
+                            need_x, hb, dh1, np.empty((c, B, 3 * D)), np.empty((c, B, D)), Pt, W_in_bar, b_n, xbar,
+                            work)
     P = Pt.T
-    ANf = N.reshape(T * B, D)
-    X = lt.x.reshape(T * B, d)
-    b_n = ANf.sum(axis=0)
-    out = {"W_ih": np.concatenate([P[:2 * D, D:D + d], ANf.T @ X]),
+    out = {"W_ih": np.concatenate([P[:2 * D, D:D + d], W_in_bar]),
            "W_hh": P[:, :D].copy(),
            "b_ih": np.concatenate([P[:2 * D, D + d], b_n]),
            "b_hh": P[:, D + d].copy()}
-    xbar = None
-    if need_x:
-        Gf = RZQ.reshape(T * B, 3 * D)
-        xbar = (Gf[:, :2 * D] @ m.W_ih[:2 * D] + ANf @ m.W_ih[2 * D:]).reshape(T, B, d)
-    return out, hb, dh1, xbar
+    return out, hb, dh1, (xbar if need_x else None)
 
 
 def _backward_lstm(lt: LSTMTape, ext, above, need_x):
     """LSTM backward (module docstring); ext (T, B, D) on h or (T, B, 2D) on [h; c], or None;
-    above (T, B, D) on h or None.  The gates' cotangents [ā_i | ā_f | ā_o | ā_g] are written
-    over the tape's A."""
+    above (T, B, D) on h or None; the tape is only read (``_fused.lstm_backward_all``)."""
     m = lt.model
     T, B, D = lt.TC.shape
-    Ha, C, A, TC, DG, DT = lt.Ha, lt.C, lt.A, lt.TC, lt.DG, lt.DT
+    Ha, DG, DT = lt.Ha, lt.DG, lt.DT
     d = Ha.shape[2] - D - 1
+    c = max(1, min(WEIGHT_CHUNK_STEPS, T))
     W = _lstm_rows(m.W_hh, D)            # (4D, D) in the tape's gate order
-    lt.spent = True
     eh, ec = (None, None) if ext is None else ((ext, None) if ext.shape[2] == D else (ext[:, :, :D], ext[:, :, D:]))
     hb = np.zeros((B, D))
     cb = np.zeros((B, D))
     dh1 = np.empty((B, 2 * D))
     Pt = np.zeros((D + d + 1, 4 * D))
+    xbar = np.empty((T, B, d)) if need_x else np.empty((1, 1, 1))
     none = np.empty((1, 1, 1))
     (eh, has_eh), (ec, has_ec), (ab, has_ab) = _opt3(eh), _opt3(ec), _opt3(above)
-    _fused.lstm_backward_all(Ha, C, A, TC, none if DG is None else DG, none if DT is None else DT, DG is not None,
-                             np.ascontiguousarray(W), eh, has_eh, ec, has_ec, ab, has_ab, hb, cb, dh1, Pt,
-                             np.empty_like(Pt), WEIGHT_CHUNK_STEPS)
+    _fused.lstm_backward_all(Ha, lt.C, lt.A, lt.TC, none if DG is None else DG, none if DT is None else DT,
+                             DG is not None, np.ascontiguousarray(W), np.ascontiguousarray(_lstm_rows(m.W_ih, D)),
+                             eh, has_eh, ec, has_ec, ab, has_ab, need_x, hb, cb, dh1, np.empty((c, B, 4 * D)), Pt,
+                             np.empty_like(Pt), xbar)
     P = _lstm_rows(Pt.T, D)              # [W̄_hh | W̄_ih | b̄], PyTorch's order
     gb = P[:, D + d].copy()
     out = {"W_ih": P[:, D:D + d].copy(), "W_hh": P[:, :D].copy(), "b_ih": gb, "b_hh": gb.copy()}
-    xbar = (A.reshape(T * B, 4 * D) @ _lstm_rows(m.W_ih, D)).reshape(T, B, d) if need_x else None
-    return out, np.concatenate([hb, cb], axis=1), dh1, xbar
+    return out, np.concatenate([hb, cb], axis=1), dh1, (xbar if need_x else None)
 
 
 # ============================================================================ read-out and losses
