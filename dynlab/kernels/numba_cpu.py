@@ -534,6 +534,67 @@ def lstm_finish(gi, gh, h, c, H, t, act, leak):
     return nb == 0
 
 
+@njit(nogil=True, **_VEC)
+def _drive_chunk(xT, W_ihT, bias, t, gi):
+    """gi[:m] = x_t … x_{t+m−1} W_ihᵀ + bias for the next m = min(n, T − t) steps (gi (n, B, G)):
+    one product over the chunk, as ``vectorised._drive_chunks``."""
+    T, B, d = xT.shape
+    G = gi.shape[2]
+    m = min(gi.shape[0], T - t)
+    flat = gi[:m].reshape(m * B, G)
+    np.dot(xT[t:t + m].reshape(m * B, d), W_ihT, flat)
+    for i in range(m * B):
+        for j in range(G):
+            flat[i, j] += bias[j]
+
+
+@njit(nogil=True, **_VEC)
+def gru_batch(xT, W_ihT, bias, W_hhT, bhn, h, H, act, leak, stop, gi, gh):
+    """The vectorised GRU's whole time loop in one call (``vectorised.gru``; no Python between
+    the steps, the GIL released): the input drive a chunk of steps at a time (``_drive_chunk``),
+    per step gh = h W_hhᵀ and ``gru_finish``'s pass.  xT (T, B, d) time-major, h (B, D) the state
+    (h_0 on entry), H (B, T, D).  Returns the first step with a non-finite entry, or −1; with
+    ``stop`` the loop ends there."""
+    T = xT.shape[0]
+    n = gi.shape[0]
+    first = -1
+    for t in range(T):
+        if t % n == 0:
+            _drive_chunk(xT, W_ihT, bias, t, gi)
+        np.dot(h, W_hhT, gh)
+        g = gi[t % n]
+        nb = 0
+        for b in range(h.shape[0]):
+            nb += _gru_row(g, gh, bhn, h, b, H, b, t, act, leak)
+        if nb and first < 0:
+            first = t
+            if stop:
+                break
+    return first
+
+
+@njit(nogil=True, **_VEC)
+def lstm_batch(xT, W_ihT, bias, W_hhT, h, c, H, act, leak, stop, gi, gh):
+    """The vectorised LSTM's whole time loop in one call, as ``gru_batch``; h, c (B, D) the state
+    ([h_0; c_0] on entry), H (B, T, 2D)."""
+    T = xT.shape[0]
+    n = gi.shape[0]
+    first = -1
+    for t in range(T):
+        if t % n == 0:
+            _drive_chunk(xT, W_ihT, bias, t, gi)
+        np.dot(h, W_hhT, gh)
+        g = gi[t % n]
+        nb = 0
+        for b in range(h.shape[0]):
+            nb += _lstm_row(g, gh, h, c, b, H, b, t, act, leak)
+        if nb and first < 0:
+            first = t
+            if stop:
+                break
+    return first
+
+
 @njit(inline="always", **_VEC)
 def _drive_row(WT, bias, v, out):
     """out[0] = bias + W v with WT = Wᵀ (n_in, n_out) C order, as column sweeps over contiguous

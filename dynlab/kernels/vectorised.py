@@ -382,11 +382,32 @@ def ctrnn(U, W, b, x, h0, tau, alpha, dt, substeps, rk4, act, leak, stop=True, c
 # holds at most ``config.GATED_DRIVE_CHUNK_ENTRIES`` entries, so the drive of a long sequence
 # is never held whole and the block a step reads is still in cache.
 
+def _chunk_steps(B, T, G):
+    """Steps per chunk of the input drive: at most ``config.GATED_DRIVE_CHUNK_ENTRIES`` entries."""
+    return int(max(1, min(T, config.GATED_DRIVE_CHUNK_ENTRIES // max(1, B * G))))
+
+
+def _jitted_loop(kernel, W_ih, bias, x, state_args, H, act, leak, stop):
+    """The whole time loop as one numba call (``numba_cpu.gru_batch`` / ``lstm_batch``: the
+    same drive chunks, products and fused pass as the per-step path below, so the same
+    numbers, without Python between the steps — which, holding the GIL, kept two blocks of
+    sequences on two threads from running side by side).  Returns bad as ``_run`` does."""
+    B, T, d = x.shape
+    G = W_ih.shape[0]
+    xT = np.ascontiguousarray(np.swapaxes(x, 0, 1))
+    gi = np.empty((_chunk_steps(B, T, G), B, G), dtype=x.dtype)
+    first = kernel(xT, np.ascontiguousarray(W_ih.T), np.ascontiguousarray(bias, dtype=x.dtype), *state_args, H,
+                   act, leak, stop, gi, np.empty((B, G), dtype=x.dtype))
+    if not stop:
+        return _first_bad(H, T, np, T)
+    return _first_bad(H, first + 1, np, T) if first >= 0 else np.full(B, T, dtype=np.int64)
+
+
 def _drive_chunks(W_ih, bias, x, xp):
     """A function t → gi_t (B, G·D) that computes the drive a chunk of steps at a time."""
     B, T, d = x.shape
     G = W_ih.shape[0]
-    n = int(max(1, min(T, config.GATED_DRIVE_CHUNK_ENTRIES // max(1, B * G))))
+    n = _chunk_steps(B, T, G)
     xT = xp.ascontiguousarray(xp.swapaxes(x, 0, 1))          # (T, B, d)
     WT = xp.ascontiguousarray(W_ih.T)                          # (d, G·D)
     gi = xp.empty((n, B, G), dtype=x.dtype)
@@ -413,10 +434,13 @@ def gru(W_ih, W_hh, b_ih, b_hh, x, h0, act, leak, stop=True, check_every=1, xp=n
     bias = b_ih.copy()
     bias[:2 * D] += b_hh[:2 * D]                               # b_hr, b_hz fold into the drive
     bhn = xp.ascontiguousarray(b_hh[2 * D:])                   # b_hn sits inside r ⊙ (…)
-    drive = _drive_chunks(W_ih, bias, x, xp)
     W_hhT = xp.ascontiguousarray(W_hh.T)                       # (D, 3D)
     H = xp.empty((B, T, D), dtype=x.dtype) if H is None else H
     h = xp.array(h0, dtype=x.dtype, order="C")
+    if fused and xp is np and H.flags.c_contiguous:
+        from . import numba_cpu
+        return H, _jitted_loop(numba_cpu.gru_batch, W_ih, bias, x, (W_hhT, bhn, h), H, act, leak, stop)
+    drive = _drive_chunks(W_ih, bias, x, xp)
     gh = xp.empty((B, 3 * D), dtype=x.dtype)
     tmp = xp.empty((B, 4 * D), dtype=x.dtype)
     ops = _ops(xp, fused)
@@ -435,11 +459,14 @@ def lstm(W_ih, W_hh, b_ih, b_hh, x, s0, act, leak, stop=True, check_every=1, xp=
     W_hh (4D, D), b_ih, b_hh (4D), x (B, T, d), s0 (B, 2D).  Returns (H (B, T, 2D), bad)."""
     B, T, _ = x.shape
     D = W_hh.shape[1]
-    drive = _drive_chunks(W_ih, b_ih + b_hh, x, xp)
     W_hhT = xp.ascontiguousarray(W_hh.T)                       # (D, 4D)
     H = xp.empty((B, T, 2 * D), dtype=x.dtype) if H is None else H
     h = xp.array(s0[:, :D], dtype=x.dtype, order="C")
     c = xp.array(s0[:, D:], dtype=x.dtype, order="C")
+    if fused and xp is np and H.flags.c_contiguous:
+        from . import numba_cpu
+        return H, _jitted_loop(numba_cpu.lstm_batch, W_ih, b_ih + b_hh, x, (W_hhT, h, c), H, act, leak, stop)
+    drive = _drive_chunks(W_ih, b_ih + b_hh, x, xp)
     gh = xp.empty((B, 4 * D), dtype=x.dtype)
     tmp = xp.empty((B, D), dtype=x.dtype)
     ops = _ops(xp, fused)
