@@ -549,12 +549,13 @@ def _drive_chunk(xT, W_ihT, bias, t, gi):
 
 
 @njit(nogil=True, **_VEC)
-def gru_batch(xT, W_ihT, bias, W_hhT, bhn, h, H, act, leak, stop, gi, gh):
-    """The vectorised GRU's whole time loop in one call (``vectorised.gru``; no Python between
-    the steps, the GIL released): the input drive a chunk of steps at a time (``_drive_chunk``),
-    per step gh = h W_hhᵀ and ``gru_finish``'s pass.  xT (T, B, d) time-major, h (B, D) the state
-    (h_0 on entry), H (B, T, D).  Returns the first step with a non-finite entry, or −1; with
-    ``stop`` the loop ends there."""
+def gated_batch(xT, W_ihT, bias, W_hhT, bhn, h, c, H, lstm, act, leak, stop, gi, gh):
+    """The vectorised GRU's or LSTM's whole time loop in one call (``vectorised.gru`` /
+    ``lstm``; no Python between the steps, the GIL released): the input drive a chunk of steps
+    at a time (``_drive_chunk``), per step gh = h W_hhᵀ and ``gru_finish``'s or
+    ``lstm_finish``'s pass.  xT (T, B, d) time-major; h (B, D) and, for the LSTM, c (B, D): the
+    state (the initial one on entry); bhn: the GRU's b_hn; H (B, T, D) or (B, T, 2D).  Returns
+    the first step with a non-finite entry, or −1; with ``stop`` the loop ends there."""
     T = xT.shape[0]
     n = gi.shape[0]
     first = -1
@@ -563,32 +564,8 @@ def gru_batch(xT, W_ihT, bias, W_hhT, bhn, h, H, act, leak, stop, gi, gh):
             _drive_chunk(xT, W_ihT, bias, t, gi)
         np.dot(h, W_hhT, gh)
         g = gi[t % n]
-        nb = 0
-        for b in range(h.shape[0]):
-            nb += _gru_row(g, gh, bhn, h, b, H, b, t, act, leak)
-        if nb and first < 0:
-            first = t
-            if stop:
-                break
-    return first
-
-
-@njit(nogil=True, **_VEC)
-def lstm_batch(xT, W_ihT, bias, W_hhT, h, c, H, act, leak, stop, gi, gh):
-    """The vectorised LSTM's whole time loop in one call, as ``gru_batch``; h, c (B, D) the state
-    ([h_0; c_0] on entry), H (B, T, 2D)."""
-    T = xT.shape[0]
-    n = gi.shape[0]
-    first = -1
-    for t in range(T):
-        if t % n == 0:
-            _drive_chunk(xT, W_ihT, bias, t, gi)
-        np.dot(h, W_hhT, gh)
-        g = gi[t % n]
-        nb = 0
-        for b in range(h.shape[0]):
-            nb += _lstm_row(g, gh, h, c, b, H, b, t, act, leak)
-        if nb and first < 0:
+        ok = lstm_finish(g, gh, h, c, H, t, act, leak) if lstm else gru_finish(g, gh, bhn, h, H, t, act, leak)
+        if not ok and first < 0:
             first = t
             if stop:
                 break

@@ -387,8 +387,8 @@ def _chunk_steps(B, T, G):
     return int(max(1, min(T, config.GATED_DRIVE_CHUNK_ENTRIES // max(1, B * G))))
 
 
-def _jitted_loop(kernel, W_ih, bias, x, state_args, H, act, leak, stop):
-    """The whole time loop as one numba call (``numba_cpu.gru_batch`` / ``lstm_batch``: the
+def _jitted_loop(W_ih, bias, x, state_args, H, lstm, act, leak, stop):
+    """The whole time loop as one numba call (``numba_cpu.gated_batch``: the
     same drive chunks, products and fused pass as the per-step path below, so the same
     numbers, without Python between the steps — which, holding the GIL, kept two blocks of
     sequences on two threads from running side by side).  Returns bad as ``_run`` does."""
@@ -396,8 +396,10 @@ def _jitted_loop(kernel, W_ih, bias, x, state_args, H, act, leak, stop):
     G = W_ih.shape[0]
     xT = np.ascontiguousarray(np.swapaxes(x, 0, 1))
     gi = np.empty((_chunk_steps(B, T, G), B, G), dtype=x.dtype)
-    first = kernel(xT, np.ascontiguousarray(W_ih.T), np.ascontiguousarray(bias, dtype=x.dtype), *state_args, H,
-                   act, leak, stop, gi, np.empty((B, G), dtype=x.dtype))
+    from . import numba_cpu
+
+    first = numba_cpu.gated_batch(xT, np.ascontiguousarray(W_ih.T), np.ascontiguousarray(bias, dtype=x.dtype),
+                                  *state_args, H, lstm, act, leak, stop, gi, np.empty((B, G), dtype=x.dtype))
     if not stop:
         return _first_bad(H, T, np, T)
     return _first_bad(H, first + 1, np, T) if first >= 0 else np.full(B, T, dtype=np.int64)
@@ -438,8 +440,8 @@ def gru(W_ih, W_hh, b_ih, b_hh, x, h0, act, leak, stop=True, check_every=1, xp=n
     H = xp.empty((B, T, D), dtype=x.dtype) if H is None else H
     h = xp.array(h0, dtype=x.dtype, order="C")
     if fused and xp is np and H.flags.c_contiguous:
-        from . import numba_cpu
-        return H, _jitted_loop(numba_cpu.gru_batch, W_ih, bias, x, (W_hhT, bhn, h), H, act, leak, stop)
+        return H, _jitted_loop(W_ih, bias, x, (W_hhT, bhn, h, np.empty((1, 1), dtype=x.dtype)), H, False, act, leak,
+                               stop)
     drive = _drive_chunks(W_ih, bias, x, xp)
     gh = xp.empty((B, 3 * D), dtype=x.dtype)
     tmp = xp.empty((B, 4 * D), dtype=x.dtype)
@@ -464,8 +466,8 @@ def lstm(W_ih, W_hh, b_ih, b_hh, x, s0, act, leak, stop=True, check_every=1, xp=
     h = xp.array(s0[:, :D], dtype=x.dtype, order="C")
     c = xp.array(s0[:, D:], dtype=x.dtype, order="C")
     if fused and xp is np and H.flags.c_contiguous:
-        from . import numba_cpu
-        return H, _jitted_loop(numba_cpu.lstm_batch, W_ih, b_ih + b_hh, x, (W_hhT, h, c), H, act, leak, stop)
+        return H, _jitted_loop(W_ih, b_ih + b_hh, x, (W_hhT, np.empty(1, dtype=x.dtype), h, c), H, True, act, leak,
+                               stop)
     drive = _drive_chunks(W_ih, b_ih + b_hh, x, xp)
     gh = xp.empty((B, 4 * D), dtype=x.dtype)
     tmp = xp.empty((B, D), dtype=x.dtype)
