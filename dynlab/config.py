@@ -136,14 +136,17 @@ TRAIN_BLAS_THREADS = 1
 #: stalling every product, as BLAS's own threads would.  Set 1 where several trainings share
 #: the machine.  Measured (issue 20; 2-core AMD EPYC; split / one block, T=200, B=128, medians
 #: of 5–7): iRNN K=5 D=128 0.56, D=32 0.51, D=8 0.63; GRU D=128 0.56, LSTM D=128 0.58, RNN
-#: D=128 0.73; but RNN D=64 1.07, D=32 1.48, GRU D=16 1.39, LSTM D=16 1.61 (the Python loop).
+#: D=128 0.73; but RNN D=64 1.07, D=32 1.48 (the Python loop).  GRU/LSTM with their jitted loops
+#: (later in issue 20): D=32, B=32 0.64 / 0.62; D=16, B=32 0.83 / 0.74.
 TRAIN_THREADS = None
 #: … but no block with less work per step than this (its rows × hidden × state size) for the
-#: cells whose time loop runs in Python (one-line cells, GRU, LSTM, stacks): below it the
-#: Python work of a step, which holds the GIL, outweighs what another core gains …
+#: cells whose time loop runs in Python (one-line cells, and stacks with one of them): below it
+#: the Python work of a step, which holds the GIL, outweighs what another core gains …
 TRAIN_MIN_WORK_PER_THREAD = 1 << 19
-#: … and than this for the iRNN, whose whole forward and backward loops are numba calls that
-#: release the GIL (``dynlab.train._fused``).
+#: … and than this for the iRNN, the GRU and the LSTM (and stacks of them), whose whole forward
+#: and backward loops are numba calls that release the GIL (``dynlab.train._fused``; GRU/LSTM,
+#: T = 200: two blocks break even at 8192, e.g. D = 32, B = 8, and are 1.5–2× faster from
+#: 32 768 up).
 TRAIN_MIN_WORK_PER_THREAD_JITTED = 1 << 12
 
 #: ``gradient_norms``, ``jacobian_norms``, ``jacobians``, ``jacobian_at`` and the backward pass

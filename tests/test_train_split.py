@@ -85,15 +85,18 @@ def test_a_diverging_block_names_the_row_of_the_whole_batch(monkeypatch):
         assert (info.value.step, info.value.batch) == (646, 1), n
 
 
-def test_the_irnn_splits_at_small_sizes_and_the_python_loops_do_not():
-    """The default thresholds: the iRNN (one numba call per pass) splits a batch of 128 of D=8;
-    an RNN of D=8 (a Python loop per step) does not; D=128 RNNs do (where both were measured)."""
+def test_the_jitted_loops_split_at_small_sizes_and_the_python_loops_do_not():
+    """The default thresholds: the iRNN, the GRU, the LSTM and a stack of them (one numba call
+    per pass) split a batch of 128 of D=8; an RNN of D=8 (a Python loop per step), and a stack
+    with one, do not; D=128 RNNs do (where both were measured)."""
     cpus = len(__import__("os").sched_getaffinity(0))
-    irnn = dynlab.make_model("irnn", 8, 2, K=5, seed=0)
     rnn8 = dynlab.make_model("rnn", 8, 2, seed=0)
     rnn128 = dynlab.make_model("rnn", 128, 2, seed=0)
-    assert len(bp._train_blocks(irnn, 128)) - 1 == min(cpus, 128)
+    for m in (dynlab.make_model("irnn", 8, 2, K=5, seed=0), dynlab.make_model("gru", 8, 2, seed=0),
+              dynlab.make_model("lstm", 8, 2, seed=0), dynlab.make_model("stack", 8, 2, cell="gru", layers=2, seed=0)):
+        assert len(bp._train_blocks(m, 128)) - 1 == min(cpus, 128), m.name
     assert len(bp._train_blocks(rnn8, 128)) - 1 == 1
+    assert len(bp._train_blocks(dynlab.make_model("stack", 8, 2, cell="rnn", layers=2, seed=0), 128)) - 1 == 1
     assert len(bp._train_blocks(rnn128, 128)) - 1 == min(cpus, 128 * 128 * 128 // config.TRAIN_MIN_WORK_PER_THREAD)
 
 
