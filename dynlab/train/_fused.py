@@ -1,8 +1,8 @@
 """The BPTT tape's jitted loops (``dynlab.train.backprop``): the iRNN's, the GRU's and the LSTM's
 taped forward and backward passes, each ONE numba call over the whole sequence with the GIL
 released — per step the product (BLAS, through ``np.dot``) and one fused element-wise pass, no
-Python between the steps.  Arrays only (no models); every kernel works in place on the tape's
-arrays as documented, and the formulas are those of the backprop module docstring.  φ is
+Python between the steps.  Arrays only (no models); each kernel reads and writes the arrays as
+documented, and the formulas are those of the backprop module docstring.  φ is
 ``dynlab.kernels.numba_cpu``'s vectorised tanh/sigmoid (≤ 2–3 ulp), dispatched once per row.
 """
 from __future__ import annotations
@@ -210,7 +210,7 @@ def _rows(a, n):
 
 
 @njit(nogil=True, **_VEC)
-def gru_backward_all(Ha, RZQ, N, DN, has_dn, W, X, W_ih, ext, has_ext, above, has_above, need_x, hb, dh1, G, AN,
+def gru_backward_all(Ha, RZQ, N, DN, has_dn, W, X, Wx, ext, has_ext, above, has_above, need_x, hb, dh1, G, AN,
                      P, W_in_bar, b_n, xbar, work):
     """The GRU layer's backward pass (the tape is only read): per step t = T … 1, h̄_t += ext[t]
     (when ``has_ext``), a copy to dh1 at t = 1 (∂L/∂h_1, before the layer above's part),
@@ -219,7 +219,7 @@ def gru_backward_all(Ha, RZQ, N, DN, has_dn, W, X, W_ih, ext, has_ext, above, ha
     of steps (G (chunk, B, 3D), AN (chunk, B, D)) are summed into the parameter gradients while
     in cache: P (D+d+1, 3D) += Σ_t Ha[t]ᵀ ḡ_t, W_in_bar (D, d) += Σ_t ā_nᵀ x_t, b_n += Σ ā_n and,
     when ``need_x``, xbar[t] = ḡ_t[:, :2D] W_ih[:2D] + ā_n W_in (the layer's input cotangents;
-    W_ih (3D, d) with its last D rows W_in).  work: a dict-free bundle of scratch arrays
+    Wx (4D, d) = [W_ir; W_iz; 0; W_in]).  work: a tuple of scratch arrays
     (tmp (B, D), part (D+d+1, 3D), part_in (D, d), xtmp (chunk·B, d))."""
     T, B, D = N.shape
     chunk = G.shape[0]
@@ -252,8 +252,8 @@ def gru_backward_all(Ha, RZQ, N, DN, has_dn, W, X, W_ih, ext, has_ext, above, ha
                     b_n[j] += Ar[i, j]
             if need_x:
                 xb = xbar[lo:hi].reshape(n * B, d)
-                np.dot(Gr, W_ih[:3 * D], xb)          # W_ih's candidate rows zeroed by the caller
-                np.dot(Ar, W_ih[3 * D:], xtmp[:n * B])
+                np.dot(Gr, Wx[:3 * D], xb)
+                np.dot(Ar, Wx[3 * D:], xtmp[:n * B])
                 _add_into(xb, xtmp[:n * B])
             hi = lo
             lo = max(0, hi - chunk)
