@@ -210,6 +210,15 @@ def _rows(a, n):
 
 
 @njit(nogil=True, **_VEC)
+def _weight_chunk(Ha, lo, hi, Gr, P, part):
+    """P += Σ_{t=lo}^{hi−1} Ha[t]ᵀ ḡ_t: one product of the chunk's augmented rows with its
+    cotangents Gr ((hi − lo)·B rows, in the chunk buffer)."""
+    n = hi - lo
+    np.dot(Ha[lo:hi].reshape(n * Ha.shape[1], Ha.shape[2]).T, Gr, part)
+    _add_into(P, part)
+
+
+@njit(nogil=True, **_VEC)
 def gru_backward_all(Ha, RZQ, N, DN, has_dn, W, X, Wx, ext, has_ext, above, has_above, need_x, hb, dh1, G, AN,
                      P, W_in_bar, b_n, xbar, work):
     """The GRU layer's backward pass (the tape is only read): per step t = T … 1, h̄_t += ext[t]
@@ -242,8 +251,7 @@ def gru_backward_all(Ha, RZQ, N, DN, has_dn, W, X, Wx, ext, has_ext, above, has_
         if t == lo:
             n = hi - lo
             Gr, Ar = _rows(G, n), _rows(AN, n)
-            np.dot(Ha[lo:hi].reshape(n * B, Ha.shape[2]).T, Gr, part)
-            _add_into(P, part)
+            _weight_chunk(Ha, lo, hi, Gr, P, part)
             Xr = X[lo:hi].reshape(n * B, d)
             np.dot(Ar.T, Xr, part_in)
             _add_into(W_in_bar, part_in)
@@ -290,8 +298,7 @@ def lstm_backward_all(Ha, C, A, TC, DG, DT, has_d, W, W_ih, eh, has_eh, ec, has_
         if t == lo:
             n = hi - lo
             Gr = _rows(G, n)
-            np.dot(Ha[lo:hi].reshape(n * B, Ha.shape[2]).T, Gr, part)
-            _add_into(P, part)
+            _weight_chunk(Ha, lo, hi, Gr, P, part)
             if need_x:
                 np.dot(Gr, W_ih, xbar[lo:hi].reshape(n * B, d))
             hi = lo
