@@ -630,7 +630,7 @@ def _forward_gru(m, xt, h0, whole):
     DN = None if m.activation == "tanh" else _tape_empty((T, B, D))   # φ'(a_n), not a function of n
     bad = _fused.gru_forward(Ha, Wa, np.ascontiguousarray(xt, dtype=np.float64), np.ascontiguousarray(m.W_ih[2 * D:].T),
                              np.ascontiguousarray(m.b_ih[2 * D:]), RZQ, N,
-                             np.empty((1, 1, 1)) if DN is None else DN, DN is not None, act, leak, np.empty((B, D)))
+                             *_opt3(DN), act, leak, np.empty((B, D)))
     if bad >= 0:
         _check_finite_rows(whole, Ha[bad + 1, :, :D], bad)
     return GRUTape(m, Ha, RZQ, N, DN)
@@ -731,7 +731,7 @@ def _backward_gru(lt: GRUTape, ext, above, need_x):
     e, has_e = _opt3(ext)
     ab, has_ab = _opt3(above)
     work = (np.empty((B, D)), np.empty_like(Pt), np.empty((D, d)), np.empty((c * B, d)))
-    _fused.gru_backward_all(Ha, lt.RZQ, lt.N, np.empty((1, 1, 1)) if DN is None else DN, DN is not None,
+    _fused.gru_backward_all(Ha, lt.RZQ, lt.N, *_opt3(DN),
                             np.ascontiguousarray(m.W_hh), np.ascontiguousarray(lt.x), Wx, e, has_e, ab, has_ab,
                             need_x, hb, dh1, np.empty((c, B, 3 * D)), np.empty((c, B, D)), Pt, W_in_bar, b_n, xbar,
                             work)
@@ -758,12 +758,11 @@ def _backward_lstm(lt: LSTMTape, ext, above, need_x):
     dh1 = np.empty((B, 2 * D))
     Pt = np.zeros((D + d + 1, 4 * D))
     xbar = np.empty((T, B, d)) if need_x else np.empty((1, 1, 1))
-    none = np.empty((1, 1, 1))
     (eh, has_eh), (ec, has_ec), (ab, has_ab) = _opt3(eh), _opt3(ec), _opt3(above)
-    _fused.lstm_backward_all(Ha, lt.C, lt.A, lt.TC, none if DG is None else DG, none if DT is None else DT,
-                             DG is not None, np.ascontiguousarray(W), np.ascontiguousarray(_lstm_rows(m.W_ih, D)),
-                             eh, has_eh, ec, has_ec, ab, has_ab, need_x, hb, cb, dh1, np.empty((c, B, 4 * D)), Pt,
-                             np.empty_like(Pt), xbar)
+    (dg, has_d), (dt, _) = _opt3(DG), _opt3(DT)
+    _fused.lstm_backward_all(Ha, lt.C, lt.A, lt.TC, dg, dt, has_d, np.ascontiguousarray(W),
+                             np.ascontiguousarray(_lstm_rows(m.W_ih, D)), eh, has_eh, ec, has_ec, ab, has_ab, need_x,
+                             hb, cb, dh1, np.empty((c, B, 4 * D)), Pt, np.empty_like(Pt), xbar)
     P = _lstm_rows(Pt.T, D)              # [W̄_hh | W̄_ih | b̄], PyTorch's order
     gb = P[:, D + d].copy()
     out = {"W_ih": P[:, D:D + d].copy(), "W_hh": P[:, :D].copy(), "b_ih": gb, "b_hh": gb.copy()}
