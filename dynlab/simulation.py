@@ -14,6 +14,7 @@ from ._dataset import finish
 from .activations import ACTIVATION_IDS
 from .backends import namespace, resolve_backend, to_numpy
 from .errors import DivergenceError, ParameterError
+from .kernels import readonly
 from .models import CTRNN, GRU, IRNN, LSTM, Model, Stack
 from .models.ctrnn import FIXED_STEP
 
@@ -158,21 +159,21 @@ def run_states(model: Model, x: np.ndarray, h0: np.ndarray, backend: str, *, sto
 
     if path == "numba_cpu":
         from .kernels import numba_cpu
-        c = np.ascontiguousarray((x @ model.W.T + model.b).astype(dtype))
-        h0c = np.ascontiguousarray(h0.astype(dtype))
+        c = readonly(x @ model.W.T + model.b, dtype)
+        h0c = readonly(h0, dtype)
         H = np.empty((B, T, D), dtype=dtype)
         bad = np.empty(B, dtype=np.int64)
         if isinstance(model, IRNN):
-            numba_cpu.irnn(np.ascontiguousarray(model.U, dtype=dtype), c, h0c, model.eta_table(T),
+            numba_cpu.irnn(readonly(model.U, dtype), c, h0c, readonly(model.eta_table(T), np.float64),
                            float(model.alpha), model.K, model.g0 == "previous", float(model.sign), act, leak,
                            stop, H, bad)
         elif isinstance(model, CTRNN):
-            numba_cpu.ctrnn(np.ascontiguousarray(model.U, dtype=dtype), c, h0c, float(model.tau),
+            numba_cpu.ctrnn(readonly(model.U, dtype), c, h0c, float(model.tau),
                             float(model.alpha), float(model.dt), model.substeps, model.method == "rk4", act,
                             leak, stop, H, bad)
         else:
             a, gain, R = model.gated_form()
-            numba_cpu.gated(np.ascontiguousarray(R, dtype=dtype), c, h0c, float(a), float(gain), act, leak,
+            numba_cpu.gated(readonly(R, dtype), c, h0c, float(a), float(gain), act, leak,
                             stop, H, bad)
         if stop:  # rows past a sequence's failure were never written
             for i in np.flatnonzero(bad < T):
@@ -254,18 +255,16 @@ def _torch_cell_states(model, x, h0, path, backend, stop, dtype):
         return fn(W_ih, W_hh, b_ih, b_hh, x.astype(dtype), h0.astype(dtype), model.activation, leak, stop)
     if path == "numba_cpu":
         from .kernels import numba_cpu
-        W_ihT = np.ascontiguousarray(model.W_ih.T, dtype=dtype)
-        W_hhT = np.ascontiguousarray(model.W_hh.T, dtype=dtype)
-        xc = np.ascontiguousarray(x, dtype=dtype)
-        h0c = np.ascontiguousarray(h0, dtype=dtype)
+        W_ihT, W_hhT = readonly(model.W_ih.T, dtype), readonly(model.W_hh.T, dtype)
+        xc, h0c = readonly(x, dtype), readonly(h0, dtype)
         H = np.empty((B, T, model.state_size), dtype=dtype)
         bad = np.empty(B, dtype=np.int64)
         if lstm:
-            numba_cpu.lstm(W_ihT, W_hhT, (model.b_ih + model.b_hh).astype(dtype), xc, h0c, act, leak, stop, H, bad)
+            numba_cpu.lstm(W_ihT, W_hhT, readonly(model.b_ih + model.b_hh, dtype), xc, h0c, act, leak, stop, H, bad)
         else:
             bi = model.b_ih.copy()
             bi[:2 * D] += model.b_hh[:2 * D]
-            numba_cpu.gru(W_ihT, W_hhT, bi.astype(dtype), np.ascontiguousarray(model.b_hh[2 * D:], dtype=dtype),
+            numba_cpu.gru(W_ihT, W_hhT, readonly(bi, dtype), readonly(model.b_hh[2 * D:], dtype),
                           xc, h0c, act, leak, stop, H, bad)
         if stop:  # rows past a sequence's failure were never written
             for i in np.flatnonzero(bad < T):

@@ -168,10 +168,10 @@ class BackwardNorms:
         if self.g is not None:
             out["log_dL_dh_norm"] = np.empty((B, n))
         if self.path == "numba_cpu":
-            from ..kernels import grad_numba
+            from ..kernels import grad_numba, readonly
 
             glog = out.get("log_dL_dh_norm", np.empty((B, 0)))
-            g = self.g if self.g is not None else np.empty((B, 0))
+            g = readonly(self.g if self.g is not None else np.empty((B, 0)), np.float64)
             grad_numba.backward_chunk(J, self.P, self.logs, self.u, self.uJ, g, out["log_jac_norm"],
                                       out["step_norm"], glog, config.NORM_RTOL, config.NORM_MAXIT, self.step_norms)
             if not self.step_norms:

@@ -397,6 +397,7 @@ def _layer_backward(m, S, incoming_T, incoming):
     the layer input at every step (B, C, T, din), the offset part Σ_t λ_t β_t (B, C) and
     λ_0 = ∂z/∂h_0 (B, C, D).
     """
+    from ..kernels import readonly
     from ..kernels.partition_numba import gated_reverse
 
     a, c, R = m.gated_form()
@@ -410,9 +411,9 @@ def _layer_backward(m, S, incoming_T, incoming):
     Wb[:, :din] = m.W
     Wb[:, din] = m.b
     has = incoming is not None
-    gated_reverse(np.ascontiguousarray(R, dtype=np.float64), Wb, np.ascontiguousarray(S, dtype=np.float64),
+    gated_reverse(readonly(R, np.float64), readonly(Wb), readonly(S, np.float64),
                   float(a), float(c), lam, out, offset,
-                  np.ascontiguousarray(incoming, dtype=np.float64) if has else np.empty((1, 1, 1, 1)), has,
+                  readonly(incoming if has else np.empty((1, 1, 1, 1)), np.float64), has,
                   np.empty((B * C, D)), np.empty((B * C, D)), np.empty((B * C, din + 1)))
     return out, offset.reshape(B, C), lam.reshape(B, C, D)
 

@@ -11,3 +11,20 @@ H (B, T, D) the states h_1..h_T, and ``bad`` (B,) the 0-based step at which each
 first had a non-finite entry (T when it never did).  With ``stop=True`` a sequence is not
 advanced past that step and the rest of its H is left unset.
 """
+
+import numpy as np
+
+
+def readonly(a, dtype=None) -> np.ndarray:
+    """``a`` as a C-contiguous array of ``dtype`` (its own when None), handed to a jitted kernel
+    as a read-only view (no copy beyond what the layout or dtype needs).
+
+    Numba compiles one specialisation of a kernel per combination of its arguments' types, and
+    an array's writeable flag is part of its type.  A model's validated weights are read-only; a
+    copy made for a dtype or a layout, or a slice of a fresh array, is not — so the same kernel
+    used to be compiled twice, once per flag (the LSTM scalar loop: ≈ 6 s each time, the
+    GRU/LSTM batch loop ≈ 5 s).  Every argument that a kernel only reads goes through here, so
+    it is compiled once per dtype; ``tests/test_kernel_signatures.py`` checks it."""
+    v = np.ascontiguousarray(a, dtype=dtype).view()
+    v.flags.writeable = False
+    return v

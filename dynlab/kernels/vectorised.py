@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import config
 from ..activations import ACTIVATION_IDS, ACTIVATIONS
+from . import readonly
 
 SIGMOID = ACTIVATION_IDS["sigmoid"]
 
@@ -191,7 +192,7 @@ class FusedOps:
         return bool(self._k.gated_step(buf, D, z, a, gain, H, t, act, leak))
 
     def gru_finish(self, gi, gh, bhn, h, H, t, act, leak, tmp):
-        return bool(self._k.gru_finish(gi, gh, bhn, h, H, t, act, leak))
+        return bool(self._k.gru_finish(gi, gh, readonly(bhn), h, H, t, act, leak))
 
     def lstm_finish(self, gi, gh, h, c, H, t, act, leak, tmp):
         return bool(self._k.lstm_finish(gi, gh, h, c, H, t, act, leak))
@@ -394,12 +395,13 @@ def _jitted_loop(W_ih, bias, x, state_args, H, lstm, act, leak, stop):
     sequences on two threads from running side by side).  Returns bad as ``_run`` does."""
     B, T, d = x.shape
     G = W_ih.shape[0]
-    xT = np.ascontiguousarray(np.swapaxes(x, 0, 1))
     gi = np.empty((_chunk_steps(B, T, G), B, G), dtype=x.dtype)
     from . import numba_cpu
 
-    first = numba_cpu.gated_batch(xT, np.ascontiguousarray(W_ih.T), np.ascontiguousarray(bias, dtype=x.dtype),
-                                  *state_args, H, lstm, act, leak, stop, gi, np.empty((B, G), dtype=x.dtype))
+    W_hhT, bhn, h, c = state_args
+    first = numba_cpu.gated_batch(readonly(np.swapaxes(x, 0, 1)), readonly(W_ih.T), readonly(bias, x.dtype),
+                                  readonly(W_hhT), readonly(bhn), h, c, H, lstm, act, leak, stop, gi,
+                                  np.empty((B, G), dtype=x.dtype))
     if not stop:
         return _first_bad(H, T, np, T)
     return _first_bad(H, first + 1, np, T) if first >= 0 else np.full(B, T, dtype=np.int64)

@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 from ..config import NUMBA_CACHE
-from ..kernels.numba_cpu import _VEC, dphi_given, phi_f64, sigmoid_f64, tanh_f64
+from ..kernels.numba_cpu import _VEC, dphi_given, phi_other, sigmoid_f64, tanh_f64
 
 _INF = float("inf")
 
@@ -118,7 +118,7 @@ def gru_forward(Ha, Wa, X, W_inT, b_in, RZQ, N, DN, has_dn, act, leak, CN):
                     r = sigmoid_f64(gr[j])
                     z = sigmoid_f64(gz[j])
                     a = r * gq[j] + (cn[j] + b_in[j])
-                    n = phi_f64(act, a, leak)
+                    n = phi_other(act, a, leak)
                     gr[j] = r
                     gz[j] = z
                     nt[j] = n
@@ -169,14 +169,14 @@ def lstm_forward(Ha, Wa, C, A, TC, DG, DT, has_d, act, leak):
                     f = sigmoid_f64(af[j])
                     o = sigmoid_f64(ao[j])
                     pre = ag[j]
-                    g = phi_f64(act, pre, leak)
+                    g = phi_other(act, pre, leak)
                     ai[j] = i
                     af[j] = f
                     ao[j] = o
                     ag[j] = g
                     c = f * cp[j] + i * g
                     cn[j] = c
-                    u = phi_f64(act, c, leak)
+                    u = phi_other(act, c, leak)
                     tc[j] = u
                     hn[j] = o * u
                     if has_d:
@@ -188,9 +188,9 @@ def lstm_forward(Ha, Wa, C, A, TC, DG, DT, has_d, act, leak):
     return -1
 
 
-@njit(nogil=True, **_VEC)
+@njit(inline="always", **_VEC)
 def _add_rows(out, v):
-    """out += v over (B, D) arrays."""
+    """out += v over (B, D) arrays (inlined: v is read-only or not, one compile either way)."""
     for b in range(out.shape[0]):
         for j in range(out.shape[1]):
             out[b, j] += v[b, j]
@@ -339,7 +339,7 @@ def irnn_tape_inner(z, c, s, g, hp, A, Dp, s_next, e, alpha, sign, act, leak):
         else:
             for j in range(D):
                 zz = z[b, j] + c[b, j]
-                a = phi_f64(act, zz, leak)
+                a = phi_other(act, zz, leak)
                 A[b, j] = a
                 if act != 2:
                     Dp[b, j] = dphi_given(act, zz, a, leak)
@@ -369,7 +369,7 @@ def irnn_tape_last(z, c, s, g, A, Dp, h, s_next, e, alpha, sign, prev, act, leak
         else:
             for j in range(D):
                 zz = z[b, j] + c[b, j]
-                a = phi_f64(act, zz, leak)
+                a = phi_other(act, zz, leak)
                 A[b, j] = a
                 if act != 2:
                     Dp[b, j] = dphi_given(act, zz, a, leak)

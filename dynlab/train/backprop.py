@@ -92,6 +92,7 @@ from .._blas import blas_threads
 from . import _fused
 from ..activations import ACTIVATION_IDS, dphi, phi
 from ..errors import DivergenceError, ParameterError
+from ..kernels import readonly
 from ..models import CTRNN, GRU, IRNN, LSTM, RIN, RNN, AntisymmetricRNN, FastRNN, Model, Stack
 
 LOSSES = ("mse", "mse-seq", "ce", "ce-seq")
@@ -319,12 +320,12 @@ def _forward_irnn(model, xt, cin, H) -> Tape:
     eta = np.broadcast_to(eta, (T, K)) if eta.shape[0] == 1 else eta
     prev = model.g0 == "previous"
     act, leak = ACTIVATION_IDS[model.activation], float(model.leak)
-    UT = np.ascontiguousarray(model.U.T)
+    UT = readonly(model.U.T)
     A = _tape_empty((T, K, B, D))
     # φ' of tanh and sigmoid is a function of a = φ(z): the backward pass takes it from A
     Dp = _tape_empty((T, K, B, D)) if act not in (ACTIVATION_IDS["tanh"], ACTIVATION_IDS["sigmoid"]) else None
-    eta = np.ascontiguousarray(eta, dtype=np.float64)
-    bad = _fused.irnn_forward(UT, np.ascontiguousarray(cin), H, A, np.empty((1, 1, B, D)) if Dp is None else Dp,
+    eta = readonly(eta, np.float64)
+    bad = _fused.irnn_forward(UT, readonly(cin), H, A, np.empty((1, 1, B, D)) if Dp is None else Dp,
                               Dp is not None, eta, alpha, sign, prev, act, leak, np.empty((B, D)), np.empty((B, D)),
                               np.empty((2, B, D)))
     if bad >= 0:
@@ -450,8 +451,8 @@ def _backward_irnn(tape, ext):
     gs = np.empty((T, K))
     hb = np.zeros((B, D))
     dh1 = np.empty((B, D))
-    _fused.irnn_backward(np.ascontiguousarray(U), tape.H, A, A[:1, :1] if Dp is None else Dp, Dp is not None,
-                         np.ascontiguousarray(eta), np.ascontiguousarray(ext, dtype=np.float64), alpha, sign, prev,
+    _fused.irnn_backward(readonly(U), tape.H, A, A[:1, :1] if Dp is None else Dp, Dp is not None,
+                         readonly(eta), readonly(ext, np.float64), alpha, sign, prev,
                          act, Zm, np.empty((K, B, D)), Cb, Ubar, np.empty((D, D)), gs, etab, hb, np.empty((B, D)),
                          np.empty((B, D)), np.empty((B, D)), dh1)
     alphab = -float(np.sum(eta * gs))       # ᾱ = −Σ η_{m,k}⟨ḡ_k, s_{k-1}⟩
@@ -628,9 +629,9 @@ def _forward_gru(m, xt, h0, whole):
     RZQ = _tape_empty((T, B, 3 * D))
     N = _tape_empty((T, B, D))
     DN = None if m.activation == "tanh" else _tape_empty((T, B, D))   # φ'(a_n), not a function of n
-    bad = _fused.gru_forward(Ha, Wa, np.ascontiguousarray(xt, dtype=np.float64), np.ascontiguousarray(m.W_ih[2 * D:].T),
-                             np.ascontiguousarray(m.b_ih[2 * D:]), RZQ, N,
-                             *_opt3(DN), act, leak, np.empty((B, D)))
+    bad = _fused.gru_forward(Ha, readonly(Wa), readonly(xt, np.float64), readonly(m.W_ih[2 * D:].T),
+                             readonly(m.b_ih[2 * D:]), RZQ, N,
+                             *_out3(DN), act, leak, np.empty((B, D)))
     if bad >= 0:
         _check_finite_rows(whole, Ha[bad + 1, :, :D], bad)
     return GRUTape(m, Ha, RZQ, N, DN)
@@ -707,7 +708,17 @@ WEIGHT_CHUNK_STEPS = 8
 
 
 def _opt3(a):
-    """(array, given?) for an optional (T, B, ·) argument of the jitted loops."""
+    """(array, given?) for an optional (T, B, ·) input of the jitted loops, read-only and
+    C-contiguous either way (``dynlab.kernels.readonly``: one compiled specialisation; a
+    layer's slice of state cotangents is copied)."""
+    return (_NONE3, False) if a is None else (readonly(a, np.float64), True)
+
+
+_NONE3 = readonly(np.empty((1, 1, 1)))
+
+
+def _out3(a):
+    """(array, given?) for an optional (T, B, ·) output of the jitted loops."""
     return (np.empty((1, 1, 1)), False) if a is None else (a, True)
 
 
