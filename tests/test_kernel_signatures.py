@@ -19,7 +19,6 @@ import re
 import sys
 
 import numpy as np
-import pytest
 from numba.core.registry import CPUDispatcher
 
 import dynlab
