@@ -192,7 +192,7 @@ class FusedOps:
         return bool(self._k.gated_step(buf, D, z, a, gain, H, t, act, leak))
 
     def gru_finish(self, gi, gh, bhn, h, H, t, act, leak, tmp):
-        return bool(self._k.gru_finish(gi, gh, readonly(bhn), h, H, t, act, leak))
+        return bool(self._k.gru_finish(gi, gh, bhn, h, H, t, act, leak))
 
     def lstm_finish(self, gi, gh, h, c, H, t, act, leak, tmp):
         return bool(self._k.lstm_finish(gi, gh, h, c, H, t, act, leak))
@@ -438,6 +438,8 @@ def gru(W_ih, W_hh, b_ih, b_hh, x, h0, act, leak, stop=True, check_every=1, xp=n
     bias = b_ih.copy()
     bias[:2 * D] += b_hh[:2 * D]                               # b_hr, b_hz fold into the drive
     bhn = xp.ascontiguousarray(b_hh[2 * D:])                   # b_hn sits inside r ⊙ (…)
+    if xp is np:
+        bhn = readonly(bhn)                                    # one compile of gru_finish (kernels.readonly)
     W_hhT = xp.ascontiguousarray(W_hh.T)                       # (D, 3D)
     H = xp.empty((B, T, D), dtype=x.dtype) if H is None else H
     h = xp.array(h0, dtype=x.dtype, order="C")
