@@ -95,6 +95,17 @@ def pytest_sessionstart(session):
                     f"`pytest` script from any directory", returncode=3)
 
 
+#: Tests that look back over the whole session and so run after every other collected test.
+RUN_LAST = ("test_kernel_signatures.py::test_no_kernel_was_compiled_twice_in_this_session",)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Move the ``RUN_LAST`` tests to the end of the session (stable order otherwise)."""
+    last = [it for it in items if it.nodeid.endswith(RUN_LAST)]
+    if last:
+        items[:] = [it for it in items if it not in last] + last
+
+
 @pytest.fixture(scope="session", autouse=True)
 def scratch_cwd(tmp_path_factory):
     """Run every test in an empty directory (module docstring: started processes import the

@@ -11,7 +11,10 @@ arguments that used to differ (input width 1, where Wᵀ is already contiguous a
 read-only, and width 2, where it is a fresh copy; a shared and a per-step η table; output and
 state cotangents of a stack), and then every dynlab dispatcher's signatures are compared.  The
 check runs over every signature this process has compiled or loaded, so a duplicate made by any
-earlier test fails it too.  ``test_the_check_sees_a_duplicate`` is its negative control.
+earlier test fails it too.  ``test_no_kernel_was_compiled_twice_in_this_session`` repeats it after
+every other test of the session (tests/conftest.py moves it to the end), so the paths of the test
+files that sort after this one are covered as well.  ``test_the_check_sees_a_duplicate`` is the
+negative control of both.
 """
 from __future__ import annotations
 
@@ -89,6 +92,12 @@ def test_each_kernel_is_compiled_once_per_dtype(monkeypatch):
     _exercise(monkeypatch)
     names = [n for n, _ in _dynlab_dispatchers()]
     assert "dynlab.kernels.numba_cpu.gated_batch" in names and "dynlab.train._fused.lstm_backward_all" in names
+    assert _duplicates(_dynlab_dispatchers()) == {}
+
+
+def test_no_kernel_was_compiled_twice_in_this_session():
+    """Run last (tests/conftest.py): every dynlab kernel any test of this session compiled or
+    loaded, one signature per dtype."""
     assert _duplicates(_dynlab_dispatchers()) == {}
 
 
