@@ -1,8 +1,10 @@
-"""Run benchmark workloads: ``python -m benchmarks.run [NAME ...] [--repeat N] [--quick] [--markdown FILE]``.
+"""Run benchmark workloads: ``python -m benchmarks.run [NAME ...] [--repeat N] [--quick] [--markdown FILE] [--isa LEVEL]``.
 
 Prints, per workload, every implementation's median and best time and its speed relative to
 the baseline, all measured in this one run, after checking each result against the
 reference.  ``--markdown FILE`` appends the tables (with the machine and versions) to FILE.
+``--isa avx2`` or ``--isa sse4.2`` runs them with every library held to that x86 level
+(benchmarks/isa.py): how an older CPU would run them, on this one.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import os
 import platform
 import sys
 
+from . import isa
 from .harness import format_rows, run_workload
 
 
@@ -73,12 +76,20 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=None, help="timed calls per implementation")
     p.add_argument("--quick", action="store_true", help="reduced sizes (a smoke run)")
     p.add_argument("--markdown", metavar="FILE", help="append the result tables to FILE")
+    p.add_argument("--isa", choices=["native", *isa.LEVELS], default="native",
+                   help="hold Numba, BLAS, NumPy, torch and XLA to this x86 level (benchmarks/isa.py)")
     args = p.parse_args(argv)
     names = [n for name in (args.names or list(known)) for n in grouped.get(name, [name])]
     unknown = [n for n in names if n not in known]
     if unknown:
         p.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(known)}")
-    header = f"Machine: {machine()}"
+    if args.isa != "native" and os.environ.get(isa.MARK) != args.isa:
+        try:
+            isa.environment(args.isa)
+        except ValueError as e:
+            p.error(str(e))
+        isa.reexec(args.isa, list(sys.argv[1:] if argv is None else argv))
+    header = f"Machine: {machine()}" + (f"; {isa.describe(args.isa)}" if args.isa != "native" else "")
     print(header)
     tables = []
     for n in names:
