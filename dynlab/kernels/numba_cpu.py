@@ -215,34 +215,29 @@ _INF = math.inf
 
 
 @intrinsic
-def _f64_as_i64(typingctx, x):
-    """The bits of a float64 as an int64 (a free register reinterpretation)."""
-    if x != types.float64:
+def _pow2(typingctx, n):
+    """2^n for an integer-valued float64 n in [−1022, 1023], exact, from its bits: n + 1.5·2⁵²
+    holds n in the low bits of its mantissa, and ((those bits) + 1023) << 52 are the bits of
+    2^n.  Emitted straight as LLVM IR (an add, two free reinterpretations, an integer add and
+    shift), so it costs the callers no level of Numba's IR inlining, whose deep copy of the
+    callee's IR per call site dominates the compile time of the GRU/LSTM kernels."""
+    if n != types.float64:
         return None
 
     def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], llvm_ir.IntType(64))
+        i64 = llvm_ir.IntType(64)
+        shifted = builder.fadd(args[0], llvm_ir.Constant(llvm_ir.DoubleType(), 6755399441055744.0))
+        bits = builder.shl(builder.add(builder.bitcast(shifted, i64), llvm_ir.Constant(i64, 1023)),
+                           llvm_ir.Constant(i64, 52))
+        return builder.bitcast(bits, llvm_ir.DoubleType())
 
-    return types.int64(types.float64), codegen
-
-
-@intrinsic
-def _i64_as_f64(typingctx, i):
-    """The float64 whose bits are the int64 ``i``."""
-    if i != types.int64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], llvm_ir.DoubleType())
-
-    return types.float64(types.int64), codegen
+    return types.float64(types.float64), codegen
 
 
 @njit(inline="always", **_VEC)
 def pow2_f64(n):
-    """2^n for an integer-valued float64 n in [−1022, 1023] (exact)."""
-    u = _f64_as_i64(n + 6755399441055744.0)  # 1.5·2⁵²: n sits in the low mantissa bits
-    return _i64_as_f64((u + 1023) << 52)
+    """2^n for an integer-valued float64 n in [−1022, 1023] (exact; ``_pow2``, callable from Python)."""
+    return _pow2(n)
 
 
 @njit(inline="always", **_VEC)
@@ -270,11 +265,7 @@ def exp_f64(y):
     q10 = 1.0 / 479001600.0 + r * (1.0 / 6227020800.0)
     q = ((q0 + q2 * r2) + (q4 + q6 * r2) * r4) + (q8 + q10 * r2) * r8
     p = (q * r + 1.0) * r + 1.0
-    # pow2_f64(n) written out: one level less of Numba's IR inlining, whose cost (a deep copy
-    # of the callee's IR per call site, repeated at every level) dominates the compile time
-    # of the GRU/LSTM kernels
-    u = _f64_as_i64(n + 6755399441055744.0)
-    return p * _i64_as_f64((u + 1023) << 52)
+    return p * _pow2(n)
 
 
 @njit(inline="always", **_VEC)
