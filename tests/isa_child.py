@@ -16,7 +16,8 @@ import numpy as np
 
 
 def activation_grids():
-    """The tanh and sigmoid grids of the native ulp tests."""
+    """The grids of the native ulp tests (tests/test_activations.py: tanh; tests/test_gated_kernels.py:
+    sigmoid), which take them from here."""
     rng = np.random.default_rng(0)
     tanh_x = np.concatenate([np.linspace(-25.0, 25.0, 200_001), rng.standard_normal(100_000) * 4.0,
                              np.logspace(-300, 1.5, 20_000), -np.logspace(-300, 1.5, 20_000),

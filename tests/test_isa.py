@@ -30,6 +30,7 @@ on two cores), hence ``slow``.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import subprocess
@@ -44,6 +45,7 @@ from conftest import CHECKOUT
 pytestmark = pytest.mark.slow
 
 
+@functools.lru_cache(maxsize=None)
 def _isa_module():
     path = os.path.join(CHECKOUT, "benchmarks", "isa.py")
     spec = importlib.util.spec_from_file_location("_benchmarks_isa", path)
