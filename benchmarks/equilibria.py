@@ -87,7 +87,6 @@ def build(quick: bool):
         Impl("auto, numba per-point loop (forced at D=64)", _numba_forced(m, X)),
         Impl("scipy fsolve loop (analytic Jacobian, xtol 1e-13)", _fsolve_loop(m, X)),
     ]
-    sub = X[:IVP_SUBSET]
     Csub = C[:IVP_SUBSET]
     impls.append(Impl(f"scipy solve_ivp loop, first {IVP_SUBSET} inputs only",
                       lambda: solve_ivp_reference(A, Csub, m.activation, m.leak)[0], check=False,

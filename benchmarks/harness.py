@@ -114,16 +114,28 @@ def run_workload(w: Workload, *, repeat: int | None = None, quick: bool = False,
             impl.fn()
             times[impl.name].append(time.perf_counter() - t0)
     base = statistics.median(times[w.baseline])
-    # info["ratios"]: (label, numerator, denominator), each an implementation name (its median)
-    # or a time in seconds measured by the workload, reported as their ratio (for a target
-    # stated against a peer rather than the baseline)
+    # info["ratios"]: (label, numerator, denominator), each an implementation name (its median),
+    # a tuple of names (the sum of their medians, a name starting with "-" subtracted: a bound
+    # built from measured parts) or a time in seconds measured by the workload, reported as
+    # their ratio (for a target stated against a peer rather than the baseline)
     def _t(v):
         if isinstance(v, (int, float)):
             return float(v), f"{float(v):.3g} s"
+        if isinstance(v, tuple):
+            total, text = 0.0, ""
+            for n in v:
+                sign, n = (-1.0, n[1:]) if n.startswith("-") else (1.0, n)
+                total += sign * statistics.median(times[n])
+                text += (" − " if sign < 0 else " + " if text else "") + f"median of `{n}`"
+            return total, f"({text})"
         return statistics.median(times[v]), f"median of `{v}`"
 
+    def _timed(v):
+        names = [n.removeprefix("-") for n in v] if isinstance(v, tuple) else [v]
+        return isinstance(v, (int, float)) or all(n in times for n in names)
+
     for label, num, den in info.pop("ratios", []):
-        if all(isinstance(v, (int, float)) or v in times for v in (num, den)):
+        if _timed(num) and _timed(den):
             (a, sa), (b, sb) = _t(num), _t(den)
             info[label] = f"{a / b:.3g}× ({sa} / {sb})"
     rows = []

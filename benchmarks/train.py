@@ -18,6 +18,20 @@ sign +1, scalar η, MSE at the end through a linear read-out.  Rows:
   on top of it), not compared;
 * ``dl.simulate, numba`` (floor, not compared): the forward states alone through the
   simulation kernels, no tape;
+* ``the forward's products alone``, ``the backward's products alone`` and ``the step's
+  products and tape traffic alone`` (not compared): only the BLAS products of the forward pass,
+  of the backward pass, and of both with the tape written and read back in between (as many
+  doubles as the real tape holds), in the step's shapes, blocks and threads (``_skeleton``),
+  every other operand in cache and no element-wise work.  Three info lines, each over the
+  floor: ``lower bound, products alone`` (the two product rows) and ``lower bound, products and
+  tape traffic`` (the third row) — an exact step on this BLAS does at least this work (the
+  state cotangent needs z̄ U at every inner step, and the weight gradient Σ z̄ᵀ s has as many
+  multiply-adds as the forward's products; a step that keeps no tape recomputes the forward's
+  products instead); and ``the floor's element-wise share`` (floor − the forward's products).
+  The goal of 2.5 leaves 2.5 − the second bound for every element-wise pass of the forward and
+  the backward pass together: where that is less than the floor's share, the step would have to
+  do them faster than ``dl.simulate`` does the forward's alone (the passes can overlap the tape
+  traffic, so this is a measure of the headroom, not a proof);
 * ``torch autograd`` (only where PyTorch is installed): the same model written as eager
   PyTorch ops, ``loss.backward()``; its gradients are compared with dynlab's;
 * ``jax jit(value_and_grad)`` (only where JAX is installed): the same model in ``lax.scan``,
@@ -31,6 +45,9 @@ b_ih, b_hh, W_out, b_out and the initial state, compared across the rows:
 * ``dynlab BPTT`` (reference): ``loss_and_grads``, and with a workspace (as in ``train_model``);
 * ``dynlab forward only (tape)`` (not compared): the taped forward pass alone;
 * ``dl.simulate, numba`` (floor, not compared): the forward states alone;
+* the three product rows and their three info lines, as for the iRNN (forward: per step the augmented
+  rows [h | x | 1] times their (D+d+1, G·D) weights; backward: per step ḡ_t W_hh, per chunk of
+  ``WEIGHT_CHUNK_STEPS`` steps the weight gradient's product);
 * ``torch autograd (nn.GRU / nn.LSTM)``: PyTorch's own module in float64, eager on the CPU
   (``torch.get_num_threads()`` threads), ``loss.backward()``;
 * ``jax jit(value_and_grad)``: the cell written in ``lax.scan``, jitted.
@@ -42,9 +59,11 @@ time over the forward floor's (goal ≤ 2.5).
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 import dynlab as dl
 from dynlab import config
+from dynlab._blas import in_threads
 from dynlab.train import backprop as bp
 
 from .harness import Impl, Workload
@@ -53,6 +72,106 @@ from .peers import jax_or_none, torch_or_none
 
 #: The row of the step as ``train_model`` runs it: the tape memory reused from the step before.
 REUSED = "dynlab BPTT, tape memory reused"
+#: The rows timing only the step's BLAS products (and its tape's memory traffic), and the floor.
+FLOOR = "dl.simulate, numba"
+PRODUCTS = "the backward's products alone"
+FWD_PRODUCTS = "the forward's products alone"
+SKELETON = "the step's products and tape traffic alone"
+BOUND = "lower bound, products alone: (the forward's + the backward's products) / floor"
+BOUND_TAPE = "lower bound, products and tape traffic: the step's products and tape traffic / floor"
+SHARE = "the floor's element-wise share: (floor − the forward's products) / floor"
+
+
+@njit(nogil=True, cache=True)
+def _skeleton(steps, chunk, fwd, bwd, X, Wf, zf, tape, row, acc, Z, W, S, out, part):
+    """The BLAS products of a training step and its tape's memory traffic, and nothing else.
+
+    ``fwd``: per step the forward product X Wf → zf and, when ``tape`` has a row per step
+    (tape (steps, B, r), else (1, 1, 1)), the step's tape rows written (tape[t] ← row).
+    ``bwd``: per step backwards, the tape's rows read (acc += tape[t]) when taped, the cotangent
+    product Z[k] W → out (B, D), and after every ``chunk`` steps (and the last) one
+    weight-gradient product S[:n]ᵀ Z[:n] over the chunk's n·B rows → part.  Z (chunk, B, G),
+    W (G, D), S (chunk, B, a), part (a, G): the shapes of ``_fused.irnn_backward`` (steps = K·T
+    inner steps, chunk = K, G = a = D) and of ``_fused.gru_backward_all`` /
+    ``lstm_backward_all`` (steps = T, chunk = ``WEIGHT_CHUNK_STEPS``, G = 3D or 4D, a = D + d + 1).
+    Every operand but the tape stays in cache: the work of the real passes, minus their
+    element-wise passes."""
+    B = Z.shape[1]
+    taped = tape.shape[0] == steps
+    if fwd:
+        for t in range(steps):
+            np.dot(X, Wf, zf)
+            if taped:
+                for b in range(B):
+                    for j in range(row.shape[1]):
+                        tape[t, b, j] = row[b, j]
+    if bwd:
+        k = 0
+        for t in range(steps - 1, -1, -1):
+            if taped:
+                for b in range(B):
+                    for j in range(row.shape[1]):
+                        acc[b, j] += tape[t, b, j]
+            np.dot(Z[k], W, out)
+            k += 1
+            if k == chunk or t == 0:
+                np.dot(S[:k].reshape(k * B, S.shape[2]).T, Z[:k].reshape(k * B, Z.shape[2]), part)
+                k = 0
+
+
+def _tape_doubles(m, x, steps) -> int:
+    """Doubles per sequence and per (inner) step that the step's taped forward pass keeps (its
+    tape's arrays, measured on a one-sequence forward pass; the inputs not counted)."""
+    tape = bp.forward(m, x[:1])
+    layers = getattr(tape, "layers", [tape])       # a GRU/LSTM: a MapTape of one layer's tape
+    n = sum(v.size for lt in layers for k, v in vars(lt).items() if isinstance(v, np.ndarray) and k not in ("x", "eta"))
+    if n == 0:
+        raise RuntimeError(f"no tape arrays found in {type(tape).__name__}")
+    return round(n / steps)
+
+
+def _skeleton_rows(m, x, steps, chunk, Wf, W, a):
+    """The three rows ``FWD_PRODUCTS``, ``PRODUCTS`` and ``SKELETON``: ``_skeleton`` on each of
+    ``loss_and_grads``'s blocks of the batch, one thread (and one BLAS thread) each, as the step
+    runs them.  Wf (a, G): the taped forward's product (augmented rows for the GRU/LSTM); W (G, D):
+    the backward's.  Operands random (no subnormals)."""
+    B = x.shape[0]
+    edges = bp._train_blocks(m, B)
+    rng = np.random.default_rng(0)
+    Wf, W = (np.ascontiguousarray(v, dtype=np.float64) for v in (Wf, W))
+    G, D = W.shape
+    r = _tape_doubles(m, x, steps)
+    none = np.empty((1, 1, 1))
+    blocks = []
+    for lo, hi in zip(edges, edges[1:]):
+        b = hi - lo
+        blocks.append(dict(X=rng.standard_normal((b, Wf.shape[0])), zf=np.empty((b, Wf.shape[1])),
+                           tape=np.zeros((steps, b, r)), row=rng.standard_normal((b, r)), acc=np.zeros((b, r)),
+                           Z=rng.standard_normal((chunk, b, G)), S=rng.standard_normal((chunk, b, a)),
+                           out=np.empty((b, D)), part=np.empty((a, G))))
+
+    def rows(fwd, bwd, taped):
+        def call():
+            def block(i):
+                k = blocks[i]
+                _skeleton(steps, chunk, fwd, bwd, k["X"], Wf, k["zf"], k["tape"] if taped else none, k["row"],
+                          k["acc"], k["Z"], W, k["S"], k["out"], k["part"])
+                return k["part"]
+
+            return in_threads(block, len(blocks))
+
+        return call
+
+    n = f"{len(blocks)} block(s)"
+    return [Impl(FWD_PRODUCTS, rows(True, False, False), check=False, note=f"{steps} products; {n}"),
+            Impl(PRODUCTS, rows(False, True, False), check=False,
+                 note=f"{steps} cotangent products, a weight-gradient product per {chunk} steps; {n}"),
+            Impl(SKELETON, rows(True, True, True), check=False,
+                 note=f"both, with {r} tape doubles per sequence and step written and read back; {n}")]
+
+
+BOUND_RATIOS = [(BOUND, (FWD_PRODUCTS, PRODUCTS), FLOOR), (BOUND_TAPE, SKELETON, FLOOR),
+                (SHARE, (FLOOR, "-" + FWD_PRODUCTS), FLOOR)]
 
 
 def _setup(quick: bool):
@@ -190,8 +309,9 @@ def build(quick: bool):
              Impl(REUSED, _dynlab(m, x, y, readout, bp.Workspace()), note="workspace=: as every step of train_model")]
     impls.append(Impl("dynlab forward only (tape)", lambda: bp.forward(m, x).H, check=False,
                       note="the taped forward pass alone"))
-    impls.append(Impl("dl.simulate, numba", lambda: dl.simulate(m, x)["h"].values, check=False,
+    impls.append(Impl(FLOOR, lambda: dl.simulate(m, x)["h"].values, check=False,
                       note="floor: forward states, no tape"))
+    impls += _skeleton_rows(m, x, T * m.K, m.K, m.U.T, m.U, m.hidden)
     if torch_or_none() is not None:
         impls.append(Impl("torch autograd", _torch(m, x, y, readout), note="eager ops, loss.backward()"))
     if jax_or_none() is not None:
@@ -203,8 +323,9 @@ def build(quick: bool):
                         "dynlab BPTT, forced 1 BLAS thread"),
                        ("BLAS's own threads / default", "dynlab BPTT, BLAS's own threads", "dynlab BPTT"),
                        ("default / one block", "dynlab BPTT", "dynlab BPTT, one block"),
-                       ("train step / forward floor (goal ≤ 2.5)", "dynlab BPTT", "dl.simulate, numba"),
-                       ("train step in train_model / forward floor (goal ≤ 2.5)", REUSED, "dl.simulate, numba"),
+                       ("train step / forward floor (goal ≤ 2.5)", "dynlab BPTT", FLOOR),
+                       ("train step in train_model / forward floor (goal ≤ 2.5)", REUSED, FLOOR),
+                       *BOUND_RATIOS,
                        ("speed-up over torch autograd (goal ≥ 1)", "torch autograd", "dynlab BPTT"),
                        ("speed-up over jax jit (goal ≥ 1)", "jax jit(value_and_grad)", "dynlab BPTT")]}
     return impls, info
@@ -321,10 +442,14 @@ def _gated_build(kind: str):
                       note="workspace=: as every step of train_model"),
                  Impl("dynlab forward only (tape)", lambda: bp.forward(m, x).H, check=False,
                       note="the taped forward pass alone"),
-                 Impl("dl.simulate, numba", lambda: dl.simulate(m, x)["h"].values, check=False,
+                 Impl(FLOOR, lambda: dl.simulate(m, x)["h"].values, check=False,
                       note="floor: forward states, no tape")]
-        ratios = [("train step / forward floor (goal ≤ 2.5)", "dynlab BPTT", "dl.simulate, numba"),
-                  ("train step in train_model / forward floor (goal ≤ 2.5)", REUSED, "dl.simulate, numba")]
+        c = max(1, min(bp.WEIGHT_CHUNK_STEPS, T))
+        a = m.hidden + x.shape[2] + 1
+        impls += _skeleton_rows(m, x, T, c, np.vstack([m.W_hh.T, np.zeros((a - m.hidden, m.W_hh.shape[0]))]), m.W_hh, a)
+        ratios = [("train step / forward floor (goal ≤ 2.5)", "dynlab BPTT", FLOOR),
+                  ("train step in train_model / forward floor (goal ≤ 2.5)", REUSED, FLOOR),
+                  *BOUND_RATIOS]
         torch = torch_or_none()
         if torch is not None:
             name = f"torch autograd (nn.{kind.upper()})"
