@@ -88,6 +88,30 @@ def max_rel_error(a, b) -> float:
     return worst
 
 
+# info["ratios"] of a workload: (label, numerator, denominator), each side an implementation name
+# (its median), a tuple of names (the sum of their medians, a name starting with "-"
+# subtracted: a bound built from measured parts) or a time in seconds measured by the workload
+# (for a target stated against a peer rather than the baseline); reported as their ratio.
+def ratio_term(v, times: dict) -> tuple[float, str]:
+    """(seconds, how they were formed) for one side of an info ratio; ``times``: {name: [s, …]}."""
+    if isinstance(v, (int, float)):
+        return float(v), f"{float(v):.3g} s"
+    if isinstance(v, tuple):
+        total, text = 0.0, ""
+        for n in v:
+            sign, n = (-1.0, n[1:]) if n.startswith("-") else (1.0, n)
+            total += sign * statistics.median(times[n])
+            text += (" − " if sign < 0 else " + " if text else "") + f"median of `{n}`"
+        return total, f"({text})"
+    return statistics.median(times[v]), f"median of `{v}`"
+
+
+def ratio_term_known(v, times: dict) -> bool:
+    """Whether every implementation ``v`` names was timed (a peer that is not installed was not)."""
+    names = [n.removeprefix("-") for n in v] if isinstance(v, tuple) else [v]
+    return isinstance(v, (int, float)) or all(n in times for n in names)
+
+
 def run_workload(w: Workload, *, repeat: int | None = None, quick: bool = False, log=print) -> tuple[list[Row], dict]:
     """Check and time every implementation of ``w``; returns the rows and the workload's info."""
     impls, info = w.build(quick)
@@ -114,29 +138,9 @@ def run_workload(w: Workload, *, repeat: int | None = None, quick: bool = False,
             impl.fn()
             times[impl.name].append(time.perf_counter() - t0)
     base = statistics.median(times[w.baseline])
-    # info["ratios"]: (label, numerator, denominator), each an implementation name (its median),
-    # a tuple of names (the sum of their medians, a name starting with "-" subtracted: a bound
-    # built from measured parts) or a time in seconds measured by the workload, reported as
-    # their ratio (for a target stated against a peer rather than the baseline)
-    def _t(v):
-        if isinstance(v, (int, float)):
-            return float(v), f"{float(v):.3g} s"
-        if isinstance(v, tuple):
-            total, text = 0.0, ""
-            for n in v:
-                sign, n = (-1.0, n[1:]) if n.startswith("-") else (1.0, n)
-                total += sign * statistics.median(times[n])
-                text += (" − " if sign < 0 else " + " if text else "") + f"median of `{n}`"
-            return total, f"({text})"
-        return statistics.median(times[v]), f"median of `{v}`"
-
-    def _timed(v):
-        names = [n.removeprefix("-") for n in v] if isinstance(v, tuple) else [v]
-        return isinstance(v, (int, float)) or all(n in times for n in names)
-
     for label, num, den in info.pop("ratios", []):
-        if _timed(num) and _timed(den):
-            (a, sa), (b, sb) = _t(num), _t(den)
+        if ratio_term_known(num, times) and ratio_term_known(den, times):
+            (a, sa), (b, sb) = ratio_term(num, times), ratio_term(den, times)
             info[label] = f"{a / b:.3g}× ({sa} / {sb})"
     rows = []
     for i, impl in enumerate(impls):
