@@ -44,6 +44,24 @@ import dynlab.config  # noqa: E402
 CHECKOUT = os.path.realpath(os.path.join(os.path.dirname(__file__), os.pardir))
 
 
+def benchmarks_module(name: str):
+    """``benchmarks.<name>`` from this checkout, loaded by path: the checkout is not on sys.path
+    (the tests import the installed dynlab, see above), and the package is registered under its
+    own name so that its modules' relative imports work."""
+    import importlib
+    import importlib.util
+    import sys
+
+    if "benchmarks" not in sys.modules:
+        folder = os.path.join(CHECKOUT, "benchmarks")
+        spec = importlib.util.spec_from_file_location("benchmarks", os.path.join(folder, "__init__.py"),
+                                                      submodule_search_locations=[folder])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["benchmarks"] = module
+        spec.loader.exec_module(module)
+    return importlib.import_module(f"benchmarks.{name}")
+
+
 def dynlab_location() -> str:
     """The folder of the dynlab package this process imports."""
     if dynlab.__file__ is None:   # a namespace package: a folder without __init__.py

@@ -10,35 +10,15 @@ ratios: what they compute, not how fast (timings are never tested).
   hard-coded count would not change);
 * ``ratio_term`` sums and subtracts medians as its label says.
 
-The checkout's ``benchmarks`` package is loaded by path: the checkout is not on sys.path
-(tests/conftest.py: the tests import the installed dynlab).
+The checkout's ``benchmarks`` package is loaded by path (``conftest.benchmarks_module``).
 """
 from __future__ import annotations
-
-import importlib
-import importlib.util
-import os
-import sys
 
 import numpy as np
 import pytest
 
 import dynlab as dl
-
-CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _bench(name: str):
-    """``benchmarks.<name>`` from this checkout."""
-    if "benchmarks" not in sys.modules:
-        folder = os.path.join(CHECKOUT, "benchmarks")
-        spec = importlib.util.spec_from_file_location("benchmarks", os.path.join(folder, "__init__.py"),
-                                                      submodule_search_locations=[folder])
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["benchmarks"] = module
-        spec.loader.exec_module(module)
-    return importlib.import_module(f"benchmarks.{name}")
-
+from conftest import benchmarks_module as _bench
 
 @pytest.mark.parametrize("steps, chunk", [(6, 4), (6, 3), (5, 8)])
 def test_skeleton_runs_the_products_it_names(steps, chunk):

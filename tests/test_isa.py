@@ -30,8 +30,6 @@ on two cores), hence ``slow``.
 """
 from __future__ import annotations
 
-import functools
-import importlib.util
 import os
 import subprocess
 import sys
@@ -40,18 +38,13 @@ import numpy as np
 import pytest
 
 import isa_child
-from conftest import CHECKOUT
+from conftest import benchmarks_module
 
 pytestmark = pytest.mark.slow
 
 
-@functools.lru_cache(maxsize=None)
 def _isa_module():
-    path = os.path.join(CHECKOUT, "benchmarks", "isa.py")
-    spec = importlib.util.spec_from_file_location("_benchmarks_isa", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmarks_module("isa")
 
 
 def _ulps80(got, x, f):
