@@ -151,3 +151,50 @@ def test_dL_dWr_is_the_gradient_of_the_recurrent_matrix():
     m = CASES["antisymmetric"]()
     _, g, info = bp.loss_and_grads(m, readout, x, target, loss="mse", h0=h0)
     np.testing.assert_allclose(g["M"], info["dL_dWr"] - info["dL_dWr"].T, rtol=1e-14)
+
+
+@pytest.mark.parametrize("case", ["rnn-tanh", "fastrnn", "irnn-prev-minus", "irnn-etaTK", "irnn-lowrank-relu"])
+def test_cotangents_of_the_last_steps_alone_equal_the_zero_padded_array(case):
+    """``backward(tape, dL_dH[-k:])`` means the last k steps' cotangents, the rest zero (what a
+    loss at the end passes, k = 1): bitwise the gradients of the zero-padded (T, B, D) array.
+    The rows must land on their own steps: the same rows one step earlier give other gradients."""
+    model = CASES[case]()
+    x, h0, _, _ = _data("mse")
+    tape = bp.forward(model, x, h0)
+    rows = np.random.default_rng(2).standard_normal((2, B, D))
+    for k in (1, 2):
+        full = np.zeros((T, B, D))
+        full[T - k:] = rows[2 - k:]
+        short_g, short_h0, short_h1 = bp.backward(tape, rows[2 - k:])
+        full_g, full_h0, full_h1 = bp.backward(tape, full)
+        for name in full_g:
+            np.testing.assert_array_equal(short_g[name], full_g[name], err_msg=f"{case}/{k}: {name}")
+        np.testing.assert_array_equal(short_h0, full_h0)
+        np.testing.assert_array_equal(short_h1, full_h1)
+    early = np.zeros((T, B, D))
+    early[T - 3:T - 1] = rows
+    early_g = bp.backward(tape, early)[0]
+    assert any(not np.allclose(early_g[name], short_g[name], rtol=1e-6, atol=0) for name in short_g)
+    for bad in (np.zeros((T + 1, B, D)), np.zeros((0, B, D)), np.zeros((1, B, D + 1)), np.zeros((B, D))):
+        with pytest.raises(ParameterError, match="dL_dH"):
+            bp.backward(tape, bad)
+
+
+@pytest.mark.parametrize("case", ["irnn-prev-minus", "irnn-etaTK", "irnn-lowrank-relu"])
+def test_irnn_input_weight_chunks_give_the_same_gradients(case, monkeypatch):
+    """The iRNN's backward pass sums W̄ = Σ_t c̄_tᵀ x_t a chunk of steps at a time
+    (``bp.WEIGHT_CHUNK_STEPS``; b̄ at every step).  T = 6 here; chunks of 1, 4 (a partial chunk
+    comes last) and more than T give the same gradients up to the order of the sums (1e-13
+    relative; a step dropped or counted twice at a chunk's edge is an O(1) error).  The finite-
+    difference test above covers the one-chunk case (chunk = T)."""
+    model = CASES[case]()
+    x, h0, target, readout = _data("mse-seq")
+    runs = []
+    for chunk in (1, 4, 100):
+        monkeypatch.setattr(bp, "WEIGHT_CHUNK_STEPS", chunk)
+        runs.append(bp.loss_and_grads(model, readout, x, target, loss="mse-seq", h0=h0)[1])
+    for other in runs[1:]:
+        for k, ref in runs[0].items():
+            ref = np.asarray(ref)
+            err = float(np.max(np.abs(np.asarray(other[k]) - ref))) / max(float(np.max(np.abs(ref))), 1e-300)
+            assert err <= 1e-13, f"{case}: {k} off by {err:.1e}"

@@ -222,14 +222,15 @@ def _weight_chunk(Ha, lo, hi, Gr, P, part):
 def gru_backward_all(Ha, RZQ, N, DN, has_dn, W, X, Wx, ext, has_ext, above, has_above, need_x, hb, dh1, G, AN,
                      P, W_in_bar, b_n, xbar, work):
     """The GRU layer's backward pass (the tape is only read): per step t = T … 1, h̄_t += ext[t]
-    (when ``has_ext``), a copy to dh1 at t = 1 (∂L/∂h_1, before the layer above's part),
-    += above[t] (when ``has_above``), then ``gru_backward`` and h̄_{t−1} = h̄_t z + ḡ_t W_hh with
-    ḡ_t = [ā_r | ā_z | ā_n r].  hb: zeros on entry, ∂L/∂h_0 on exit.  The cotangents of a chunk
-    of steps (G (chunk, B, 3D), AN (chunk, B, D)) are summed into the parameter gradients while
-    in cache: P (D+d+1, 3D) += Σ_t Ha[t]ᵀ ḡ_t, W_in_bar (D, d) += Σ_t ā_nᵀ x_t, b_n += Σ ā_n and,
-    when ``need_x``, xbar[t] = ḡ_t[:, :2D] W_ih[:2D] + ā_n W_in (the layer's input cotangents;
-    Wx (4D, d) = [W_ir; W_iz; 0; W_in]).  work: a tuple of scratch arrays
-    (tmp (B, D), part (D+d+1, 3D), part_in (D, d), xtmp (chunk·B, d))."""
+    (when ``has_ext``; ext (T', B, D) holds the last T' steps' only), a copy to dh1 at t = 1
+    (∂L/∂h_1, before the layer above's part), += above[t] (when ``has_above``), then
+    ``gru_backward`` and h̄_{t−1} = h̄_t z + ḡ_t W_hh with ḡ_t = [ā_r | ā_z | ā_n r].  hb: zeros
+    on entry, ∂L/∂h_0 on exit.  The cotangents of a chunk of steps (G (chunk, B, 3D), AN (chunk,
+    B, D)) are summed into the parameter gradients while in cache: P (D+d+1, 3D) += Σ_t Ha[t]ᵀ ḡ_t,
+    W_in_bar (D, d) += Σ_t ā_nᵀ x_t, b_n += Σ ā_n and, when ``need_x``, xbar[t] = ḡ_t[:, :2D]
+    W_ih[:2D] + ā_n W_in (the layer's input cotangents; Wx (4D, d) = [W_ir; W_iz; 0; W_in]).
+    work: a tuple of scratch arrays (tmp (B, D), part (D+d+1, 3D), part_in (D, d), xtmp
+    (chunk·B, d))."""
     T, B, D = N.shape
     chunk = G.shape[0]
     d = X.shape[2]
@@ -237,9 +238,10 @@ def gru_backward_all(Ha, RZQ, N, DN, has_dn, W, X, Wx, ext, has_ext, above, has_
     tanh = not has_dn
     hi = T
     lo = max(0, T - chunk)
+    t0 = T - ext.shape[0]              # ext holds the last T − t0 steps' cotangents
     for t in range(T - 1, -1, -1):
-        if has_ext:
-            _add_rows(hb, ext[t])
+        if has_ext and t >= t0:
+            _add_rows(hb, ext[t - t0])
         if t == 0:
             dh1[...] = hb
         if has_above:
@@ -271,22 +273,24 @@ def gru_backward_all(Ha, RZQ, N, DN, has_dn, W, X, Wx, ext, has_ext, above, has_
 def lstm_backward_all(Ha, C, A, TC, DG, DT, has_d, W, W_ih, eh, has_eh, ec, has_ec, above, has_above, need_x,
                       hb, cb, dh1, G, P, part, xbar):
     """The LSTM layer's backward pass (the tape is only read): per step t = T … 1, h̄_t += eh[t],
-    c̄_t += ec[t] (when given), [h̄ | c̄] copied to dh1 at t = 1, h̄_t += above[t] (when
-    ``has_above``), then ``lstm_backward`` (the gates' cotangents ḡ_t into the chunk buffer G
-    (chunk, B, 4D), c̄_{t−1} in cb) and h̄_{t−1} = ḡ_t W_hh.  hb, cb: zeros on entry, ∂L/∂h_0,
-    ∂L/∂c_0 on exit.  Per chunk of steps, in cache: P (D+d+1, 4D) += Σ_t Ha[t]ᵀ ḡ_t and, when
-    ``need_x``, xbar[t] = ḡ_t W_ih (the layer's input cotangents)."""
+    c̄_t += ec[t] (when given; (T', B, D) each, the last T' steps' only), [h̄ | c̄] copied to dh1
+    at t = 1, h̄_t += above[t] (when ``has_above``), then ``lstm_backward`` (the gates'
+    cotangents ḡ_t into the chunk buffer G (chunk, B, 4D), c̄_{t−1} in cb) and
+    h̄_{t−1} = ḡ_t W_hh.  hb, cb: zeros on entry, ∂L/∂h_0, ∂L/∂c_0 on exit.  Per chunk of steps,
+    in cache: P (D+d+1, 4D) += Σ_t Ha[t]ᵀ ḡ_t and, when ``need_x``, xbar[t] = ḡ_t W_ih (the
+    layer's input cotangents)."""
     T, B, D = TC.shape
     chunk = G.shape[0]
     d = xbar.shape[2]
     tanh = not has_d
     hi = T
     lo = max(0, T - chunk)
+    t0 = T - eh.shape[0] if has_eh else T - ec.shape[0]    # eh, ec: the last T − t0 steps
     for t in range(T - 1, -1, -1):
-        if has_eh:
-            _add_rows(hb, eh[t])
-        if has_ec:
-            _add_rows(cb, ec[t])
+        if has_eh and t >= t0:
+            _add_rows(hb, eh[t - t0])
+        if has_ec and t >= t0:
+            _add_rows(cb, ec[t - t0])
         if t == 0:
             dh1[:, :D] = hb
             dh1[:, D:] = cb
@@ -477,21 +481,38 @@ def irnn_inner_states(hp, A, eta_m, alpha, sign, prev, Sm, g):
 
 
 @njit(nogil=True, **_VEC)
-def irnn_backward(U, H, A, Dp, has_dp, eta, ext, alpha, sign, prev, act, Zm, Sm, Cb, Ubar, part, gs, etab, hb,
-                  gb, hpb, sb, dh1):
+def irnn_backward(U, H, A, Dp, has_dp, eta, ext, X, alpha, sign, prev, act, Zm, Sm, Cc, Ubar, Wbar, bbar, work,
+                  gs, etab, hb, gb, hpb, sb, dh1):
     """The iRNN's whole backward pass in one call: per time step the inner states s_k
     recomputed (``irnn_inner_states``, into Sm (K, B, D)), then per inner step
     ``irnn_back_pre``, the product z̄ U (BLAS) and ``irnn_back_post``; per time step
-    Ū += Σ_k z̄_kᵀ s_{k−1} (one product over the step's K inner steps, in cache) and
-    Cb[m] = Σ_k z̄_k.  hb: zeros on entry, ∂L/∂h_0 on exit; dh1 ← ∂L/∂h_1."""
+    Ū += Σ_k z̄_kᵀ s_{k−1} (one product over the step's K inner steps, in cache) and the input
+    drive's cotangent c̄_m = Σ_k z̄_k, which goes to a chunk buffer Cc (chunk, B, D): b̄ += Σ_b c̄_m
+    at once and, per chunk of steps while in cache, W̄ += Σ_m c̄_mᵀ x_m (X (T, B, d)), so no
+    (T, B, D) array of them is ever written.  ext (T', B, D): ∂L/∂h_t of the last T' ≤ T steps
+    (T' = 1 for a loss at the end).  hb: zeros on entry, ∂L/∂h_0 on exit; dh1 ← ∂L/∂h_1.
+    work: scratch (part (D, D), part_w (D, d))."""
     T, K, B, D = A.shape
+    d = X.shape[2]
+    part, part_w = work
+    chunk = Cc.shape[0]
+    t0 = T - ext.shape[0]
+    hi = T
+    lo = max(0, T - chunk)
     for m in range(T - 1, -1, -1):
-        for b in range(B):
-            for j in range(D):
-                v = hb[b, j] + ext[m, b, j]
-                hb[b, j] = v
-                gb[b, j] = v
-                hpb[b, j] = 0.0
+        if m >= t0:
+            e_m = ext[m - t0]
+            for b in range(B):
+                for j in range(D):
+                    v = hb[b, j] + e_m[b, j]
+                    hb[b, j] = v
+                    gb[b, j] = v
+                    hpb[b, j] = 0.0
+        else:
+            for b in range(B):
+                for j in range(D):
+                    gb[b, j] = hb[b, j]
+                    hpb[b, j] = 0.0
         if m == 0:
             dh1[...] = hb
         irnn_inner_states(H[m], A[m], eta[m], alpha, sign, prev, Sm, sb)
@@ -503,13 +524,19 @@ def irnn_backward(U, H, A, Dp, has_dp, eta, ext, alpha, sign, prev, act, Zm, Sm,
             np.dot(Zm[k], U, sb)
             irnn_back_post(sb, gb, hpb, alpha * e, sign)
         np.dot(Zm.reshape(K * B, D).T, Sm.reshape(K * B, D), part)
-        for i in range(D):
-            for j in range(D):
-                Ubar[i, j] += part[i, j]
+        _add_into(Ubar, part)
+        cm = Cc[m - lo]
         for b in range(B):
             for j in range(D):
                 acc = 0.0
                 for k in range(K):
                     acc += Zm[k, b, j]
-                Cb[m, b, j] = acc
+                cm[b, j] = acc
+                bbar[j] += acc
                 hb[b, j] = hpb[b, j] + (gb[b, j] if prev else 0.0)
+        if m == lo:
+            n = hi - lo
+            np.dot(_rows(Cc, n).T, X[lo:hi].reshape(n * B, d), part_w)
+            _add_into(Wbar, part_w)
+            hi = lo
+            lo = max(0, hi - chunk)

@@ -373,8 +373,10 @@ def backward(tape: Tape, dL_dH) -> tuple[dict, np.ndarray, np.ndarray]:
     ----------
     tape : Tape from ``forward``
     dL_dH : (T, B, D) array — the explicit loss cotangents ∂L/∂h_t (zero where the loss does
-        not read h_t; only the last row for a loss at the end).  For a GRU, an LSTM or a stack,
-        cotangents of the outputs (T, B, hidden), or of the whole states (T, B, state_size).
+        not read h_t).  For a GRU, an LSTM or a stack, cotangents of the outputs (T, B, hidden),
+        or of the whole states (T, B, state_size).  A shorter array (T', B, ·), 1 ≤ T' ≤ T,
+        holds the cotangents of the last T' steps only, the earlier ones being zero: a loss at
+        the end passes (1, B, ·), and no (T, B, ·) array of zeros is made or read.
 
     Returns
     -------
@@ -384,16 +386,26 @@ def backward(tape: Tape, dL_dH) -> tuple[dict, np.ndarray, np.ndarray]:
     if isinstance(tape, MapTape):
         return _backward_map(tape, np.asarray(dL_dH, dtype=np.float64))
     model = tape.model
+    dL_dH = np.asarray(dL_dH, dtype=np.float64)
+    _check_cotangents(dL_dH, tape.H.shape[0] - 1, tape.H.shape[1], (tape.H.shape[2],))
     if isinstance(model, IRNN):
         return _backward_irnn(tape, dL_dH)
     return _backward_gated(tape, dL_dH)[:3]
 
 
+def _check_cotangents(ext, T, B, widths):
+    """ParameterError naming dL_dH unless ext is (T', B, w), 1 ≤ T' ≤ T, w in ``widths``."""
+    if ext.ndim != 3 or not 1 <= ext.shape[0] <= T or ext.shape[1] != B or ext.shape[2] not in widths:
+        want = " or ".join(f"({T}, {B}, {w})" for w in widths)
+        raise ParameterError("dL_dH", f"must have shape {want} (or fewer steps: the last ones), got {ext.shape}")
+
+
 def _backward_gated(tape, ext, above=None, need_x=False):
-    """The one-line cells' backward pass.  ``ext`` (T, B, D) or None: the explicit cotangents
-    ∂L/∂h_t; ``above`` (T, B, D) or None: cotangents that reach h_t through the next layer of a
-    stack (counted in h̄_t but not in the returned ∂L/∂h_1, a cotangent of the dynamical state);
-    ``need_x``: also return the input cotangents x̄_t = z̄_t W (T, B, d), else None."""
+    """The one-line cells' backward pass.  ``ext`` (T', B, D) or None: the explicit cotangents
+    ∂L/∂h_t of the last T' ≤ T steps; ``above`` (T, B, D) or None: cotangents that reach h_t
+    through the next layer of a stack (counted in h̄_t but not in the returned ∂L/∂h_1, a
+    cotangent of the dynamical state); ``need_x``: also return the input cotangents
+    x̄_t = z̄_t W (T, B, d), else None."""
     model = tape.model
     T, B, D = tape.H.shape[0] - 1, tape.H.shape[1], tape.H.shape[2]
     a, c, R = model.gated_form()
@@ -402,9 +414,10 @@ def _backward_gated(tape, ext, above=None, need_x=False):
     hb = np.zeros((B, D))
     abar = cbar = 0.0
     dh1 = None
+    t0 = T if ext is None else T - ext.shape[0]
     for t in range(T - 1, -1, -1):
-        if ext is not None:
-            hb = hb + ext[t]
+        if t >= t0:
+            hb = hb + ext[t - t0]
         if t == 0:
             dh1 = hb.copy()
         if above is not None:
@@ -436,29 +449,33 @@ def _sig(v):
 def _backward_irnn(tape, ext):
     """The iRNN's backward pass: per inner step the fused passes around the product z̄ U
     (``_fused.irnn_back_pre``/``irnn_back_post``); per time step one product
-    Ū += Σ_k z̄_kᵀ s_{k−1} over its K inner steps (in cache), so no (T, K, B, D) cotangent
-    array is ever stored, and the input-drive cotangent Σ_k z̄_k of each step."""
+    Ū += Σ_k z̄_kᵀ s_{k-1} over its K inner steps (in cache), and the input drive's cotangent
+    Σ_k z̄_k of each step summed into W̄ and b̄ per chunk of steps (in cache), so no (T, K, B, D)
+    or (T, B, D) cotangent array is ever stored.  ext: (T', B, D), the last T' steps'."""
     model = tape.model
-    T, B, D = ext.shape
+    T, B, D = tape.H.shape[0] - 1, tape.H.shape[1], tape.H.shape[2]
     K, alpha, sign = model.K, float(model.alpha), float(model.sign)
     U, A, Dp, eta = model.U, tape.act, tape.dphi, tape.eta
     act = ACTIVATION_IDS[model.activation]
     prev = model.g0 == "previous"
-    Zm = np.empty((K, B, D))
-    Cb = _tape_empty((T, B, D))
+    X = np.ascontiguousarray(tape.x, dtype=np.float64)
+    d = X.shape[2]
+    c = max(1, min(WEIGHT_CHUNK_STEPS, T))
     Ubar = np.zeros((D, D))
+    Wbar = np.zeros((D, d))
+    bbar = np.zeros(D)
     etab = np.empty((T, K))
     gs = np.empty((T, K))
     hb = np.zeros((B, D))
     dh1 = np.empty((B, D))
     _fused.irnn_backward(readonly(U), tape.H, A, A[:1, :1] if Dp is None else Dp, Dp is not None,
-                         readonly(eta), readonly(ext, np.float64), alpha, sign, prev,
-                         act, Zm, np.empty((K, B, D)), Cb, Ubar, np.empty((D, D)), gs, etab, hb, np.empty((B, D)),
-                         np.empty((B, D)), np.empty((B, D)), dh1)
+                         readonly(eta), readonly(ext, np.float64), readonly(X), alpha, sign, prev, act,
+                         np.empty((K, B, D)), np.empty((K, B, D)), np.empty((c, B, D)), Ubar, Wbar, bbar,
+                         (np.empty((D, D)), np.empty((D, d))), gs, etab, hb, np.empty((B, D)), np.empty((B, D)),
+                         np.empty((B, D)), dh1)
     alphab = -float(np.sum(eta * gs))       # ᾱ = −Σ η_{m,k}⟨ḡ_k, s_{k-1}⟩
     tape.dL_dWr = Ubar
-    Cb = Cb.reshape(T * B, D)
-    grads = {"W": Cb.T @ tape.x.reshape(T * B, -1), "b": Cb.sum(axis=0), "alpha": alphab}
+    grads = {"W": Wbar, "b": bbar, "alpha": alphab}
     e0 = np.asarray(model.eta)
     grads["eta"] = float(etab.sum()) if e0.ndim == 0 else (etab.sum(axis=0) if e0.ndim == 1 else
                                                             (etab.sum(axis=0, keepdims=True) if e0.shape[0] == 1
@@ -668,9 +685,7 @@ def _backward_map(tape: MapTape, ext):
     layers = model.layers if isinstance(model, Stack) else (model,)
     T, B = tape.x.shape[0], tape.x.shape[1]
     n, Dout = model.state_size, model.hidden
-    if ext.shape not in ((T, B, Dout), (T, B, n)):
-        raise ParameterError("dL_dH", f"must have shape {(T, B, Dout)} (the outputs) or {(T, B, n)} (the states), "
-                                      f"got {ext.shape}")
+    _check_cotangents(ext, T, B, (Dout, n))
     offs = np.concatenate([[0], np.cumsum([m.state_size for m in layers])])
     on_state = ext.shape[2] == n and n != Dout
     grads, dh0, dh1, rec = {}, [None] * len(layers), [None] * len(layers), [None] * len(layers)
@@ -723,8 +738,9 @@ def _out3(a):
 
 
 def _backward_gru(lt: GRUTape, ext, above, need_x):
-    """GRU backward (module docstring); ext (T, B, D) or None, above (T, B, D) or None; the tape
-    is only read (its cotangents live in a chunk buffer: ``_fused.gru_backward_all``)."""
+    """GRU backward (module docstring); ext (T', B, D) (the last T' steps) or None, above
+    (T, B, D) or None; the tape is only read (its cotangents live in a chunk buffer:
+    ``_fused.gru_backward_all``)."""
     m = lt.model
     T, B, D = lt.N.shape
     Ha, DN = lt.Ha, lt.DN
@@ -755,8 +771,9 @@ def _backward_gru(lt: GRUTape, ext, above, need_x):
 
 
 def _backward_lstm(lt: LSTMTape, ext, above, need_x):
-    """LSTM backward (module docstring); ext (T, B, D) on h or (T, B, 2D) on [h; c], or None;
-    above (T, B, D) on h or None; the tape is only read (``_fused.lstm_backward_all``)."""
+    """LSTM backward (module docstring); ext (T', B, D) on h or (T', B, 2D) on [h; c] (the last
+    T' steps), or None; above (T, B, D) on h or None; the tape is only read
+    (``_fused.lstm_backward_all``)."""
     m = lt.model
     T, B, D = lt.TC.shape
     Ha, DG, DT = lt.Ha, lt.DG, lt.DT
@@ -896,16 +913,15 @@ def _loss_and_grads_block(model, readout, x, target, loss, h0):
 
 
 def _readout_cotangents(loss, dY, out, readout):
-    """(ext, ∂L/∂W_out, ∂L/∂b_out) from dY = ∂L/∂Y: ext (T, B, D) holds ∂L/∂h_t through the
-    read-out (the last step only for a loss at the end)."""
+    """(ext, ∂L/∂W_out, ∂L/∂b_out) from dY = ∂L/∂Y: ext holds ∂L/∂h_t through the read-out,
+    (T, B, D), or (1, B, D) for a loss at the end (the last step's: ``backward``'s short form)."""
     T, B, D = out.shape[0] - 1, out.shape[1], out.shape[2]
-    ext = np.zeros((T, B, D))
     if loss.endswith("-seq"):
-        ext[:] = dY @ readout["W_out"]
+        ext = dY @ readout["W_out"]
         gW = dY.reshape(T * B, -1).T @ out[1:].reshape(T * B, D)
         gb = dY.reshape(T * B, -1).sum(axis=0)
     else:
-        ext[-1] = dY @ readout["W_out"]
+        ext = (dY @ readout["W_out"])[None]          # (1, B, D): the last step's only
         gW = dY.T @ out[-1]
         gb = dY.sum(axis=0)
     return ext, gW, gb
