@@ -525,15 +525,18 @@ def irnn_backward(U, H, A, Dp, has_dp, eta, ext, X, alpha, sign, prev, act, Zm, 
             irnn_back_post(sb, gb, hpb, alpha * e, sign)
         np.dot(Zm.reshape(K * B, D).T, Sm.reshape(K * B, D), part)
         _add_into(Ubar, part)
-        cm = Cc[m - lo]
-        for b in range(B):
+        for b in range(B):              # row by row, k outside j: 1.4 ms per 64-row block against 3.3
+            cr, z0 = Cc[m - lo, b], Zm[0, b]
             for j in range(D):
-                acc = 0.0
-                for k in range(K):
-                    acc += Zm[k, b, j]
-                cm[b, j] = acc
-                bbar[j] += acc
-                hb[b, j] = hpb[b, j] + (gb[b, j] if prev else 0.0)
+                cr[j] = z0[j]
+            for k in range(1, K):
+                zk = Zm[k, b]
+                for j in range(D):
+                    cr[j] += zk[j]
+            hr, hpr, gr = hb[b], hpb[b], gb[b]
+            for j in range(D):
+                bbar[j] += cr[j]
+                hr[j] = hpr[j] + (gr[j] if prev else 0.0)
         if m == lo:
             n = hi - lo
             np.dot(_rows(Cc, n).T, X[lo:hi].reshape(n * B, d), part_w)
