@@ -62,6 +62,35 @@ def benchmarks_module(name: str):
     return importlib.import_module(f"benchmarks.{name}")
 
 
+def check_short_cotangents(tape, T: int, B: int, n: int) -> None:
+    """``backward(tape, dL_dH[-k:])`` means the last k steps' cotangents, the rest zero (what a
+    loss at the end passes, k = 1): bitwise the gradients, ∂L/∂h_0 and ∂L/∂h_1 of the zero-padded
+    (T, B, n) array, since adding a zero row changes no bit.  The rows must land on their own
+    steps: the same rows one step earlier give other gradients (so the check can fail).  Wrong
+    shapes raise a ParameterError naming dL_dH."""
+    from dynlab.errors import ParameterError
+    from dynlab.train import backprop as bp
+
+    rows = np.random.default_rng(2).standard_normal((2, B, n))
+    for k in (1, 2):
+        full = np.zeros((T, B, n))
+        full[T - k:] = rows[2 - k:]
+        short_g, short_h0, short_h1 = bp.backward(tape, rows[2 - k:])
+        full_g, full_h0, full_h1 = bp.backward(tape, full)
+        for name in full_g:
+            np.testing.assert_array_equal(short_g[name], full_g[name], err_msg=f"k = {k}: {name}")
+        np.testing.assert_array_equal(short_h0, full_h0)
+        np.testing.assert_array_equal(short_h1, full_h1)
+    early = np.zeros((T, B, n))
+    early[T - 3:T - 1] = rows
+    early_g = bp.backward(tape, early)[0]
+    assert any(not np.allclose(early_g[name], short_g[name], rtol=1e-6, atol=0) for name in short_g)
+    for bad in (np.zeros((T + 1, B, n)), np.zeros((0, B, n)), np.zeros((1, B + 1, n)), np.zeros((1, B, n + 1)),
+                np.zeros((B, n))):
+        with pytest.raises(ParameterError, match="dL_dH"):
+            bp.backward(tape, bad)
+
+
 def dynlab_location() -> str:
     """The folder of the dynlab package this process imports."""
     if dynlab.__file__ is None:   # a namespace package: a folder without __init__.py

@@ -15,6 +15,8 @@ import dynlab
 from dynlab.errors import ParameterError
 from dynlab.train import backprop as bp
 
+from conftest import check_short_cotangents
+
 D, d, T, B = 3, 2, 6, 2
 
 
@@ -155,29 +157,10 @@ def test_dL_dWr_is_the_gradient_of_the_recurrent_matrix():
 
 @pytest.mark.parametrize("case", ["rnn-tanh", "fastrnn", "irnn-prev-minus", "irnn-etaTK", "irnn-lowrank-relu"])
 def test_cotangents_of_the_last_steps_alone_equal_the_zero_padded_array(case):
-    """``backward(tape, dL_dH[-k:])`` means the last k steps' cotangents, the rest zero (what a
-    loss at the end passes, k = 1): bitwise the gradients of the zero-padded (T, B, D) array.
-    The rows must land on their own steps: the same rows one step earlier give other gradients."""
+    """``backward``'s short form (conftest.check_short_cotangents)."""
     model = CASES[case]()
     x, h0, _, _ = _data("mse")
-    tape = bp.forward(model, x, h0)
-    rows = np.random.default_rng(2).standard_normal((2, B, D))
-    for k in (1, 2):
-        full = np.zeros((T, B, D))
-        full[T - k:] = rows[2 - k:]
-        short_g, short_h0, short_h1 = bp.backward(tape, rows[2 - k:])
-        full_g, full_h0, full_h1 = bp.backward(tape, full)
-        for name in full_g:
-            np.testing.assert_array_equal(short_g[name], full_g[name], err_msg=f"{case}/{k}: {name}")
-        np.testing.assert_array_equal(short_h0, full_h0)
-        np.testing.assert_array_equal(short_h1, full_h1)
-    early = np.zeros((T, B, D))
-    early[T - 3:T - 1] = rows
-    early_g = bp.backward(tape, early)[0]
-    assert any(not np.allclose(early_g[name], short_g[name], rtol=1e-6, atol=0) for name in short_g)
-    for bad in (np.zeros((T + 1, B, D)), np.zeros((0, B, D)), np.zeros((1, B, D + 1)), np.zeros((B, D))):
-        with pytest.raises(ParameterError, match="dL_dH"):
-            bp.backward(tape, bad)
+    check_short_cotangents(bp.forward(model, x, h0), T, B, D)
 
 
 @pytest.mark.parametrize("case", ["irnn-prev-minus", "irnn-etaTK", "irnn-lowrank-relu"])

@@ -24,6 +24,8 @@ from dynlab.errors import ParameterError
 from dynlab.models import GRU, LSTM, RNN, Stack
 from dynlab.train import backprop as bp
 
+from conftest import check_short_cotangents
+
 D, d, T, B = 3, 2, 6, 2
 
 CASES = {
@@ -345,28 +347,9 @@ def test_gradients_equal_live_pytorch_autograd(case):
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("width", ["outputs", "states"])
 def test_cotangents_of_the_last_steps_alone_equal_the_zero_padded_array(case, width):
-    """``backward(tape, dL_dH[-k:])`` means the last k steps' cotangents, the rest zero (what a
-    loss at the end passes, k = 1): bitwise the gradients of the zero-padded (T, B, ·) array, since
-    adding a zero row changes no bit.  The rows must land on their own steps: the padded array
-    with the same rows one step earlier gives other gradients (the check can fail)."""
+    """``backward``'s short form (conftest.check_short_cotangents), on the outputs h and on the
+    whole states."""
     model = CASES[case]()
     x, h0, _, _ = _data(model, "mse")
-    tape = bp.forward(model, x, h0)
     n = model.hidden if width == "outputs" else model.state_size
-    rows = np.random.default_rng(2).standard_normal((2, B, n))
-    for k in (1, 2):
-        full = np.zeros((T, B, n))
-        full[T - k:] = rows[2 - k:]
-        short_g, short_h0, short_h1 = bp.backward(tape, rows[2 - k:])
-        full_g, full_h0, full_h1 = bp.backward(tape, full)
-        for name in full_g:
-            np.testing.assert_array_equal(short_g[name], full_g[name], err_msg=f"{case}/{k}: {name}")
-        np.testing.assert_array_equal(short_h0, full_h0)
-        np.testing.assert_array_equal(short_h1, full_h1)
-    early = np.zeros((T, B, n))
-    early[T - 3:T - 1] = rows
-    early_g = bp.backward(tape, early)[0]
-    assert any(not np.allclose(early_g[name], short_g[name], rtol=1e-6, atol=0) for name in short_g)
-    for bad in (np.zeros((T + 1, B, n)), np.zeros((0, B, n)), np.zeros((1, B + 1, n)), np.zeros((B, n))):
-        with pytest.raises(ParameterError, match="dL_dH"):
-            bp.backward(tape, bad)
+    check_short_cotangents(bp.forward(model, x, h0), T, B, n)
