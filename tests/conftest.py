@@ -62,6 +62,19 @@ def benchmarks_module(name: str):
     return importlib.import_module(f"benchmarks.{name}")
 
 
+def gradients_per_weight_chunk(monkeypatch, model, readout, x, target, h0, chunks=(1, 4, 100)) -> list:
+    """``loss_and_grads``'s gradients (loss ``mse-seq``) with ``bp.WEIGHT_CHUNK_STEPS`` set to
+    each of ``chunks`` in turn: the backward loops sum parameter gradients a chunk of steps at a
+    time, so a step dropped or counted twice at a chunk's edge shows as an O(1) difference."""
+    from dynlab.train import backprop as bp
+
+    runs = []
+    for chunk in chunks:
+        monkeypatch.setattr(bp, "WEIGHT_CHUNK_STEPS", chunk)
+        runs.append(bp.loss_and_grads(model, readout, x, target, loss="mse-seq", h0=h0)[1])
+    return runs
+
+
 def check_short_cotangents(tape, T: int, B: int, n: int) -> None:
     """``backward(tape, dL_dH[-k:])`` means the last k steps' cotangents, the rest zero (what a
     loss at the end passes, k = 1): bitwise the gradients, ∂L/∂h_0 and ∂L/∂h_1 of the zero-padded

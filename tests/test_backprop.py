@@ -15,7 +15,7 @@ import dynlab
 from dynlab.errors import ParameterError
 from dynlab.train import backprop as bp
 
-from conftest import check_short_cotangents
+from conftest import check_short_cotangents, gradients_per_weight_chunk
 
 D, d, T, B = 3, 2, 6, 2
 
@@ -172,10 +172,7 @@ def test_irnn_input_weight_chunks_give_the_same_gradients(case, monkeypatch):
     difference test above covers the one-chunk case (chunk = T)."""
     model = CASES[case]()
     x, h0, target, readout = _data("mse-seq")
-    runs = []
-    for chunk in (1, 4, 100):
-        monkeypatch.setattr(bp, "WEIGHT_CHUNK_STEPS", chunk)
-        runs.append(bp.loss_and_grads(model, readout, x, target, loss="mse-seq", h0=h0)[1])
+    runs = gradients_per_weight_chunk(monkeypatch, model, readout, x, target, h0)
     for other in runs[1:]:
         for k, ref in runs[0].items():
             ref = np.asarray(ref)

@@ -24,7 +24,7 @@ from dynlab.errors import ParameterError
 from dynlab.models import GRU, LSTM, RNN, Stack
 from dynlab.train import backprop as bp
 
-from conftest import check_short_cotangents
+from conftest import check_short_cotangents, gradients_per_weight_chunk
 
 D, d, T, B = 3, 2, 6, 2
 
@@ -211,10 +211,7 @@ def test_weight_chunks_and_a_second_backward_give_the_same_gradients(case, monke
     O(1) error), and backward run twice on one tape gives the same result bitwise."""
     model = CASES[case]()
     x, h0, target, readout = _data(model, "mse-seq")
-    runs = []
-    for chunk in (1, 4, 100):
-        monkeypatch.setattr(bp, "WEIGHT_CHUNK_STEPS", chunk)
-        runs.append(bp.loss_and_grads(model, readout, x, target, loss="mse-seq", h0=h0)[1])
+    runs = gradients_per_weight_chunk(monkeypatch, model, readout, x, target, h0)
     for other in runs[1:]:
         for k, ref in runs[0].items():
             _close(other[k], ref, 1e-13, f"{case}: {k}")
