@@ -458,7 +458,7 @@ def _backward_irnn(tape, ext):
     U, A, Dp, eta = model.U, tape.act, tape.dphi, tape.eta
     act = ACTIVATION_IDS[model.activation]
     prev = model.g0 == "previous"
-    X = np.ascontiguousarray(tape.x, dtype=np.float64)
+    X = readonly(tape.x, np.float64)
     d = X.shape[2]
     c = max(1, min(WEIGHT_CHUNK_STEPS, T))
     Ubar = np.zeros((D, D))
@@ -469,7 +469,7 @@ def _backward_irnn(tape, ext):
     hb = np.zeros((B, D))
     dh1 = np.empty((B, D))
     _fused.irnn_backward(readonly(U), tape.H, A, A[:1, :1] if Dp is None else Dp, Dp is not None,
-                         readonly(eta), readonly(ext, np.float64), readonly(X), alpha, sign, prev, act,
+                         readonly(eta), readonly(ext, np.float64), X, alpha, sign, prev, act,
                          np.empty((K, B, D)), np.empty((K, B, D)), np.empty((c, B, D)), Ubar, Wbar, bbar,
                          (np.empty((D, D)), np.empty((D, d))), gs, etab, hb, np.empty((B, D)), np.empty((B, D)),
                          np.empty((B, D)), dh1)
