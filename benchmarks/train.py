@@ -15,7 +15,9 @@ sign +1, scalar η, MSE at the end through a linear read-out.  Rows:
 * ``dynlab BPTT, tape memory reused``: the same call with a ``bp.Workspace`` kept between
   calls, as ``train_model`` runs every step (no fresh tape memory to fault in);
 * ``dynlab forward only (tape)``: the taped forward pass alone (what the backward pass costs
-  on top of it), not compared;
+  on top of it), not compared; ``dynlab forward only (tape memory reused)``: the step's own
+  forward pass, run as ``loss_and_grads`` runs it inside ``train_model`` (the same blocks and
+  threads, the tape written into a kept ``Workspace``), not compared;
 * ``dl.simulate, numba`` (floor, not compared): the forward states alone through the
   simulation kernels, no tape;
 * ``the forward's products alone``, ``the backward's products alone`` and ``the step's
@@ -31,7 +33,12 @@ sign +1, scalar η, MSE at the end through a linear read-out.  Rows:
   The goal of 2.5 leaves 2.5 − the second bound for every element-wise pass of the forward and
   the backward pass together: where that is less than the floor's share, the step would have to
   do them faster than ``dl.simulate`` does the forward's alone (the passes can overlap the tape
-  traffic, so this is a measure of the headroom, not a proof);
+  traffic, so this is a measure of the headroom, not a proof).  A fourth info line, ``lower
+  bound, the step's own parts``: (the step's own forward, memory reused + the backward's
+  products) / floor.  The step in ``train_model`` is that forward pass followed by a backward
+  pass that does at least those products, so it takes at least this long even if every
+  element-wise pass of the backward and every read of the tape were free: the goal of 2.5
+  leaves (2.5 − this bound) × floor for all of them;
 * ``torch autograd`` (only where PyTorch is installed): the same model written as eager
   PyTorch ops, ``loss.backward()``; its gradients are compared with dynlab's;
 * ``jax jit(value_and_grad)`` (only where JAX is installed): the same model in ``lax.scan``,
@@ -80,6 +87,8 @@ SKELETON = "the step's products and tape traffic alone"
 BOUND = "lower bound, products alone: (the forward's + the backward's products) / floor"
 BOUND_TAPE = "lower bound, products and tape traffic: the step's products and tape traffic / floor"
 SHARE = "the floor's element-wise share: (floor − the forward's products) / floor"
+FWD_REUSED = "dynlab forward only (tape memory reused)"
+BOUND_OWN = "lower bound, the step's own parts: (its taped forward + the backward's products) / floor"
 
 
 @njit(nogil=True, cache=True)
@@ -171,7 +180,28 @@ def _skeleton_rows(m, x, steps, chunk, Wf, W, a):
 
 
 BOUND_RATIOS = [(BOUND, (FWD_PRODUCTS, PRODUCTS), FLOOR), (BOUND_TAPE, SKELETON, FLOOR),
-                (SHARE, (FLOOR, "-" + FWD_PRODUCTS), FLOOR)]
+                (BOUND_OWN, (FWD_REUSED, PRODUCTS), FLOOR), (SHARE, (FLOOR, "-" + FWD_PRODUCTS), FLOOR)]
+
+
+def _forward_reused(m, x):
+    """The row ``FWD_REUSED``: the taped forward pass alone, exactly as ``loss_and_grads`` runs it
+    inside a step of ``train_model`` — on ``_train_blocks``'s blocks, one thread each, BLAS on
+    one thread, each block's tape written into its arena of one ``Workspace`` kept between calls.
+    Returns the blocks' tapes."""
+    edges = bp._train_blocks(m, x.shape[0])
+    ws = bp.Workspace()
+    ws.arena(len(edges) - 2)
+    h0 = np.zeros((x.shape[0], m.state_size))
+
+    def fwd(i, lo, hi):
+        with bp._arena(ws.arena(i)):
+            return bp.forward(m, x[lo:hi], h0[lo:hi])
+
+    def call():
+        ws.start()
+        return bp._each_block(fwd, edges)
+
+    return Impl(FWD_REUSED, call, check=False, note="the step's forward pass, workspace=: its tape memory reused")
 
 
 def _setup(quick: bool):
@@ -309,6 +339,7 @@ def build(quick: bool):
              Impl(REUSED, _dynlab(m, x, y, readout, bp.Workspace()), note="workspace=: as every step of train_model")]
     impls.append(Impl("dynlab forward only (tape)", lambda: bp.forward(m, x).H, check=False,
                       note="the taped forward pass alone"))
+    impls.append(_forward_reused(m, x))
     impls.append(Impl(FLOOR, lambda: dl.simulate(m, x)["h"].values, check=False,
                       note="floor: forward states, no tape"))
     impls += _skeleton_rows(m, x, T * m.K, m.K, m.U.T, m.U, m.hidden)
@@ -442,6 +473,7 @@ def _gated_build(kind: str):
                       note="workspace=: as every step of train_model"),
                  Impl("dynlab forward only (tape)", lambda: bp.forward(m, x).H, check=False,
                       note="the taped forward pass alone"),
+                 _forward_reused(m, x),
                  Impl(FLOOR, lambda: dl.simulate(m, x)["h"].values, check=False,
                       note="floor: forward states, no tape")]
         c = max(1, min(bp.WEIGHT_CHUNK_STEPS, T))

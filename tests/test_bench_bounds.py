@@ -8,7 +8,10 @@ ratios: what they compute, not how fast (timings are never tested).
   layouts written out by hand (``GRUTape``/``LSTMTape``/``Tape`` docstrings), and counts
   the extra φ' array a GRU keeps for an activation other than tanh (the negative control: a
   hard-coded count would not change);
-* ``ratio_term`` sums and subtracts medians as its label says.
+* ``ratio_term`` sums and subtracts medians as its label says;
+* ``_forward_reused`` (the forward term of the bound ``BOUND_OWN``) runs the taped forward
+  pass on the step's blocks with its tape in a kept workspace (two mutations caught: the
+  workspace not used, the inputs reversed in time).
 
 The checkout's ``benchmarks`` package is loaded by path (``conftest.benchmarks_module``).
 """
@@ -80,3 +83,41 @@ def test_ratio_terms_sum_and_subtract_medians():
     assert harness.ratio_term_known(("a", "-b"), times) and harness.ratio_term_known(0.1, times)
     assert not harness.ratio_term_known(("a", "-absent"), times)
     assert not harness.ratio_term_known("absent", times)
+
+
+@pytest.mark.parametrize("kind", ["irnn", "gru", "lstm"])
+def test_forward_reused_row_runs_the_steps_own_forward(kind, monkeypatch):
+    """``FWD_REUSED`` (the forward term of the bound ``BOUND_OWN``) is the taped forward pass on
+    ``loss_and_grads``'s blocks, its tape in a kept workspace: the states of every block are the
+    whole batch's, and the second call writes over the first call's memory (the negative
+    control: two plain ``forward`` calls do not share it)."""
+    train = _bench("train")
+    from dynlab import config
+    from dynlab.train import backprop as bp
+
+    monkeypatch.setattr(config, "TRAIN_THREADS", 2)
+    kw = {"K": 3, "eta": 0.5} if kind == "irnn" else {}
+    m = dl.make_model(kind, 32, 2, seed=0, **kw)
+    x = np.random.default_rng(0).standard_normal((32, 12, 2))
+    assert len(bp._train_blocks(m, 32)) == 3                      # two blocks, so the split is exercised
+    impl = train._forward_reused(m, x)
+    assert impl.name == train.FWD_REUSED and not impl.check
+    first = impl.fn()
+    assert len(first) == 2
+    np.testing.assert_allclose(np.concatenate([t.H for t in first], axis=1), bp.forward(m, x).H,
+                               rtol=1e-13, atol=1e-14)
+
+    def arrays(tape):
+        return [v for lt in getattr(tape, "layers", [tape]) for k, v in vars(lt).items()
+                if isinstance(v, np.ndarray) and k not in ("x", "eta")]         # the tape arrays, as _tape_doubles
+
+    kept = [a.copy() for t in first for a in arrays(t)]
+    second = impl.fn()
+    now = [a for t in second for a in arrays(t)]
+    assert len(now) == len(kept) >= 4                             # two blocks, two or more arrays each
+    assert all(np.shares_memory(a, b) for a, b in zip([a for t in first for a in arrays(t)], now))
+    assert all(np.array_equal(a, b) for a, b in zip(kept, now))
+    fresh = [arrays(bp.forward(m, x)) for _ in range(2)]
+    assert not any(np.shares_memory(a, b) for a, b in zip(*fresh))
+    assert any(train.FWD_REUSED in term for _, num, _ in train.BOUND_RATIOS for term in num
+               if isinstance(num, tuple))
