@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 import threading
 
 import numpy as np
@@ -108,7 +109,9 @@ class Workspace:
     is new memory from the OS, zeroed and page-faulted in as it is written — which measured
     10–40 % of a step (more, and more erratic, once other allocations have fragmented memory:
     issue 20, BENCHMARKS.md).  ``train_model`` passes one workspace to every step, so the tape
-    of step i + 1 is written over that of step i.  The arrays of a call's ``info["tape"]`` are
+    of step i + 1 is written over that of step i.  (Without a workspace, the tape's arrays come
+    from a pool of arrays that nothing refers to any more, ``config.TAPE_POOL_BYTES``: the same
+    reuse, but only once the caller has let go of the previous tape.)  The arrays of a call's ``info["tape"]`` are
     therefore valid only until the next call with the same workspace; nothing else returned
     (gradients, ∂L/∂h_0, ∂L/∂h_1, outputs) lives in it.  One arena per block of sequences.
     """
@@ -152,10 +155,77 @@ class _Arena:
 _CURRENT = threading.local()
 
 
+def _refcounts(arrays) -> list:
+    """``sys.getrefcount`` of each array as seen from here: the list's reference, this loop's
+    and the call's own.  ``_FREE`` is what an array referred to by nothing else shows."""
+    return [sys.getrefcount(a) for a in arrays]
+
+
+_FREE = _refcounts([np.empty(0)])[0]
+
+
+class _Pool:
+    """Tape arrays kept for the next tape when no workspace is given (``config.TAPE_POOL_BYTES``).
+
+    An array is handed out again only when nothing but the pool refers to it: not the tape that
+    held it, nor a view of it (a view keeps its base alive), nor a caller still holding either,
+    so what a caller keeps is never written over, with or without the pool.  Requests from the
+    blocks' threads are served under one lock.  The least recently handed-out arrays are
+    dropped first when the bytes kept would exceed the budget (an array in use is then only
+    forgotten: its user frees it as usual); an array larger than the budget is never kept."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.arrays = []            # least recently handed out first
+
+    def empty(self, shape) -> np.ndarray:
+        from .. import config
+
+        budget = int(config.TAPE_POOL_BYTES or 0)
+        shape = tuple(int(n) for n in shape)
+        with self.lock:
+            for i, n in enumerate(_refcounts(self.arrays)):
+                if n == _FREE and self.arrays[i].shape == shape:
+                    a = self.arrays.pop(i)
+                    self.arrays.append(a)
+                    return a
+            a = np.empty(shape)
+            if a.nbytes <= budget:
+                self.arrays.append(a)
+                self._trim(budget)
+            return a
+
+    def _trim(self, budget):
+        total = sum(a.nbytes for a in self.arrays)
+        while total > budget:
+            counts = _refcounts(self.arrays)
+            free = [i for i, n in enumerate(counts) if n == _FREE]
+            i = free[0] if free else 0
+            total -= self.arrays.pop(i).nbytes
+
+    def nbytes(self) -> int:
+        with self.lock:
+            return sum(a.nbytes for a in self.arrays)
+
+    def clear(self):
+        with self.lock:
+            self.arrays.clear()
+
+
+_POOL = _Pool()
+
+
+def release_tape_memory():
+    """Let go of the tape arrays kept for reuse by calls without a workspace
+    (``config.TAPE_POOL_BYTES``); arrays still referred to stay with their users."""
+    _POOL.clear()
+
+
 def _tape_empty(shape) -> np.ndarray:
-    """np.empty(shape) for tape arrays, from this thread's arena when a workspace is in use."""
+    """np.empty(shape) for tape arrays: from this thread's arena when a workspace is in use,
+    else from the pool of arrays no longer referred to (``_Pool``)."""
     arena = getattr(_CURRENT, "arena", None)
-    return np.empty(shape) if arena is None else arena.empty(shape)
+    return _POOL.empty(shape) if arena is None else arena.empty(shape)
 
 
 @contextlib.contextmanager
@@ -1038,4 +1108,4 @@ def predict(model: Model, readout: dict, x, *, loss: str, h0=None):
 
 
 __all__ = ["BlockTape", "GRUTape", "Workspace", "LOSSES", "LSTMTape", "MapTape", "READOUT", "Tape", "backward", "forward", "init_readout", "loss_and_grads", "loss_value",
-           "param_names", "predict", "with_params"]
+           "param_names", "predict", "release_tape_memory", "with_params"]
