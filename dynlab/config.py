@@ -152,9 +152,10 @@ TRAIN_MIN_WORK_PER_THREAD_JITTED = 1 << 12
 #: ``loss_and_grads``/``forward`` without a workspace (``dynlab.train.backprop``): tape arrays
 #: whose last user has let go of them — no tape, view or result refers to them any more — are
 #: kept, at most this many bytes in all, and handed out again for the next tape of the same
-#: shapes, instead of fresh memory from the OS (zeroed and page-faulted in at every call:
-#: issue 20 measured the iRNN step at D=128, K=5, T=200, B=128 at 190–510 ms that way, 180–245 ms
-#: with the arrays kept).  0: never keep any.  ``backprop.release_tape_memory()`` lets them go.
+#: shapes, instead of fresh memory from the OS, zeroed and page-faulted in at every call (issue
+#: 20, iRNN step D=128, K=5, T=200, B=128: medians 200–330 ms and single calls up to 515 ms
+#: that way; 189–206 ms, up to 278, with the arrays kept).  0: never keep any.
+#: ``backprop.release_tape_memory()`` lets them go.
 TAPE_POOL_BYTES = 1 << 29
 
 #: ``gradient_norms``, ``jacobian_norms``, ``jacobians``, ``jacobian_at`` and the backward pass

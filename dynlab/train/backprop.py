@@ -109,11 +109,12 @@ class Workspace:
     is new memory from the OS, zeroed and page-faulted in as it is written — which measured
     10–40 % of a step (more, and more erratic, once other allocations have fragmented memory:
     issue 20, BENCHMARKS.md).  ``train_model`` passes one workspace to every step, so the tape
-    of step i + 1 is written over that of step i.  (Without a workspace, the tape's arrays come
-    from a pool of arrays that nothing refers to any more, ``config.TAPE_POOL_BYTES``: the same
-    reuse, but only once the caller has let go of the previous tape.)  The arrays of a call's ``info["tape"]`` are
+    of step i + 1 is written over that of step i.  The arrays of a call's ``info["tape"]`` are
     therefore valid only until the next call with the same workspace; nothing else returned
     (gradients, ∂L/∂h_0, ∂L/∂h_1, outputs) lives in it.  One arena per block of sequences.
+    (Without a workspace, a tape's arrays come from a pool of arrays that nothing refers to any
+    more, ``config.TAPE_POOL_BYTES``: the same reuse, but only once the caller has let go of
+    the previous tape.)
     """
 
     def __init__(self):
