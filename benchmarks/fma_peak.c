@@ -3,13 +3,14 @@
  * a ← a·m + c of vector FMAs, enough to cover the FMA latency on two pipes; the chains' sum is
  * printed so that none is optimised away, with its closed form as a check.
  *
- *   cc -O2 -march=native benchmarks/fma_peak.c -o fma_peak && ./fma_peak
+ *   cc -O2 -march=native benchmarks/fma_peak.c -o fma_peak -lm && ./fma_peak
  *
  * One thread: run it on an idle machine.  Needs FMA3 (AVX2-era x86); the 512-bit line only
  * where the compiler targets AVX-512. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #define CHAINS 12
@@ -31,40 +32,36 @@ static void report(const char *what, int lanes, double best, double sum) {
            (double)N * CHAINS * lanes * 2 / best / 1e9, sum, want, fabs(sum - want) / want);
 }
 
+/* best of five timings of CHAINS chains of N FMAs on vectors of type V (LANES doubles), their
+ * final sum into *sum */
+#define MEASURE(V, LANES, SET1, FMADD, best, sum)                                         \
+    do {                                                                                  \
+        V a_[CHAINS], m_ = SET1(M), c_ = SET1(C);                                         \
+        double o_[LANES];                                                                 \
+        best = 1e30;                                                                      \
+        for (int r = 0; r < 5; r++) {                                                     \
+            for (int i = 0; i < CHAINS; i++) a_[i] = SET1(1.0 + i);                       \
+            double t = now();                                                             \
+            for (long n = 0; n < N; n++)                                                  \
+                _Pragma("GCC unroll 12")                                                  \
+                for (int i = 0; i < CHAINS; i++) a_[i] = FMADD(a_[i], m_, c_);            \
+            t = now() - t;                                                                \
+            if (t < best) best = t;                                                       \
+        }                                                                                 \
+        sum = 0.0;                                                                        \
+        for (int i = 0; i < CHAINS; i++) {                                                \
+            memcpy(o_, &a_[i], sizeof o_);                                                \
+            for (int k = 0; k < LANES; k++) sum += o_[k];                                 \
+        }                                                                                 \
+    } while (0)
+
 int main(void) {
+    double best, sum;
 #ifdef __AVX512F__
-    {
-        __m512d a[CHAINS], m = _mm512_set1_pd(M), c = _mm512_set1_pd(C);
-        double best = 1e30;
-        for (int r = 0; r < 5; r++) {
-            for (int i = 0; i < CHAINS; i++) a[i] = _mm512_set1_pd(1.0 + i);
-            double t = now();
-            for (long n = 0; n < N; n++)
-#pragma GCC unroll 12
-                for (int i = 0; i < CHAINS; i++) a[i] = _mm512_fmadd_pd(a[i], m, c);
-            t = now() - t;
-            if (t < best) best = t;
-        }
-        double s = 0.0;
-        for (int i = 0; i < CHAINS; i++) s += _mm512_reduce_add_pd(a[i]);
-        report("512-bit FMA", 8, best, s);
-    }
+    MEASURE(__m512d, 8, _mm512_set1_pd, _mm512_fmadd_pd, best, sum);
+    report("512-bit FMA", 8, best, sum);
 #endif
-    {
-        __m256d a[CHAINS], m = _mm256_set1_pd(M), c = _mm256_set1_pd(C);
-        double best = 1e30;
-        for (int r = 0; r < 5; r++) {
-            for (int i = 0; i < CHAINS; i++) a[i] = _mm256_set1_pd(1.0 + i);
-            double t = now();
-            for (long n = 0; n < N; n++)
-#pragma GCC unroll 12
-                for (int i = 0; i < CHAINS; i++) a[i] = _mm256_fmadd_pd(a[i], m, c);
-            t = now() - t;
-            if (t < best) best = t;
-        }
-        double s = 0.0, o[4];
-        for (int i = 0; i < CHAINS; i++) { _mm256_storeu_pd(o, a[i]); s += o[0] + o[1] + o[2] + o[3]; }
-        report("256-bit FMA", 4, best, s);
-    }
+    MEASURE(__m256d, 4, _mm256_set1_pd, _mm256_fmadd_pd, best, sum);
+    report("256-bit FMA", 4, best, sum);
     return 0;
 }
