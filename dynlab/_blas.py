@@ -106,6 +106,29 @@ class _Limit:
         return False
 
 
+_SMALL = {}
+
+
+def small_gemm() -> bool:
+    """Whether the jitted loops split their products for a small-matrix path
+    (``config.BLAS_SMALL_GEMM``; None: every BLAS threadpoolctl finds is OpenBLAS with one of
+    ``config.SMALL_GEMM_ARCHITECTURES``, decided once per process)."""
+    if config.BLAS_SMALL_GEMM is not None:
+        return bool(config.BLAS_SMALL_GEMM)
+    if "auto" not in _SMALL:
+        ctl = _controller()
+        libs = [] if ctl is None else [lib for lib in ctl.lib_controllers if lib.user_api == "blas"]
+        _SMALL["auto"] = has_small_path([(lib.internal_api, getattr(lib, "architecture", None)) for lib in libs])
+    return _SMALL["auto"]
+
+
+def has_small_path(libs) -> bool:
+    """Whether every BLAS of ``libs``, (internal API, architecture) pairs as threadpoolctl
+    reports them, is OpenBLAS with one of ``config.SMALL_GEMM_ARCHITECTURES`` (and there is one)."""
+    return bool(libs) and all(api == "openblas" and str(arch or "").lower() in config.SMALL_GEMM_ARCHITECTURES
+                              for api, arch in libs)
+
+
 def blas_thread_count() -> int | None:
     """How many threads BLAS would use now in this thread (the fewest over the loaded BLAS
     libraries: 1 inside a family limited to one thread, or where the user set

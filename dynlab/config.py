@@ -158,6 +158,21 @@ TRAIN_MIN_WORK_PER_THREAD_JITTED = 1 << 12
 #: ``backprop.release_tape_memory()`` lets them go.
 TAPE_POOL_BYTES = 1 << 29
 
+#: The per-step products of the jitted loops (``dl.simulate``'s vectorised and gated kernels,
+#: the taped forward and backward passes of ``dynlab.train``), (M × K)·(K × N) with M the rows
+#: of a block: OpenBLAS's AVX-512 (SkylakeX) DGEMM takes a product of at most 10⁶ multiply-adds
+#: (M·K·N) by its small-matrix path, unpacked, at the core's FMA peak (57 GFLOP/s on the 2-core
+#: AMD EPYC against 45–49 by its packed path for 64 rows of D = 128: issue 20, BENCHMARKS.md,
+#: ninth session), but its Haswell kernels (every AVX2 CPU) have no such path, where splitting
+#: the rows only costs (35 against 47 GFLOP/s at four calls).  None: split each product into
+#: calls of at most ``SMALL_GEMM_MNK`` multiply-adds where every BLAS loaded is OpenBLAS with
+#: one of ``SMALL_GEMM_ARCHITECTURES`` (threadpoolctl's report), never below
+#: ``SMALL_GEMM_MIN_ROWS`` rows a call; True / False: always / never.
+BLAS_SMALL_GEMM = None
+SMALL_GEMM_MNK = 10 ** 6
+SMALL_GEMM_MIN_ROWS = 8
+SMALL_GEMM_ARCHITECTURES = ("skylakex", "cooperlake", "sapphirerapids")
+
 #: ``gradient_norms``, ``jacobian_norms``, ``jacobians``, ``jacobian_at`` and the backward pass
 #: ``BackwardNorms.feed``: the J_t (the iRNN's NumPy form for D ≥ 32: one product per inner
 #: step), a loop of D×D products and one LAPACK call per uncertified norm.  gradient_norms,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import config
-from ._blas import blas_threads
+from ._blas import blas_threads, small_gemm
 from ._resources import check_simulation
 from ._dataset import finish
 from .activations import ACTIVATION_IDS
@@ -189,12 +189,13 @@ def run_states(model: Model, x: np.ndarray, h0: np.ndarray, backend: str, *, sto
     W = xp.asarray(model.W, dtype=dtype)
     b = xp.asarray(model.b, dtype=dtype)
     common = dict(stop=stop, check_every=check_every, xp=xp)
+    small = xp is np and small_gemm()               # products by rows for OpenBLAS's small-matrix path
     if isinstance(model, IRNN):
         U, eta = xp.asarray(model.U, dtype=dtype), model.eta_table(T)
 
         def kernel(lo, hi, Hb):
             return vectorised.irnn(U, W, b, _rows(xs, lo, hi, B), _rows(h0x, lo, hi, B), eta, float(model.alpha),
-                                   model.K, model.g0 == "previous", model.sign, act, leak, H=Hb, **common)
+                                   model.K, model.g0 == "previous", model.sign, act, leak, H=Hb, small=small, **common)
     elif isinstance(model, CTRNN):
         U = xp.asarray(model.U, dtype=dtype)
 
@@ -208,7 +209,7 @@ def run_states(model: Model, x: np.ndarray, h0: np.ndarray, backend: str, *, sto
 
         def kernel(lo, hi, Hb):
             return vectorised.gated(R, W, b, _rows(xs, lo, hi, B), _rows(h0x, lo, hi, B), float(a), float(gain),
-                                    act, leak, H=Hb, **common)
+                                    act, leak, H=Hb, small=small, **common)
     parts = _batch_parts(B, config.VECTORISED_SIMULATION_THREADS, config.VECTORISED_MIN_ROWS_PER_THREAD) \
         if xp is np else 1
     H, bad = _run_blocks(kernel, B, T, D, xs.dtype, parts)
@@ -279,7 +280,8 @@ def _torch_cell_states(model, x, h0, path, backend, stop, dtype):
     parts = _batch_parts(B, config.GATED_SIMULATION_THREADS, config.GATED_MIN_ROWS_PER_THREAD) if xp is np else 1
 
     def kernel(lo, hi, Hb):
-        return fn(W_ih, W_hh, b_ih, b_hh, _rows(xs, lo, hi, B), _rows(s0, lo, hi, B), act, leak, H=Hb, **common)
+        return fn(W_ih, W_hh, b_ih, b_hh, _rows(xs, lo, hi, B), _rows(s0, lo, hi, B), act, leak, H=Hb,
+                  small=xp is np and small_gemm(), **common)
 
     H, bad = _run_blocks(kernel, B, T, model.state_size, xs.dtype, parts)
     H = to_numpy(H)

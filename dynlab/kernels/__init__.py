@@ -15,6 +15,23 @@ advanced past that step and the rest of its H is left unset.
 import numpy as np
 
 
+def gemm_rows(M: int, K: int, N: int, small: bool) -> int:
+    """Rows per ``np.dot``/``matmul`` call for the product (M × K)·(K × N) of a per-step loop:
+    M (one call), or, with ``small`` (``dynlab._blas.small_gemm()``: the BLAS has a small-matrix
+    path) and M·K·N > ``config.SMALL_GEMM_MNK``, the rows of the fewest calls (M halved until
+    each has at most that many multiply-adds), if that leaves at least
+    ``config.SMALL_GEMM_MIN_ROWS`` rows a call."""
+    from .. import config
+
+    limit = config.SMALL_GEMM_MNK
+    if not small or M * K * N <= limit:
+        return int(M)
+    rows = int(M)
+    while rows * K * N > limit and rows >= config.SMALL_GEMM_MIN_ROWS:
+        rows = (rows + 1) // 2
+    return rows if rows >= config.SMALL_GEMM_MIN_ROWS and rows * K * N <= limit else int(M)
+
+
 def readonly(a, dtype=None) -> np.ndarray:
     """``a`` as a C-contiguous array of ``dtype`` (its own when None), handed to a jitted kernel
     as a read-only view (no copy beyond what the layout or dtype needs).

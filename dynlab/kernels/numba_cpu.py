@@ -211,6 +211,20 @@ _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93145751953125e-1
 _LN2_LO = 1.42860682030941723212e-6
 _VEC = dict(cache=NUMBA_CACHE, error_model="numpy", fastmath={"contract"})
+
+
+@njit(inline="always", **_VEC)
+def dot_rows(A, B, out, rows):
+    """out = A B by ``np.dot`` (BLAS), in calls of ``rows`` rows of A each (the last may have
+    fewer): ``dynlab.kernels.gemm_rows`` picks rows so that each call takes the BLAS's
+    small-matrix path where it has one; rows ≥ len(A) is one call."""
+    M = A.shape[0]
+    if rows >= M:
+        np.dot(A, B, out)
+    else:
+        for lo in range(0, M, rows):
+            hi = min(M, lo + rows)
+            np.dot(A[lo:hi], B, out[lo:hi])
 _INF = math.inf
 
 
@@ -558,11 +572,11 @@ def _drive_chunk(xT, W_ihT, bias, t, gi):
 
 
 @njit(nogil=True, **_VEC)
-def gated_batch(xT, W_ihT, bias, W_hhT, bhn, h, c, H, lstm, act, leak, stop, gi, gh):
+def gated_batch(xT, W_ihT, bias, W_hhT, bhn, h, c, H, lstm, act, leak, stop, gi, gh, rows):
     """The vectorised GRU's or LSTM's whole time loop in one call (``vectorised.gru`` /
     ``lstm``; no Python between the steps, the GIL released): the input drive a chunk of steps
-    at a time (``_drive_chunk``), per step gh = h W_hhᵀ and ``gru_finish``'s or
-    ``lstm_finish``'s pass.  xT (T, B, d) time-major; h (B, D) and, for the LSTM, c (B, D): the
+    at a time (``_drive_chunk``), per step gh = h W_hhᵀ (``dot_rows``: calls of ``rows`` rows)
+    and ``gru_finish``'s or ``lstm_finish``'s pass.  xT (T, B, d) time-major; h (B, D) and, for the LSTM, c (B, D): the
     state (the initial one on entry); bhn: the GRU's b_hn; H (B, T, D) or (B, T, 2D).  Returns
     the first step with a non-finite entry, or −1; with ``stop`` the loop ends there."""
     T = xT.shape[0]
@@ -571,7 +585,7 @@ def gated_batch(xT, W_ihT, bias, W_hhT, bhn, h, c, H, lstm, act, leak, stop, gi,
     for t in range(T):
         if t % n == 0:
             _drive_chunk(xT, W_ihT, bias, t, gi)
-        np.dot(h, W_hhT, gh)
+        dot_rows(h, W_hhT, gh, rows)
         g = gi[t % n]
         ok = lstm_finish(g, gh, h, c, H, t, act, leak) if lstm else gru_finish(g, gh, bhn, h, H, t, act, leak)
         if not ok and first < 0:

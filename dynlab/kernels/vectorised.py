@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import config
 from ..activations import ACTIVATION_IDS, ACTIVATIONS
-from . import readonly
+from . import gemm_rows, readonly
 
 SIGMOID = ACTIVATION_IDS["sigmoid"]
 
@@ -261,10 +261,24 @@ def _run(step, x, h0, H, stop, check_every, xp):
         return _first_bad(H, T, xp, T) if not stop else np.full(B, T, dtype=np.int64)
 
 
-def gated(R, W, b, x, h0, a, gain, act, leak, stop=True, check_every=1, xp=np, H=None, fused=True):
+def _matmul_rows(xp, rows):
+    """matmul(a, b, out=out) in calls of ``rows`` rows of a each on the CPU (``kernels.gemm_rows``:
+    the BLAS's small-matrix path, where it has one), in one call otherwise."""
+    def matmul(a, b, out):
+        if xp is not np or rows >= a.shape[0]:
+            return xp.matmul(a, b, out=out)
+        for lo in range(0, a.shape[0], rows):
+            np.matmul(a[lo:lo + rows], b, out=out[lo:lo + rows])
+        return out
+
+    return matmul
+
+
+def gated(R, W, b, x, h0, a, gain, act, leak, stop=True, check_every=1, xp=np, H=None, fused=True, small=False):
     """h_t = a h_{t-1} + gain φ(R h_{t-1} + W x_t + b), whole batch per step.
 
-    Per step: one product [h, x_t, 1]·[R W b]ᵀ, φ in place, and one combining pass (fused
+    Per step: one product [h, x_t, 1]·[R W b]ᵀ (by rows with ``small``: ``_matmul_rows``), φ in
+    place, and one combining pass (fused
     with the finiteness check when ``fused`` and xp is NumPy).
     """
     B, T = x.shape[0], x.shape[1]
@@ -276,10 +290,11 @@ def gated(R, W, b, x, h0, a, gain, act, leak, stop=True, check_every=1, xp=np, H
     tmp = xp.empty((B, D), dtype=x.dtype)
     buf[:, :D] = h0
     ops = _ops(xp, fused)
+    matmul = _matmul_rows(xp, gemm_rows(B, D + d + 1, D, small))
 
     def step(t, h, out):
         buf[:, D:D + d] = x[:, t]
-        xp.matmul(buf, AT, out=z)
+        matmul(buf, AT, z)
         return ops.gated_step(buf, D, z, a, gain, H, t, act, leak, tmp)
 
     bad = _run(step, x, h0, H, stop, check_every, xp)
@@ -287,13 +302,14 @@ def gated(R, W, b, x, h0, a, gain, act, leak, stop=True, check_every=1, xp=np, H
 
 
 def irnn(U, W, b, x, h0, eta, alpha, K, g0prev, sign, act, leak, stop=True, check_every=1,
-         xp=np, H=None, fused=True):
+         xp=np, H=None, fused=True, small=False):
     """iRNN eq. 5 in the equivalent s-form: with s_k = g_k ± h_{m-1},
 
         s_k = (1 − η_k α) s_{k−1} + η_k φ(U s_{k−1} + W x_m + b),   h_m = s_K ∓ h_{m-1},
 
     which needs one matrix product ([s, x_m, 1]·[U W b]ᵀ), φ in place and one combining
-    pass per inner step.  ``eta`` is a host (rows, K) table.
+    pass per inner step (the product by rows with ``small``: ``_matmul_rows``).  ``eta`` is a
+    host (rows, K) table.
     """
     B, T = x.shape[0], x.shape[1]
     D = U.shape[0]
@@ -308,12 +324,13 @@ def irnn(U, W, b, x, h0, eta, alpha, K, g0prev, sign, act, leak, stop=True, chec
     sign = float(sign)
     xp.multiply(h0, start, out=buf[:, :D])
     ops = _ops(xp, fused)
+    matmul = _matmul_rows(xp, gemm_rows(B, D + d + 1, D, small))
 
     def step(t, h, out):
         buf[:, D:D + d] = x[:, t]
         e = eta[t] if eta.shape[0] > 1 else eta[0]
         for k in range(K):
-            xp.matmul(buf, AT, out=z)
+            matmul(buf, AT, z)
             a_k, e_k = 1.0 - float(e[k]) * alpha, float(e[k])
             if k < K - 1:
                 ops.irnn_inner(buf, D, z, a_k, e_k, act, leak, tmp)
@@ -388,7 +405,7 @@ def _chunk_steps(B, T, G):
     return int(max(1, min(T, config.GATED_DRIVE_CHUNK_ENTRIES // max(1, B * G))))
 
 
-def _jitted_loop(W_ih, bias, x, state_args, H, lstm, act, leak, stop):
+def _jitted_loop(W_ih, bias, x, state_args, H, lstm, act, leak, stop, small=False):
     """The whole time loop as one numba call (``numba_cpu.gated_batch``: the
     same drive chunks, products and fused pass as the per-step path below, so the same
     numbers, without Python between the steps — which, holding the GIL, kept two blocks of
@@ -401,7 +418,7 @@ def _jitted_loop(W_ih, bias, x, state_args, H, lstm, act, leak, stop):
     W_hhT, bhn, h, c = state_args
     first = numba_cpu.gated_batch(readonly(np.swapaxes(x, 0, 1)), readonly(W_ih.T), readonly(bias, x.dtype),
                                   readonly(W_hhT), readonly(bhn), h, c, H, lstm, act, leak, stop, gi,
-                                  np.empty((B, G), dtype=x.dtype))
+                                  np.empty((B, G), dtype=x.dtype), gemm_rows(B, W_hhT.shape[0], G, small))
     if not stop:
         return _first_bad(H, T, np, T)
     return _first_bad(H, first + 1, np, T) if first >= 0 else np.full(B, T, dtype=np.int64)
@@ -430,7 +447,8 @@ def _drive_chunks(W_ih, bias, x, xp):
     return get
 
 
-def gru(W_ih, W_hh, b_ih, b_hh, x, h0, act, leak, stop=True, check_every=1, xp=np, H=None, fused=True):
+def gru(W_ih, W_hh, b_ih, b_hh, x, h0, act, leak, stop=True, check_every=1, xp=np, H=None, fused=True,
+        small=False):
     """PyTorch's GRU over the whole batch (see above); W_ih (3D, d), W_hh (3D, D), b_ih, b_hh
     (3D), x (B, T, d), h0 (B, D), all in the precision wanted.  Returns (H (B, T, D), bad)."""
     B, T, _ = x.shape
@@ -445,7 +463,7 @@ def gru(W_ih, W_hh, b_ih, b_hh, x, h0, act, leak, stop=True, check_every=1, xp=n
     h = xp.array(h0, dtype=x.dtype, order="C")
     if fused and xp is np and H.flags.c_contiguous:
         return H, _jitted_loop(W_ih, bias, x, (W_hhT, bhn, h, np.empty((1, 1), dtype=x.dtype)), H, False, act, leak,
-                               stop)
+                               stop, small)
     drive = _drive_chunks(W_ih, bias, x, xp)
     gh = xp.empty((B, 3 * D), dtype=x.dtype)
     tmp = xp.empty((B, 4 * D), dtype=x.dtype)
@@ -460,7 +478,8 @@ def gru(W_ih, W_hh, b_ih, b_hh, x, h0, act, leak, stop=True, check_every=1, xp=n
     return H, bad
 
 
-def lstm(W_ih, W_hh, b_ih, b_hh, x, s0, act, leak, stop=True, check_every=1, xp=np, H=None, fused=True):
+def lstm(W_ih, W_hh, b_ih, b_hh, x, s0, act, leak, stop=True, check_every=1, xp=np, H=None, fused=True,
+         small=False):
     """PyTorch's LSTM over the whole batch on the state s = [h; c] (see above); W_ih (4D, d),
     W_hh (4D, D), b_ih, b_hh (4D), x (B, T, d), s0 (B, 2D).  Returns (H (B, T, 2D), bad)."""
     B, T, _ = x.shape
@@ -471,7 +490,7 @@ def lstm(W_ih, W_hh, b_ih, b_hh, x, s0, act, leak, stop=True, check_every=1, xp=
     c = xp.array(s0[:, D:], dtype=x.dtype, order="C")
     if fused and xp is np and H.flags.c_contiguous:
         return H, _jitted_loop(W_ih, b_ih + b_hh, x, (W_hhT, np.empty(1, dtype=x.dtype), h, c), H, True, act, leak,
-                               stop)
+                               stop, small)
     drive = _drive_chunks(W_ih, b_ih + b_hh, x, xp)
     gh = xp.empty((B, 4 * D), dtype=x.dtype)
     tmp = xp.empty((B, D), dtype=x.dtype)

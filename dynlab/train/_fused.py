@@ -1,7 +1,8 @@
 """The BPTT tape's jitted loops (``dynlab.train.backprop``): the iRNN's, the GRU's and the LSTM's
 taped forward and backward passes, each ONE numba call over the whole sequence with the GIL
-released — per step the product (BLAS, through ``np.dot``) and one fused element-wise pass, no
-Python between the steps.  Arrays only (no models); each kernel reads and writes the arrays as
+released — per step the product (BLAS, through ``np.dot``; in calls of ``rows`` rows each,
+``numba_cpu.dot_rows`` / ``kernels.gemm_rows``) and one fused element-wise pass, no Python between
+the steps.  Arrays only (no models); each kernel reads and writes the arrays as
 documented, and the formulas are those of the backprop module docstring.  φ is
 ``dynlab.kernels.numba_cpu``'s vectorised tanh/sigmoid (≤ 2–3 ulp), dispatched once per row.
 """
@@ -11,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from ..config import NUMBA_CACHE
-from ..kernels.numba_cpu import _VEC, dphi_given, phi_other, sigmoid_f64, tanh_f64
+from ..kernels.numba_cpu import _VEC, dot_rows, dphi_given, phi_other, sigmoid_f64, tanh_f64
 
 _INF = float("inf")
 
@@ -87,7 +88,7 @@ def gru_backward(g, n, h_prev, hb, dn, tanh, out, an):
 
 
 @njit(nogil=True, **_VEC)
-def gru_forward(Ha, Wa, X, W_inT, b_in, RZQ, N, DN, has_dn, act, leak, CN):
+def gru_forward(Ha, Wa, X, W_inT, b_in, RZQ, N, DN, has_dn, act, leak, CN, rows):
     """The GRU layer's taped forward pass: per step RZQ[t] = Ha[t] Wa = [a_r | a_z | q] (q =
     W_hn h + b_hn) and the candidate's input part c_n = X[t] W_inT (+ b_in, added below; CN
     (B, D) scratch: c_n is not kept on the tape), then r = σ(a_r), z = σ(a_z) over them,
@@ -95,7 +96,7 @@ def gru_forward(Ha, Wa, X, W_inT, b_in, RZQ, N, DN, has_dn, act, leak, CN):
     Ha[t+1, :, :D].  Returns the first step t (0-based) whose h_{t+1} is not finite, or −1."""
     T, B, D = N.shape
     for t in range(T):
-        np.dot(Ha[t], Wa, RZQ[t])
+        dot_rows(Ha[t], Wa, RZQ[t], rows)
         np.dot(X[t], W_inT, CN)
         nb = 0
         for b in range(B):
@@ -133,14 +134,14 @@ def gru_forward(Ha, Wa, X, W_inT, b_in, RZQ, N, DN, has_dn, act, leak, CN):
 
 
 @njit(nogil=True, **_VEC)
-def lstm_forward(Ha, Wa, C, A, TC, DG, DT, has_d, act, leak):
+def lstm_forward(Ha, Wa, C, A, TC, DG, DT, has_d, act, leak, rows):
     """The LSTM layer's taped forward pass: per step A[t] = Ha[t] Wa = [a_i | a_f | a_o | a_g] →
     [i | f | o | g] = [σ | σ | σ | φ](…) in place, c_t = f c_{t−1} + i g → C[t+1], φ(c_t) → TC[t],
     h_t = o φ(c_t) → Ha[t+1, :, :D], and φ'(a_g) → DG[t], φ'(c_t) → DT[t] when ``has_d``.
     Returns the first step t (0-based) whose c_{t+1} is not finite (h is finite when c is), or −1."""
     T, B, D = TC.shape
     for t in range(T):
-        np.dot(Ha[t], Wa, A[t])
+        dot_rows(Ha[t], Wa, A[t], rows)
         nb = 0
         for b in range(B):
             ai, af, ao, ag = A[t, b, :D], A[t, b, D:2 * D], A[t, b, 2 * D:3 * D], A[t, b, 3 * D:]
@@ -220,7 +221,7 @@ def _weight_chunk(Ha, lo, hi, Gr, P, part):
 
 @njit(nogil=True, **_VEC)
 def gru_backward_all(Ha, RZQ, N, DN, has_dn, W, X, Wx, ext, has_ext, above, has_above, need_x, hb, dh1, G, AN,
-                     P, W_in_bar, b_n, xbar, work):
+                     P, W_in_bar, b_n, xbar, work, rows):
     """The GRU layer's backward pass (the tape is only read): per step t = T … 1, h̄_t += ext[t]
     (when ``has_ext``; ext (T', B, D) holds the last T' steps' only), a copy to dh1 at t = 1
     (∂L/∂h_1, before the layer above's part), += above[t] (when ``has_above``), then
@@ -248,7 +249,7 @@ def gru_backward_all(Ha, RZQ, N, DN, has_dn, W, X, Wx, ext, has_ext, above, has_
             _add_rows(hb, above[t])
         k = t - lo
         gru_backward(RZQ[t], N[t], Ha[t, :, :D], hb, DN[t] if has_dn else DN[0], tanh, G[k], AN[k])
-        np.dot(G[k], W, tmp)
+        dot_rows(G[k], W, tmp, rows)
         _add_rows(hb, tmp)
         if t == lo:
             n = hi - lo
@@ -271,7 +272,7 @@ def gru_backward_all(Ha, RZQ, N, DN, has_dn, W, X, Wx, ext, has_ext, above, has_
 
 @njit(nogil=True, **_VEC)
 def lstm_backward_all(Ha, C, A, TC, DG, DT, has_d, W, W_ih, eh, has_eh, ec, has_ec, above, has_above, need_x,
-                      hb, cb, dh1, G, P, part, xbar):
+                      hb, cb, dh1, G, P, part, xbar, rows):
     """The LSTM layer's backward pass (the tape is only read): per step t = T … 1, h̄_t += eh[t],
     c̄_t += ec[t] (when given; (T', B, D) each, the last T' steps' only), [h̄ | c̄] copied to dh1
     at t = 1, h̄_t += above[t] (when ``has_above``), then ``lstm_backward`` (the gates'
@@ -298,7 +299,7 @@ def lstm_backward_all(Ha, C, A, TC, DG, DT, has_d, W, W_ih, eh, has_eh, ec, has_
             _add_rows(hb, above[t])
         k = t - lo
         lstm_backward(A[t], TC[t], C[t], hb, cb, DG[t] if has_d else DG[0], DT[t] if has_d else DT[0], tanh, G[k])
-        np.dot(G[k], W, hb)
+        dot_rows(G[k], W, hb, rows)
         if t == lo:
             n = hi - lo
             Gr = _rows(G, n)
@@ -429,7 +430,7 @@ def irnn_back_post(sb, gb, hpb, ae, sign):
 
 
 @njit(nogil=True, **_VEC)
-def irnn_forward(UT, cin, H, A, Dp, has_dp, eta, alpha, sign, prev, act, leak, z, g, s):
+def irnn_forward(UT, cin, H, A, Dp, has_dp, eta, alpha, sign, prev, act, leak, z, g, s, rows):
     """The iRNN's whole taped forward pass in one call (no Python between the steps, the GIL
     released): per inner step the product s_{k-1} Uᵀ (BLAS, through ``np.dot``) and one fused
     pass.  H[0] holds h_0 on entry; fills H[1:], A and, when ``has_dp`` (φ' not a function of
@@ -448,7 +449,7 @@ def irnn_forward(UT, cin, H, A, Dp, has_dp, eta, alpha, sign, prev, act, leak, z
     cur = 0
     for m in range(T):
         for k in range(K):
-            np.dot(s[cur], UT, z)
+            dot_rows(s[cur], UT, z, rows)
             dp = Dp[m, k] if has_dp else Dp[0, 0]
             if k < K - 1:
                 irnn_tape_inner(z, cin[m], s[cur], g, H[m], A[m, k], dp, s[1 - cur], eta[m, k], alpha, sign,
@@ -482,7 +483,7 @@ def irnn_inner_states(hp, A, eta_m, alpha, sign, prev, Sm, g):
 
 @njit(nogil=True, **_VEC)
 def irnn_backward(U, H, A, Dp, has_dp, eta, ext, X, alpha, sign, prev, act, Zm, Sm, Cc, Ubar, Wbar, bbar, work,
-                  gs, etab, hb, gb, hpb, sb, dh1):
+                  gs, etab, hb, gb, hpb, sb, dh1, rows):
     """The iRNN's whole backward pass in one call: per time step the inner states s_k
     recomputed (``irnn_inner_states``, into Sm (K, B, D)), then per inner step
     ``irnn_back_pre``, the product z̄ U (BLAS) and ``irnn_back_post``; per time step
@@ -521,7 +522,7 @@ def irnn_backward(U, H, A, Dp, has_dp, eta, ext, X, alpha, sign, prev, act, Zm, 
             gsv, gav = irnn_back_pre(gb, Sm[k], A[m, k], Dp[m, k] if has_dp else A[m, k], e, Zm[k], act)
             gs[m, k] = gsv
             etab[m, k] = gav - alpha * gsv
-            np.dot(Zm[k], U, sb)
+            dot_rows(Zm[k], U, sb, rows)
             irnn_back_post(sb, gb, hpb, alpha * e, sign)
         np.dot(Zm.reshape(K * B, D).T, Sm.reshape(K * B, D), part)
         _add_into(Ubar, part)

@@ -89,11 +89,11 @@ import threading
 
 import numpy as np
 
-from .._blas import blas_threads
+from .._blas import blas_threads, small_gemm
 from . import _fused
 from ..activations import ACTIVATION_IDS, dphi, phi
 from ..errors import DivergenceError, ParameterError
-from ..kernels import readonly
+from ..kernels import gemm_rows, readonly
 from ..models import CTRNN, GRU, IRNN, LSTM, RIN, RNN, AntisymmetricRNN, FastRNN, Model, Stack
 
 LOSSES = ("mse", "mse-seq", "ce", "ce-seq")
@@ -398,7 +398,7 @@ def _forward_irnn(model, xt, cin, H) -> Tape:
     eta = readonly(eta, np.float64)
     bad = _fused.irnn_forward(UT, readonly(cin), H, A, np.empty((1, 1, B, D)) if Dp is None else Dp,
                               Dp is not None, eta, alpha, sign, prev, act, leak, np.empty((B, D)), np.empty((B, D)),
-                              np.empty((2, B, D)))
+                              np.empty((2, B, D)), gemm_rows(B, D, D, small_gemm()))
     if bad >= 0:
         _check_finite(model, H, bad)
     return Tape(model, xt, H, A, Dp, None, eta)
@@ -543,7 +543,7 @@ def _backward_irnn(tape, ext):
                          readonly(eta), readonly(ext, np.float64), X, alpha, sign, prev, act,
                          np.empty((K, B, D)), np.empty((K, B, D)), np.empty((c, B, D)), Ubar, Wbar, bbar,
                          (np.empty((D, D)), np.empty((D, d))), gs, etab, hb, np.empty((B, D)), np.empty((B, D)),
-                         np.empty((B, D)), dh1)
+                         np.empty((B, D)), dh1, gemm_rows(B, D, D, small_gemm()))
     alphab = -float(np.sum(eta * gs))       # ᾱ = −Σ η_{m,k}⟨ḡ_k, s_{k-1}⟩
     tape.dL_dWr = Ubar
     grads = {"W": Wbar, "b": bbar, "alpha": alphab}
@@ -719,7 +719,8 @@ def _forward_gru(m, xt, h0, whole):
     DN = None if m.activation == "tanh" else _tape_empty((T, B, D))   # φ'(a_n), not a function of n
     bad = _fused.gru_forward(Ha, readonly(Wa), readonly(xt, np.float64), readonly(m.W_ih[2 * D:].T),
                              readonly(m.b_ih[2 * D:]), RZQ, N,
-                             *_out3(DN), act, leak, np.empty((B, D)))
+                             *_out3(DN), act, leak, np.empty((B, D)),
+                             gemm_rows(B, D + d + 1, 3 * D, small_gemm()))
     if bad >= 0:
         _check_finite_rows(whole, Ha[bad + 1, :, :D], bad)
     return GRUTape(m, Ha, RZQ, N, DN)
@@ -743,7 +744,8 @@ def _forward_lstm(m, xt, s0, whole):
     DG = _tape_empty((T, B, D)) if has_d else None
     DT = _tape_empty((T, B, D)) if has_d else None
     none = np.empty((1, 1, 1))
-    bad = _fused.lstm_forward(Ha, Wa, C, A, TC, DG if has_d else none, DT if has_d else none, has_d, act, leak)
+    bad = _fused.lstm_forward(Ha, Wa, C, A, TC, DG if has_d else none, DT if has_d else none, has_d, act, leak,
+                              gemm_rows(B, D + d + 1, 4 * D, small_gemm()))
     if bad >= 0:
         _check_finite_rows(whole, C[bad + 1], bad)
     return LSTMTape(m, Ha, C, A, TC, DG, DT)
@@ -832,7 +834,7 @@ def _backward_gru(lt: GRUTape, ext, above, need_x):
     _fused.gru_backward_all(Ha, lt.RZQ, lt.N, *_opt3(DN),
                             np.ascontiguousarray(m.W_hh), np.ascontiguousarray(lt.x), Wx, e, has_e, ab, has_ab,
                             need_x, hb, dh1, np.empty((c, B, 3 * D)), np.empty((c, B, D)), Pt, W_in_bar, b_n, xbar,
-                            work)
+                            work, gemm_rows(B, 3 * D, D, small_gemm()))
     P = Pt.T
     out = {"W_ih": np.concatenate([P[:2 * D, D:D + d], W_in_bar]),
            "W_hh": P[:, :D].copy(),
@@ -861,7 +863,8 @@ def _backward_lstm(lt: LSTMTape, ext, above, need_x):
     (dg, has_d), (dt, _) = _opt3(DG), _opt3(DT)
     _fused.lstm_backward_all(Ha, lt.C, lt.A, lt.TC, dg, dt, has_d, np.ascontiguousarray(W),
                              np.ascontiguousarray(_lstm_rows(m.W_ih, D)), eh, has_eh, ec, has_ec, ab, has_ab, need_x,
-                             hb, cb, dh1, np.empty((c, B, 4 * D)), Pt, np.empty_like(Pt), xbar)
+                             hb, cb, dh1, np.empty((c, B, 4 * D)), Pt, np.empty_like(Pt), xbar,
+                             gemm_rows(B, 4 * D, D, small_gemm()))
     P = _lstm_rows(Pt.T, D)              # [W̄_hh | W̄_ih | b̄], PyTorch's order
     gb = P[:, D + d].copy()
     out = {"W_ih": P[:, D:D + d].copy(), "W_hh": P[:, :D].copy(), "b_ih": gb, "b_hh": gb.copy()}
