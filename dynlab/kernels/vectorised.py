@@ -278,8 +278,8 @@ def gated(R, W, b, x, h0, a, gain, act, leak, stop=True, check_every=1, xp=np, H
     """h_t = a h_{t-1} + gain φ(R h_{t-1} + W x_t + b), whole batch per step.
 
     Per step: one product [h, x_t, 1]·[R W b]ᵀ (by rows with ``small``: ``_matmul_rows``), φ in
-    place, and one combining pass (fused
-    with the finiteness check when ``fused`` and xp is NumPy).
+    place, and one combining pass (fused with the finiteness check when ``fused`` and xp is
+    NumPy).
     """
     B, T = x.shape[0], x.shape[1]
     D = R.shape[0]
