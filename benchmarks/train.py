@@ -70,7 +70,9 @@ from numba import njit
 
 import dynlab as dl
 from dynlab import config
-from dynlab._blas import in_threads
+from dynlab._blas import in_threads, small_gemm
+from dynlab.kernels import gemm_rows
+from dynlab.kernels.numba_cpu import dot_rows
 from dynlab.train import backprop as bp
 
 from .harness import Impl, Workload
@@ -92,7 +94,7 @@ BOUND_OWN = "lower bound, the step's own parts: (its taped forward + the backwar
 
 
 @njit(nogil=True, cache=True)
-def _skeleton(steps, chunk, fwd, bwd, X, Wf, zf, tape, row, acc, Z, W, S, out, part):
+def _skeleton(steps, chunk, fwd, bwd, X, Wf, zf, tape, row, acc, Z, W, S, out, part, rows_f, rows_b):
     """The BLAS products of a training step and its tape's memory traffic, and nothing else.
 
     ``fwd``: per step the forward product X Wf → zf and, when ``tape`` has a row per step
@@ -104,12 +106,13 @@ def _skeleton(steps, chunk, fwd, bwd, X, Wf, zf, tape, row, acc, Z, W, S, out, p
     inner steps, chunk = K, G = a = D) and of ``_fused.gru_backward_all`` /
     ``lstm_backward_all`` (steps = T, chunk = ``WEIGHT_CHUNK_STEPS``, G = 3D or 4D, a = D + d + 1).
     Every operand but the tape stays in cache: the work of the real passes, minus their
-    element-wise passes."""
+    element-wise passes.  The forward and cotangent products are made in calls of ``rows_f`` /
+    ``rows_b`` rows, as the real passes make them (``kernels.gemm_rows``)."""
     B = Z.shape[1]
     taped = tape.shape[0] == steps
     if fwd:
         for t in range(steps):
-            np.dot(X, Wf, zf)
+            dot_rows(X, Wf, zf, rows_f)
             if taped:
                 for b in range(B):
                     for j in range(row.shape[1]):
@@ -121,7 +124,7 @@ def _skeleton(steps, chunk, fwd, bwd, X, Wf, zf, tape, row, acc, Z, W, S, out, p
                 for b in range(B):
                     for j in range(row.shape[1]):
                         acc[b, j] += tape[t, b, j]
-            np.dot(Z[k], W, out)
+            dot_rows(Z[k], W, out, rows_b)
             k += 1
             if k == chunk or t == 0:
                 np.dot(S[:k].reshape(k * B, S.shape[2]).T, Z[:k].reshape(k * B, Z.shape[2]), part)
@@ -163,8 +166,10 @@ def _skeleton_rows(m, x, steps, chunk, Wf, W, a):
         def call():
             def block(i):
                 k = blocks[i]
+                b = k["X"].shape[0]
                 _skeleton(steps, chunk, fwd, bwd, k["X"], Wf, k["zf"], k["tape"] if taped else none, k["row"],
-                          k["acc"], k["Z"], W, k["S"], k["out"], k["part"])
+                          k["acc"], k["Z"], W, k["S"], k["out"], k["part"], gemm_rows(b, *Wf.shape, small_gemm()),
+                          gemm_rows(b, *W.shape, small_gemm()))
                 return k["part"]
 
             return in_threads(block, len(blocks))

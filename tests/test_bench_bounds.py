@@ -33,7 +33,7 @@ def test_skeleton_runs_the_products_it_names(steps, chunk):
     row = rng.standard_normal((B, r))
     zf, out, part = np.zeros((B, G)), np.zeros((B, D)), np.zeros((a, G))
     tape, acc = np.zeros((steps, B, r)), np.zeros((B, r))
-    train._skeleton(steps, chunk, True, True, X, Wf, zf, tape, row, acc, Z, W, S, out, part)
+    train._skeleton(steps, chunk, True, True, X, Wf, zf, tape, row, acc, Z, W, S, out, part, 2, 1)  # calls of 2, 1 rows
     np.testing.assert_allclose(zf, X @ Wf, rtol=1e-13, atol=1e-13)
     # backwards from t = steps − 1, chunk index k = 0, 1, …: the last step (t = 0) used
     # k = (steps − 1) mod chunk, and the last weight-gradient product took k + 1 slots
@@ -52,7 +52,7 @@ def test_skeleton_without_a_tape_moves_none():
     acc = np.zeros((B, r))
     train._skeleton(4, 2, True, True, rng.standard_normal((B, a)), rng.standard_normal((a, G)), np.zeros((B, G)),
                     np.empty((1, 1, 1)), rng.standard_normal((B, r)), acc, rng.standard_normal((2, B, G)),
-                    rng.standard_normal((G, D)), rng.standard_normal((2, B, a)), np.zeros((B, D)), np.zeros((a, G)))
+                    rng.standard_normal((G, D)), rng.standard_normal((2, B, a)), np.zeros((B, D)), np.zeros((a, G)), B, B)
     assert not acc.any()
 
 
