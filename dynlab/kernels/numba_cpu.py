@@ -576,8 +576,9 @@ def gated_batch(xT, W_ihT, bias, W_hhT, bhn, h, c, H, lstm, act, leak, stop, gi,
     """The vectorised GRU's or LSTM's whole time loop in one call (``vectorised.gru`` /
     ``lstm``; no Python between the steps, the GIL released): the input drive a chunk of steps
     at a time (``_drive_chunk``), per step gh = h W_hhᵀ (``dot_rows``: calls of ``rows`` rows)
-    and ``gru_finish``'s or ``lstm_finish``'s pass.  xT (T, B, d) time-major; h (B, D) and, for the LSTM, c (B, D): the
-    state (the initial one on entry); bhn: the GRU's b_hn; H (B, T, D) or (B, T, 2D).  Returns
+    and ``gru_finish``'s or ``lstm_finish``'s pass.  xT (T, B, d) time-major; h (B, D) and, for
+    the LSTM, c (B, D): the state (the initial one on entry); bhn: the GRU's b_hn; H (B, T, D)
+    or (B, T, 2D).  Returns
     the first step with a non-finite entry, or −1; with ``stop`` the loop ends there."""
     T = xT.shape[0]
     n = gi.shape[0]

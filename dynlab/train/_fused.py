@@ -1,8 +1,8 @@
 """The BPTT tape's jitted loops (``dynlab.train.backprop``): the iRNN's, the GRU's and the LSTM's
 taped forward and backward passes, each ONE numba call over the whole sequence with the GIL
 released — per step the product (BLAS, through ``np.dot``; in calls of ``rows`` rows each,
-``numba_cpu.dot_rows`` / ``kernels.gemm_rows``) and one fused element-wise pass, no Python between
-the steps.  Arrays only (no models); each kernel reads and writes the arrays as
+``numba_cpu.dot_rows`` / ``kernels.gemm_rows``) and one fused element-wise pass, no Python
+between the steps.  Arrays only (no models); each kernel reads and writes the arrays as
 documented, and the formulas are those of the backprop module docstring.  φ is
 ``dynlab.kernels.numba_cpu``'s vectorised tanh/sigmoid (≤ 2–3 ulp), dispatched once per row.
 """
