@@ -160,16 +160,15 @@ def _skeleton_rows(m, x, steps, chunk, Wf, W, a):
         blocks.append(dict(X=rng.standard_normal((b, Wf.shape[0])), zf=np.empty((b, Wf.shape[1])),
                            tape=np.zeros((steps, b, r)), row=rng.standard_normal((b, r)), acc=np.zeros((b, r)),
                            Z=rng.standard_normal((chunk, b, G)), S=rng.standard_normal((chunk, b, a)),
-                           out=np.empty((b, D)), part=np.empty((a, G))))
+                           out=np.empty((b, D)), part=np.empty((a, G)),
+                           rows_f=gemm_rows(b, *Wf.shape, small_gemm()), rows_b=gemm_rows(b, *W.shape, small_gemm())))
 
     def rows(fwd, bwd, taped):
         def call():
             def block(i):
                 k = blocks[i]
-                b = k["X"].shape[0]
                 _skeleton(steps, chunk, fwd, bwd, k["X"], Wf, k["zf"], k["tape"] if taped else none, k["row"],
-                          k["acc"], k["Z"], W, k["S"], k["out"], k["part"], gemm_rows(b, *Wf.shape, small_gemm()),
-                          gemm_rows(b, *W.shape, small_gemm()))
+                          k["acc"], k["Z"], W, k["S"], k["out"], k["part"], k["rows_f"], k["rows_b"])
                 return k["part"]
 
             return in_threads(block, len(blocks))

@@ -276,12 +276,11 @@ def _torch_cell_states(model, x, h0, path, backend, stop, dtype):
     fn = vectorised.lstm if lstm else vectorised.gru
     W_ih, W_hh, b_ih, b_hh = (xp.asarray(a, dtype=dtype) for a in (model.W_ih, model.W_hh, model.b_ih, model.b_hh))
     xs, s0 = xp.asarray(x, dtype=dtype), xp.asarray(h0, dtype=dtype)
-    common = dict(stop=stop, check_every=1 if xp is np else 64, xp=xp)
+    common = dict(stop=stop, check_every=1 if xp is np else 64, xp=xp, small=xp is np and small_gemm())
     parts = _batch_parts(B, config.GATED_SIMULATION_THREADS, config.GATED_MIN_ROWS_PER_THREAD) if xp is np else 1
 
     def kernel(lo, hi, Hb):
-        return fn(W_ih, W_hh, b_ih, b_hh, _rows(xs, lo, hi, B), _rows(s0, lo, hi, B), act, leak, H=Hb,
-                  small=xp is np and small_gemm(), **common)
+        return fn(W_ih, W_hh, b_ih, b_hh, _rows(xs, lo, hi, B), _rows(s0, lo, hi, B), act, leak, H=Hb, **common)
 
     H, bad = _run_blocks(kernel, B, T, model.state_size, xs.dtype, parts)
     H = to_numpy(H)

@@ -14,6 +14,8 @@ advanced past that step and the rest of its H is left unset.
 
 import numpy as np
 
+from .. import config
+
 
 def gemm_rows(M: int, K: int, N: int, small: bool) -> int:
     """Rows per ``np.dot``/``matmul`` call for the product (M × K)·(K × N) of a per-step loop:
@@ -21,8 +23,6 @@ def gemm_rows(M: int, K: int, N: int, small: bool) -> int:
     path) and M·K·N > ``config.SMALL_GEMM_MNK``, the rows of the fewest calls (M halved until
     each has at most that many multiply-adds), if that leaves at least
     ``config.SMALL_GEMM_MIN_ROWS`` rows a call."""
-    from .. import config
-
     limit = config.SMALL_GEMM_MNK
     if not small or M * K * N <= limit:
         return int(M)
