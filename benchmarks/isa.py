@@ -62,10 +62,10 @@ def numba_features(host: dict, level: str) -> str:
 def environment(level: str) -> dict:
     """The environment variables that hold every library to ``level`` (module docstring)."""
     import llvmlite.binding as ll
-    from numpy._core._multiarray_umath import __cpu_dispatch__
 
     spec = LEVELS[level]
-    off = [t for t in spec["numpy_off"] if t in __cpu_dispatch__]
+    dispatched = numpy_dispatch_targets()
+    off = [t for t in spec["numpy_off"] if dispatched is None or t in dispatched]
     xla = (os.environ.get("XLA_FLAGS", "") + f" --xla_cpu_max_isa={spec['xla']}").strip()
     env = {
         MARK: level,
@@ -79,6 +79,26 @@ def environment(level: str) -> dict:
     if off:
         env["NPY_DISABLE_CPU_FEATURES"] = " ".join(off)
     return env
+
+
+def numpy_dispatch_targets() -> set | None:
+    """The SIMD targets NumPy dispatches at run time (its ``found`` and ``not_found``), read from
+    ``numpy.show_runtime()`` (public, NumPy ≥ 1.24); None when that report has no such entry."""
+    import contextlib
+    import io
+    import re
+
+    import numpy as np
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        np.show_runtime()
+    names = set()
+    for key in ("found", "not_found"):
+        m = re.search(rf"'{key}':\s*\[([^\]]*)\]", text.getvalue())
+        if m:
+            names.update(re.findall(r"'([A-Z0-9_]+)'", m.group(1)))
+    return names or None
 
 
 def reexec(level: str, argv: list) -> None:

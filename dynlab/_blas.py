@@ -1,22 +1,30 @@
 """BLAS thread limits for loops of small products.
 
 Threaded BLAS synchronises its threads at every call; for loops of small and medium products
-(D ≤ a few hundred) on a 2-core machine that synchronisation costs more than the second thread
-gains, and when a core is busy each call can wait for a scheduler time slice (measured: the
-implicit-network ``equilibria`` workload 170 ms with 2 BLAS threads vs 8 ms with 1; the
-``gradnorm`` Gram-matrix norms 12 ms vs 0.35 ms per 128×128 matrix; one training step
-(``train-step``) 23.6 s vs 1.25 s with the other core busy).  ``limit_blas_threads(n)`` runs a
-block with n BLAS threads through threadpoolctl (a dependency); None, or threadpoolctl finding
-no BLAS, leaves the threads alone.
+(D ≤ a few hundred) that synchronisation costs more than the second thread gains, and when a
+core is busy each call can wait for a scheduler time slice (BENCHMARKS.md, ``blas-threads``).
+``limit_blas_threads(n)`` runs a block with n BLAS threads; None, or threadpoolctl finding no
+BLAS, leaves the threads alone.
 
 ``blas_threads("FAMILY_BLAS_THREADS")`` decorates a public function: each call runs under the
-limit that ``dynlab.config`` names (read at call time, so the tunable can be changed while a
-program runs), set once for the whole call, not per product.  Limits nest: a call inside a
-block that already holds the same limit costs a counter increment (≈1 µs; setting a limit
-through threadpoolctl costs ≈12 µs), and the threads come back when the outermost block ends,
-also when several Python threads share the limit (a Dask sweep on threads).  A different limit
-inside (e.g. the one-thread blocks that Numba's parallel regions need) is set and restored
-on its own.
+limit that ``dynlab.config`` names (read at call time), set once for the whole call, not per
+product.
+
+Only threadpoolctl's public interface is used (``ThreadpoolController.info`` and ``.limit``).
+How a limit is shared between Python threads depends on the release, and is decided once:
+
+* threadpoolctl ≥ 3.8 lets one Python thread at a time change OpenBLAS's process-wide
+  (pthreads) limit and silently ignores the others, so a limit is always set and given back
+  **by the thread that holds it**; limits nest per thread (a block asking for the limit its
+  thread already holds sets nothing, ≈ 1 µs; a different one inside is set and restored on its
+  own).  The same holds wherever BLAS keeps one limit per thread (OpenMP).
+* threadpoolctl < 3.8 lets any thread change the process-wide limit, so the threads that hold
+  the same limit share it: the first to enter sets it, the last to leave gives it back (a
+  thread leaving early does not take the limit from one still computing).
+
+dynlab's own parallel sections (``in_threads``) hold their limit in the thread that starts them,
+and their workers set none of their own (with per-thread limits, each sets its own), so they run
+under it with every release.
 """
 from __future__ import annotations
 
@@ -26,10 +34,20 @@ import threading
 
 from . import config
 
+#: [controller or None, limits per thread (OpenMP), threads share one process-wide limit (< 3.8)]
 _CONTROLLER = []
+#: The limit each thread holds now (None: none of dynlab's).
+_LOCAL = threading.local()
+#: Shared mode (threadpoolctl < 3.8): the limit in force, how many blocks hold it, its limiter.
 _LOCK = threading.Lock()
-#: The shared limit in force: its thread count, how many blocks hold it, threadpoolctl's limiter.
 _HELD = {"n": None, "count": 0, "limiter": None}
+
+
+def _release(version: str) -> tuple:
+    try:
+        return tuple(int(p) for p in version.split(".")[:2])
+    except ValueError:
+        return (0, 0)
 
 
 def _controller():
@@ -38,71 +56,73 @@ def _controller():
             # scipy's BLAS (the one Numba's np.dot and scipy.linalg call) must be loaded before
             # the controller is built, or the limit would miss it
             import scipy.linalg.cython_blas  # noqa: F401
+            import threadpoolctl
             from threadpoolctl import ThreadpoolController
             ctl = ThreadpoolController()
-            _CONTROLLER.append(ctl)
-            # OpenBLAS on OpenMP keeps one limit per thread: nothing to share between threads
-            _CONTROLLER.append(any(getattr(lib, "threading_layer", "") == "openmp"
-                                   for lib in ctl.lib_controllers if lib.user_api == "blas"))
+            blas = [lib for lib in ctl.info() if lib.get("user_api") == "blas"]
+            per_thread = any(lib.get("threading_layer") == "openmp" for lib in blas)
+            shared = not per_thread and _release(getattr(threadpoolctl, "__version__", "0")) < (3, 8)
+            _CONTROLLER[:] = [ctl if blas else None, per_thread, shared]
         except Exception:  # not installed, or no BLAS found: leave the threads alone
-            _CONTROLLER[:] = [None, False]
+            _CONTROLLER[:] = [None, False, False]
     return _CONTROLLER[0]
 
 
-def _release_control():
-    """threadpoolctl (≥ 3.6) lets only one Python thread at a time set OpenBLAS's process-wide
-    limit — the last that set it, until its ``with`` block ends — and silently ignores the
-    others.  The shared limit here is set by the first block to enter and given back by the
-    last to leave, possibly another thread, so each change is made with no thread in control."""
-    try:
-        from threadpoolctl import OpenBLASController
-    except ImportError:  # older threadpoolctl: any thread may set the limit
-        return
-    OpenBLASController.clear_controlling_thread(force=True)
+def _blas_info() -> list[dict]:
+    """threadpoolctl's report of the loaded BLAS libraries, read now (num_threads changes)."""
+    ctl = _controller()
+    return [] if ctl is None else [lib for lib in ctl.info() if lib.get("user_api") == "blas"]
 
 
 class _Limit:
-    """A block with BLAS on ``n`` threads (see the module docstring for nesting)."""
+    """A block with BLAS on ``n`` threads (the module docstring says who sets and restores it)."""
 
-    __slots__ = ("ctl", "n", "own")
+    __slots__ = ("ctl", "n", "limiter", "outer", "shared")
 
     def __init__(self, ctl, n: int):
-        self.ctl, self.n, self.own = ctl, n, None
+        self.ctl, self.n, self.limiter, self.outer, self.shared = ctl, n, None, None, False
 
     def __enter__(self):
-        if _CONTROLLER[1]:  # per-thread limits: this thread's own, nested as threadpoolctl nests
-            self.own = self.ctl.limit(limits=self.n, user_api="blas").__enter__()
+        self.outer = getattr(_LOCAL, "n", None)
+        if self.outer == self.n:
             return self
-        with _LOCK:
-            if _HELD["count"] and _HELD["n"] == self.n:
-                _HELD["count"] += 1
-                return self
-            _release_control()
-            limiter = self.ctl.limit(limits=self.n, user_api="blas")
-            _release_control()
-            if _HELD["count"]:  # a different limit inside the shared one: its own, restored on exit
-                self.own = limiter
-            else:
-                _HELD.update(n=self.n, count=1, limiter=limiter)
+        _LOCAL.n = self.n
+        if _CONTROLLER[2]:
+            with _LOCK:
+                if _HELD["count"] and _HELD["n"] == self.n:
+                    _HELD["count"] += 1
+                    self.shared = True
+                    return self
+                limiter = self.ctl.limit(limits=self.n, user_api="blas")
+                if _HELD["count"]:  # a different limit inside the shared one: its own, restored on exit
+                    self.limiter = limiter
+                else:
+                    _HELD.update(n=self.n, count=1, limiter=limiter)
+                    self.shared = True
+            return self
+        self.limiter = self.ctl.limit(limits=self.n, user_api="blas")
+        self.limiter.__enter__()
         return self
 
     def __exit__(self, *exc):
-        if _CONTROLLER[1]:
-            self.own.__exit__(None, None, None)
-            self.own = None
+        if self.outer == self.n and self.limiter is None and not self.shared:
             return False
-        with _LOCK:
-            if self.own is not None:
-                limiter, self.own = self.own, None
-            else:
-                _HELD["count"] -= 1
-                if _HELD["count"]:
-                    return False
-                limiter = _HELD["limiter"]
-                _HELD.update(n=None, limiter=None)
-            _release_control()
-            limiter.restore_original_limits()
-            _release_control()
+        _LOCAL.n = self.outer
+        if _CONTROLLER[2]:
+            with _LOCK:
+                if self.limiter is not None:
+                    limiter, self.limiter = self.limiter, None
+                else:
+                    self.shared = False
+                    _HELD["count"] -= 1
+                    if _HELD["count"]:
+                        return False
+                    limiter = _HELD["limiter"]
+                    _HELD.update(n=None, limiter=None)
+                limiter.restore_original_limits()
+            return False
+        limiter, self.limiter = self.limiter, None
+        limiter.__exit__(None, None, None)
         return False
 
 
@@ -116,9 +136,7 @@ def small_gemm() -> bool:
     if config.BLAS_SMALL_GEMM is not None:
         return bool(config.BLAS_SMALL_GEMM)
     if "auto" not in _SMALL:
-        ctl = _controller()
-        libs = [] if ctl is None else [lib for lib in ctl.lib_controllers if lib.user_api == "blas"]
-        _SMALL["auto"] = has_small_path([(lib.internal_api, getattr(lib, "architecture", None)) for lib in libs])
+        _SMALL["auto"] = has_small_path([(lib.get("internal_api"), lib.get("architecture")) for lib in _blas_info()])
     return _SMALL["auto"]
 
 
@@ -133,10 +151,7 @@ def blas_thread_count() -> int | None:
     """How many threads BLAS would use now in this thread (the fewest over the loaded BLAS
     libraries: 1 inside a family limited to one thread, or where the user set
     OPENBLAS_NUM_THREADS=1); None when threadpoolctl finds no BLAS.  ≈ 2 µs."""
-    ctl = _controller()
-    if ctl is None:
-        return None
-    counts = [lib.num_threads for lib in ctl.lib_controllers if lib.user_api == "blas"]
+    counts = [lib["num_threads"] for lib in _blas_info() if lib.get("num_threads") is not None]
     return min(counts) if counts else None
 
 
@@ -212,13 +227,25 @@ def _pool(n: int):
 
 def in_threads(fn, n: int) -> list:
     """[fn(0), …, fn(n − 1)] on n threads at once — fn(0) on the calling thread, the others on
-    dynlab's pool — each with BLAS on one thread.  For independent pieces of work whose loops
+    dynlab's pool — with BLAS on one thread.  For independent pieces of work whose loops
     release the GIL (numba calls, BLAS): nothing waits for anything until all have finished.
-    Every piece is waited for before the first exception (in piece order) is raised."""
-    def run(i):
-        with limit_blas_threads(1):
-            return fn(i)
+    Every piece is waited for before the first exception (in piece order) is raised.
 
+    The calling thread holds the one-thread limit for the whole section; the workers set none
+    (module docstring) unless BLAS keeps per-thread limits (OpenMP), where each sets its own."""
+    per_thread = bool(_controller() is not None and _CONTROLLER[1])
+
+    def run(i):
+        if per_thread:
+            with limit_blas_threads(1):
+                return fn(i)
+        return fn(i)
+
+    with limit_blas_threads(1):
+        return _run_all(run, n)
+
+
+def _run_all(run, n: int) -> list:
     futures = [_pool(n - 1).submit(run, i) for i in range(1, n)] if n > 1 else []
     out = [None] * n
     error = None

@@ -16,6 +16,7 @@ This module imports only the standard library and ``dynlab.errors``.
 """
 from __future__ import annotations
 
+import contextvars
 import math
 import os
 
@@ -70,8 +71,10 @@ def format_bytes(n: float) -> str:
 
 def format_seconds(s: float) -> str:
     """``42 s``, ``3.1 h``, ``12 days``, ``3.2e+05 years``."""
-    if s < 120:
+    if s < 10:
         return f"{s:.2g} s"
+    if s < 120:
+        return f"{s:.0f} s"
     if s < 3600:
         return f"{s / 60:.2g} min"
     if s < 2 * 86400:
@@ -122,11 +125,28 @@ def work_seconds(flops: float = 0.0, iterations: float = 0.0) -> float:
 
 
 def check_work(seconds: float, param: str, what: str) -> None:
-    """Refuse (``ParameterError(param)``) a computation estimated to take longer than the limit."""
+    """Refuse (``ParameterError(param)``) a computation estimated to take longer than the limit
+    (``max_seconds()``), or, inside ``confirm_over(s)`` (the command line), longer than s seconds
+    (the message then says ``--force``)."""
     limit = max_seconds()
     if seconds > limit:
         raise ParameterError(param, f"{what} would take ≈ {format_seconds(seconds)} even at an optimistic "
                                     f"rate, over the {format_seconds(limit)} limit (DYNLAB_MAX_HOURS raises it)")
+    confirm = _CONFIRM.get()
+    if confirm is not None and seconds > confirm:
+        raise ParameterError(param, f"{what} would take at least ≈ {format_seconds(seconds)} (an optimistic "
+                                    f"estimate); add --force to run it")
+
+
+#: The estimated seconds past which ``check_work`` asks for --force (None: it never asks).
+_CONFIRM = contextvars.ContextVar("dynlab_confirm_over", default=None)
+
+
+def confirm_over(seconds: float | None):
+    """From now on in this context, ``check_work`` refuses an estimate over ``seconds`` with a
+    message that asks for --force (None: no such limit).  The command line sets it before
+    parsing, ``--force`` lifts it; library calls never set it.  Returns the token to reset."""
+    return _CONFIRM.set(None if seconds is None else float(seconds))
 
 
 def largest(**sizes) -> str:
@@ -279,6 +299,11 @@ def reporting(callback):
         yield callback
     finally:
         _REPORTER.reset(token)
+
+
+def listening() -> bool:
+    """Whether a reporter listens (``reporting``): a computation may then report its progress."""
+    return _REPORTER.get() is not None
 
 
 def progress(stage: str, done: int, total: int) -> None:

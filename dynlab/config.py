@@ -32,6 +32,11 @@ VECTORISED_SIMULATION_THREADS = None
 #: … but never fewer than this many sequences per block.
 VECTORISED_MIN_ROWS_PER_THREAD = 32
 
+#: The command line asks for ``--force`` before a computation whose (optimistic) work estimate
+#: exceeds this many seconds (``dynlab._resources.check_work``); the library itself refuses only
+#: past ``DYNLAB_MAX_HOURS`` (1 hour by default).
+CLI_CONFIRM_SECONDS = 60.0
+
 #: ``cache=True`` for every @njit kernel, so the compiled code survives the process.
 NUMBA_CACHE = True
 

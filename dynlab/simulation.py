@@ -219,6 +219,41 @@ def run_states(model: Model, x: np.ndarray, h0: np.ndarray, backend: str, *, sto
     return H, bad, path
 
 
+#: ``simulate`` reports its progress (``dynlab._resources.progress``) where a reporter listens and
+#: the run is estimated to take at least this many seconds: it then runs in ``PROGRESS_CHUNKS``
+#: chunks of time steps, each continuing from the last state of the one before (the same states,
+#: bit for bit, as one call).
+PROGRESS_MIN_SECONDS = 1.0
+PROGRESS_CHUNKS = 100
+
+
+def run_states_reporting(model: Model, x: np.ndarray, h0: np.ndarray, backend: str, *, stop: bool = True,
+                         dtype=np.float64) -> tuple[np.ndarray, np.ndarray, str]:
+    """``run_states``, in chunks of time steps with a progress report after each where someone
+    listens (the command line's bar) and the run is long; one call otherwise."""
+    from ._resources import listening, progress, simulation_work
+
+    B, T, _ = x.shape
+    if T < 2 or not listening() or simulation_work(model, B, T)[0] < PROGRESS_MIN_SECONDS:
+        return run_states(model, x, h0, backend, stop=stop, dtype=dtype)
+    edges = np.unique(np.linspace(0, T, min(T, PROGRESS_CHUNKS) + 1).astype(int))
+    eta = np.asarray(getattr(model, "eta", 0.0))
+    per_time = isinstance(model, IRNN) and eta.ndim == 2 and eta.shape[0] > 1
+    H = np.full((B, T, model.state_size), np.nan, dtype=dtype)
+    bad = np.full(B, T, dtype=np.int64)
+    s, path = h0, None
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        part = model.replace(eta=eta[lo:hi]) if per_time else model
+        Hc, bc, path = run_states(part, np.ascontiguousarray(x[:, lo:hi]), s, backend, stop=stop, dtype=dtype)
+        H[:, lo:hi] = Hc
+        bad = np.where(bad < T, bad, np.where(bc < hi - lo, lo + bc, T))
+        progress("simulation (steps)", int(hi), T)
+        if stop and bad.min() < T and np.all(bad < T):
+            break
+        s = np.ascontiguousarray(Hc[:, -1], dtype=np.float64)
+    return H, bad, path
+
+
 def _stack_states(model, x, h0, backend, stop, dtype):
     """A stack layer by layer, each over the whole sequence on its own kernel: layer ℓ reads
     layer ℓ − 1's output at every step (PyTorch's semantics), so running layer 1 over all T
@@ -384,7 +419,7 @@ def simulate(model: Model, x, h0=None, *, backend: str | None = None, dtype=np.f
     check_simulation(model, B, T)  # before allocating the states: refuses what cannot run here
     if isinstance(model, IRNN):
         model.eta_table(T)  # shape check of a per-time η before any work
-    H, bad, path = run_states(model, xa, h0a, backend, stop=on_divergence == "raise", dtype=dtype)
+    H, bad, path = run_states_reporting(model, xa, h0a, backend, stop=on_divergence == "raise", dtype=dtype)
     used = "scipy" if path == "scipy" else backend
     ds = wrap_states(model, xa, h0a, H, batched=batched, backend=used, command=command, path=path)
     first = int(bad.min())

@@ -187,9 +187,12 @@ def simulate_spec(spec: RunSpec):
     command's Dataset records them); raises ``DivergenceError`` with the finite steps in
     ``err.partial`` when a state becomes non-finite.
     """
+    from ._resources import check_input, check_simulation
     from .simulation import simulate
 
     model = build_model(spec)
+    check_input(spec.steps, model.inputs, spec.batch)
+    check_simulation(model, spec.batch or 1, spec.steps)  # the work, before the input is drawn
     ds = simulate(model, build_input(spec, model.inputs), backend=spec.backend, command=spec.command)
     ds.attrs.update(input_attrs(spec, ds.sizes["time"]))
     return ds

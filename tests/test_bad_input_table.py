@@ -108,6 +108,10 @@ BAD = {
         (['simulate', '--weights', '{T}'], '--weights'),
         (['simulate', '--weights', '{SPEC}'], '--weights'),
         (['simulate', '--weights', '{W}', '--model', 'rnn'], '--model'),
+        # work past the command line's confirmation limit: the estimate, and --force to run it
+        (['simulate', '--K', '1000000000', '--steps', '10'], '--K'),
+        (['simulate', '--weights', '{KHUGE}', '--steps', '10'], '--weights'),
+        (['gradients', '--weights', '{KHUGE}', '--steps', '10'], '--weights'),
         (['simulate', '--input', ''], '--input'),
         (['simulate', '--backend', ''], '--backend'),
         (['simulate', '--weight-scale', '０.５'], '--weight-scale'),
@@ -450,7 +454,9 @@ def files(tmp_path_factory):
     good = dict(np.load(dynlab.save_model(dynlab.make_model("irnn", 2, 1, seed=1), tmp / "irnn.npz")))
     np.savez(tmp / "g0array.npz", **{**good, "__setting__g0": np.array(["zero", "previous"])})
     np.savez(tmp / "k0.npz", **{**good, "__setting__K": np.array(0)})
-    out.update(EMPTY=str(empty), G0ARRAY=str(tmp / "g0array.npz"), K0=str(tmp / "k0.npz"))
+    np.savez(tmp / "khuge.npz", **{**good, "__setting__K": np.array(10 ** 9)})
+    out.update(EMPTY=str(empty), G0ARRAY=str(tmp / "g0array.npz"), K0=str(tmp / "k0.npz"),
+               KHUGE=str(tmp / "khuge.npz"))
     grid = tmp / "grid.toml"
     grid.write_text('analysis = "simulate"\n[model]\nname = "irnn"\nhidden = 2\n[input]\nsteps = 5\n[grid]\n'
                     'eta = {0}\nalpha = {0}\nseed = {0}\n'.format(list(range(1, 1001))))

@@ -33,6 +33,8 @@ def blas_counts() -> list[int]:
 @pytest.fixture
 def two_threads():
     """BLAS on 2 threads for the test (skipped where BLAS cannot run 2)."""
+    assert blas_counts(), (f"threadpoolctl {threadpoolctl.__version__} finds no BLAS next to NumPy "
+                           f"{np.__version__}: dynlab could not limit its threads (setup.cfg's floor is too low)")
     with threadpoolctl.ThreadpoolController().limit(limits=2, user_api="blas"):
         if blas_counts() != [2]:
             pytest.skip(f"BLAS runs {blas_counts()} threads here, not 2: a limit to 1 cannot be told apart")
@@ -204,28 +206,63 @@ def test_limit_restored_after_an_exception(two_threads):
     assert fails.__name__ == "fails" and fails.blas_threads_setting == "TRAIN_BLAS_THREADS"
 
 
-def test_limit_shared_by_threads_is_restored_when_the_last_leaves(two_threads):
-    """Python threads sharing the limit (a Dask sweep on threads): one thread leaving does not
-    give the threads back while another still computes; the last one does."""
+def test_a_limit_is_given_back_by_the_thread_that_set_it(two_threads):
+    """Two Python threads each holding their own limit, the first leaving while the second
+    still holds it: each gives back what it set, in its own thread, so the threads are back at
+    the end.  (threadpoolctl ≥ 3.8 ignores a limit set or restored from a thread other than the
+    one that took control of OpenBLAS's process-wide pool: a limit handed between threads
+    would stay set forever.)"""
     inside, release = threading.Barrier(2), threading.Event()
-    seen = []
+    errors = []
 
     def hold(wait):
-        with limit_blas_threads(1):
-            inside.wait(timeout=30)
-            if wait:
-                release.wait(timeout=30)
-            seen.append(blas_counts())
+        try:
+            with limit_blas_threads(1):
+                inside.wait(timeout=30)
+                if wait:
+                    release.wait(timeout=30)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
 
     first = threading.Thread(target=hold, args=(False,))
     second = threading.Thread(target=hold, args=(True,))
     first.start(), second.start()
     first.join(timeout=30)
-    still = blas_counts()                    # the first left, the second holds the limit
     release.set()
     second.join(timeout=30)
-    assert seen == [[1], [1]] and still == [1]
+    assert not errors
     assert blas_counts() == [2]
+
+
+def test_dynlab_worker_threads_run_under_the_callers_limit(two_threads):
+    """``in_threads``: the calling thread holds one BLAS thread for the whole section, the
+    workers set none of their own, every piece sees 1, and the 2 threads are back after."""
+    from dynlab._blas import in_threads
+
+    barrier = threading.Barrier(3)
+
+    def piece(i):
+        barrier.wait(timeout=30)  # all three at once: the limit is held while every one runs
+        return blas_counts()
+
+    assert in_threads(piece, 3) == [[1], [1], [1]]
+    assert blas_counts() == [2]
+
+
+def test_only_public_threadpoolctl_names_are_used():
+    """No private threadpoolctl API: only the names its documentation lists."""
+    import ast
+
+    public = {"ThreadpoolController", "threadpool_limits", "threadpool_info"}
+    root = Path(dl.__file__).parent
+    for path in root.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("threadpoolctl"):
+                assert node.module == "threadpoolctl", (path, node.module)
+                assert {a.name for a in node.names} <= public, (path, [a.name for a in node.names])
+            if isinstance(node, ast.Attribute) and node.attr in ("lib_controllers", "clear_controlling_thread"):
+                raise AssertionError(f"{path}: {node.attr} is not threadpoolctl's public interface")
 
 
 def test_every_tunable_is_applied_somewhere():

@@ -242,3 +242,82 @@ def test_library_is_quiet_without_a_reporter(capsys):
     out = capsys.readouterr()
     assert out.out == "" and out.err == ""
     assert seen and seen[-1][1] == seen[-1][2]  # the last report is the whole stage
+
+
+# ----------------------------------------------------------------------------- confirmation, --force
+def test_a_long_run_asks_for_force_on_the_command_line_and_runs_with_it(monkeypatch):
+    """Past ``config.CLI_CONFIRM_SECONDS`` (an optimistic estimate) the command line refuses with
+    the estimate and the way to go on; ``--force`` runs it; the library itself does not ask."""
+    from dynlab import config
+
+    out = refused(["simulate", "--K", 10 ** 9, "--steps", 10], "--K", "--force", "112 s")
+    assert "K×T×B = 1000000000×10×1" in out
+    monkeypatch.setattr(config, "CLI_CONFIRM_SECONDS", 1e-9)  # every run is "long" now
+    refused(["simulate", "--steps", 20], ("--steps", "--K", "--hidden"), "--force")
+    r = run("simulate", "--steps", 20, "--force", "-q")
+    assert r.exit_code == 0, r.output
+    m = dl.make_model("irnn", 2, 1, K=3, seed=0)
+    assert dl.simulate(m, np.zeros((20, 1)))["h"].shape == (20, 2)  # the library never asks
+
+
+def test_force_does_not_lift_the_library_limit(monkeypatch):
+    monkeypatch.setenv("DYNLAB_MAX_HOURS", str(1e-13))
+    out = refused(["simulate", "--steps", 20, "--force"], ("--steps", "--K", "--hidden"), "DYNLAB_MAX_HOURS")
+    assert "--force" not in out
+
+
+# ----------------------------------------------------------------------------- simulate in chunks
+def _chunk_models():
+    return [
+        ("irnn", dl.make_model("irnn", 3, 2, K=3, eta=0.4, seed=0)),
+        ("irnn per-time eta", dl.make_model("irnn", 3, 2, K=2, seed=0).replace(
+            eta=np.random.default_rng(1).uniform(0.1, 0.6, (23, 2)))),
+        ("rnn", dl.make_model("rnn", 3, 2, seed=0)),
+        ("ctrnn rk4", dl.make_model("ctrnn", 3, 2, method="rk4", seed=0)),
+        ("gru", dl.make_model("gru", 3, 2, seed=0)),
+        ("lstm", dl.make_model("lstm", 3, 2, seed=0)),
+        ("stack", dl.make_model("stack", 3, 2, cell="lstm", layers=2, seed=0)),
+    ]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_simulate_in_chunks_with_progress_equals_one_call(monkeypatch, backend):
+    """With a reporter listening and the run 'long' (threshold patched to 0), ``simulate`` runs
+    in chunks of steps, reporting after each, and gives the states of one call bit for bit."""
+    from dynlab import simulation
+
+    x = np.random.default_rng(0).standard_normal((4, 23, 2))
+    for name, m in _chunk_models():
+        whole = dl.simulate(m, x, backend=backend)["h"].values
+        monkeypatch.setattr(simulation, "PROGRESS_MIN_SECONDS", 0.0)
+        monkeypatch.setattr(simulation, "PROGRESS_CHUNKS", 5)
+        seen = []
+        with res.reporting(lambda *a: seen.append(a)):
+            chunked = dl.simulate(m, x, backend=backend)["h"].values
+        monkeypatch.undo()
+        assert [d for _, d, _ in seen] == [4, 9, 13, 18, 23], (name, seen)  # five chunks, each reported
+        np.testing.assert_array_equal(chunked, whole, err_msg=name)
+
+
+def test_simulate_in_chunks_reports_divergence_where_it_happened(monkeypatch):
+    """A sequence that blows up in a later chunk: the same first bad step as one call, with
+    on_divergence='flag' and 'raise' (the partial result keeps the steps before it)."""
+    from dynlab import simulation
+    from dynlab.errors import DivergenceError
+
+    m = dl.make_model("rnn", 2, 1, activation="identity", weight_scale=1000.0, seed=0)
+    x = np.ones((3, 300, 1))
+    flagged = dl.simulate(m, x, on_divergence="flag")
+    with pytest.raises(DivergenceError) as one:
+        dl.simulate(m, x)
+    monkeypatch.setattr(simulation, "PROGRESS_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(simulation, "PROGRESS_CHUNKS", 7)
+    with res.reporting(lambda *a: None):
+        chunked = dl.simulate(m, x, on_divergence="flag")
+        with pytest.raises(DivergenceError) as many:
+            dl.simulate(m, x)
+    assert 43 < int(flagged["diverged_at"].min()) < 300  # past the first chunk: the chunks are tested
+    np.testing.assert_array_equal(chunked["diverged_at"].values, flagged["diverged_at"].values)
+    np.testing.assert_array_equal(chunked["h"].values, flagged["h"].values)
+    assert many.value.step == one.value.step
+    np.testing.assert_array_equal(many.value.partial["h"].values, one.value.partial["h"].values)

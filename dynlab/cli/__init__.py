@@ -62,10 +62,18 @@ class DynlabGroup(click.Group):
         argv = list(sys.argv[1:] if args is None else args)
         obj = extra.pop("obj", None)
         obj = {"argv": argv} if obj is None else obj
+        if not argv:  # `dynlab` alone: its help, status 0 (the same on every click release)
+            with self.make_context(prog_name or "dynlab", ["--help"], resilient_parsing=True) as ctx:
+                click.echo(ctx.get_help())
+            return _exit(0, standalone_mode)
+        from .. import config
+        from .._resources import _CONFIRM, confirm_over
+
+        confirm = confirm_over(config.CLI_CONFIRM_SECONDS)  # --force lifts it while parsing
         try:
             code = super().main(argv, prog_name or "dynlab", complete_var, standalone_mode=False, obj=obj, **extra)
         except ParameterError as exc:
-            code = _fail(f"{option_for(exc.param, obj.get('set_keys', ()))}: {exc.message}", 2)
+            code = _fail(f"{_blamed(exc.param, obj, argv)}: {exc.message}", 2)
         except DivergenceError as exc:
             kept = getattr(exc, "written_to", None)
             asked = getattr(exc, "data_requested", None)
@@ -73,19 +81,36 @@ class DynlabGroup(click.Group):
                      f"no finite step to keep, {asked} not written" if asked else
                      "give --data FILE to keep the partial results")
             code = _fail(f"{exc}; {where}", 1)
-        except click.exceptions.NoArgsIsHelpError as exc:
-            exc.show()
-            code = exc.exit_code
         except click.UsageError as exc:
             code = _fail(_usage_message(exc), 2)
         except click.Abort:
             code = _fail("aborted", 1)
         except click.ClickException as exc:
             code = _fail(exc.format_message(), 2)
-        code = code if isinstance(code, int) else 0  # a command's return value is not a status
-        if standalone_mode:
-            sys.exit(code)
-        return code
+        finally:
+            _CONFIRM.reset(confirm)
+        return _exit(code, standalone_mode)
+
+
+#: Model sizes and settings that a --weights file fixes (the options may not be given with it).
+_FROM_WEIGHTS = ("--K", "--hidden", "--inputs", "--eta", "--alpha", "--g0", "--activation")
+
+
+def _blamed(param: str, obj: dict, argv: list) -> str:
+    """The option a ParameterError about ``param`` names: its own, or ``--weights`` where the
+    value came from a weights file (``--K`` for a file whose K is too large)."""
+    opt = option_for(param, obj.get("set_keys", ()))
+    given = any(a == opt or a.startswith(opt + "=") for a in argv)
+    if opt in _FROM_WEIGHTS and not given and any(a == "--weights" or a.startswith("--weights=") for a in argv):
+        return "--weights"
+    return opt
+
+
+def _exit(code, standalone_mode: bool):
+    code = code if isinstance(code, int) else 0  # a command's return value is not a status
+    if standalone_mode:
+        sys.exit(code)
+    return code
 
 
 def _fail(message: str, code: int) -> int:

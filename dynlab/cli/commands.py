@@ -19,6 +19,7 @@ from .defaults import command_key, fill, given, stated_defaults
 from .options import (IRNN_ONLY, announce_compilation, backend_option, check_writable_dir, compare_option, data_option, input_options,
                       is_quiet, lyapunov_option, make_spec, model_options, model_options_K_list,
                       model_options_without, out_option, quiet_option, step_norms_option)
+from .options import force_option
 from .options import sweep_options
 from .options import dataset_option, embed_option, layers_option, tsne_option
 from .options import train_options
@@ -158,6 +159,7 @@ def models():
 @out_option
 @data_option
 @quiet_option
+@force_option
 @click.pass_context
 def simulate(ctx, out, data, **options):
     """Run a model over input sequences: h_t to --data, the first sequence's h_t to --out.
@@ -167,7 +169,7 @@ def simulate(ctx, out, data, **options):
     from ..runs import simulate_spec, simulate_summary
 
     options = _prepare(ctx, options)
-    with keep_partial(data):
+    with keep_partial(data), stage_progress(ctx):
         ds = simulate_spec(make_spec(ctx, options))
     _save(ctx, ds, data, out)
     _say(ctx, simulate_summary(ds))
@@ -185,6 +187,7 @@ def simulate(ctx, out, data, **options):
 @out_option
 @data_option
 @quiet_option
+@force_option
 @click.pass_context
 def phase(ctx, out, data, field, **options):
     """Phase portrait of the hidden state (iRNN paper, Fig. 2).
@@ -200,7 +203,7 @@ def phase(ctx, out, data, field, **options):
     from ..runs import phase_dataset, phase_summary
 
     options = _prepare(ctx, options)
-    with keep_partial(data):
+    with keep_partial(data), stage_progress(ctx):
         ds = phase_dataset(make_spec(ctx, options), field=field)
     _save(ctx, ds, data, out)
     _say(ctx, phase_summary(ds))
@@ -217,6 +220,7 @@ def phase(ctx, out, data, field, **options):
 @out_option
 @data_option
 @quiet_option
+@force_option
 @click.pass_context
 def gradients(ctx, out, data, K, lyapunov, step_norms, **options):
     """Gradient flow through time (iRNN paper Figs. 3b, 8): ‖∂h_T/∂h_t‖₂ against T − t.
@@ -481,6 +485,7 @@ from .options import K_max_option, equilibria_options, spectrum_at_option  # noq
 @out_option
 @data_option
 @quiet_option
+@force_option
 @click.pass_context
 def equilibria(ctx, out, data, method, tol, n_starts, continue_over, param_range, **options):
     """Equilibria and their stability (eigenvalues of ∇φU − αI).
@@ -519,6 +524,7 @@ def equilibria(ctx, out, data, method, tol, n_starts, continue_over, param_range
 @out_option
 @data_option
 @quiet_option
+@force_option
 @click.pass_context
 def spectrum(ctx, out, data, at, **options):
     """Stability spectra at every point of the input sequence(s): eigenvalues of ∇φU − αI
@@ -546,6 +552,7 @@ def spectrum(ctx, out, data, at, **options):
 @out_option
 @data_option
 @quiet_option
+@force_option
 @click.pass_context
 def converge(ctx, out, data, K_max, **options):
     """‖g_k − h_eq‖ against k at every step of the sequence (h_eq: scipy's root), the fitted
@@ -581,6 +588,7 @@ def converge(ctx, out, data, K_max, **options):
 @out_option
 @data_option
 @quiet_option
+@force_option
 @click.pass_context
 def partition(ctx, out, data, layers, embed, tsne, dataset, **options):
     """Partition codes of a relu / leaky-relu / abs RNN (MASO paper, Thms. 1-2, Fig. 2).
@@ -610,6 +618,7 @@ def partition(ctx, out, data, layers, embed, tsne, dataset, **options):
 @out_option
 @data_option
 @quiet_option
+@force_option
 @click.pass_context
 def train(ctx, out, data, **options):
     """Train a model plus a linear read-out on a task (adding, adding-ternary, copy, digits).

@@ -194,7 +194,7 @@ def input_defaults(steps: int, *, variance=None, variance_fill=False, batch=True
     return rows
 
 
-_OUTPUTS = {"out": NO_DEFAULT, "data": NO_DEFAULT, "quiet": NO_DEFAULT}
+_OUTPUTS = {"out": NO_DEFAULT, "data": NO_DEFAULT, "quiet": NO_DEFAULT, "force": NO_DEFAULT}
 _BACKEND = {"backend": Default(config.DEFAULT_BACKEND, fill=False)}
 
 #: Implicit-network training (``--task xor``/``oscillator`` with ``--model implicit``).

@@ -239,6 +239,22 @@ quiet_option = click.option("-q", "--quiet", is_flag=True, default=False, expose
                                  "(results are still written).")
 
 
+def _set_force(ctx, param, value):
+    """``--force``: run a computation whatever its estimated time (``dynlab._resources.check_work``
+    asks for it past ``config.CLI_CONFIRM_SECONDS``)."""
+    if value and not ctx.resilient_parsing:
+        from .._resources import confirm_over
+
+        confirm_over(None)
+    return value
+
+
+#: ``--force`` (every command that computes): no confirmation for a long estimated run.
+force_option = click.option("--force", is_flag=True, default=False, expose_value=False, callback=_set_force,
+                            help="Run even when the work is estimated to take longer than the confirmation "
+                                 "limit (config.CLI_CONFIRM_SECONDS); the 1-hour limit (DYNLAB_MAX_HOURS) still holds.")
+
+
 _CHOICE = dict(case_sensitive=False)
 
 #: The shared model options by parameter name, in --help order.  Defaults are stated from

@@ -318,11 +318,13 @@ def write_region(path: str, dims: tuple, region: tuple, values: dict, variables:
     shape = tuple(s.stop - s.start for s in region)
     stored = {name: np.asarray(arr, dtype=group[name].dtype) for name, arr in values.items()}
     # every chunk of a written region is stored, even one equal to the fill value (zarr skips
-    # those by default): a missing chunk in a region marked done is then always damage
-    for name, arr in stored.items():
-        group[name].with_config({"write_empty_chunks": True})[region] = arr
-    if "checksum" in group:  # stores written before checksums existed have none
-        group["checksum"].with_config({"write_empty_chunks": True})[region] = point_checksums(stored, shape)
+    # those by default): a missing chunk in a region marked done is then always damage.  An
+    # array takes zarr's runtime configuration when it is opened (zarr.config, every 3.x).
+    with zarr.config.set({"array.write_empty_chunks": True}):
+        for name, arr in stored.items():
+            group[name][region] = arr
+        if "checksum" in group:  # stores written before checksums existed have none
+            group["checksum"][region] = point_checksums(stored, shape)
     _kill_point("data")
     group["done"][region] = np.ones(shape, dtype=np.int8)
     _kill_point("done")
