@@ -26,6 +26,9 @@ _EXPORTS = {
     "GRU": "dynlab.models",
     "LSTM": "dynlab.models",
     "Stack": "dynlab.models",
+    # backends
+    "get_backend": "dynlab.backends",
+    "available_backends": "dynlab.backends",
     # simulation
     "simulate": "dynlab.simulation",
     # analyses
@@ -82,7 +85,7 @@ _EXPORTS = {
     "save_checkpoint": "dynlab.train.loop",
     "load_checkpoint": "dynlab.train.loop",
 }
-_SUBMODULES = ("tasks", "models", "activations", "analysis", "kernels", "io", "plot", "errors")
+_SUBMODULES = ("tasks", "models", "activations", "analysis", "backends", "io", "plot", "errors")
 _SUBMODULES += ("sweep",)  # dynlab.sweep is a callable package: dl.sweep(analysis, grid, ...)
 
 __all__ = sorted(_EXPORTS) + list(_SUBMODULES) + ["__version__"]

@@ -111,6 +111,12 @@ JACOBIAN_CHUNK_ENTRIES = 1 << 21
 IMPLICIT_NUMBA_MAX_UNITS = 16
 
 # ============================================================================ BLAS threads
+#: The numba backend runs every public call with BLAS on this many threads (None: BLAS's own
+#: choice): its loops of small and medium products stall on BLAS's thread synchronisation,
+#: most of all when a core is busy elsewhere, and independent work is split over dynlab's own
+#: threads instead (BENCHMARKS.md, ``blas-threads``).
+NUMBA_BLAS_THREADS = 1
+
 # Each family of calls that loops over BLAS products runs, as a whole, with BLAS on the number
 # of threads its tunable names (None: BLAS's own choice, 2 here), set once per public call
 # (``dynlab._blas.blas_threads``), not per product; a call nested in another keeps the outer

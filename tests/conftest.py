@@ -219,9 +219,9 @@ ACTIVATIONS = ("tanh", "relu", "sigmoid", "identity", "leaky-relu", "abs")
 
 KERNEL_PATHS = {
     # name: (backend, VECTORISE_MIN_WORK, expected Dataset attr "kernel")
-    "numpy": ("numpy", None, "numpy_ref"),
-    "numba-loops": ("numba", 1 << 62, "numba_cpu"),
-    "numba-vectorised": ("numba", 0, "vectorised"),
+    "numpy": ("numpy", None, "numpy"),
+    "numba-loops": ("numba", 1 << 62, "loops"),
+    "numba-vectorised": ("numba", 0, "batched"),
 }
 
 

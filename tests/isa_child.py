@@ -31,7 +31,7 @@ def activation_grids():
 def results() -> dict:
     import dynlab
     import dynlab.config
-    from dynlab.kernels import numba_cpu
+    from dynlab.backends.numba import loops as numba_cpu
     from dynlab.train import backprop as bp
 
     out = {}
@@ -53,7 +53,7 @@ def results() -> dict:
               "lstm": dynlab.make_model("lstm", D, d, seed=3)}
     keep = dynlab.config.VECTORISE_MIN_WORK
     for name, m in models.items():
-        for path, threshold in (("loops", 10 ** 18), ("vectorised", 0)):
+        for path, threshold in (("loops", 10 ** 18), ("batched", 0)):
             dynlab.config.VECTORISE_MIN_WORK = threshold
             try:
                 out[f"{name}-{path}"] = np.asarray(dynlab.simulate(m, x, backend="numba")["h"].values)

@@ -12,7 +12,8 @@ import naive
 from dynlab.activations import (ACTIVATION_IDS, ACTIVATIONS, MAX_AFFINE, check_activation, dphi, phi,
                                 piece)
 from dynlab.errors import ParameterError
-from dynlab.kernels import numba_cpu, vectorised
+from dynlab.backends.numba import loops as numba_cpu
+from dynlab.backends.numba import batched as vectorised
 
 LEAKS = (0.01, 0.2)
 Z = np.concatenate([np.linspace(-6.0, 6.0, 241), [-1e-300, 0.0, 1e-300, -40.0, 40.0, -700.0, 700.0]])

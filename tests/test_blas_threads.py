@@ -18,7 +18,7 @@ import pytest
 
 import dynlab as dl
 from dynlab import config
-from dynlab._blas import blas_threads, limit_blas_threads
+from dynlab.backends.numba.threads import blas_threads, limit_blas_threads
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
 import scipy.linalg.cython_blas  # noqa: E402,F401  (loaded first, so that threadpoolctl sees scipy's BLAS)
@@ -237,7 +237,7 @@ def test_a_limit_is_given_back_by_the_thread_that_set_it(two_threads):
 def test_dynlab_worker_threads_run_under_the_callers_limit(two_threads):
     """``in_threads``: the calling thread holds one BLAS thread for the whole section, the
     workers set none of their own, every piece sees 1, and the 2 threads are back after."""
-    from dynlab._blas import in_threads
+    from dynlab.backends.numba.threads import in_threads
 
     barrier = threading.Barrier(3)
 

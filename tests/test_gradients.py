@@ -284,7 +284,7 @@ def test_reverse_mode_chunks_respect_the_memory_budget(monkeypatch):
     """The chunk's P_t are stored for the norms: with JACOBIAN_CHUNK_ENTRIES = 3·D² the pass runs
     3 steps at a time and gives the same curve (1e-12: the same products, the norms' warm
     starts and the chunks' scale resets differ)."""
-    import dynlab.kernels.grad_numba as gn
+    import dynlab.backends.numba.norms as gn
 
     T = 40
     m = _reverse_model("tanh-zero-plus", T)
@@ -338,8 +338,8 @@ def test_gram_fallback_equals_the_svd_norm(maxit):
     values suffer in the Gram matrix): 1e-13 ≈ 4·D·ε at D = 64, the certificate's 1e-14 on top.
     Zero gives 0, a non-finite matrix NaN (as the SVD path does), and only the listed matrices
     are written."""
-    from dynlab.analysis.gradients import _svd_top
-    from dynlab.kernels import lapack_numba
+    from dynlab.backends.reference.norms import svd_top as _svd_top
+    from dynlab.backends.numba import lapack as lapack_numba
 
     rng = np.random.default_rng(12)
     D = 64
@@ -366,7 +366,7 @@ def test_lanczos_and_its_cholesky_certificate():
     value of a clustered Gram matrix (top σ's within 3 %) is a lower bound converged to 1e-13 in
     fewer than D steps; ``below`` (dpotrf of μI − G) accepts μ = λ_max(1 + 1e-12) and refuses
     μ = λ_max(1 − 1e-12), so it certifies at the tolerance used (not vacuous either way)."""
-    from dynlab.kernels import lapack_numba as ln
+    from dynlab.backends.numba import lapack as ln
 
     rng = np.random.default_rng(21)
     D = 96

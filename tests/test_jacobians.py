@@ -147,7 +147,7 @@ def test_numba_matches_numpy(case, act):
     N = 40
     X, Hp = rng.standard_normal((N, D_IN)), 0.8 * rng.standard_normal((N, D_HIDDEN))
     t = rng.integers(0, ETA_ROWS, N)
-    assert jacobian_path(model, N, "numba") == "numba_cpu"
+    assert jacobian_path(model, N, "numba") == "loops"
     J0, Jx0 = jacobian_at(model, X, Hp, backend="numpy", inputs=True, t=t)
     J1, Jx1 = jacobian_at(model, X, Hp, backend="numba", inputs=True, t=t)
     assert np.abs(J1 - J0).max() <= 1e-12 * max(1.0, np.abs(J0).max())
@@ -167,12 +167,12 @@ def test_numba_large_work_takes_the_numpy_form(case, monkeypatch):
     monkeypatch.setattr(dynlab.config, "JACOBIAN_IRNN_CHUNK", 2)   # several chunks, a short last one
     rng = np.random.default_rng(8)
     X, Hp = rng.standard_normal((5, D_IN)), rng.standard_normal((5, D_HIDDEN))
-    assert jacobian_path(model, 5, "numba") == "vectorised"
+    assert jacobian_path(model, 5, "numba") == "batched"
     t = np.arange(5)  # time indices (used by the per-time η table only)
     Jv, Jxv = jacobian_at(model, X, Hp, backend="numba", inputs=True, t=t)
     for name in ("JACOBIAN_VECTORISE_MIN_HIDDEN", "JACOBIAN_IRNN_BLAS_MIN_HIDDEN"):
         monkeypatch.setattr(dynlab.config, name, 1 << 30)
-    assert jacobian_path(model, 5, "numba") == "numba_cpu"
+    assert jacobian_path(model, 5, "numba") == "loops"
     Jl, Jxl = jacobian_at(model, X, Hp, backend="numba", inputs=True, t=t)
     assert np.abs(Jv - Jl).max() <= 1e-12 and np.abs(Jxv - Jxl).max() <= 1e-12
 
@@ -194,7 +194,7 @@ def test_the_jitted_irnn_jacobians_equal_the_per_point_loops(case, activation, m
     t = np.arange(7) % (eta.shape[0] if eta.ndim == 2 else 7)     # rows of a per-time η table
     for name in ("JACOBIAN_VECTORISE_MIN_HIDDEN", "JACOBIAN_IRNN_BLAS_MIN_HIDDEN"):
         monkeypatch.setattr(dynlab.config, name, 1)
-    assert jacobian_path(model, 7, "numba") == "vectorised"
+    assert jacobian_path(model, 7, "numba") == "batched"
     Jv = jacobian_at(model, X, Hp, backend="numba", t=t)
     for name in ("JACOBIAN_VECTORISE_MIN_HIDDEN", "JACOBIAN_IRNN_BLAS_MIN_HIDDEN"):
         monkeypatch.setattr(dynlab.config, name, 1 << 30)

@@ -189,7 +189,7 @@ def test_the_batch_split_equals_one_block(case, monkeypatch):
     x, h0 = inputs(7, 30, seed=4), _h0(7, seed=3)
     monkeypatch.setattr(config, "VECTORISED_SIMULATION_THREADS", 1)
     one, bad1, path = run_states(model, x, h0, backend)
-    assert path == "vectorised"
+    assert path == "batched"
     monkeypatch.setattr(config, "VECTORISED_SIMULATION_THREADS", 3)
     three, bad3, _ = run_states(model, x, h0, backend)
     np.testing.assert_allclose(three, one, rtol=1e-14, atol=1e-15)
@@ -220,7 +220,7 @@ def test_the_ufunc_passes_equal_the_fused_passes(case, monkeypatch):
     finiteness checked by one reduction) against the fused numba passes, for every activation:
     the same arithmetic up to fused multiply-adds and the vectorised tanh/sigmoid (≤ 4 ulp per
     step), so 1e-12 relative as in the kernel comparisons above."""
-    from dynlab.kernels import vectorised
+    from dynlab.backends.numba import batched as vectorised
 
     backend, _ = force_path(monkeypatch, "numba-vectorised")
     for activation in ACTIVATIONS:

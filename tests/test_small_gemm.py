@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 import dynlab as dl
-from dynlab import _blas, config
-from dynlab.kernels import gemm_rows, numba_cpu
+from dynlab import config
+from dynlab.backends.numba import threads as _blas
+from dynlab.backends.numba._arrays import gemm_rows
+from dynlab.backends.numba import loops as numba_cpu
 from dynlab.train import backprop as bp
 
 

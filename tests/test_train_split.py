@@ -104,7 +104,7 @@ def test_no_thread_splits_inside_a_sweep_region(monkeypatch):
     """``_blas.serial`` (every sweep region runs inside it: the sweep's workers are its
     parallelism) turns every one of dynlab's own splits off; outside, the settings hold."""
     from dynlab import simulation
-    from dynlab._blas import serial, work_threads
+    from dynlab.backends.numba.threads import serial, work_threads
     from dynlab.analysis import partition as P
     from dynlab.sweep import driver
 

@@ -26,7 +26,7 @@ import re
 
 import numpy as np
 
-from .._blas import blas_threads
+from ..backends.numba.threads import blas_threads
 from ..activations import dphi, phi
 from ..errors import ConvergenceError, ParameterError
 from .equilibria import (STABILITY_ATTRS, System, _check_tol, _flow_label, _inputs, d2phi, eig_variables,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._blas import blas_threads
+from ..backends.numba.threads import blas_threads
 from ..errors import ParameterError
 from ..models import IRNN
 from .equilibria import PHI_LIPSCHITZ, System, _check_tol, _inputs, _states, flow_eigenvalues, run_solver

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._blas import blas_threads
+from ..backends.numba.threads import blas_threads
 from .._dataset import eigenvalues_from, finish  # noqa: F401  (eigenvalues_from: public, dl.eigenvalues_from)
 from ..activations import dphi, phi
 from .._resources import check_fixed_points, progress

@@ -45,329 +45,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..activations import ACTIVATION_IDS as ACT_IDS
-from ..activations import dphi, phi
+from ..activations import dphi
+from ..backends import get_backend
+from ..backends.reference.implicit import (SOLVER_CODES, _maxabs, residual, solve_fixed_point, solve_ivp_reference,
+                                          solve_newton, solve_rk4, solve_scipy_root)
 from ..errors import ParameterError
 from ..models.implicit import Implicit
 
 METHODS = ("auto", "anderson", "fixed-point", "newton", "rk4", "scipy", "solve_ivp")
-#: integer codes of the per-point ``solver`` variable
-SOLVER_CODES = {"rk4": 0, "fixed-point": 1, "anderson": 2, "newton": 3, "scipy": 4, "solve_ivp": 5}
 
 
 # ============================================================================ plain-array kernels
-def _f(act, leak, z):
-    if act == "sigmoid":  # σ(z) = (1 + tanh(z/2))/2: one vectorised tanh, ~15× faster than exp/where
-        out = np.tanh(0.5 * z)
-        out *= 0.5
-        out += 0.5
-        return out
-    return phi(act, z, leak)
-
-
-def residual(A, C, Z, act, leak=0.01):
-    """G(Z) = Z − f(Z Aᵀ + C) for row-batched Z, C (N, U)."""
-    return Z - _f(act, leak, Z @ A.T + C)
-
-
-def _maxabs(G):
-    out = np.max(np.abs(G), axis=-1) if G.shape[-1] else np.zeros(G.shape[:-1])
-    return np.where(np.isfinite(out), out, np.inf)
-
-
-def solve_rk4(A, C, act, leak=0.01, *, steps=30, dt=1.0, Z0=None):
-    """Classical RK4 on dZ/dt = f(Z Aᵀ + C) − Z, ``steps`` steps of ``dt`` from Z0 (0)."""
-    Z = np.zeros_like(C) if Z0 is None else np.array(Z0, dtype=np.float64)
-
-    def F(Y):
-        return _f(act, leak, Y @ A.T + C) - Y
-
-    for _ in range(int(steps)):
-        k1 = F(Z)
-        k2 = F(Z + 0.5 * dt * k1)
-        k3 = F(Z + 0.5 * dt * k2)
-        k4 = F(Z + dt * k3)
-        Z = Z + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
-    return Z
-
-
-def _f_inplace(act, leak, z):
-    """z ← f(z) in place where f allows it (sigmoid, tanh): no temporaries on the hot path."""
-    if act == "sigmoid":
-        z *= 0.5
-        np.tanh(z, out=z)
-        z *= 0.5
-        z += 0.5
-        return z
-    if act == "tanh":
-        return np.tanh(z, out=z)
-    return _f(act, leak, z)
-
-
-def _picard(A, C, act, leak, Z0, tol, max_iter, max_rate, rate_out):
-    """Plain Picard Z ← f(Z Aᵀ + C), batched, with preallocated buffers and an active set."""
-    N, U = C.shape
-    AT = np.ascontiguousarray(A.T)
-    Z = np.zeros_like(C) if Z0 is None else np.array(Z0, dtype=np.float64)
-    res = np.full(N, np.inf)
-    its = np.zeros(N, dtype=np.int64)
-    idx = np.arange(N)
-    z, c = Z.copy(), np.ascontiguousarray(C)
-    g = np.empty_like(z)
-    r = np.empty_like(z)
-    rn_prev = np.full(N, np.inf)
-    rate = np.zeros(N)
-    k = 0
-    while idx.size:
-        np.matmul(z, AT, out=g)
-        g += c
-        g = _f_inplace(act, leak, g)
-        np.subtract(g, z, out=r)
-        np.abs(r, out=r)
-        rn = r.max(axis=1)
-        if k > 0:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                rate = rn / rn_prev
-        done = ~(rn > tol) | (k >= max_iter)  # NaN counts as done (reported, not converged)
-        if max_rate is not None and k > 5:
-            done |= rate > max_rate
-        if done.any():
-            sel = idx[done]
-            Z[sel], res[sel], its[sel] = z[done], np.where(np.isfinite(rn[done]), rn[done], np.inf), k
-            if rate_out is not None:
-                rate_out[sel] = rate[done] if k > 0 else 0.0
-            keep = ~done
-            idx, z, g, c, rn = idx[keep], z[keep], g[keep], c[keep], rn[keep]
-            r = r[keep]
-            rate = rate[keep] if k > 0 else rate
-        z, g = g, z
-        rn_prev = rn
-        k += 1
-    return Z, res, its, res <= tol
-
-
-def solve_fixed_point(A, C, act, leak=0.01, *, Z0=None, tol=1e-12, max_iter=1000, depth=5, max_rate=None,
-                      rate_out=None):
-    """Picard (depth=0) or Anderson-accelerated (depth ≥ 1) iteration, batched with an active set.
-
-    Returns (Z, residual, iterations, converged); a point stops as soon as ‖G‖∞ ≤ tol, or —
-    with ``max_rate`` — once its residual ratio over an iteration (after the first five)
-    exceeds ``max_rate``: a map that contracts that slowly, or not at all, is better left to Newton.
-    ``rate_out`` (N,), if given, receives each point's last residual ratio.
-    """
-    if depth == 0:
-        return _picard(A, C, act, leak, Z0, tol, max_iter, max_rate, rate_out)
-    N, U = C.shape
-    Z = np.zeros_like(C) if Z0 is None else np.array(Z0, dtype=np.float64)
-    res = np.full(N, np.inf)
-    its = np.zeros(N, dtype=np.int64)
-    act_idx = np.arange(N)
-    z, c = Z.copy(), C
-    g = _f(act, leak, z @ A.T + c)
-    r = g - z
-    rn = _maxabs(r)
-    dR = np.zeros((N, U, max(depth, 1)))
-    dG = np.zeros_like(dR)
-    filled = np.zeros(N, dtype=np.int64)
-    rate = np.zeros(N)
-    k = 0
-    while True:
-        done = (rn <= tol) | ~np.isfinite(rn) | (k >= max_iter)
-        if max_rate is not None and k > 5:
-            done |= rate > max_rate
-        if np.any(done):
-            Z[act_idx[done]] = z[done]
-            res[act_idx[done]] = rn[done]
-            its[act_idx[done]] = k
-            if rate_out is not None:
-                rate_out[act_idx[done]] = rate[done]
-            keep = ~done
-            act_idx, z, c, g, r, rn = act_idx[keep], z[keep], c[keep], g[keep], r[keep], rn[keep]
-            dR, dG, filled, rate = dR[keep], dG[keep], filled[keep], rate[keep]
-        if act_idx.size == 0:
-            break
-        k += 1
-        if depth == 0:
-            z_new = g
-        else:
-            z_new = g.copy()
-            use = filled > 0
-            if np.any(use):
-                # unused (zero) history columns get γ = 0 through the relative regularisation
-                R_, G_ = dR[use], dG[use]
-                M = np.einsum("nui,nuj->nij", R_, R_)
-                scale = np.einsum("nii->n", M) + 1e-300
-                M = M + (1e-13 * scale)[:, None, None] * np.eye(depth)
-                rhs = np.einsum("nui,nu->ni", R_, r[use])
-                gamma = np.linalg.solve(M, rhs[..., None])[..., 0]
-                z_new[use] = g[use] - np.einsum("nuj,nj->nu", G_, gamma)
-        g_new = _f(act, leak, z_new @ A.T + c)
-        r_new = g_new - z_new
-        rn_new = _maxabs(r_new)
-        if depth:
-            # safeguard: where mixing did not help, take the plain Picard step instead
-            bad = ~(rn_new < rn)
-            if np.any(bad):
-                zb = g[bad]
-                gb = _f(act, leak, zb @ A.T + c[bad])
-                z_new[bad], g_new[bad] = zb, gb
-                r_new[bad] = gb - zb
-                rn_new[bad] = _maxabs(r_new[bad])
-                filled[bad] = 0
-            slot = (k - 1) % depth
-            dR[:, :, slot] = r_new - r
-            dG[:, :, slot] = g_new - g
-            if np.any(bad):  # a reset point keeps only its newest difference
-                other = np.arange(depth) != slot
-                for arr in (dR, dG):
-                    sub = arr[bad]
-                    sub[:, :, other] = 0.0
-                    arr[bad] = sub
-            filled += 1
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rate = np.where(rn > 0, rn_new / rn, 0.0)
-        z, g, r, rn = z_new, g_new, r_new, rn_new
-    return Z, res, its, res <= tol
-
-
-def solve_newton(A, C, act, leak=0.01, *, Z0=None, tol=1e-12, max_iter=50):
-    """Newton on G(Z) = Z − f(A Z + c) with J = I − D A and a per-point backtracking line search.
-
-    Returns (Z, residual, iterations, converged).
-    """
-    N, U = C.shape
-    Z = np.zeros_like(C) if Z0 is None else np.array(Z0, dtype=np.float64)
-    res = np.full(N, np.inf)
-    its = np.zeros(N, dtype=np.int64)
-    act_idx = np.arange(N)
-    z, c = Z.copy(), C
-    zt = z @ A.T + c
-    G = z - _f(act, leak, zt)
-    rn = _maxabs(G)
-    eye = np.eye(U)
-    k = 0
-    while True:
-        done = (rn <= tol) | ~np.isfinite(rn) | (k >= max_iter)
-        if np.any(done):
-            Z[act_idx[done]], res[act_idx[done]], its[act_idx[done]] = z[done], rn[done], k
-            keep = ~done
-            act_idx, z, c, zt, G, rn = act_idx[keep], z[keep], c[keep], zt[keep], G[keep], rn[keep]
-        if act_idx.size == 0:
-            break
-        k += 1
-        J = eye - dphi(act, zt, leak)[:, :, None] * A[None]
-        try:
-            step = -np.linalg.solve(J, G[..., None])[..., 0]
-        except np.linalg.LinAlgError:
-            step = np.empty_like(G)
-            for i in range(G.shape[0]):  # one singular Jacobian must not stop the others
-                try:
-                    step[i] = -np.linalg.solve(J[i], G[i])
-                except np.linalg.LinAlgError:
-                    step[i] = -G[i]
-        n0 = np.linalg.norm(G, axis=1)
-        lam = np.ones(z.shape[0])
-        pending = np.ones(z.shape[0], dtype=bool)
-        z_new, zt_new, G_new = z.copy(), zt.copy(), G.copy()
-        for _ in range(40):
-            idx = np.nonzero(pending)[0]
-            zc = z[idx] + lam[idx, None] * step[idx]
-            ztc = zc @ A.T + c[idx]
-            Gc = zc - _f(act, leak, ztc)
-            ok = np.linalg.norm(Gc, axis=1) <= (1.0 - 1e-4 * lam[idx]) * n0[idx]
-            ok |= lam[idx] < 1e-10
-            acc = idx[ok]
-            z_new[acc], zt_new[acc], G_new[acc] = zc[ok], ztc[ok], Gc[ok]
-            pending[acc] = False
-            lam[idx[~ok]] *= 0.5
-            if not pending.any():
-                break
-        z, zt, G = z_new, zt_new, G_new
-        rn = _maxabs(G)
-    return Z, res, its, res <= tol
-
-
-def solve_scipy_root(A, C, act, leak=0.01, *, Z0=None, tol=1e-12):
-    """``scipy.optimize.root`` (hybr) with the analytic Jacobian, one point at a time."""
-    from scipy.optimize import root
-
-    N, U = C.shape
-    Z = np.zeros_like(C)
-    res = np.empty(N)
-    its = np.empty(N, dtype=np.int64)
-    start = np.zeros_like(C) if Z0 is None else np.asarray(Z0, dtype=np.float64)
-    eye = np.eye(U)
-    for i in range(N):
-        ci = C[i]
-
-        def G(z):
-            return z - _f(act, leak, A @ z + ci)
-
-        def J(z):
-            return eye - dphi(act, A @ z + ci, leak)[:, None] * A
-
-        sol = root(G, start[i], jac=J, method="hybr", options={"xtol": 1e-15})
-        Z[i] = sol.x
-        res[i] = _maxabs(G(sol.x)[None])[0]
-        its[i] = int(sol.nfev)
-    return Z, res, its, res <= tol
-
-
-def solve_ivp_reference(A, C, act, leak=0.01, *, t_max=60.0, rtol=1e-8, atol=1e-10, tol=1e-12):
-    """``scipy.integrate.solve_ivp`` (RK45) of dZ/dt = f(A Z + c) − Z from 0 to ``t_max``, per point."""
-    from scipy.integrate import solve_ivp
-
-    N, U = C.shape
-    Z = np.zeros_like(C)
-    res = np.empty(N)
-    its = np.empty(N, dtype=np.int64)
-    for i in range(N):
-        ci = C[i]
-        sol = solve_ivp(lambda _t, z: _f(act, leak, A @ z + ci) - z, (0.0, t_max), np.zeros(U),
-                        method="RK45", rtol=rtol, atol=atol)
-        Z[i] = sol.y[:, -1]
-        res[i] = _maxabs(residual(A, ci[None], Z[i:i + 1], act, leak))[0]
-        its[i] = int(sol.nfev)
-    return Z, res, its, res <= tol
-
-
-def _auto_numpy(A, C, act, leak, tol, max_iter, steps, dt, Z0):
-    N = C.shape[0]
-    code = np.full(N, SOLVER_CODES["fixed-point"], dtype=np.int8)
-    rate = np.zeros(N)
-    Z, res, its, conv = solve_fixed_point(A, C, act, leak, Z0=Z0, tol=tol, max_iter=max_iter, depth=0,
-                                          max_rate=0.9, rate_out=rate)
-    left = np.nonzero(~conv)[0]
-    if left.size:
-        start = Z[left].copy()
-        flow = ~(rate[left] < 1.0) | ~np.isfinite(res[left])
-        if flow.any():
-            start[flow] = solve_rk4(A, C[left[flow]], act, leak, steps=steps, dt=dt,
-                                    Z0=None if Z0 is None else np.asarray(Z0)[left[flow]])
-        Zn, rn, itn, cn = solve_newton(A, C[left], act, leak, Z0=start, tol=tol, max_iter=50)
-        better = rn < res[left]
-        pick = left[better]
-        Z[pick], res[pick], conv[pick] = Zn[better], rn[better], cn[better]
-        its[left] += itn + np.where(flow, int(steps), 0)
-        code[left] = SOLVER_CODES["newton"]
-    return Z, res, its, conv, code
-
-
-def _auto_numba(A, C, act, leak, tol, max_iter, steps, dt, Z0):
-    from ..kernels.implicit_numba import auto_solve
-
-    N, U = C.shape
-    Z, res = np.empty((N, U)), np.empty(N)
-    its, conv, code = np.empty(N, dtype=np.int64), np.empty(N, dtype=np.bool_), np.empty(N, dtype=np.int8)
-    start = np.zeros((N, U)) if Z0 is None else np.ascontiguousarray(Z0, dtype=np.float64)
-    try:
-        auto_solve(np.ascontiguousarray(A), np.ascontiguousarray(C), start, ACT_IDS[act], float(leak), float(tol),
-                   int(max_iter), 0.9, int(steps), float(dt), 50, Z, res, its, conv, code)
-    except Exception:  # a singular Newton matrix inside the loop: the batched path handles it per point
-        return _auto_numpy(A, C, act, leak, tol, max_iter, steps, dt, Z0)
-    return Z, res, its, conv, code
-
-
 def _take(idx, Zn, rn, cn, Z, res, conv, code, which):
     better = rn < res[idx]
     pick = idx[better]
@@ -407,28 +95,17 @@ def _pick3(out):
     return Z, res, conv
 
 
-def _blas_threads():
-    """A context that runs BLAS on ``config.IMPLICIT_BLAS_THREADS`` threads (``dynlab._blas``).
-
-    The solvers iterate small products ((N×U)·(U×U), a few MFLOP) tens of times; threaded BLAS
-    synchronises its threads at every call, and on a machine where a core is busy each
-    synchronisation can wait for a scheduler time slice (measured on the shared 2 cores:
-    N=1000, U=64, auto 170 ms with 2 BLAS threads vs 8 ms with 1; BENCHMARKS.md).
-    """
-    from .. import config
-    from .._blas import limit_blas_threads
-
-    return limit_blas_threads(config.IMPLICIT_BLAS_THREADS)
-
-
 def solve_stacked(A, C, act, leak=0.01, *, method="auto", tol=1e-12, max_iter=None, Z0=None,
-                  steps=30, dt=1.0):
-    """Dispatch on ``method`` for plain arrays; returns (Z, residual, iterations, converged, solver)."""
-    with _blas_threads():
-        return _solve_stacked(A, C, act, leak, method=method, tol=tol, max_iter=max_iter, Z0=Z0, steps=steps, dt=dt)
+                  steps=30, dt=1.0, backend=None):
+    """Dispatch on ``method`` for plain arrays; returns (Z, residual, iterations, converged, solver).
+    ``auto`` runs the backend's ``implicit_solve``, then ``_rescue`` for the points it left."""
+    be = get_backend(backend)
+    with be:
+        return _solve_stacked(A, C, act, leak, method=method, tol=tol, max_iter=max_iter, Z0=Z0, steps=steps, dt=dt,
+                              backend=be)
 
 
-def _solve_stacked(A, C, act, leak, *, method, tol, max_iter, Z0, steps, dt):
+def _solve_stacked(A, C, act, leak, *, method, tol, max_iter, Z0, steps, dt, backend):
     N = C.shape[0]
     code = np.full(N, SOLVER_CODES.get(method, 2), dtype=np.int8)
     if method == "rk4":
@@ -447,14 +124,9 @@ def _solve_stacked(A, C, act, leak, *, method, tol, max_iter, Z0, steps, dt):
         return (*solve_ivp_reference(A, C, act, leak, tol=tol), code)
     # auto: Picard while it contracts well; Newton for the points it leaves — from the last Picard
     # iterate where Picard still contracted (slowly), from the paper's RK4 flow from 0 where it
-    # did not (so that Newton lands on the equilibrium the flow from 0 selects)
-    from .. import config
-
-    if C.shape[1] <= config.IMPLICIT_NUMBA_MAX_UNITS and act in ACT_IDS:
-        # per point, a Newton step on a few units costs about one Picard step: hand over early
-        Z, res, its, conv, code = _auto_numba(A, C, act, leak, tol, max_iter or 10, steps, dt, Z0)
-    else:
-        Z, res, its, conv, code = _auto_numpy(A, C, act, leak, tol, max_iter or 200, steps, dt, Z0)
+    # did not (so that Newton lands on the equilibrium the flow from 0 selects); the backend's
+    Z, res, its, conv, code = backend.implicit_solve(A, C, act, leak, tol=tol, max_iter=max_iter, Z0=Z0, steps=steps,
+                                                     dt=dt)
     left = np.nonzero(~conv)[0]
     if left.size:
         # Newton can stall in a local minimum of ‖G‖ far from a root: where the flow from 0
@@ -484,7 +156,7 @@ def _check_X(model, X, param="X"):
 
 
 def solve(model: Implicit, X, *, method: str = "auto", tol: float = 1e-12, max_iter: int | None = None,
-          Z0=None, steps: int = 30, dt: float = 1.0):
+          Z0=None, steps: int = 30, dt: float = 1.0, backend=None):
     """The stacked equilibrium Z (N, U) for row inputs X (N, m), as plain arrays.
 
     Returns (Z, residual, iterations, converged, solver) — the array layer under
@@ -501,11 +173,12 @@ def solve(model: Implicit, X, *, method: str = "auto", tol: float = 1e-12, max_i
     A, _ = model.stacked()
     C = model.drive(Xa)
     return solve_stacked(A, C, model.activation, model.leak, method=method, tol=tol, max_iter=max_iter,
-                         Z0=Z0, steps=steps, dt=dt)
+                         Z0=Z0, steps=steps, dt=dt, backend=backend)
 
 
 def implicit_equilibrium(model: Implicit, X, *, method: str = "auto", tol: float = 1e-12,
-                         max_iter: int | None = None, steps: int = 30, dt: float = 1.0, command: str | None = None):
+                         max_iter: int | None = None, steps: int = 30, dt: float = 1.0, backend=None,
+                         command: str | None = None):
     """Equilibria Y = f(W Y + Q X + T) (and the two-layer joint fixed point) for inputs X, as a Dataset.
 
     Parameters
@@ -515,6 +188,7 @@ def implicit_equilibrium(model: Implicit, X, *, method: str = "auto", tol: float
     method : "auto" (default), "anderson", "fixed-point", "newton", "rk4" (the paper's 30 steps
         of RK4 from 0; ``steps``, ``dt``), "scipy" (root, reference) or "solve_ivp" (reference)
     tol : the max-abs residual ‖Z − f(A Z + c)‖∞ a point must reach to count as converged
+    backend : "numpy" | "numba" (default) | "cupy": where the ``auto`` method's solver runs
 
     Returns
     -------
@@ -534,7 +208,9 @@ def implicit_equilibrium(model: Implicit, X, *, method: str = "auto", tol: float
     from .._dataset import base_attrs, finish, model_attrs, model_variables
 
     Xa, single = _check_X(model, X)
-    Z, res, its, conv, code = solve(model, Xa, method=method, tol=tol, max_iter=max_iter, steps=steps, dt=dt)
+    be = get_backend(backend)
+    Z, res, its, conv, code = solve(model, Xa, method=method, tol=tol, max_iter=max_iter, steps=steps, dt=dt,
+                                    backend=be)
     lead = () if single else ("batch",)
     sel = 0 if single else slice(None)
     out = model.outputs
@@ -553,7 +229,7 @@ def implicit_equilibrium(model: Implicit, X, *, method: str = "auto", tol: float
             **model_variables(model),
         },
         coords={"layer": ("unit_z", layer, {"long_name": "layer of the unit", "units": "1"})},
-        attrs={**model_attrs(model), **base_attrs("numpy", command), "method": method, "tol": tol,
+        attrs={**model_attrs(model), **base_attrs(be.name, command), "method": method, "tol": tol,
                "hidden2": model.hidden2, "layers": model.layers},
     )
     return finish(ds, "implicit_equilibrium")

@@ -21,28 +21,18 @@ finite horizon two nearly equal exponents can still come out swapped, so the res
 invariant subspace (I for a diagonal map) keeps its directions in that subspace; with k < D it
 then measures that subspace's exponents, not the top k.
 
-Two layers: ``lyapunov(model, x, …)`` simulates and uses the closed-form J_t of
-``jacobian_at`` a chunk of steps at a time; ``TangentQR`` / ``lyapunov_spectrum(J)`` work on
-J stacks.  Backends: ``numpy`` (LAPACK QR, batched over sequences), ``numba`` (default:
-classical Gram–Schmidt twice in a jitted loop, ``dynlab.kernels.grad_numba.qr_chunk``, for
-D ≤ ``config.GRADIENT_NUMBA_MAX_HIDDEN``; LAPACK QR past it).  For an iRNN with D past that and
-k ≤ ``config.LYAPUNOV_TANGENT_MAX_K`` the numba backend forms no J_t at all: the k tangent
-vectors are carried through the K inner Euler steps, J_t Q = a·(A_K ⋯ A_1 Q) − σQ with
-A_k Q = (1 − η_k α) Q + diag(η_k φ'(z_k)) U Q — K products U·(D × k) per step instead of the
-K D³ of J_t (``_irnn_tangent_logr``; the top exponent of a D = 128, K = 5 iRNN over T = 1000
-in 0.03 s instead of 0.34 s, simulation included).
+Two layers: ``lyapunov(model, x, …)`` simulates and runs the backend's ``lyapunov_logr`` (the
+closed-form J_t a chunk of steps at a time, fed to its QR steps; the numba backend carries the
+tangent vectors of a large iRNN through its K inner steps instead, ``dynlab.backends.numba.flow``);
+``TangentQR`` / ``lyapunov_spectrum(J)`` work on J stacks (the backend's ``tangent_qr``).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .. import config
-from .._blas import blas_threads
-from .._resources import progress
 from .._validate import as_int
-from ..backends import resolve_backend
+from ..backends import get_backend
 from ..errors import ParameterError
-from ..models import CTRNN, IRNN
 from .gradients import jacobian_stack
 
 
@@ -79,12 +69,13 @@ def check_frame(Q0, batch: int, hidden: int, k) -> np.ndarray:
 
 
 class TangentQR:
-    """Benettin's QR on J stacks fed in time order, in chunks; the lower layer.
+    """Benettin's QR on J stacks fed in time order, in chunks; the lower layer (the backend's
+    ``tangent_qr`` operation).
 
     Parameters
     ----------
     batch, hidden, k : int — B, D and the number of exponents (1 ≤ k ≤ D)
-    backend : "numpy" | "numba"
+    backend : "numpy" | "numba" (default) | a backend
     Q0 : (D, k) or (B, D, k) starting frame, optional (``check_frame``)
 
     ``feed(J)`` with J (B, n, D, D) returns ln|R_t[i, i]| (B, n, k) for those n steps and
@@ -96,26 +87,20 @@ class TangentQR:
     >>> logr = qr.feed(J[None])            # (1, T, 2); λ = logr.mean(axis=1)
     """
 
-    def __init__(self, batch: int, hidden: int, k: int, *, backend: str = "numba", Q0=None):
+    def __init__(self, batch: int, hidden: int, k: int, *, backend=None, Q0=None):
         self.B, self.D, self.k = int(batch), int(hidden), int(k)
-        self.Q = check_frame(Q0, self.B, self.D, self.k)
-        self.path = "numba_cpu" if (backend != "numpy" and self.D <= config.GRADIENT_NUMBA_MAX_HIDDEN) else "numpy"
+        self.backend = get_backend(backend)
+        self._steps = self.backend.tangent_qr(self.B, self.D, check_frame(Q0, self.B, self.D, self.k))
+        self.path = self._steps.path
+
+    @property
+    def Q(self) -> np.ndarray:
+        """The current frames (B, D, k)."""
+        return self._steps.Q
 
     def feed(self, J) -> np.ndarray:
-        J = np.ascontiguousarray(J, dtype=np.float64)
-        B, n, D, _ = J.shape
-        out = np.empty((B, n, self.k))
-        if self.path == "numba_cpu":
-            from ..kernels import grad_numba
-
-            grad_numba.qr_chunk(J, self.Q, out)
-            return out
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for j in range(n):
-                Q, R = np.linalg.qr(np.matmul(J[:, j], self.Q))
-                out[:, j] = np.log(np.abs(np.diagonal(R, axis1=1, axis2=2)))
-                self.Q = Q
-        return out
+        with self.backend:
+            return self._steps.feed(J)
 
 
 def _check_k(k, D: int) -> int:
@@ -150,7 +135,6 @@ def _summarise(logr: np.ndarray, transient: int):
     return lam, running, order
 
 
-@blas_threads("LYAPUNOV_BLAS_THREADS")
 def lyapunov_spectrum(J, *, k=None, transient=0, backend=None, Q0=None) -> dict:
     """Finite-time Lyapunov exponents of a given Jacobian stack (the array-level layer).
 
@@ -176,7 +160,7 @@ def lyapunov_spectrum(J, *, k=None, transient=0, backend=None, Q0=None) -> dict:
     >>> J = np.tile(np.diag([0.5, 0.25]), (1000, 1, 1))
     >>> lyapunov_spectrum(J)["lyapunov"]       # ≈ [ln 0.5, ln 0.25]
     """
-    backend = resolve_backend(backend)
+    backend = get_backend(backend)
     arr, batched = jacobian_stack(J)
     B, T, D, _ = arr.shape
     Q = check_frame(Q0, B, D, k)
@@ -188,37 +172,6 @@ def lyapunov_spectrum(J, *, k=None, transient=0, backend=None, Q0=None) -> dict:
     return res if batched else {k_: v[0] for k_, v in res.items()}
 
 
-def _irnn_tangent_logr(model, xa, h0a, H, Q):
-    """ln|R_t[i, i]| (B, T, k) of an iRNN by tangent propagation through the K inner steps:
-    J_t Q = a·(A_K ⋯ A_1 Q) − σQ costs K products U·(D × k) per step instead of forming J_t
-    (K D³), ``dynlab.kernels.grad_numba.irnn_tangent_qr_chunk``.  Q (B, D, k) the initial
-    frames, updated."""
-    from .._blas import limit_blas_threads
-    from ..kernels import grad_numba
-    from .gradients import irnn_linearisation, irnn_step_form
-    from .jacobians import previous_states
-
-    B, T, _ = xa.shape
-    k = Q.shape[2]
-    U = np.ascontiguousarray(model.U, dtype=np.float64)
-    a, sigma = irnn_step_form(model)
-    table = model.eta_table(T)
-    n = config.GRADIENT_REVERSE_CHUNK
-    logr = np.empty((B, T, k))
-    with limit_blas_threads(1):
-        for b in range(B):
-            c = xa[b] @ model.W.T + model.b
-            Qb = np.ascontiguousarray(Q[b])
-            for lo in range(0, T, n):
-                hi = min(T, lo + n)
-                hp = previous_states(h0a[b], H[b], lo, hi)
-                dpe, keep = irnn_linearisation(model, U, c[lo:hi], hp, table, lo)
-                grad_numba.irnn_tangent_qr_chunk(U, dpe, keep, a, sigma, Qb, logr[b, lo:hi])
-            Q[b] = Qb
-    return logr
-
-
-@blas_threads("LYAPUNOV_BLAS_THREADS")
 def lyapunov(model, x, h0=None, *, k=None, transient=0, backend=None, Q0=None, command=None):
     """Finite-time Lyapunov exponents of ``model`` driven by ``x`` (Benettin's QR method).
 
@@ -255,10 +208,11 @@ def lyapunov(model, x, h0=None, *, k=None, transient=0, backend=None, Q0=None, c
 
     from .._dataset import base_attrs, finish
     from ..simulation import check_input, check_model
-    from .jacobians import jacobian_blocks, prepared_states
+    from .jacobians import prepared_states
 
-    backend = resolve_backend(backend)
+    be = get_backend(backend)
     model = check_model(model)
+    be.require("lyapunov_logr", model.form())
     xa, _ = check_input(x, model.inputs)
     B, T, _ = xa.shape
     D = model.state_size
@@ -267,21 +221,9 @@ def lyapunov(model, x, h0=None, *, k=None, transient=0, backend=None, Q0=None, c
     Q = check_frame(Q0, B, D, k)
     k = Q.shape[2]
     transient = _check_transient(transient, T)
-    xa, batched, h0a, H, ds = prepared_states(model, x, h0, backend)
-    qr = TangentQR(B, D, k, backend=backend, Q0=Q)
-    if (backend == "numba" and isinstance(model, IRNN) and D > config.GRADIENT_NUMBA_MAX_HIDDEN
-            and k <= config.LYAPUNOV_TANGENT_MAX_K):
-        logr = _irnn_tangent_logr(model, xa, h0a, H, qr.Q)
-        kernel = "irnn_tangent"
-    else:
-        get = jacobian_blocks(model, xa, h0a, H, backend)
-        n = int(max(1, min(T, config.JACOBIAN_CHUNK_ENTRIES // max(1, B * D * D))))
-        logr = np.empty((B, T, k))
-        for lo in range(0, T, n):
-            hi = min(T, lo + n)
-            logr[:, lo:hi] = qr.feed(get(lo, hi))
-            progress("Lyapunov spectrum (steps)", hi, T)
-        kernel = qr.path
+    with be:
+        xa, batched, h0a, H, ds = prepared_states(model, x, h0, be)
+        logr, kernel = be.lyapunov_logr(model.form(), xa, h0a, H, Q)
     lam, running, _ = _summarise(logr, transient)
 
     lead = ("batch",) if batched else ()
@@ -292,11 +234,11 @@ def lyapunov(model, x, h0=None, *, k=None, transient=0, backend=None, Q0=None, c
     ds["lyapunov_running"] = xr.Variable(lead + ("time", "exponent"), running[sel],
                                          {"long_name": "running mean of ln|R_t[i,i]| (λ_i up to t)",
                                           "units": "1/step"})
-    if isinstance(model, CTRNN):
-        ds["lyapunov_rate"] = xr.Variable(lead + ("exponent",), lam[sel] / model.dt,
+    if model.time_step is not None:
+        ds["lyapunov_rate"] = xr.Variable(lead + ("exponent",), lam[sel] / model.time_step,
                                           {"long_name": "Lyapunov exponent per unit time λ_i/Δt",
                                            "units": "1/time"})
-    ds.attrs.update(base_attrs(backend, command))
+    ds.attrs.update(base_attrs(be.name, command))
     frame = "random orthogonal Q_0 (seed 0)" if Q0 is None else "Q_0 given by the caller"
     ds.attrs.update({"transient": transient, "k": k, "lyapunov_kernel": kernel,
                      "lyapunov_method": f"Benettin QR re-orthonormalisation, {frame}; exponents sorted "

@@ -38,11 +38,11 @@ import dataclasses
 
 import numpy as np
 
-from .._blas import blas_threads
+from ..backends.numba.threads import blas_threads
 from .._dataset import finish
 from .._resources import progress
 from ..activations import MAX_AFFINE, dphi, piece
-from ..backends import resolve_backend
+from ..backends import get_backend, resolve_backend
 from ..errors import DivergenceError, ParameterError
 from ..models import RIN, RNN, AntisymmetricRNN, FastRNN, Model
 from ..models.stacked import StackedRNN
@@ -120,6 +120,8 @@ class Trace:
     Z: list
     S: list
     P: list
+    #: the backend the trace ran on (its reverse passes run there too)
+    backend: object = None
 
     @property
     def shape(self):
@@ -148,12 +150,13 @@ def forward(model, x, h0=None, *, backend=None) -> Trace:
 
     Returns a ``Trace``; raises ``DivergenceError`` (step, sequence) on a non-finite state.
     """
-    from ..simulation import check_input, run_states
+    from ..simulation import check_input
 
     layers = model_layers(model)
-    backend = resolve_backend(backend)
-    if backend == "cupy":
-        raise ParameterError("backend", "the partition analysis runs on the CPU (numpy or numba)")
+    be = get_backend(backend)
+    forms = [m.form() for m in layers]
+    for f in forms:
+        be.require("partition_trace", f)
     xa, batched = check_input(x, layers[0].inputs)
     B, T, _ = xa.shape
     from .._resources import check_memory, check_work, largest, nbytes, shape_text, simulation_work
@@ -166,22 +169,19 @@ def forward(model, x, h0=None, *, backend=None) -> Trace:
                  f"pre-activations, slopes, pieces; {len(layers)} layer(s))")
     h0s = _check_h0s(h0, layers, B)
     Hs, Zs, Ss, Ps = [], [], [], []
-    inp = xa
-    for ell, m in enumerate(layers):
-        progress("partition trace (layers)", ell, len(layers))
-        H, bad, _ = run_states(m, inp, h0s[ell], backend, stop=True)
+    progress("partition trace (layers)", 0, len(layers))
+    with be:
+        trace = be.partition_trace(forms, xa, h0s)
+    for ell, (m, (H, bad, Z)) in enumerate(zip(layers, trace)):
         if int(bad.min()) < T:
             where = f" in layer {ell + 1}" if len(layers) > 1 else ""
             raise DivergenceError(step=int(bad.min()) + 1, batch=int(np.argmin(bad)), model=m.name + where)
-        _, _, R = m.gated_form()
-        Hprev = np.concatenate([h0s[ell][:, None, :], H[:, :-1]], axis=1)
-        Z = Hprev @ R.T + inp @ m.W.T + m.b
         Hs.append(H)
         Zs.append(Z)
         Ss.append(dphi(m.activation, Z, m.leak))
         Ps.append(piece(m.activation, Z))
-        inp = H
-    return Trace(layers, xa, batched, h0s, Hs, Zs, Ss, Ps)
+        progress("partition trace (layers)", ell + 1, len(layers))
+    return Trace(layers, xa, batched, h0s, Hs, Zs, Ss, Ps, be)
 
 
 @blas_threads("PARTITION_BLAS_THREADS")
@@ -389,32 +389,18 @@ def _check_readout(W_out, b_out, D: int):
     return Wo, bo
 
 
-def _layer_backward(m, S, incoming_T, incoming):
-    """Reverse pass through one layer for a (B, C, D) cotangent (``dynlab.kernels.partition_numba``).
+def _layer_backward(m, S, incoming_T, incoming, backend=None):
+    """Reverse pass through one layer for a (B, C, D) cotangent (the backend's ``reverse_cotangents``).
 
     ``incoming_T`` (B, C, D) is the cotangent on h_T only (top layer), ``incoming`` (B, C, T, D)
     the cotangent on every h_t (lower layers); one of them is None.  Returns the cotangent on
     the layer input at every step (B, C, T, din), the offset part Σ_t λ_t β_t (B, C) and
     λ_0 = ∂z/∂h_0 (B, C, D).
     """
-    from ..kernels import readonly
-    from ..kernels.partition_numba import gated_reverse
-
-    a, c, R = m.gated_form()
     B, T, D = S.shape
     C = (incoming_T if incoming_T is not None else incoming).shape[1]
-    din = m.inputs
-    out = np.empty((B, C, T, din))
-    offset = np.zeros(B * C)
     lam = np.zeros((B * C, D)) if incoming_T is None else np.array(incoming_T, dtype=np.float64).reshape(B * C, D)
-    Wb = np.empty((D, din + 1))
-    Wb[:, :din] = m.W
-    Wb[:, din] = m.b
-    has = incoming is not None
-    gated_reverse(readonly(R, np.float64), readonly(Wb), readonly(S, np.float64),
-                  float(a), float(c), lam, out, offset,
-                  readonly(incoming if has else np.empty((1, 1, 1, 1)), np.float64), has,
-                  np.empty((B * C, D)), np.empty((B * C, D)), np.empty((B * C, din + 1)))
+    out, offset = get_backend(backend).reverse_cotangents(m.form(), S, lam, incoming)
     return out, offset.reshape(B, C), lam.reshape(B, C, D)
 
 
@@ -432,7 +418,7 @@ def reverse(tr: Trace, G) -> dict:
     offset = np.zeros((B, G.shape[1]))
     incoming_T, incoming = np.ascontiguousarray(G), None
     for ell in range(L - 1, -1, -1):
-        out, off, lam = _layer_backward(tr.layers[ell], tr.S[ell], incoming_T, incoming)
+        out, off, lam = _layer_backward(tr.layers[ell], tr.S[ell], incoming_T, incoming, tr.backend)
         offset += off
         dh0[ell] = lam
         incoming_T, incoming = None, out
@@ -452,7 +438,7 @@ def _reverse_threads(B: int, work_per_sequence: int) -> int:
     (None: one per CPU this process may use; 1 in a sweep region), 1 below ``config.PARTITION_MIN_WORK_PER_THREAD``
     flops per block (a thread's start costs ≈ 50 µs)."""
     from .. import config
-    from .._blas import work_threads
+    from ..backends.numba.threads import work_threads
 
     n = work_threads(config.PARTITION_THREADS)
     return int(max(1, min(n, B, B * work_per_sequence // max(1, config.PARTITION_MIN_WORK_PER_THREAD))))
@@ -462,7 +448,7 @@ def _reverse_chunked(tr: Trace, G) -> dict:
     """``reverse`` over blocks of sequences so the (B, C, T, D) cotangents stay bounded; the
     blocks run on several threads when the work is large enough (``_reverse_threads``): each is
     one numba call per layer that releases the GIL, BLAS on one thread."""
-    from .._blas import in_threads
+    from ..backends.numba.threads import in_threads
 
     B, T, _ = tr.x.shape
     G = np.asarray(G, dtype=np.float64)
@@ -473,7 +459,7 @@ def _reverse_chunked(tr: Trace, G) -> dict:
 
     def run(lo, hi):
         sub = Trace(tr.layers, tr.x[lo:hi], True, [h[lo:hi] for h in tr.h0], [h[lo:hi] for h in tr.H],
-                    [z[lo:hi] for z in tr.Z], [s[lo:hi] for s in tr.S], [p[lo:hi] for p in tr.P])
+                    [z[lo:hi] for z in tr.Z], [s[lo:hi] for s in tr.S], [p[lo:hi] for p in tr.P], tr.backend)
         return reverse(sub, G if G.ndim == 2 else G[lo:hi])
 
     if n == 1:

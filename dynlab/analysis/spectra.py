@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._blas import blas_threads
+from ..backends.numba.threads import blas_threads
 from .._resources import check_spectrum, progress
 from ..errors import ParameterError
 from .equilibria import (STABILITY_ATTRS, System, _flow_label, _part_coords, eig_variables, flow_eigenvalues,

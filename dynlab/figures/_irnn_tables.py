@@ -69,7 +69,7 @@ def train_rows(task, keys, seeds, *, hidden: int, iterations: int, tests=None) -
     Seconds are the wall-clock time of ``train_model`` (training and its final validation pass).
     """
     import dynlab as dl
-    from .._blas import limit_blas_threads
+    from ..backends.numba.threads import limit_blas_threads
     from ..train.loop import evaluate
 
     tests = dict(tests or {})

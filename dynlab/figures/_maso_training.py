@@ -34,7 +34,7 @@ def one_blas_thread(fn):
 
     @functools.wraps(fn)
     def compute(quick: bool):
-        from dynlab._blas import limit_blas_threads
+        from dynlab.backends.numba.threads import limit_blas_threads
 
         with limit_blas_threads(1):
             return fn(quick)

@@ -84,6 +84,35 @@ class Model:
         """The entries of the state s that are the cell's output h (what a read-out reads)."""
         return slice(0, self.hidden)
 
+    # ------------------------------------------------------------ time
+    def check_steps(self, steps: int) -> None:
+        """Refuse (ParameterError) an input of ``steps`` steps this model cannot run over (a
+        per-time parameter with another number of rows); nothing to check by default."""
+
+    def for_steps(self, lo: int, hi: int) -> "Model":
+        """The model over the time steps lo … hi − 1 of its input (0-based): itself, unless a
+        parameter varies over time (the iRNN's per-time η)."""
+        return self
+
+    @property
+    def time_step(self):
+        """Continuous time per step of a model sampled from a flow (a CTRNN's Δt), else None."""
+        return None
+
+    # ------------------------------------------------------------- form
+    def form(self):
+        """The kernel form of this model (``dynlab.models.forms``): the update rule's kind and
+        arrays, which the backends compute on.  Made once per model (models are immutable)."""
+        cached = self.__dict__.get("_form")
+        if cached is None:
+            cached = self._make_form()
+            object.__setattr__(self, "_form", cached)
+        return cached
+
+    def _make_form(self):
+        from ..errors import ParameterError
+        raise ParameterError("model", f"{self.name} is not a sequence model: it has no kernel form")
+
     # ------------------------------------------------------- introspection
     def params(self) -> dict[str, Any]:
         """Parameters by name (arrays and scalars), as saved to ``.npz`` and Datasets."""

@@ -45,6 +45,11 @@ class _GatedCell(Model):
         J[:, idx, idx] += a
         return (J, q[:, :, None] * self.W[None]) if inputs else J
 
+    def _make_form(self):
+        from .forms import CellForm
+        a, gain, R = self.gated_form()
+        return CellForm(self.activation, float(self.leak), R=R, W=self.W, b=self.b, a=float(a), gain=float(gain))
+
     def drive(self, X):
         """W x + b for row-batched x: (N, D)."""
         return np.asarray(X, dtype=np.float64) @ self.W.T + self.b

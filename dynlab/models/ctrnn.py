@@ -63,6 +63,16 @@ class CTRNN(Model):
             raise ParameterError("method", f"must be one of {', '.join(FIXED_STEP + SCIPY_METHODS)} or 'scipy', got {self.method!r}")
         self._set("method", method)
 
+    @property
+    def time_step(self) -> float:
+        return float(self.dt)
+
+    def _make_form(self):
+        from .forms import CTRNNForm
+        return CTRNNForm(self.activation, float(self.leak), U=self.U, W=self.W, b=self.b, tau=float(self.tau),
+                         alpha=float(self.alpha), dt=float(self.dt), substeps=int(self.substeps),
+                         method=self.method, rtol=float(self.rtol), atol=float(self.atol))
+
     def vector_field(self, g, x):
         """dg/dt = (−α g + φ(U g + W x + b)) / τ for row-batched g (…, D) and x (…, d)."""
         from ..activations import phi

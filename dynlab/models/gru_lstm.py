@@ -132,6 +132,11 @@ class _TorchCell(Model):
         return cls(W_ih, W_hh, b_ih, b_hh, activation=activation or cls.DEFAULT_ACTIVATION, leak=leak, seed=seed,
                    weight_scale=ws)
 
+    def _make_form(self):
+        from .forms import GRUForm, LSTMForm
+        cls = LSTMForm if self.GATES == "ifgo" else GRUForm
+        return cls(self.activation, float(self.leak), W_ih=self.W_ih, W_hh=self.W_hh, b_ih=self.b_ih, b_hh=self.b_hh)
+
     def _phi(self, z):
         return phi(self.activation, z, self.leak)
 

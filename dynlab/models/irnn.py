@@ -117,6 +117,20 @@ class IRNN(Model):
             raise ParameterError("eta", f"has {eta.shape[0]} rows (time steps) but the input has {steps} steps")
         return np.ascontiguousarray(eta)
 
+    def check_steps(self, steps: int) -> None:
+        self.eta_table(steps)  # a per-time η must have one row per step
+
+    def for_steps(self, lo: int, hi: int) -> "IRNN":
+        eta = np.asarray(self.eta)
+        return self.replace(eta=eta[lo:hi]) if eta.ndim == 2 and eta.shape[0] > 1 else self
+
+    def _make_form(self):
+        from .forms import IRNNForm
+        eta = np.asarray(self.eta, dtype=np.float64)
+        return IRNNForm(self.activation, float(self.leak), U=self.U, W=self.W, b=self.b,
+                        eta=self.eta_table(eta.shape[0] if eta.ndim == 2 else 1), alpha=float(self.alpha),
+                        K=int(self.K), g0prev=self.g0 == "previous", sign=float(self.sign))
+
     def equilibrium_residual(self, s, x):
         """α s − φ(U s + W x + b), the residual of the equilibrium equation (batched rows)."""
         from ..activations import phi

@@ -170,6 +170,10 @@ class Stack(Model):
         return dataclasses.replace(self, layers=tuple(layers), **rest)
 
     # -------------------------------------------------------------- the map
+    def _make_form(self):
+        from .forms import StackForm
+        return StackForm(tuple(layer.form() for layer in self.layers))
+
     def split(self, S) -> list:
         o = self.offsets
         return [S[:, o[i]:o[i + 1]] for i in range(self.n_layers)]

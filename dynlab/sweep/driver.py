@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from .._blas import blas_threads
+from ..backends.numba.threads import blas_threads
 from .._resources import check_grid
 from ..errors import ParameterError
 from . import store as _store
@@ -38,7 +38,7 @@ def compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool =
     """The values of one region: name → array (region shape + extra dims), with ``computed_at``.
     dynlab's own thread splits are off inside (``_blas.serial``): a sweep's workers are its
     parallelism."""
-    from .._blas import serial
+    from ..backends.numba.threads import serial
 
     with serial():
         return _compute_region(spec, region, backend, batched)

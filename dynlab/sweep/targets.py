@@ -187,88 +187,40 @@ def _gradient_norms(run, opts, backend):
 
 
 def _gradient_norms_batched(points, backend):
-    """Settings with the same shapes run as one batch (``dynlab.kernels.sweep_batched``)."""
-    from ..models import CTRNN, IRNN
+    """Settings whose forms the backend has batched forward tangents for (``sweep_gradients``:
+    the iRNN and the one-line cells), grouped by kind and shape, run as one batch each; the others
+    (CTRNN, GRU, LSTM, stacks) per point."""
+    from ..backends import get_backend
 
+    be = get_backend(backend)
     built = [model_and_input(run) for run, _ in points]
     out = [None] * len(points)
     groups = {}
     for i, (m, x) in enumerate(built):
-        if isinstance(m, CTRNN) or getattr(m, "MAP", False) or x.shape[0] < 2:   # gru, lstm, stack: per point
+        form = m.form()
+        if form.kind not in ("irnn", "cell") or not be.supports("sweep_gradients", form) or x.shape[0] < 2:
             out[i] = _gradient_norms(points[i][0], points[i][1], backend)
             continue
-        key = (isinstance(m, IRNN), m.hidden, m.inputs, x.shape[0], m.activation, m.leak)
+        key = (form.kind, m.hidden, m.inputs, x.shape[0], m.activation, m.leak)
         groups.setdefault(key, []).append(i)
-    for (is_irnn, D, d, T, act, leak), idx in groups.items():
-        log1, logT, bad = batched_gradient_summaries([built[i][0] for i in idx], [built[i][1] for i in idx],
-                                                     backend)
-        for j, i in enumerate(idx):
-            out[i] = _nan_result(_GRAD_VARS, bad[j]) if bad[j] else _grad_summary(log1[j], logT[j], T)
+    with be:
+        for key, idx in groups.items():
+            T = key[3]
+            log1, logT, bad = be.sweep_gradients([built[i][0].form() for i in idx], [built[i][1] for i in idx])
+            for j, i in enumerate(idx):
+                out[i] = _nan_result(_GRAD_VARS, bad[j]) if bad[j] else _grad_summary(log1[j], logT[j], T)
     return out
 
 
-def stack_settings(models, xs):
-    """The batched kernels' arrays for models of one family and shape (see sweep_batched)."""
-    from ..activations import ACTIVATION_IDS
-    from ..models import IRNN
+def batched_gradient_summaries(models, xs, backend=None):
+    """(ln‖∂h_T/∂h_1‖₂, ln‖∂h_T/∂h_(T−1)‖₂, diverged step) per setting, as one batch: the
+    backend's ``sweep_gradients`` on the models' forms (one kind — iRNN or one-line cells —, one
+    activation, hidden and input size; ``xs`` their inputs (T, d), one T)."""
+    from ..backends import get_backend
 
-    S = len(models)
-    m0 = models[0]
-    T = xs[0].shape[0]
-    D = m0.hidden
-    gated = not isinstance(m0, IRNN)
-    Kmax = 1 if gated else max(m.K for m in models)
-    R = np.empty((S, D, D))
-    C = np.empty((S, T, D))
-    eta = np.zeros((S, Kmax))
-    K = np.ones(S, dtype=np.int64)
-    alpha = np.empty(S)
-    sign = np.ones(S)
-    g0prev = np.zeros(S, dtype=np.bool_)
-    act = np.empty(S, dtype=np.int64)
-    leak = np.empty(S)
-    for n, (m, x) in enumerate(zip(models, xs)):
-        C[n] = np.asarray(x, dtype=np.float64).reshape(T, -1) @ m.W.T + m.b
-        act[n] = ACTIVATION_IDS[m.activation]
-        leak[n] = m.leak
-        if gated:
-            a, gain, Rm = m.gated_form()
-            R[n], alpha[n], eta[n, 0] = Rm, a, gain
-        else:
-            R[n] = m.U
-            eta[n, :m.K] = m.eta_table(T)[0]
-            K[n], alpha[n], sign[n], g0prev[n] = m.K, m.alpha, m.sign, m.g0 == "previous"
-    return gated, R, C, eta, K, alpha, sign, g0prev, act, leak
-
-
-def batched_gradient_summaries(models, xs, backend):
-    """(ln‖∂h_T/∂h_1‖₂, ln‖∂h_T/∂h_(T−1)‖₂, diverged step) per setting, as one batch.
-
-    ``models``: one family (iRNN, or gated cells) with one activation, hidden size and input
-    size; ``xs``: their inputs (T, d), one T.  ``backend``: numba (prange kernel), numpy or
-    cupy (the array-namespace kernel).
-    """
-    from ..backends import namespace, to_numpy
-    from ..kernels import sweep_batched as sb
-
-    gated, R, C, eta, K, alpha, sign, g0prev, act, leak = stack_settings(models, xs)
-    S, D = R.shape[0], R.shape[1]
-    if backend == "numba":
-        logs = np.empty(S)
-        M = np.full((S, D, D), np.nan)
-        J = np.full((S, D, D), np.nan)
-        bad = np.zeros(S, dtype=np.int64)
-        sb.run_tangent_numba(gated, R, C, eta, K, alpha, sign, g0prev, act, leak, logs, M, J, bad)
-        xp = np
-    else:
-        xp = namespace(backend)
-        a = [xp.asarray(v) for v in (R, C, eta, alpha, sign, g0prev)]
-        logs, M, J, bad = sb.tangent_xp(gated, a[0], a[1], a[2], a[3], a[4], a[5], models[0].activation,
-                                        float(leak[0]), xp)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log1 = to_numpy(logs + xp.log(sb.top_singular(M, xp)))
-        logT = to_numpy(xp.log(sb.top_singular(J, xp)))
-    return log1, logT, to_numpy(bad)
+    be = get_backend(backend)
+    with be:
+        return be.sweep_gradients([m.form() for m in models], [np.asarray(x, dtype=np.float64) for x in xs])
 
 
 # ============================================================================ lyapunov
@@ -310,11 +262,10 @@ _EQ_VARS = {
 def _irnn_equilibrium(run, opts, backend):
     from ..analysis.equilibria import irnn_equilibrium
     from ..errors import DivergenceError
-    from ..models import IRNN
     from ..simulation import simulate
 
     model, x = model_and_input(run)
-    if not isinstance(model, IRNN):
+    if model.name != "irnn":
         raise ParameterError("model", f"irnn_equilibrium needs the irnn model, got {model.name!r}")
     try:
         h = simulate(model, x, backend=backend)["h"].values
@@ -344,9 +295,8 @@ def _check_lyap(model, x, opts):
 
 def _check_eq(model, x, opts):
     from ..analysis.equilibria import METHODS
-    from ..models import IRNN
 
-    if not isinstance(model, IRNN):
+    if model.name != "irnn":
         raise ParameterError("model", f"irnn_equilibrium needs model irnn, got {model.name!r}")
     if opts.get("method", "newton") not in METHODS:
         raise ParameterError("method", f"must be one of {', '.join(METHODS)}, got {opts.get('method')!r}")
@@ -397,9 +347,7 @@ def _convergence_target(run, opts, backend):
 
 
 def _check_conv(model, x, opts):
-    from ..models import IRNN
-
-    if not isinstance(model, IRNN):
+    if model.name != "irnn":
         raise ParameterError("model", f"convergence needs model irnn, got {model.name!r}")
     if opts.get("K_max", 50) < 1:
         raise ParameterError("K_max", f"must be ≥ 1, got {opts.get('K_max')}")

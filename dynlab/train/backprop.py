@@ -89,11 +89,11 @@ import threading
 
 import numpy as np
 
-from .._blas import blas_threads, small_gemm
-from . import _fused
+from ..backends.numba.threads import blas_threads, small_gemm
+from ..backends.numba import train as _fused
 from ..activations import ACTIVATION_IDS, dphi, phi
 from ..errors import DivergenceError, ParameterError
-from ..kernels import gemm_rows, readonly
+from ..backends.numba._arrays import gemm_rows, readonly
 from ..models import CTRNN, GRU, IRNN, LSTM, RIN, RNN, AntisymmetricRNN, FastRNN, Model, Stack
 
 LOSSES = ("mse", "mse-seq", "ce", "ce-seq")
@@ -1013,7 +1013,7 @@ def _train_blocks(model, B: int) -> list:
     break even at rows · D · state size ≈ 8192, e.g. D = 32, B = 8, and are 1.5–2× faster from
     32 768 up)."""
     from .. import config
-    from .._blas import work_threads
+    from ..backends.numba.threads import work_threads
 
     n = work_threads(config.TRAIN_THREADS)
     layers = model.layers if isinstance(model, Stack) else (model,)
@@ -1028,7 +1028,7 @@ def _each_block(fn, edges):
     """[fn(i, lo, hi) for each block i], one thread per block (``_blas.in_threads``).  A
     ``DivergenceError`` names the batch row in the whole batch; when several blocks diverge,
     the earliest step (then the lowest row) is raised."""
-    from .._blas import in_threads
+    from ..backends.numba.threads import in_threads
 
     n = len(edges) - 1
     errors = [None] * n

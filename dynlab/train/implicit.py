@@ -16,7 +16,7 @@ import dataclasses
 
 import numpy as np
 
-from .._blas import blas_threads
+from ..backends.numba.threads import blas_threads
 from ..errors import ConvergenceError, ParameterError
 
 RECURRENT = ("W", "W2", "R")

@@ -51,7 +51,7 @@ import time
 
 import numpy as np
 
-from .._blas import blas_threads
+from ..backends.numba.threads import blas_threads
 from .._validate import as_bool
 from ..errors import DivergenceError, ParameterError
 from ..models import IRNN, AntisymmetricRNN, Model

@@ -14,7 +14,7 @@ advanced past that step and the rest of its H is left unset.
 
 import numpy as np
 
-from .. import config
+from ... import config
 
 
 def gemm_rows(M: int, K: int, N: int, small: bool) -> int:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import config
-from ..activations import ACTIVATION_IDS, ACTIVATIONS
-from . import gemm_rows, readonly
+from ... import config
+from ...activations import ACTIVATION_IDS, ACTIVATIONS
+from ._arrays import gemm_rows, readonly
 
 SIGMOID = ACTIVATION_IDS["sigmoid"]
 
@@ -168,7 +168,7 @@ class FusedOps:
     numba (CuPy, or NumPy's ufuncs)."""
 
     def __init__(self):
-        from . import numba_cpu
+        from . import loops as numba_cpu
 
         self._k = numba_cpu
 
@@ -413,7 +413,7 @@ def _jitted_loop(W_ih, bias, x, state_args, H, lstm, act, leak, stop, small=Fals
     B, T, d = x.shape
     G = W_ih.shape[0]
     gi = np.empty((_chunk_steps(B, T, G), B, G), dtype=x.dtype)
-    from . import numba_cpu
+    from . import loops as numba_cpu
 
     W_hhT, bhn, h, c = state_args
     first = numba_cpu.gated_batch(readonly(np.swapaxes(x, 0, 1)), readonly(W_ih.T), readonly(bias, x.dtype),

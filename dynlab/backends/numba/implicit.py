@@ -15,9 +15,9 @@ import math
 import numpy as np
 from numba import njit
 
-from ..config import NUMBA_CACHE
-from .jac_numba import dact_scalar as _dact
-from .numba_cpu import act_scalar
+from ...config import NUMBA_CACHE
+from .jacobians import dact_scalar as _dact
+from .loops import act_scalar
 
 
 @njit(cache=NUMBA_CACHE, inline="always")

@@ -14,8 +14,8 @@ import math
 import numpy as np
 from numba import njit
 
-from ..config import NUMBA_CACHE
-from .numba_cpu import act_scalar
+from ...config import NUMBA_CACHE
+from .loops import act_scalar
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
@@ -314,7 +314,7 @@ def lstm(W_ih, W_hh, gi, gh, act, leak, hprev, J, Jx, snew):
 # Measured (issue 20): ≈ 2× the NumPy form it replaces at D = 128, K = 5, which did K products
 # and three separate passes per inner step.
 
-from .numba_cpu import _VEC, dphi_given, phi_f64  # noqa: E402
+from .loops import _VEC, dphi_given, phi_f64  # noqa: E402
 
 
 @njit(nogil=True, **_VEC)

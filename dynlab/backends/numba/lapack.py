@@ -30,8 +30,8 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import get_cython_function_address
 
-from ..config import NUMBA_CACHE
-from .grad_numba import unit_start
+from ...config import NUMBA_CACHE
+from .norms import unit_start
 
 _SYMBOL = "dynlab_scipy_dsyevr"
 llvm.add_symbol(_SYMBOL, get_cython_function_address("scipy.linalg.cython_lapack", "dsyevr"))

@@ -14,7 +14,7 @@ from numba import njit
 from numba.core import types
 from numba.extending import intrinsic
 
-from ..config import NUMBA_CACHE
+from ...config import NUMBA_CACHE
 
 
 @njit(cache=NUMBA_CACHE, inline="always")

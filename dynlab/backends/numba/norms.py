@@ -31,7 +31,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..config import NUMBA_CACHE
+from ...config import NUMBA_CACHE
 
 
 @njit(cache=NUMBA_CACHE, inline="always")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..config import NUMBA_CACHE
+from ...config import NUMBA_CACHE
 
 
 @njit(nogil=True, cache=NUMBA_CACHE, error_model="numpy", fastmath={"contract"})

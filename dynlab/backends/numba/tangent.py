@@ -36,9 +36,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..config import NUMBA_CACHE
-from .jac_numba import dact_scalar
-from .numba_cpu import act_scalar
+from ...config import NUMBA_CACHE
+from .jacobians import dact_scalar
+from .loops import act_scalar
 
 
 # ============================================================================ numba, prange
@@ -186,65 +186,6 @@ def tangent_numba(gated, R, C, eta, K, alpha, sign, g0prev, act, leak, logs, M_o
 
 
 # ============================================================================ array namespace
-def tangent_xp(gated, R, C, eta, alpha, sign, g0prev, act_name, leak, xp):
-    """The same forward pass for all settings at once, on the namespace ``xp`` (NumPy or CuPy).
-
-    Arguments as ``tangent_numba`` but as ``xp`` arrays, with one activation for the batch
-    and the K mask in ``eta`` (zeros past each setting's K).  Returns (logs, M̃_T, J_T,
-    diverged) as ``xp`` arrays.
-    """
-    from ..activations import dphi, phi
-
-    S, T, D = C.shape
-    dt = C.dtype
-    h = xp.zeros((S, D), dtype=dt)
-    eye = xp.broadcast_to(xp.eye(D, dtype=dt), (S, D, D))
-    M = eye.copy()
-    logs = xp.zeros(S, dtype=dt)
-    diverged = xp.zeros(S, dtype=xp.int64)
-    J = xp.zeros((S, D, D), dtype=dt)
-    sg = sign[:, None]
-    sgm = sign[:, None, None]
-    al = alpha[:, None]
-    alm = alpha[:, None, None]
-    prev = g0prev[:, None]
-    prevm = g0prev[:, None, None]
-    for t in range(T):
-        tangent = t > 0
-        A = xp.concatenate([M, eye], axis=2) if (t == T - 1 and tangent) else M
-        c = C[:, t]
-        if gated:
-            z = xp.matmul(R, h[:, :, None])[:, :, 0] + c
-            g = al * h + eta[:, :1] * phi(act_name, z, leak, xp)
-            if tangent:
-                G = alm * A + (eta[:, :1] * dphi(act_name, z, leak, xp))[:, :, None] * xp.matmul(R, A)
-        else:
-            g = xp.where(prev, h, 0.0)
-            G = xp.where(prevm, A, 0.0) if tangent else None
-            for k in range(eta.shape[1]):
-                e = eta[:, k:k + 1]
-                s = g + sg * h
-                z = xp.matmul(R, s[:, :, None])[:, :, 0] + c
-                if tangent:
-                    St = G + sgm * A
-                    G = G + e[:, :, None] * (dphi(act_name, z, leak, xp)[:, :, None] * xp.matmul(R, St) - alm * St)
-                g = g + e * (phi(act_name, z, leak, xp) - al * s)
-        bad = ~xp.isfinite(g).all(axis=1)
-        diverged = xp.where((diverged == 0) & bad, t + 1, diverged)
-        h = g
-        if tangent:
-            Mn = G[:, :, :D]
-            f = xp.sqrt((Mn * Mn).sum(axis=(1, 2)))
-            ok = (f > 0) & xp.isfinite(f)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                logs = logs + xp.where(ok, xp.log(xp.where(ok, f, 1.0)), xp.where(f == 0, -xp.inf, xp.nan))
-            M = Mn / xp.where(ok, f, 1.0)[:, None, None]
-            if t == T - 1:
-                J = G[:, :, D:]
-    logs = xp.where(diverged > 0, xp.nan, logs)
-    return logs, M, J, diverged
-
-
 def top_singular(M, xp=np):
     """σ₁ of every matrix of an (S, D, D) stack by batched SVD; NaN for a non-finite matrix."""
     out = xp.full(M.shape[0], xp.nan)
@@ -254,7 +195,7 @@ def top_singular(M, xp=np):
     return out
 
 
-__all__ = ["tangent_numba", "tangent_xp", "top_singular"]
+__all__ = ["tangent_numba", "top_singular"]
 
 
 def run_tangent_numba(*args):

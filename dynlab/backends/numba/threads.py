@@ -32,7 +32,7 @@ import contextlib
 import functools
 import threading
 
-from . import config
+from ... import config
 
 #: [controller or None, limits per thread (OpenMP), threads share one process-wide limit (< 3.8)]
 _CONTROLLER = []

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..config import NUMBA_CACHE
-from ..kernels.numba_cpu import _VEC, dot_rows, dphi_given, phi_other, sigmoid_f64, tanh_f64
+from ...config import NUMBA_CACHE
+from .loops import _VEC, dot_rows, dphi_given, phi_other, sigmoid_f64, tanh_f64
 
 _INF = float("inf")
 

@@ -1,9 +1,14 @@
-"""NumPy reference kernels: plain transcriptions of the model equations, batched over B."""
+"""The reference simulation: plain transcriptions of each form's update, batched over B.
+
+Every function returns ``(H, bad)``: H (B, T, n) the states s_1..s_T and ``bad`` (B,) the
+0-based step at which each sequence first had a non-finite entry (T when it never did); with
+``stop`` a sequence is not advanced past that step (its later rows stay NaN).
+"""
 from __future__ import annotations
 
 import numpy as np
 
-from ..activations import phi
+from ...activations import phi
 
 
 def _finite_rows(h):
@@ -106,7 +111,7 @@ def ctrnn_scipy(U, c, h0, tau, alpha, dt, method, rtol, atol, act, leak, stop=Tr
         return ((-alpha * Y + phi(act, Y @ U.T + ct, leak)) / tau).ravel()
 
     def jac(_t, y, ct):  # block-diagonal Jacobian, only for implicit methods
-        from ..activations import dphi
+        from ...activations import dphi
         Y = y.reshape(B, D)
         dp = dphi(act, Y @ U.T + ct, leak)
         J = np.zeros((B * D, B * D))
@@ -184,3 +189,34 @@ def lstm(W_ih, W_hh, b_ih, b_hh, x, s0, act, leak, stop=True):
             if stop and not alive.any():
                 break
     return H, bad
+
+
+def simulate_form(form, x, h0, *, stop: bool = True, dtype=np.float64):
+    """States of a (one-layer) ``form`` over x (B, T, d) from h0 (B, n), in ``dtype``:
+    (H, bad, path)."""
+    dtype = np.dtype(dtype)
+    if form.kind in ("gru", "lstm"):
+        fn = lstm if form.kind == "lstm" else gru
+        W_ih, W_hh, b_ih, b_hh = (a.astype(dtype) for a in (form.W_ih, form.W_hh, form.b_ih, form.b_hh))
+        return (*fn(W_ih, W_hh, b_ih, b_hh, x.astype(dtype), h0.astype(dtype), form.act, form.leak, stop), "numpy")
+    if form.kind == "ctrnn" and not form.fixed_step:
+        return (*scipy_ctrnn(form, x, h0, stop, dtype), "scipy")
+    c = (x @ form.W.T + form.b).astype(dtype)
+    h0c = h0.astype(dtype)
+    if form.kind == "irnn":
+        H, bad = irnn(form.U.astype(dtype), c, h0c, form.eta, form.alpha, form.K, form.g0prev, form.sign,
+                      form.act, form.leak, stop)
+    elif form.kind == "ctrnn":
+        H, bad = ctrnn(form.U.astype(dtype), c, h0c, form.tau, form.alpha, form.dt, form.substeps, form.method,
+                       form.act, form.leak, stop)
+    else:
+        H, bad = gated(form.R.astype(dtype), c, h0c, form.a, form.gain, form.act, form.leak, stop)
+    return H, bad, "numpy"
+
+
+def scipy_ctrnn(form, x, h0, stop, dtype):
+    """A CTRNN with a scipy method (``ctrnn_scipy``), whichever backend asks: (H, bad)."""
+    c = x @ form.W.T + form.b
+    H, bad = ctrnn_scipy(form.U, c, h0, form.tau, form.alpha, form.dt, form.method, form.rtol, form.atol,
+                         form.act, form.leak, stop)
+    return H.astype(dtype, copy=False), bad

@@ -1,0 +1,286 @@
+"""The backend interface: operations on kernel forms, and the composites built from them.
+
+Every backend implements the primitives on plain arrays and a form (``dynlab.models.forms``):
+
+``simulate(form, x, h0, stop, dtype)``
+    the states h_1..h_T of B sequences: (H (B, T, n), bad (B,), path), ``bad`` the 0-based step
+    at which each sequence first had a non-finite state (T if never);
+``jacobians(form, x, hprev, eta, inputs)``
+    the closed-form one-step Jacobians J = ∂s_t/∂s_{t−1} (and ∂s_t/∂x_t) at N points:
+    (J (N, n, n), Jx (N, n, d) or None, path);
+``backward_norms(batch, size, dL_dhT, step_norms)``
+    an accumulator of the gradient flow's backward pass: ``feed(J)`` with J (B, m, n, n) for
+    times t_lo … t_hi, fed from the end backwards, returns ln‖∂h_T/∂h_t‖₂ (and ‖J_t‖₂,
+    ln‖∂L/∂h_t‖₂) for those times (``dynlab.analysis.gradients``);
+``tangent_qr(batch, size, Q)``
+    an accumulator of Benettin's QR steps: ``feed(J)`` returns ln|R_t[i, i]| (B, m, k), carrying
+    the frame Q on (``dynlab.analysis.lyapunov``);
+
+``sweep_gradients(forms, xs)``
+    ln‖∂h_T/∂h_1‖₂, ln‖∂h_T/∂h_{T−1}‖₂ and the divergence step of S settings of one kind
+    (iRNN or one-line cell) and one shape, by forward tangents (``TangentBatch``);
+``partition_trace(forms, x, h0s)``
+    a stack of one-line cells layer by layer: per layer the states H (B, T, D) and the
+    pre-activations Z (B, T, D) whose affine pieces are the MASO partition codes;
+``reverse_cotangents(form, S, lam, incoming)``
+    the MASO reverse pass through one one-line layer (λ_{t−1} = a λ_t + (γ λ_t ⊙ s_t) R);
+``implicit_solve(A, C, act, leak, method, tol, max_iter, Z0, steps, dt)``
+    the implicit networks' batched equilibria Z = f(Z A + C) (``dynlab.analysis.implicit``);
+``train_forward(form, x, h0)`` / ``train_backward(form, tape, dL_dH)``
+    BPTT: the taped forward pass and the cotangents of the form's arrays
+    (``dynlab.train.backprop``; a model maps them to its own parameters);
+
+and may override the composites, whose default here chains the primitives along a trajectory a
+chunk of steps at a time (at most ``config.JACOBIAN_CHUNK_ENTRIES`` Jacobian entries held):
+
+``gradient_flow(form, x, h0, H, dL_dhT, step_norms)`` → (per-time dict, path)
+``lyapunov_logr(form, x, h0, H, Q)`` → (ln|R_t[i, i]| (B, T, k), path)
+
+A backend runs a public call inside ``with backend:`` (its execution policy, e.g. the numba
+backend's BLAS threads) and says with ``supports(op, form)`` whether it has an operation for a
+form; analyses ask, never branch on a backend's name.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .. import config
+from .._resources import progress
+from ..errors import ParameterError
+
+#: The operations of the interface (``supports`` answers for these names).
+OPERATIONS = ("simulate", "jacobians", "backward_norms", "tangent_qr", "gradient_flow", "lyapunov_logr",
+              "sweep_gradients", "partition_trace", "reverse_cotangents", "implicit_solve", "train_forward",
+              "train_backward")
+
+
+def previous_states(h0, H, lo: int, hi: int) -> np.ndarray:
+    """s_{t−1} for the times t = lo+1 … hi (1-based): H[..., t−2, :], h0 for t = 1.
+
+    h0 (…, n), H (…, T, n) with the same leading axes; returns (…, hi − lo, n)."""
+    out = np.empty(H.shape[:-2] + (hi - lo, H.shape[-1]))
+    if lo == 0:
+        out[..., 0, :] = h0
+        out[..., 1:, :] = H[..., :hi - 1, :]
+    else:
+        out[...] = H[..., lo - 1:hi - 1, :]
+    return out
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TangentBatch:
+    """S settings of one kind (``gated``: one-line cells, else iRNN) with one shape, stacked for
+    the forward tangents of a sweep (``forward_tangent``).  R (S, D, D) the recurrent matrices
+    (U for the iRNN); C (S, T, D) the drives c_t = W x_t + b; eta (S, K_max) the iRNN's η_k (zero
+    past a setting's K: those inner steps then leave g and its tangent unchanged) or, for the
+    cells, γ in column 0; K (S,) int; alpha (S,) the iRNN's α or the cells' a; sign (S,) σ;
+    g0prev (S,) bool; act (S,) int ids; leak (S,)."""
+
+    gated: bool
+    R: np.ndarray
+    C: np.ndarray
+    eta: np.ndarray
+    K: np.ndarray
+    alpha: np.ndarray
+    sign: np.ndarray
+    g0prev: np.ndarray
+    act: np.ndarray
+    leak: np.ndarray
+
+
+def stack_tangent(forms, xs) -> TangentBatch:
+    """The ``TangentBatch`` of S forms of one kind ("irnn" or "cell") and one shape, with their
+    inputs xs (each (T, d), one T)."""
+    S = len(forms)
+    f0 = forms[0]
+    T = xs[0].shape[0]
+    D = f0.hidden
+    gated = f0.kind == "cell"
+    Kmax = 1 if gated else max(f.K for f in forms)
+    R = np.empty((S, D, D))
+    C = np.empty((S, T, D))
+    eta = np.zeros((S, Kmax))
+    K = np.ones(S, dtype=np.int64)
+    alpha = np.empty(S)
+    sign = np.ones(S)
+    g0prev = np.zeros(S, dtype=np.bool_)
+    act = np.empty(S, dtype=np.int64)
+    leak = np.empty(S)
+    for n, (f, x) in enumerate(zip(forms, xs)):
+        if f.kind != f0.kind:
+            raise ValueError(f"one kind per batch: {f0.kind} and {f.kind}")
+        C[n] = np.asarray(x, dtype=np.float64).reshape(T, -1) @ f.W.T + f.b
+        act[n] = f.act_id
+        leak[n] = f.leak
+        if gated:
+            R[n], alpha[n], eta[n, 0] = f.R, f.a, f.gain
+        else:
+            R[n] = f.U
+            eta[n, :f.K] = f.eta[0]
+            K[n], alpha[n], sign[n], g0prev[n] = f.K, f.alpha, f.sign, f.g0prev
+    return TangentBatch(gated, R, C, eta, K, alpha, sign, g0prev, act, leak)
+
+
+def chunk_steps(B: int, n: int, T: int) -> int:
+    """Time steps per chunk of Jacobians: B·m·n² ≤ ``config.JACOBIAN_CHUNK_ENTRIES``."""
+    return int(max(1, min(T, config.JACOBIAN_CHUNK_ENTRIES // max(1, B * n * n))))
+
+
+class Backend:
+    """A place where the kernels run (module docstring: the operations)."""
+
+    name = "backend"
+    #: One line for users: what this backend is.
+    description = ""
+    #: How ``backward_norms`` takes σ₁, and to what relative accuracy (0: exact to rounding).
+    norm_method = ("LAPACK SVD of every product (np.linalg.svd, compute_uv=False)", 0.0)
+
+    # ------------------------------------------------------------------ policy
+    def check_available(self) -> None:
+        """Raise ParameterError("backend", …) when this backend cannot run here (no device)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def supports(self, op: str, form) -> bool:
+        """Whether this backend has operation ``op`` for ``form``."""
+        return op in OPERATIONS
+
+    def require(self, op: str, form) -> None:
+        """A ParameterError naming ``backend`` when ``op`` is not available for ``form`` here."""
+        if not self.supports(op, form):
+            raise ParameterError("backend", f"{self.name} has no {op} for a {form.kind} form; "
+                                            f"use backend='numpy' or 'numba'")
+
+    # -------------------------------------------------------------- primitives
+    def simulate(self, form, x, h0, *, stop: bool = True, dtype=np.float64):
+        raise NotImplementedError(f"{self.name}.simulate")
+
+    def jacobians(self, form, x, hprev, *, eta=None, inputs: bool = False):
+        raise NotImplementedError(f"{self.name}.jacobians")
+
+    def backward_norms(self, batch: int, size: int, *, dL_dhT=None, step_norms: bool = True):
+        raise NotImplementedError(f"{self.name}.backward_norms")
+
+    def tangent_qr(self, batch: int, size: int, Q):
+        raise NotImplementedError(f"{self.name}.tangent_qr")
+
+    def forward_tangent(self, batch: TangentBatch):
+        """The forward tangents of S settings: M_m = ∂h_m/∂h_1 = J_m M_{m−1}, kept
+        Frobenius-normalised, and J_T.  Returns (logs (S,) the log scale of M_T, M̃_T (S, D, D),
+        J_T (S, D, D), diverged (S,) the 1-based first non-finite step, 0: none; logs NaN there)."""
+        raise NotImplementedError(f"{self.name}.forward_tangent")
+
+    def reverse_cotangents(self, form, S, lam, incoming):
+        """The MASO reverse pass through one one-line layer (``dynlab.analysis.partition``):
+        λ_{t−1} = a λ_t + (γ λ_t ⊙ s_t) R from t = T down, for a block of cotangent rows.
+
+        S (B, T, D) the slopes φ'(z_t); lam (B·C, D) λ_T on entry (zeros below the top layer),
+        λ_0 on exit; incoming (B, C, T, D) or None, cotangents added to λ_t at every step (from
+        the layer above).  Returns (the input cotangents (B, C, T, d) = (γ λ_t ⊙ s_t) W, the
+        offsets (B·C,) = Σ_t (γ λ_t ⊙ s_t)·b)."""
+        raise NotImplementedError(f"{self.name}.reverse_cotangents")
+
+    def implicit_solve(self, A, C, act: str, leak: float, *, method: str, tol: float, max_iter, Z0, steps: int,
+                       dt: float):
+        """Equilibria Z = f(Z A + C) of N stacked implicit systems (``dynlab.analysis.implicit``):
+        A (n, n), C (N, n).  Returns (Z (N, n), residual (N,), converged (N,), method code (N,))."""
+        raise NotImplementedError(f"{self.name}.implicit_solve")
+
+    # -------------------------------------------------------------- composites
+    def simulate_layers(self, form, x, h0, *, stop: bool = True, dtype=np.float64):
+        """A stack layer by layer, each over the whole sequence on this backend's ``simulate``:
+        layer ℓ reads layer ℓ − 1's output at every step (PyTorch's semantics), so running layer
+        1 over all T steps, then layer 2 on its outputs, … gives the states of stepping the
+        whole stack.  A layer that fails at step t hands non-finite inputs to the layers above
+        from t on, so ``bad`` (the minimum over the layers) is the first step at which the
+        concatenated state is non-finite.  Returns (H, bad, path of the layers)."""
+        o = form.offsets
+        inp = x
+        Hs, bad, path = [], None, None
+        for ell, layer in enumerate(form.layers):
+            s0 = np.ascontiguousarray(h0[:, o[ell]:o[ell + 1]])
+            H, b, path = self.simulate(layer, inp, s0, stop=stop, dtype=dtype)
+            Hs.append(H)
+            bad = b if bad is None else np.minimum(bad, b)
+            inp = np.ascontiguousarray(H[:, :, layer.output], dtype=np.float64)
+        return np.concatenate(Hs, axis=2), bad, path
+
+    def sweep_gradients(self, forms, xs):
+        """(ln‖∂h_T/∂h_1‖₂, ln‖∂h_T/∂h_{T−1}‖₂, diverged) of S settings of one kind and shape,
+        from ``forward_tangent``; σ₁ by LAPACK's SVD, exact to rounding."""
+        from .reference.norms import svd_top
+
+        logs, M, J, bad = self.forward_tangent(stack_tangent(forms, xs))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log1 = np.asarray(logs) + np.log(svd_top(np.asarray(M)))
+            logT = np.log(svd_top(np.asarray(J)))
+        return log1, logT, np.asarray(bad)
+
+    def partition_trace(self, forms, x, h0s):
+        """A stack of one-line layers run layer by layer (layer ℓ reads layer ℓ − 1's states):
+        per layer (H (B, T, D), bad (B,), Z (B, T, D)) with Z_t = R h_{t−1} + W h^(ℓ−1)_t + b the
+        pre-activations; stops after a layer with a non-finite state."""
+        out = []
+        inp = x
+        for f, h0 in zip(forms, h0s):
+            H, bad, _ = self.simulate(f, inp, h0, stop=True)
+            Hprev = np.concatenate([h0[:, None, :], H[:, :-1]], axis=1)
+            out.append((H, bad, Hprev @ f.R.T + inp @ f.W.T + f.b))
+            if int(bad.min()) < H.shape[1]:
+                break
+            inp = H
+        return out
+
+    def trajectory_jacobians(self, form, x, h0, H, lo: int, hi: int):
+        """J_t for t = lo+1 … hi along a simulated trajectory: (B, hi − lo, n, n)."""
+        B, _, d = x.shape
+        n = form.state_size
+        m = hi - lo
+        hprev = previous_states(h0, H, lo, hi).reshape(B * m, n)
+        eta = None
+        if form.kind == "irnn" and form.eta.shape[0] > 1:
+            eta = form.eta_rows(np.tile(np.arange(lo, hi, dtype=np.int64), B))
+        J, _, _ = self.jacobians(form, np.ascontiguousarray(x[:, lo:hi]).reshape(B * m, d), hprev, eta=eta)
+        return J.reshape(B, m, n, n)
+
+    def gradient_flow(self, form, x, h0, H, *, dL_dhT=None, step_norms: bool = True):
+        """The backward pass of the gradient flow over a trajectory: per-time (B, T) arrays
+        ``log_jac_norm`` (and ``step_norm``, ``log_dL_dh_norm``), and the path that ran."""
+        B, T, _ = x.shape
+        n = form.state_size
+        acc = self.backward_norms(B, n, dL_dhT=dL_dhT, step_norms=step_norms)
+        m = chunk_steps(B, n, T)
+        out = {}
+        hi = T
+        while hi > 0:
+            lo = max(0, hi - m)
+            part = acc.feed(self.trajectory_jacobians(form, x, h0, H, lo, hi))
+            for k, v in part.items():
+                out.setdefault(k, np.empty((B, T)))[:, lo:hi] = v
+            hi = lo
+            progress("gradient flow (steps)", T - lo, T)
+        return out, acc.path
+
+    def lyapunov_logr(self, form, x, h0, H, Q):
+        """ln|R_t[i, i]| (B, T, k) of Benettin's QR along a trajectory from the frames Q (B, n, k),
+        which are carried on in place; and the path that ran."""
+        B, T, _ = x.shape
+        n = form.state_size
+        qr = self.tangent_qr(B, n, Q)
+        m = chunk_steps(B, n, T)
+        logr = np.empty((B, T, Q.shape[2]))
+        for lo in range(0, T, m):
+            hi = min(T, lo + m)
+            logr[:, lo:hi] = qr.feed(self.trajectory_jacobians(form, x, h0, H, lo, hi))
+            progress("Lyapunov spectrum (steps)", hi, T)
+        Q[...] = qr.Q
+        return logr, qr.path
+
+    def __repr__(self) -> str:
+        return f"<dynlab backend {self.name!r}: {self.description}>"

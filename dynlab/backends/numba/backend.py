@@ -1,0 +1,407 @@
+"""``NumbaBackend``: the host side of the CPU backend — which kernel runs, on which arrays.
+
+The kernels are in this package's other modules (``loops``: jitted scalar loops and element-wise
+passes; ``batched``: BLAS products over the batch; ``jacobians``; ``norms``; ``lapack``;
+``tangent``; ``train``; ``partition``; ``implicit``).  A jitted kernel's read-only inputs pass
+through ``readonly`` (C-contiguous, read-only view) so that Numba compiles it once per dtype.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import config
+from ...activations import ACTIVATION_IDS
+from ..base import Backend, previous_states
+from ._arrays import readonly
+from .threads import limit_blas_threads
+
+
+def _plain(a):
+    """A writable C-contiguous float64 array (one compiled specialisation of the Jacobian
+    kernels: Numba types a read-only array differently)."""
+    a = np.asarray(a, dtype=np.float64)
+    return a if (a.flags.c_contiguous and a.flags.writeable) else np.array(a, dtype=np.float64, order="C")
+
+
+def _rows(a, lo, hi, B):
+    """Rows lo:hi of a (B, …) array, C-contiguous (the array itself when whole)."""
+    return a if (lo, hi) == (0, B) else np.ascontiguousarray(a[lo:hi])
+
+
+def batch_parts(B: int, threads: int | None, min_rows: int) -> int:
+    """Into how many blocks of sequences a batched kernel splits a batch of B: ``threads``, or
+    (None) one per CPU this process may use (1 inside ``threads.serial()``: a sweep region),
+    never fewer than ``min_rows`` sequences per block."""
+    from .threads import work_threads
+
+    return int(max(1, min(work_threads(threads), B // max(1, min_rows))))
+
+
+def run_blocks(kernel, B, T, size, dtype, parts):
+    """``kernel(lo, hi, H_block)`` → (H_block, bad_block) over the whole batch: in one call, or
+    on ``parts`` blocks of sequences at once, one thread each (sequences are independent, so each
+    block runs its whole time loop on its own; the jitted passes and BLAS release the GIL)."""
+    if parts == 1:
+        return kernel(0, B, None)
+    from .threads import in_threads
+
+    H = np.empty((B, T, size), dtype=dtype)
+    bad = np.empty(B, dtype=np.int64)
+    edges = np.linspace(0, B, parts + 1).astype(int)
+
+    def work(i):
+        lo, hi = int(edges[i]), int(edges[i + 1])
+        bad[lo:hi] = kernel(lo, hi, H[lo:hi])[1]
+
+    in_threads(work, parts)
+    return H, bad
+
+
+class NumbaBackend(Backend):
+    """The CPU default (``dynlab.backends.numba``'s docstring: paths and thresholds)."""
+
+    name = "numba"
+    description = "the CPU default: jitted loops (Numba), BLAS products, dynlab's own threads"
+
+    @property
+    def norm_method(self):
+        return (f"closed form (D=2) or warm-started power iteration certified by the Kato-Temple bound to "
+                f"relative {config.NORM_RTOL:g}, sqrt of the Gram matrix's top eigenvalue (LAPACK syevr) where it "
+                f"cannot certify", float(config.NORM_RTOL))
+
+    # ------------------------------------------------------------------ policy
+    def __enter__(self):
+        limit = limit_blas_threads(config.NUMBA_BLAS_THREADS)
+        limit.__enter__()
+        stack = self.__dict__.setdefault("_limits", [])
+        stack.append(limit)
+        return self
+
+    def __exit__(self, *exc):
+        self._limits.pop().__exit__(*exc)
+        return False
+
+    # --------------------------------------------------------------- simulate
+    def simulate_path(self, form, batch: int) -> str:
+        """'scipy', 'loops' or 'batched' for a (one-layer) form and a batch of ``batch``."""
+        if form.kind == "stack":
+            return self.simulate_path(form.layers[0], batch)
+        if form.kind == "ctrnn" and not form.fixed_step:
+            return "scipy"
+        return "batched" if batch * form.hidden ** 2 >= config.VECTORISE_MIN_WORK else "loops"
+
+    def simulate(self, form, x, h0, *, stop: bool = True, dtype=np.float64):
+        if form.kind == "stack":
+            return self.simulate_layers(form, x, h0, stop=stop, dtype=dtype)
+        B, T, _ = x.shape
+        path = self.simulate_path(form, B)
+        dtype = np.dtype(dtype)
+        if path == "scipy":
+            from ..reference.simulate import scipy_ctrnn
+
+            return (*scipy_ctrnn(form, x, h0, stop, dtype), path)
+        if form.kind in ("gru", "lstm"):
+            H, bad = (self._gated_loops if path == "loops" else self._gated_batched)(form, x, h0, stop, dtype)
+        elif path == "loops":
+            H, bad = self._loops(form, x, h0, stop, dtype)
+        else:
+            H, bad = self._batched(form, x, h0, stop, dtype)
+        if stop:  # rows past a sequence's failure were never written
+            if path == "loops":
+                for i in np.flatnonzero(bad < T):
+                    H[i, bad[i] + 1:] = np.nan
+            elif bad.min() < T:
+                H[:, int(bad.min()) + 1:] = np.nan
+        return H, bad, path
+
+    def _loops(self, form, x, h0, stop, dtype):
+        from . import loops
+
+        B, T, _ = x.shape
+        act, leak = form.act_id, form.leak
+        c = readonly(x @ form.W.T + form.b, dtype)
+        h0c = readonly(h0, dtype)
+        H = np.empty((B, T, form.hidden), dtype=dtype)
+        bad = np.empty(B, dtype=np.int64)
+        if form.kind == "irnn":
+            loops.irnn(readonly(form.U, dtype), c, h0c, readonly(form.eta, np.float64), form.alpha, form.K,
+                       form.g0prev, form.sign, act, leak, stop, H, bad)
+        elif form.kind == "ctrnn":
+            loops.ctrnn(readonly(form.U, dtype), c, h0c, form.tau, form.alpha, form.dt, form.substeps,
+                        form.method == "rk4", act, leak, stop, H, bad)
+        else:
+            loops.gated(readonly(form.R, dtype), c, h0c, form.a, form.gain, act, leak, stop, H, bad)
+        return H, bad
+
+    def _batched(self, form, x, h0, stop, dtype):
+        from . import batched
+        from .threads import small_gemm
+
+        B, T, _ = x.shape
+        act, leak = form.act_id, form.leak
+        xs = np.asarray(x, dtype=dtype)
+        h0x = np.asarray(h0, dtype=dtype)
+        W = np.asarray(form.W, dtype=dtype)
+        b = np.asarray(form.b, dtype=dtype)
+        common = dict(stop=stop, check_every=1, xp=np)
+        small = small_gemm()                    # products by rows for OpenBLAS's small-matrix path
+        if form.kind == "irnn":
+            U = np.asarray(form.U, dtype=dtype)
+
+            def kernel(lo, hi, Hb):
+                return batched.irnn(U, W, b, _rows(xs, lo, hi, B), _rows(h0x, lo, hi, B), form.eta, form.alpha,
+                                    form.K, form.g0prev, form.sign, act, leak, H=Hb, small=small, **common)
+        elif form.kind == "ctrnn":
+            U = np.asarray(form.U, dtype=dtype)
+
+            def kernel(lo, hi, Hb):
+                return batched.ctrnn(U, W, b, _rows(xs, lo, hi, B), _rows(h0x, lo, hi, B), form.tau, form.alpha,
+                                     form.dt, form.substeps, form.method == "rk4", act, leak, H=Hb, **common)
+        else:
+            R = np.asarray(form.R, dtype=dtype)
+
+            def kernel(lo, hi, Hb):
+                return batched.gated(R, W, b, _rows(xs, lo, hi, B), _rows(h0x, lo, hi, B), form.a, form.gain,
+                                     act, leak, H=Hb, small=small, **common)
+        parts = batch_parts(B, config.VECTORISED_SIMULATION_THREADS, config.VECTORISED_MIN_ROWS_PER_THREAD)
+        return run_blocks(kernel, B, T, form.hidden, xs.dtype, parts)
+
+    def _gated_loops(self, form, x, h0, stop, dtype):
+        """GRU/LSTM scalar loops on the transposed matrices, the hidden biases folded into the
+        input drive where they can be (the GRU's b_hn cannot: it sits inside r ⊙ (…))."""
+        from . import loops
+
+        B, T, _ = x.shape
+        D = form.hidden
+        act, leak = form.act_id, form.leak
+        W_ihT, W_hhT = readonly(form.W_ih.T, dtype), readonly(form.W_hh.T, dtype)
+        xc, h0c = readonly(x, dtype), readonly(h0, dtype)
+        H = np.empty((B, T, form.state_size), dtype=dtype)
+        bad = np.empty(B, dtype=np.int64)
+        if form.kind == "lstm":
+            loops.lstm(W_ihT, W_hhT, readonly(form.b_ih + form.b_hh, dtype), xc, h0c, act, leak, stop, H, bad)
+        else:
+            bi = form.b_ih.copy()
+            bi[:2 * D] += form.b_hh[:2 * D]
+            loops.gru(W_ihT, W_hhT, readonly(bi, dtype), readonly(form.b_hh[2 * D:], dtype), xc, h0c, act, leak,
+                      stop, H, bad)
+        return H, bad
+
+    def _gated_batched(self, form, x, h0, stop, dtype):
+        from . import batched
+        from .threads import small_gemm
+
+        B, T, _ = x.shape
+        fn = batched.lstm if form.kind == "lstm" else batched.gru
+        W_ih, W_hh, b_ih, b_hh = (np.asarray(a, dtype=dtype) for a in (form.W_ih, form.W_hh, form.b_ih, form.b_hh))
+        xs, s0 = np.asarray(x, dtype=dtype), np.asarray(h0, dtype=dtype)
+        common = dict(stop=stop, check_every=1, xp=np, small=small_gemm())
+        parts = batch_parts(B, config.GATED_SIMULATION_THREADS, config.GATED_MIN_ROWS_PER_THREAD)
+
+        def kernel(lo, hi, Hb):
+            return fn(W_ih, W_hh, b_ih, b_hh, _rows(xs, lo, hi, B), _rows(s0, lo, hi, B), form.act_id, form.leak,
+                      H=Hb, **common)
+
+        return run_blocks(kernel, B, T, form.state_size, xs.dtype, parts)
+
+    # -------------------------------------------------------------- jacobians
+    def jacobian_path(self, form, n_points: int) -> str:
+        """'scipy', 'loops' or 'batched' for the step Jacobians of ``form`` at ``n_points``."""
+        if form.kind == "stack":
+            return self.jacobian_path(form.layers[0], n_points)
+        if form.kind == "ctrnn" and not form.fixed_step:
+            return "scipy"
+        if form.kind in ("gru", "lstm"):
+            return "batched" if form.hidden >= config.JACOBIAN_GATED_VECTORISE_MIN_HIDDEN else "loops"
+        least = config.JACOBIAN_IRNN_BLAS_MIN_HIDDEN if form.kind == "irnn" else config.JACOBIAN_VECTORISE_MIN_HIDDEN
+        if form.hidden >= least and n_points * form.hidden ** 2 >= config.VECTORISE_MIN_WORK:
+            return "batched"
+        return "loops"
+
+    def jacobians(self, form, x, hprev, *, eta=None, inputs: bool = False):
+        from ..reference import jacobians as ref
+
+        path = self.jacobian_path(form, hprev.shape[0])
+        if path in ("scipy", "batched") and form.kind != "stack" and not (path == "batched" and form.kind == "irnn"
+                                                                           and not inputs):
+            J, Jx = ref.jacobians_form(form, x, hprev, eta=eta, inputs=inputs)
+            return J, Jx, path
+        J, Jx, _ = self._layer(form, x, hprev, eta, inputs, path)
+        return J, Jx, path
+
+    def _layer(self, form, x, s, eta, want_x, path=None):
+        """(J, Jx or None, s') of one form at N points on this backend's kernels."""
+        from ..reference import jacobians as ref
+
+        path = path or self.jacobian_path(form, s.shape[0])
+        if form.kind == "stack":
+            return ref.stack(form, x, s, want_x, lambda f, xx, ss, e, w: self._layer(f, xx, ss, e, w))
+        if path == "scipy" or (path == "batched" and not (form.kind == "irnn" and not want_x)):
+            return ref.layer(form, x, s, eta, want_x)
+        N = s.shape[0]
+        if form.kind in ("gru", "lstm"):
+            from . import jacobians as kernels
+
+            D = form.hidden
+            xc, sc = _plain(x), _plain(s)
+            gi = xc @ form.W_ih.T + form.b_ih
+            gh = sc[:, :D] @ form.W_hh.T + form.b_hh
+            n = form.state_size
+            J = np.empty((N, n, n))
+            Jx = np.empty((N, n, form.inputs if want_x else 0))
+            snew = np.empty((N, n))
+            (kernels.lstm if form.kind == "lstm" else kernels.gru)(_plain(form.W_ih), _plain(form.W_hh), gi, gh,
+                                                                   form.act_id, form.leak, sc, J, Jx, snew)
+            return J, (Jx if want_x else None), snew
+        if form.kind == "irnn":
+            e = np.broadcast_to(form.eta[0], (N, form.K)) if eta is None else eta
+            if path == "batched":
+                return self._irnn_blocks(form, x, s, e), None, None
+            return (*self._loop_jacobians(form, x, s, e, want_x), None)
+        J, Jx = self._loop_jacobians(form, x, s, None, want_x)
+        if form.kind == "cell":
+            from ...activations import phi
+
+            z = s @ form.R.T + x @ form.W.T + form.b
+            return J, Jx, form.a * s + form.gain * phi(form.act, z, form.leak)
+        return J, Jx, None
+
+    def _loop_jacobians(self, form, x, hprev, eta, want_x):
+        """The ``jacobians`` module's per-point kernel of a cell, iRNN or CTRNN form."""
+        from . import jacobians as kernels
+
+        N, D = hprev.shape
+        d = form.inputs
+        J = np.empty((N, D, D))
+        Jx = np.empty((N, D, d if want_x else 0))
+        x, hprev, W, b = _plain(x), _plain(hprev), _plain(form.W), _plain(form.b)
+        act, leak = form.act_id, form.leak
+        if form.kind == "irnn":
+            kernels.irnn(_plain(form.U), W, b, _plain(eta), form.alpha, form.K, form.g0prev, form.sign, act, leak,
+                         x, hprev, J, Jx)
+        elif form.kind == "ctrnn":
+            kernels.ctrnn(_plain(form.U), W, b, form.tau, form.alpha, form.dt, form.substeps, form.method == "rk4",
+                          act, leak, x, hprev, J, Jx)
+        else:
+            kernels.gated(_plain(form.R), W, b, form.a, form.gain, act, leak, x, hprev, J, Jx)
+        return J, (Jx if want_x else None)
+
+    def _irnn_blocks(self, form, x, hprev, eta):
+        """The iRNN's product form (J only) as one jitted call per block of points
+        (``jacobians.irnn_jacobians``), the blocks on ``config.JACOBIAN_THREADS`` threads (None:
+        one per CPU; 1 in a sweep region; at least ``config.JACOBIAN_MIN_POINTS_PER_THREAD``
+        points each)."""
+        from . import jacobians as kernels
+        from .threads import in_threads, work_threads
+
+        N, D = hprev.shape
+        U = np.ascontiguousarray(form.U, dtype=np.float64)
+        UT = np.ascontiguousarray(U.T)
+        c = np.ascontiguousarray(x @ form.W.T + form.b, dtype=np.float64)
+        hprev = np.ascontiguousarray(hprev, dtype=np.float64)
+        eta = np.ascontiguousarray(np.broadcast_to(eta, (N, form.K)), dtype=np.float64)
+        J = np.empty((N, D, D))
+        n = int(max(1, min(work_threads(config.JACOBIAN_THREADS), N // max(1, config.JACOBIAN_MIN_POINTS_PER_THREAD))))
+        edges = np.linspace(0, N, n + 1).astype(int)
+        q = max(1, min(config.JACOBIAN_IRNN_CHUNK, N))
+
+        def run(i):
+            lo, hi = int(edges[i]), int(edges[i + 1])
+            kernels.irnn_jacobians(U, UT, c[lo:hi], hprev[lo:hi], eta[lo:hi], form.alpha, form.K, form.g0prev,
+                                   form.sign, form.act_id, form.leak, J[lo:hi], np.empty(D * q * D),
+                                   np.empty(D * q * D), np.empty((q, D)), np.empty((q, D)), np.empty((q, D)),
+                                   np.empty((q, D)))
+
+        in_threads(run, n)
+        return J
+
+    # ------------------------------------------------------- norms, QR steps
+    def backward_norms(self, batch: int, size: int, *, dL_dhT=None, step_norms: bool = True):
+        from .flow import BackwardChain
+
+        return BackwardChain(batch, size, dL_dhT=dL_dhT, step_norms=step_norms)
+
+    def tangent_qr(self, batch: int, size: int, Q):
+        if size <= config.GRADIENT_NUMBA_MAX_HIDDEN:
+            from .flow import GramSchmidtQR
+
+            return GramSchmidtQR(Q)
+        from ..reference.norms import QRSteps
+
+        return QRSteps(Q)
+
+    def forward_tangent(self, batch):
+        from .tangent import run_tangent_numba
+
+        S, D = batch.R.shape[0], batch.R.shape[1]
+        logs = np.empty(S)
+        M = np.full((S, D, D), np.nan)
+        J = np.full((S, D, D), np.nan)
+        bad = np.zeros(S, dtype=np.int64)
+        run_tangent_numba(batch.gated, batch.R, batch.C, batch.eta, batch.K, batch.alpha, batch.sign, batch.g0prev,
+                          batch.act, batch.leak, logs, M, J, bad)
+        return logs, M, J, bad
+
+    def implicit_solve(self, A, C, act: str, leak: float, *, tol: float, max_iter, Z0, steps: int, dt: float):
+        """Per point, jitted, up to ``config.IMPLICIT_NUMBA_MAX_UNITS`` stacked units (a Newton step
+        on a few units costs about one Picard step: it hands over early); the reference's batched
+        form past it (one BLAS product per Picard step over all points wins)."""
+        from ...activations import ACTIVATION_IDS
+
+        if C.shape[1] <= config.IMPLICIT_NUMBA_MAX_UNITS and act in ACTIVATION_IDS:
+            return implicit_auto(A, C, act, leak, tol, max_iter or 10, steps, dt, Z0)
+        from ..reference.implicit import auto_solve
+
+        return auto_solve(A, C, act, leak, tol, max_iter or 200, steps, dt, Z0)
+
+    def reverse_cotangents(self, form, S, lam, incoming):
+        from .partition import gated_reverse
+
+        B, T, D = S.shape
+        C = lam.shape[0] // B
+        din = form.inputs
+        out = np.empty((B, C, T, din))
+        offset = np.zeros(B * C)
+        Wb = np.empty((D, din + 1))
+        Wb[:, :din] = form.W
+        Wb[:, din] = form.b
+        has = incoming is not None
+        gated_reverse(readonly(form.R, np.float64), readonly(Wb), readonly(S, np.float64), form.a, form.gain, lam,
+                      out, offset, readonly(incoming if has else np.empty((1, 1, 1, 1)), np.float64), has,
+                      np.empty((B * C, D)), np.empty((B * C, D)), np.empty((B * C, din + 1)))
+        return out, offset
+
+    def gradient_flow(self, form, x, h0, H, *, dL_dhT=None, step_norms: bool = True):
+        if not step_norms and form.kind == "irnn" and form.hidden > config.GRADIENT_NUMBA_MAX_HIDDEN:
+            from .flow import irnn_reverse_norms
+
+            return irnn_reverse_norms(form, x, h0, H, dL_dhT=dL_dhT), "reverse"
+        return super().gradient_flow(form, x, h0, H, dL_dhT=dL_dhT, step_norms=step_norms)
+
+    def lyapunov_logr(self, form, x, h0, H, Q):
+        if (form.kind == "irnn" and form.hidden > config.GRADIENT_NUMBA_MAX_HIDDEN
+                and Q.shape[2] <= config.LYAPUNOV_TANGENT_MAX_K):
+            from .flow import irnn_tangent_logr
+
+            return irnn_tangent_logr(form, x, h0, H, Q), "irnn_tangent"
+        return super().lyapunov_logr(form, x, h0, H, Q)
+
+
+def implicit_auto(A, C, act, leak, tol, max_iter, steps, dt, Z0):
+    from ...activations import ACTIVATION_IDS
+    from ..reference.implicit import auto_solve as reference
+    from .implicit import auto_solve
+
+    N, U = C.shape
+    Z, res = np.empty((N, U)), np.empty(N)
+    its, conv, code = np.empty(N, dtype=np.int64), np.empty(N, dtype=np.bool_), np.empty(N, dtype=np.int8)
+    start = np.zeros((N, U)) if Z0 is None else np.ascontiguousarray(Z0, dtype=np.float64)
+    try:
+        auto_solve(np.ascontiguousarray(A), np.ascontiguousarray(C), start, ACTIVATION_IDS[act], float(leak), float(tol),
+                   int(max_iter), 0.9, int(steps), float(dt), 50, Z, res, its, conv, code)
+    except Exception:  # a singular Newton matrix inside the loop: the batched path handles it per point
+        return reference(A, C, act, leak, tol, max_iter, steps, dt, Z0)
+    return Z, res, its, conv, code
+
+
+__all__ = ["NumbaBackend", "previous_states"]

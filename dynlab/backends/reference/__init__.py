@@ -1,0 +1,75 @@
+"""The NumPy reference backend: the update rules and their derivatives written as plainly as
+possible, batched over sequences or points with NumPy and LAPACK — the definition every other
+backend is tested against (the cells' arithmetic is written a second time, independently, in
+``dynlab.cells`` for the compiled backends).
+
+=================  =========================================================================
+operation          how
+=================  =========================================================================
+simulate           a Python loop over time steps (``simulate.py``); a CTRNN with a scipy
+                   method steps ``scipy.integrate.solve_ivp`` interval by interval
+jacobians          the closed forms batched over the N points (``jacobians.py``); a CTRNN with
+                   a scipy method integrates the variational equation with ``solve_ivp``
+backward_norms     P_t = P_{t+1} J_{t+1} one matmul per step, σ₁ by LAPACK's SVD (``norms.py``)
+tangent_qr         LAPACK's QR of J_t Q_{t−1} at every step (``norms.py``)
+forward_tangent    batched matmuls over a sweep's settings (``tangent.py``)
+reverse_cotangents the MASO reverse pass, one matmul per step (``tangent.py``)
+implicit_solve     batched Picard, RK4 flow, Newton (``implicit.py``)
+=================  =========================================================================
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..base import Backend
+
+
+class ReferenceBackend(Backend):
+    """The NumPy reference (module docstring)."""
+
+    name = "numpy"
+    description = "the NumPy reference: plain loops, LAPACK; every other backend is tested against it"
+
+    def simulate(self, form, x, h0, *, stop: bool = True, dtype=np.float64):
+        if form.kind == "stack":
+            return self.simulate_layers(form, x, h0, stop=stop, dtype=dtype)
+        from .simulate import simulate_form
+
+        return simulate_form(form, x, h0, stop=stop, dtype=dtype)
+
+    def jacobians(self, form, x, hprev, *, eta=None, inputs: bool = False):
+        from .jacobians import jacobians_form
+
+        J, Jx = jacobians_form(form, x, hprev, eta=eta, inputs=inputs)
+        return J, Jx, "scipy" if form.kind == "ctrnn" and not form.fixed_step else "numpy"
+
+    def backward_norms(self, batch: int, size: int, *, dL_dhT=None, step_norms: bool = True):
+        from .norms import BackwardProducts
+
+        return BackwardProducts(batch, size, dL_dhT=dL_dhT, step_norms=step_norms)
+
+    def tangent_qr(self, batch: int, size: int, Q):
+        from .norms import QRSteps
+
+        return QRSteps(Q)
+
+    def forward_tangent(self, batch):
+        from ...activations import ACTIVATIONS
+        from .tangent import forward_tangent
+
+        return forward_tangent(batch.gated, batch.R, batch.C, batch.eta, batch.alpha, batch.sign, batch.g0prev,
+                               ACTIVATIONS[int(batch.act[0])], float(batch.leak[0]))
+
+    def reverse_cotangents(self, form, S, lam, incoming):
+        from .tangent import reverse_cotangents
+
+        return reverse_cotangents(form, S, lam, incoming)
+
+    def implicit_solve(self, A, C, act: str, leak: float, *, tol: float, max_iter, Z0, steps: int, dt: float):
+        """The ``auto`` method's batched Picard → RK4 flow → Newton (``implicit.auto_solve``)."""
+        from .implicit import auto_solve
+
+        return auto_solve(A, C, act, leak, tol, max_iter or 200, steps, dt, Z0)
+
+
+__all__ = ["ReferenceBackend"]

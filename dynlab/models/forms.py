@@ -1,0 +1,225 @@
+"""Kernel forms: what a model hands the backends — a kind and its arrays, never itself.
+
+Every sequence model reduces to one of five update rules; ``model.form()`` returns the rule's
+frozen record, and the backends (``dynlab.backends``) simulate, differentiate and train on it
+without knowing which model class made it:
+
+``CellForm``   the one-line cells,  h_t = a h_{t−1} + γ φ(R h_{t−1} + W x_t + b)
+               (RNN: a = 0, γ = 1, R = U;  FastRNN: σ(β), σ(α), U;  AntisymmetricRNN: 1, ε,
+               M − Mᵀ − γI;  RIN: 0, 1, U + I).
+``IRNNForm``   the incremental RNN (iRNN paper eq. 5), K Euler steps from g_0 ∈ {0, h_{m−1}}:
+               g_k = g_{k−1} + η_k (φ(U s_k + W x_m + b) − α s_k),  s_k = g_{k−1} + σ h_{m−1},
+               h_m = g_K  (σ = ``sign``; the paper's eq. 9 hands the same rule with U, W, b
+               pre-multiplied by P).
+``CTRNNForm``  τ ġ = −α g + φ(U g + W x + b), x held over each interval Δt; fixed-step Euler or
+               RK4 (``substeps`` per interval), or scipy's ``solve_ivp`` (``method``).
+``GRUForm``, ``LSTMForm``  PyTorch's equations and gate order (``dynlab.models.gru_lstm``); the
+               LSTM's state is s = [h; c].
+``StackForm``  layers in order, layer ℓ > 1 reading layer ℓ − 1's output; the state is the
+               concatenation of the layers' states.
+
+A form's arrays are float64, C-contiguous and read-only; its scalars are Python floats and ints.
+``kind`` names the rule, ``state_size`` the size n of the state every analysis works on.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..activations import ACTIVATION_IDS
+
+
+def frozen_array(a) -> np.ndarray:
+    """``a`` as a read-only C-contiguous float64 array (no copy when it already is one)."""
+    v = np.ascontiguousarray(a, dtype=np.float64)
+    if v.flags.writeable:
+        v = v.view()
+        v.flags.writeable = False
+    return v
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Form:
+    act: str
+    leak: float
+
+    kind = "form"
+
+    @property
+    def act_id(self) -> int:
+        """The activation's integer id (``dynlab.activations.ACTIVATION_IDS``), for jitted kernels."""
+        return ACTIVATION_IDS[self.act]
+
+    @property
+    def state_size(self) -> int:
+        return self.hidden
+
+    @property
+    def output(self) -> slice:
+        """The entries of the state that are the cell's output h (what the next layer reads)."""
+        return slice(0, self.hidden)
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, np.ndarray):
+                object.__setattr__(self, f.name, frozen_array(v))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CellForm(_Form):
+    """h_t = a h_{t−1} + γ φ(R h_{t−1} + W x_t + b)."""
+
+    R: np.ndarray
+    W: np.ndarray
+    b: np.ndarray
+    a: float
+    gain: float
+
+    kind = "cell"
+
+    @property
+    def hidden(self) -> int:
+        return int(self.R.shape[0])
+
+    @property
+    def inputs(self) -> int:
+        return int(self.W.shape[1])
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class IRNNForm(_Form):
+    """K Euler steps of the iRNN; ``eta`` is the (rows, K) table of η_k, rows = 1 (shared over
+    time) or one per time step."""
+
+    U: np.ndarray
+    W: np.ndarray
+    b: np.ndarray
+    eta: np.ndarray
+    alpha: float
+    K: int
+    g0prev: bool
+    sign: float
+
+    kind = "irnn"
+
+    @property
+    def hidden(self) -> int:
+        return int(self.U.shape[0])
+
+    @property
+    def inputs(self) -> int:
+        return int(self.W.shape[1])
+
+    def eta_rows(self, t: np.ndarray) -> np.ndarray:
+        """η for 0-based time indices ``t``: an (N, K) table."""
+        if self.eta.shape[0] == 1:
+            return np.ascontiguousarray(np.broadcast_to(self.eta, (len(t), self.K)))
+        return np.ascontiguousarray(self.eta[np.asarray(t, dtype=np.int64)])
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CTRNNForm(_Form):
+    """τ ġ = −α g + φ(U g + W x + b) over intervals of length ``dt``."""
+
+    U: np.ndarray
+    W: np.ndarray
+    b: np.ndarray
+    tau: float
+    alpha: float
+    dt: float
+    substeps: int
+    method: str
+    rtol: float
+    atol: float
+
+    kind = "ctrnn"
+
+    @property
+    def hidden(self) -> int:
+        return int(self.U.shape[0])
+
+    @property
+    def inputs(self) -> int:
+        return int(self.W.shape[1])
+
+    @property
+    def fixed_step(self) -> bool:
+        """Euler or RK4 with fixed steps (else scipy's adaptive ``solve_ivp``)."""
+        return self.method in ("euler", "rk4")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _GatedForm(_Form):
+    """PyTorch's gate blocks: W_ih (G·D, d), W_hh (G·D, D), b_ih, b_hh (G·D)."""
+
+    W_ih: np.ndarray
+    W_hh: np.ndarray
+    b_ih: np.ndarray
+    b_hh: np.ndarray
+
+    @property
+    def hidden(self) -> int:
+        return int(self.W_hh.shape[1])
+
+    @property
+    def inputs(self) -> int:
+        return int(self.W_ih.shape[1])
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GRUForm(_GatedForm):
+    """PyTorch's GRU (gates r, z, n)."""
+
+    kind = "gru"
+    gates = 3
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LSTMForm(_GatedForm):
+    """PyTorch's LSTM (gates i, f, g, o); the state is s = [h; c]."""
+
+    kind = "lstm"
+    gates = 4
+
+    @property
+    def state_size(self) -> int:
+        return 2 * self.hidden
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class StackForm:
+    """Layers in order; layer ℓ > 1 reads layer ℓ − 1's output at the same step."""
+
+    layers: tuple
+
+    kind = "stack"
+
+    @property
+    def hidden(self) -> int:
+        return self.layers[0].hidden
+
+    @property
+    def inputs(self) -> int:
+        return self.layers[0].inputs
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Where each layer's state starts in the concatenated state (L + 1 entries)."""
+        return np.concatenate([[0], np.cumsum([f.state_size for f in self.layers])]).astype(np.int64)
+
+    @property
+    def state_size(self) -> int:
+        return int(sum(f.state_size for f in self.layers))
+
+    @property
+    def output(self) -> slice:
+        """The top layer's output inside the concatenated state."""
+        o = int(self.offsets[-2])
+        top = self.layers[-1].output
+        return slice(o + top.start, o + top.stop)
+
+
+#: Every sequence form, by kind.
+FORMS = {f.kind: f for f in (CellForm, IRNNForm, CTRNNForm, GRUForm, LSTMForm, StackForm)}
