@@ -117,29 +117,6 @@ IMPLICIT_NUMBA_MAX_UNITS = 16
 #: threads instead (BENCHMARKS.md, ``blas-threads``).
 NUMBA_BLAS_THREADS = 1
 
-# Each family of calls that loops over BLAS products runs, as a whole, with BLAS on the number
-# of threads its tunable names (None: BLAS's own choice, 2 here), set once per public call
-# (``dynlab._blas.blas_threads``), not per product; a call nested in another keeps the outer
-# limit.  Threaded BLAS splits each product between its threads and synchronises them at the
-# end of every call: with the second core free that can pay for products of D ≈ 128 and more;
-# with it busy (other processes: the usual state of a shared machine) every synchronisation
-# waits for a scheduler time slice, and a loop of thousands of sub-millisecond products
-# stalls.  Measured by ``python -m benchmarks.blas_threads`` (medians of 5 interleaved runs,
-# 2 threads / 1 thread; > 1: one thread wins) on the shared 2-core AMD EPYC, in two states:
-# "free" (load average 1.1–1.8, this process included) and "busy" (one extra CPU-bound process,
-# load average 2.5–5.4).  The paths whose products stay small tie when the core is free and
-# lose several-fold with two threads when it is busy; where two threads win on a free core
-# (the largest products) they lose by far more on a busy one, so one thread is the default
-# but for ``simulate`` (see there).
-
-#: ``loss_and_grads``, ``forward``, ``backward``, ``predict`` (``dynlab.train.backprop``) and
-#: ``train_model``, ``evaluate``, ``jacobian_diagnostics`` (``dynlab.train.loop``): T·K batch
-#: products (B×D)·(D×D) each way, vdot reductions.  loss_and_grads, iRNN K=5, T=200, B=128:
-#: D=128 free 0.50 s (1 thread) vs 0.37 s (2), 0.75; busy 1.25 s vs 23.6 s, 19×; D=32 free
-#: 0.95, busy 0.31 s vs 0.97 s, 3.1×; D=8 1.00 / 1.01; RNN D=128 free 0.77, busy 3.7×;
-#: train_model (iRNN D=64, 4 iterations) free 0.97, busy 2.3 s vs 15.4 s, 6.6×.
-TRAIN_BLAS_THREADS = 1
-
 #: ``loss_and_grads`` (so ``train_model``): the batch is split into this many blocks of
 #: sequences, one thread each with BLAS on one thread (None: one block per CPU this process
 #: may use): each block's forward and backward passes run on their own, with no
@@ -184,41 +161,6 @@ SMALL_GEMM_MNK = 10 ** 6
 SMALL_GEMM_MIN_ROWS = 8
 SMALL_GEMM_ARCHITECTURES = ("skylakex", "cooperlake", "sapphirerapids")
 
-#: ``gradient_norms``, ``jacobian_norms``, ``jacobians``, ``jacobian_at`` and the backward pass
-#: ``BackwardNorms.feed``: the J_t (the iRNN's NumPy form for D ≥ 32: one product per inner
-#: step), a loop of D×D products and one LAPACK call per uncertified norm.  gradient_norms,
-#: iRNN K=5: D=64, T=500 free 1.14, busy 0.23 s vs 1.03 s, 4.4×; D=128, T=300 free 1.01, busy
-#: 2.5×; jacobians D=64, T=500, B=4 free 0.77, busy 0.26 s vs 1.61 s, 6.2×.  (Earlier, the
-#: curve alone, D=128, T=1000: 1.12 s vs 12.8 s; the Gram fallback's ``syevr`` suffers most.)
-GRADIENT_BLAS_THREADS = 1
-
-#: ``lyapunov`` and ``lyapunov_spectrum``: one product J_t·Q and one QR per step.  RNN D=64,
-#: T=1000: free 0.90, busy 0.41 s vs 2.49 s, 6.1×; iRNN D=64, T=500, k=64: free 0.91, busy
-#: 5.1×; iRNN D=2: 1.00 / 1.05.
-LYAPUNOV_BLAS_THREADS = 1
-
-#: ``spectrum``: the step Jacobians and one batched ``geev`` per 256 points.  iRNN D=2,
-#: T=1000: free 0.95, busy 0.58 s vs 2.75 s, 4.7×; iRNN D=64, T=250, B=2: free 0.95, busy
-#: 4.1×; at equilibria: free 1.01, busy 4.0×.
-SPECTRA_BLAS_THREADS = 1
-
-#: ``equilibrium``, ``irnn_equilibrium``, ``equilibrium_curve``, ``fixed_points``,
-#: ``continuation`` and ``convergence``: Newton / Levenberg–Marquardt / inner-recursion loops of
-#: small products and solves.  continuation CTRNN D=128: free 6.4 s vs 8.1 s, 1.27; busy
-#: 1.22; convergence iRNN D=64, T=500, K_max=50: free 1.01, busy 0.33 s vs 0.82 s, 2.5×;
-#: equilibrium iRNN D=64 at 400 inputs: free 1.01, busy 0.86 s vs 1.12 s, 1.30;
-#: irnn_equilibrium D=2: free 1.01, busy 1.43.  The smallest tie either way (fixed_points iRNN
-#: D=32 and RNN D=64: free 1.00–1.01, busy 0.80–1.07; continuation iRNN D=2 and CTRNN D=32:
-#: 0.92–1.05): BLAS does not thread such small products.
-EQUILIBRIA_BLAS_THREADS = 1
-
-#: ``partition``, ``partition_codes``, ``affine_form``, ``templates``,
-#: ``initial_state_jacobian``, ``loss_gradient_h0``, ``random_h0_regulariser``,
-#: ``random_h0_monte_carlo``: the stacked forward pass and the reverse passes (λ_{t−1} = λ_t J_t).
-#: templates (ReLU RNN D=128, T=200, B=4, C=10): free 0.98, busy 0.050 s vs 0.135 s, 2.7×;
-#: partition (same): free 1.00, busy 1.9×; random_h0_monte_carlo (D=32, B=64, 64 pairs): free
-#: 0.99, busy 0.87 (noise; its products are small).
-PARTITION_BLAS_THREADS = 1
 
 #: ``templates`` and the other reverse passes of the partition analysis: blocks of sequences
 #: run on this many threads at once (None: one per CPU this process may use), each a numba
@@ -227,24 +169,4 @@ PARTITION_THREADS = None
 #: … when each block has at least this many flops (2·D² per read-out row and step).
 PARTITION_MIN_WORK_PER_THREAD = 1 << 23
 
-#: One region of a sweep (``dynlab.sweep.compute_region``, in process or as a Dask task): its
-#: points' analyses, whatever their own family's setting.  sweep of ``spectrum`` (iRNN D=32,
-#: T=100, 4 points): free 1.04, busy 0.22 s vs 0.55 s, 2.5×; of ``lyapunov`` (RNN D=32,
-#: T=300, 4 points): 0.93–1.03 / 1.06.
-SWEEP_BLAS_THREADS = 1
 
-#: ``simulate`` (the vectorised kernel: ONE product (B × (D+d+1))·((D+d+1) × D) per inner step
-#: over the whole batch).  Here two threads do win on a free core: iRNN K=5, D=128, B=128,
-#: T=200: 0.81; D=256, B=256: 0.65; RNN D=256, B=256: 0.71 (D=64, B=1024: 0.89 best-of-5) — and
-#: the ``forward-large`` target is stated against an unlimited BLAS floor.  Busy, they lose:
-#: 0.45 s vs 5.0–6.2 s (11–14×), 5.3×, 6.1×.  So None (BLAS's choice) by default; set 1 on a
-#: shared machine.  A simulation inside another family's call (training, gradients, spectra…)
-#: runs under that family's limit.
-SIMULATION_BLAS_THREADS = None
-
-#: The implicit-network solvers' iterated small products (``dynlab.analysis.implicit``) and
-#: ``train_implicit`` (whose solves they are).  Threaded BLAS synchronises at every call; on a
-#: loaded machine each synchronisation can wait for a time slice (2 shared cores: 170 ms vs
-#: 8 ms for the ``equilibria`` workload).  train_implicit (oscillator, 1000 samples, 64 + 2
-#: units, 20 steps) ties: free 1.02, busy 1.00; it holds the limit once for all its solves.
-IMPLICIT_BLAS_THREADS = 1

@@ -28,6 +28,8 @@ import subprocess
 import sys
 
 import numpy as np
+
+from dynlab.backends.numba import bptt as nb_bptt
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))  # so tests can `import naive`
@@ -70,7 +72,7 @@ def gradients_per_weight_chunk(monkeypatch, model, readout, x, target, h0, chunk
 
     runs = []
     for chunk in chunks:
-        monkeypatch.setattr(bp, "WEIGHT_CHUNK_STEPS", chunk)
+        monkeypatch.setattr(nb_bptt, "WEIGHT_CHUNK_STEPS", chunk)
         runs.append(bp.loss_and_grads(model, readout, x, target, loss="mse-seq", h0=h0)[1])
     return runs
 

@@ -17,6 +17,8 @@ PyTorch's to 1e-12 and every gradient to 1e-10 (max |g − g_torch| ≤ 1e-10 ·
 import os
 
 import numpy as np
+
+from dynlab.backends.numba import bptt as nb_bptt
 import pytest
 
 import dynlab
@@ -177,8 +179,8 @@ def test_lstm_with_f_one_i_zero_keeps_c_and_the_cell_gradient_is_closed_form():
     L, g, info = bp.loss_and_grads(m, readout, x, target, loss="mse", h0=h0)
     tape = info["tape"]
     c0 = h0[:, D:]
-    np.testing.assert_array_equal(tape.layers[0].C[-1], c0)
-    o_T = bp.forward(m, x, h0).layers[0].A[-1, :, 2 * D:3 * D]   # the gates as [i | f | o | g] (before backward)
+    np.testing.assert_array_equal(tape.inner.layers[0].C[-1], c0)
+    o_T = bp.forward(m, x, h0).inner.layers[0].A[-1, :, 2 * D:3 * D]   # the gates as [i | f | o | g] (before backward)
     np.testing.assert_allclose(tape.outputs[-1], o_T * np.tanh(c0), rtol=1e-15, atol=0)
     y = tape.outputs[-1] @ readout["W_out"].T + readout["b_out"]
     hbar = (2 * (y - target) / target.size) @ readout["W_out"]
@@ -215,7 +217,7 @@ def test_weight_chunks_and_a_second_backward_give_the_same_gradients(case, monke
     for other in runs[1:]:
         for k, ref in runs[0].items():
             _close(other[k], ref, 1e-13, f"{case}: {k}")
-    monkeypatch.setattr(bp, "WEIGHT_CHUNK_STEPS", 4)
+    monkeypatch.setattr(nb_bptt, "WEIGHT_CHUNK_STEPS", 4)
     tape = bp.forward(model, x, h0)
     ext = np.random.default_rng(1).standard_normal((T, B, model.hidden))
     first = bp.backward(tape, ext)

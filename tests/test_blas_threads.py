@@ -1,11 +1,14 @@
-"""BLAS thread limits: in force inside every family's hot loop, restored afterwards, nestable.
+"""BLAS thread limits: the numba backend's policy, in force inside every hot loop of a public
+call, restored afterwards, nestable, public threadpoolctl only.
 
-The loops of small BLAS products (training, BPTT, spectra, Lyapunov, gradients, equilibria,
-continuation, MASO reverse passes, sweep regions, implicit training) run with BLAS on
-``config.<FAMILY>_BLAS_THREADS`` threads (``dynlab._blas``).  Each case below starts from BLAS
-on 2 threads, replaces a function the path calls inside its loop by a spy that reads the BLAS
-thread counts from threadpoolctl, runs the public call, and checks that the spy saw the
-family's limit — and that the 2 threads are back afterwards.  Not a timing test.
+The numba backend runs every public call (``with backend:``) with BLAS on
+``config.NUMBA_BLAS_THREADS`` threads (``dynlab.backends.numba.threads``): its loops of small BLAS
+products (training, BPTT, spectra, Lyapunov, gradients, equilibria, continuation, MASO reverse
+passes, sweep regions, implicit training) stall on BLAS's own threads.  Each case below starts
+from BLAS on 2 threads, replaces a function the path calls inside its loop by a spy that reads
+the BLAS thread counts from threadpoolctl, runs the public call, and checks that the spy saw the
+limit — and that the 2 threads are back afterwards.  The reference backend leaves them alone.
+Not a timing test.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import pytest
 
 import dynlab as dl
 from dynlab import config
-from dynlab.backends.numba.threads import blas_threads, limit_blas_threads
+from dynlab.backends.numba.threads import limit_blas_threads
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
 import scipy.linalg.cython_blas  # noqa: E402,F401  (loaded first, so that threadpoolctl sees scipy's BLAS)
@@ -100,28 +103,26 @@ def _sweep():
     return lambda: dl.sweep("lyapunov", {"weight_scale": [0.5, 1.0]}, fixed={"model": "rnn", "hidden": 3, "steps": 20})
 
 
-#: (path, the tunable that governs it, where the spy goes, the function it replaces, the call)
+#: (path, where the spy goes, the function it replaces, the call)
 CASES = [
-    ("loss_and_grads: taped forward", "TRAIN_BLAS_THREADS", "dynlab.train.backprop", "_forward_irnn",
-     _loss_and_grads),
-    ("backward: BPTT", "TRAIN_BLAS_THREADS", "dynlab.train.backprop", "_backward_irnn", _backward),
-    ("train_model: each iteration", "TRAIN_BLAS_THREADS", "dynlab.train.backprop", "loss_and_grads", _train_model),
-    ("train_implicit: each iteration", "IMPLICIT_BLAS_THREADS", "dynlab.analysis.implicit", "implicit_vjp",
-     _train_implicit),
-    ("spectrum: eigenvalues", "SPECTRA_BLAS_THREADS", "dynlab.analysis.spectra", "flow_eigenvalues",
+    ("loss_and_grads: taped forward", "dynlab.backends.numba.bptt", "_forward_irnn", _loss_and_grads),
+    ("backward: BPTT", "dynlab.backends.numba.bptt", "_backward_irnn", _backward),
+    ("train_model: each iteration", "dynlab.backends.numba.bptt", "forward", _train_model),
+    ("train_implicit: each iteration", "dynlab.analysis.implicit", "implicit_vjp", _train_implicit),
+    ("spectrum: eigenvalues", "dynlab.analysis.spectra", "flow_eigenvalues",
      lambda: (lambda m=_irnn(), x=_walk(): dl.spectrum(m, x))),
-    ("lyapunov: QR steps", "LYAPUNOV_BLAS_THREADS", "dynlab.analysis.lyapunov.TangentQR", "feed",
+    ("lyapunov: QR steps", "dynlab.backends.numba.flow.GramSchmidtQR", "feed",
      lambda: (lambda m=_irnn(), x=_walk(): dl.lyapunov(m, x))),
-    ("gradient_norms: J_t and backward pass", "GRADIENT_BLAS_THREADS", "dynlab.analysis.gradients", "_run_chunks",
+    ("gradient_norms: J_t and backward pass", "dynlab.backends.numba.flow.BackwardChain", "feed",
      lambda: (lambda m=_irnn(), x=_walk(): dl.gradient_norms(m, x))),
-    ("jacobians: J_t", "GRADIENT_BLAS_THREADS", "dynlab.analysis.jacobians", "_dispatch",
+    ("jacobians: J_t", "dynlab.backends.numba.backend.NumbaBackend", "_loop_jacobians",
      lambda: (lambda m=_irnn(), x=_walk(): dl.jacobians(m, x))),
-    ("equilibrium: Newton", "EQUILIBRIA_BLAS_THREADS", "dynlab.analysis.equilibria", "run_solver",
+    ("equilibrium: Newton", "dynlab.analysis.equilibria", "run_solver",
      lambda: (lambda m=_irnn(): dl.equilibrium(m, np.linspace(-1, 1, 5)[:, None]))),
-    ("continuation: corrector", "EQUILIBRIA_BLAS_THREADS", "dynlab.analysis.continuation", "_correct",
+    ("continuation: corrector", "dynlab.analysis.continuation", "_correct",
      lambda: (lambda m=_irnn(D=2): dl.continuation(m, "x", -1.0, 1.0, max_points=20))),
-    ("templates: reverse pass", "PARTITION_BLAS_THREADS", "dynlab.analysis.partition", "template_arrays", _templates),
-    ("sweep: each region", "SWEEP_BLAS_THREADS", "dynlab.sweep.driver", "region_points", _sweep),
+    ("templates: reverse pass", "dynlab.analysis.partition", "template_arrays", _templates),
+    ("sweep: each region", "dynlab.sweep.driver", "region_points", _sweep),
 ]
 
 
@@ -140,9 +141,9 @@ def _resolve(dotted: str):
     raise ImportError(dotted)
 
 
-@pytest.mark.parametrize("path, setting, owner, name, make", CASES, ids=[c[0] for c in CASES])
-def test_limit_in_force_inside_the_loop(two_threads, monkeypatch, path, setting, owner, name, make):
-    assert getattr(config, setting) == 1  # the default this test pins
+@pytest.mark.parametrize("path, owner, name, make", CASES, ids=[c[0] for c in CASES])
+def test_limit_in_force_inside_the_loop(two_threads, monkeypatch, path, owner, name, make):
+    assert config.NUMBA_BLAS_THREADS == 1  # the default this test pins
     call = make()
     seen = []
     spy(monkeypatch, _resolve(owner), name, seen)
@@ -152,10 +153,10 @@ def test_limit_in_force_inside_the_loop(two_threads, monkeypatch, path, setting,
     assert blas_counts() == [2], "the threads were not given back"
 
 
-@pytest.mark.parametrize("path, setting, owner, name, make", CASES[:3] + CASES[4:5], ids=[c[0] for c in CASES[:3] + CASES[4:5]])
-def test_limit_follows_the_tunable_at_call_time(two_threads, monkeypatch, path, setting, owner, name, make):
-    """None in the family's tunable: BLAS keeps its own threads (read at call time)."""
-    monkeypatch.setattr(config, setting, None)
+@pytest.mark.parametrize("path, owner, name, make", CASES[:3] + CASES[4:5], ids=[c[0] for c in CASES[:3] + CASES[4:5]])
+def test_limit_follows_the_setting_at_call_time(two_threads, monkeypatch, path, owner, name, make):
+    """None in ``config.NUMBA_BLAS_THREADS``: BLAS keeps its own threads (read at call time)."""
+    monkeypatch.setattr(config, "NUMBA_BLAS_THREADS", None)
     call = make()
     seen = []
     spy(monkeypatch, _resolve(owner), name, seen)
@@ -163,17 +164,16 @@ def test_limit_follows_the_tunable_at_call_time(two_threads, monkeypatch, path, 
     assert seen and all(counts == [2] for counts in seen)
 
 
-def test_simulate_keeps_blas_threads_by_default_and_limits_on_request(two_threads, monkeypatch):
-    """``simulate``'s large batch products: BLAS's own threads by default (config), 1 on request."""
+def test_the_reference_backend_leaves_blas_alone_the_numba_backend_limits_it(two_threads, monkeypatch):
+    """The policy is the backend's: ``simulate`` on numpy runs under BLAS's own threads, on numba
+    under ``config.NUMBA_BLAS_THREADS``."""
     import dynlab.simulation as sim
 
     m, x = _irnn(), _walk()
     seen = []
     spy(monkeypatch, sim, "run_states", seen)
-    assert config.SIMULATION_BLAS_THREADS is None
-    dl.simulate(m, x)
-    monkeypatch.setattr(config, "SIMULATION_BLAS_THREADS", 1)
-    dl.simulate(m, x)
+    dl.simulate(m, x, backend="numpy")
+    dl.simulate(m, x, backend="numba")
     assert seen == [[2], [1]]
     assert blas_counts() == [2]
 
@@ -195,15 +195,12 @@ def test_limits_nest_and_restore(two_threads):
 
 
 def test_limit_restored_after_an_exception(two_threads):
-    @blas_threads("TRAIN_BLAS_THREADS")
-    def fails():
-        assert blas_counts() == [1]
-        raise ValueError("inside")
-
+    be = dl.get_backend("numba")
     with pytest.raises(ValueError, match="inside"):
-        fails()
+        with be:
+            assert blas_counts() == [1]
+            raise ValueError("inside")
     assert blas_counts() == [2]
-    assert fails.__name__ == "fails" and fails.blas_threads_setting == "TRAIN_BLAS_THREADS"
 
 
 def test_a_limit_is_given_back_by_the_thread_that_set_it(two_threads):
@@ -266,8 +263,13 @@ def test_only_public_threadpoolctl_names_are_used():
 
 
 def test_every_tunable_is_applied_somewhere():
-    """Each ``*_BLAS_THREADS`` of dynlab.config governs some code (no dead tunable)."""
+    """Each ``*_BLAS_THREADS`` of dynlab.config governs some code (no dead tunable), and only the
+    numba backend reads one (the thread policy is the backend's)."""
     root = Path(dl.__file__).parent
-    source = "\n".join(p.read_text() for p in root.rglob("*.py") if p.name != "config.py")
-    for name in (n for n in dir(config) if n.endswith("_BLAS_THREADS")):
-        assert re.search(rf'blas_threads\("{name}"\)|config\.{name}\b', source), f"{name} is not applied"
+    readers = {p.relative_to(root).as_posix() for p in root.rglob("*.py") if p.name != "config.py"
+               and re.search(r"config\.[A-Z_]*BLAS_THREADS\b", p.read_text())}
+    names = [n for n in dir(config) if n.endswith("_BLAS_THREADS")]
+    source = "\n".join((root / r).read_text() for r in readers)
+    for name in names:
+        assert re.search(rf"config\.{name}\b", source), f"{name} is not applied"
+    assert readers and all(r.startswith("backends/numba/") for r in readers), readers

@@ -103,7 +103,7 @@ def test_the_jitted_loops_split_at_small_sizes_and_the_python_loops_do_not():
 def test_no_thread_splits_inside_a_sweep_region(monkeypatch):
     """``_blas.serial`` (every sweep region runs inside it: the sweep's workers are its
     parallelism) turns every one of dynlab's own splits off; outside, the settings hold."""
-    from dynlab import simulation
+    from dynlab.backends.numba.backend import batch_parts
     from dynlab.backends.numba.threads import serial, work_threads
     from dynlab.analysis import partition as P
     from dynlab.sweep import driver
@@ -115,12 +115,12 @@ def test_no_thread_splits_inside_a_sweep_region(monkeypatch):
     assert work_threads(3) == 3 and work_threads(None) >= 1
     assert len(bp._train_blocks(rnn, 128)) == 3
     assert P._reverse_threads(8, 1) == 2
-    assert simulation._batch_parts(128, 2, 32) == 2
+    assert batch_parts(128, 2, 32) == 2
     with serial():
         assert work_threads(3) == 1 and work_threads(None) == 1
         assert len(bp._train_blocks(rnn, 128)) == 2
         assert P._reverse_threads(8, 1) == 1
-        assert simulation._batch_parts(128, 2, 32) == 1
+        assert batch_parts(128, 2, 32) == 1
     seen = []
     monkeypatch.setattr(driver, "_compute_region", lambda *a: seen.append(work_threads(4)) or {})
     driver.compute_region(None, (), "numba")

@@ -22,11 +22,12 @@ Stability along the branch: as in ``dynlab.equilibrium``.
 """
 from __future__ import annotations
 
+from ..backends import get_backend
+
 import re
 
 import numpy as np
 
-from ..backends.numba.threads import blas_threads
 from ..activations import dphi, phi
 from ..errors import ConvergenceError, ParameterError
 from .equilibria import (STABILITY_ATTRS, System, _check_tol, _flow_label, _inputs, d2phi, eig_variables,
@@ -212,7 +213,6 @@ def _smooth(system) -> bool:
     return system.activation in ("tanh", "sigmoid")
 
 
-@blas_threads("EQUILIBRIA_BLAS_THREADS")
 def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, ds=None, ds_max=None,
                  max_points: int = 4000, tol: float = 1e-12, stability_tol: float = 1e-9, command=None):
     """Follow the equilibria over a scalar input or parameter λ ∈ [lo, hi] by pseudo-arclength
@@ -247,133 +247,134 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
     >>> neuron = CTRNN([[8.0]], [[0.0]], [0.0], activation="sigmoid")
     >>> br = continuation(neuron, "b", -8.0, 0.0)       # the hysteresis loop; br.fold_param
     """
-    import xarray as xr
+    with get_backend(None):
+        import xarray as xr
 
-    from .._dataset import base_attrs, finish, model_attrs, model_variables
+        from .._dataset import base_attrs, finish, model_attrs, model_variables
 
-    system = System(model)
-    tol = _check_tol(tol)
-    try:
-        lo, hi = float(lo), float(hi)
-    except (TypeError, ValueError):
-        raise ParameterError("range", f"must be two numbers, got {lo!r}, {hi!r}") from None
-    if not (np.isfinite(lo) and np.isfinite(hi) and hi > lo):
-        raise ParameterError("range", f"needs finite lo < hi, got {lo}, {hi}")
-    xa, _ = _inputs(model, np.zeros(model.inputs) if x is None else x)
-    fam = _Family(system, over, xa[0])
-    D = model.state_size
-    span = hi - lo
-    h = span / 200.0 if ds is None else float(ds)
-    h_max = span / 50.0 if ds_max is None else float(ds_max)
-    if not (h > 0 and h_max >= h):
-        raise ParameterError("ds", f"needs 0 < ds ≤ ds_max, got {h}, {h_max}")
-    h_min = 1e-10 * span
+        system = System(model)
+        tol = _check_tol(tol)
+        try:
+            lo, hi = float(lo), float(hi)
+        except (TypeError, ValueError):
+            raise ParameterError("range", f"must be two numbers, got {lo!r}, {hi!r}") from None
+        if not (np.isfinite(lo) and np.isfinite(hi) and hi > lo):
+            raise ParameterError("range", f"needs finite lo < hi, got {lo}, {hi}")
+        xa, _ = _inputs(model, np.zeros(model.inputs) if x is None else x)
+        fam = _Family(system, over, xa[0])
+        D = model.state_size
+        span = hi - lo
+        h = span / 200.0 if ds is None else float(ds)
+        h_max = span / 50.0 if ds_max is None else float(ds_max)
+        if not (h > 0 and h_max >= h):
+            raise ParameterError("ds", f"needs 0 < ds ≤ ds_max, got {h}, {h_max}")
+        h_min = 1e-10 * span
 
-    c0, beta0 = fam.c_beta(lo)
-    if start is None and system.kind == "step":
-        y0 = np.zeros(D)  # the map run from 0 to where it settles (a stable point, usually)
-        for _ in range(200):
-            y0 = model.step(y0[None], c0[None])[0]
-    elif start is None:
-        y0 = phi(system.activation, c0, system.leak) * system.gamma / max(beta0, 1e-12)
-    else:
-        y0 = np.asarray(start, dtype=np.float64).reshape(D)
-    if fam.kind == "alpha":
-        system_lo = System(model.replace(alpha=lo))
-    else:
-        system_lo = system
-    y, r, its0, ok = run_solver(system_lo, c0[None], y0[None], "newton", tol=tol, max_iter=100)
-    if not ok[0]:
-        raise ConvergenceError(f"continuation: no equilibrium found at {over} = {lo:g} to start from "
-                               f"(Newton's residual {r[0]:.3g}); give a start")
-    X = np.concatenate([y[0], [lo]])
-    _, Fy, Fl, _ = fam.derivs(X[:D], X[D])
-    t = _tangent(np.column_stack([Fy, Fl]), None)
-    pts, tans, iters = [X], [t], [int(its0[0])]
-    folds = []
-    reason = "max_points reached"
-    while len(pts) < max_points:
-        Xp = X + h * t
-        Xn, ok, its = _correct(fam, Xp, t, tol)
-        if ok and np.linalg.norm(Xn - Xp) > 0.3 * h:
-            ok = False  # the corrector went far from the predictor: maybe another branch
-        if ok:
-            _, Fy, Fl, _ = fam.derivs(Xn[:D], Xn[D])
-            tn = _tangent(np.column_stack([Fy, Fl]), t)
-            ok = tn @ t >= 0.95  # the branch turned by more than ~18° in one step: too coarse
-        if not ok:
-            h *= 0.5
-            if h < h_min:
-                reason = f"step size fell below {h_min:.3g} at {over} = {X[D]:.6g} (no corrector convergence)"
-                break
-            continue
-        if tn[-1] * t[-1] < 0:  # λ turned back: a fold between X and Xn
-            w = t[-1] / (t[-1] - tn[-1])
-            guess = (1 - w) * X + w * Xn
-            if _smooth(system):
-                yf, lf, conv, res = _moore_spence(fam, guess[:D], guess[D], tol)
-                if not (conv and min(X[D], Xn[D]) - h <= lf <= max(X[D], Xn[D]) + h):
+        c0, beta0 = fam.c_beta(lo)
+        if start is None and system.kind == "step":
+            y0 = np.zeros(D)  # the map run from 0 to where it settles (a stable point, usually)
+            for _ in range(200):
+                y0 = model.step(y0[None], c0[None])[0]
+        elif start is None:
+            y0 = phi(system.activation, c0, system.leak) * system.gamma / max(beta0, 1e-12)
+        else:
+            y0 = np.asarray(start, dtype=np.float64).reshape(D)
+        if fam.kind == "alpha":
+            system_lo = System(model.replace(alpha=lo))
+        else:
+            system_lo = system
+        y, r, its0, ok = run_solver(system_lo, c0[None], y0[None], "newton", tol=tol, max_iter=100)
+        if not ok[0]:
+            raise ConvergenceError(f"continuation: no equilibrium found at {over} = {lo:g} to start from "
+                                   f"(Newton's residual {r[0]:.3g}); give a start")
+        X = np.concatenate([y[0], [lo]])
+        _, Fy, Fl, _ = fam.derivs(X[:D], X[D])
+        t = _tangent(np.column_stack([Fy, Fl]), None)
+        pts, tans, iters = [X], [t], [int(its0[0])]
+        folds = []
+        reason = "max_points reached"
+        while len(pts) < max_points:
+            Xp = X + h * t
+            Xn, ok, its = _correct(fam, Xp, t, tol)
+            if ok and np.linalg.norm(Xn - Xp) > 0.3 * h:
+                ok = False  # the corrector went far from the predictor: maybe another branch
+            if ok:
+                _, Fy, Fl, _ = fam.derivs(Xn[:D], Xn[D])
+                tn = _tangent(np.column_stack([Fy, Fl]), t)
+                ok = tn @ t >= 0.95  # the branch turned by more than ~18° in one step: too coarse
+            if not ok:
+                h *= 0.5
+                if h < h_min:
+                    reason = f"step size fell below {h_min:.3g} at {over} = {X[D]:.6g} (no corrector convergence)"
+                    break
+                continue
+            if tn[-1] * t[-1] < 0:  # λ turned back: a fold between X and Xn
+                w = t[-1] / (t[-1] - tn[-1])
+                guess = (1 - w) * X + w * Xn
+                if _smooth(system):
+                    yf, lf, conv, res = _moore_spence(fam, guess[:D], guess[D], tol)
+                    if not (conv and min(X[D], Xn[D]) - h <= lf <= max(X[D], Xn[D]) + h):
+                        yf, lf, conv = guess[:D], guess[D], False
+                        res = float(np.max(np.abs(fam.F(yf, lf))))
+                else:
                     yf, lf, conv = guess[:D], guess[D], False
                     res = float(np.max(np.abs(fam.F(yf, lf))))
-            else:
-                yf, lf, conv = guess[:D], guess[D], False
-                res = float(np.max(np.abs(fam.F(yf, lf))))
-            folds.append((lf, yf, conv, res))
-        X, t = Xn, tn
-        pts.append(X)
-        tans.append(t)
-        iters.append(its)
-        if its <= 3:
-            h = min(1.5 * h, h_max)
-        if X[D] > hi or X[D] < lo:
-            reason = "left the range"
-            break
-    P = np.array(pts)
-    lam = P[:, D]
-    Y = P[:, :D]
-    inside = (lam >= lo - 1e-12) & (lam <= hi + 1e-12)
-    res = np.array([np.max(np.abs(fam.F(Y[i], lam[i]))) for i in range(len(lam))])
-    eigs = np.array([flow_eigenvalues(_sys_at(system, fam, lam[i]), Y[i][None], fam.c_beta(lam[i])[0][None])[0]
-                     for i in range(len(lam))])
-    if system.discrete:
-        stab = stability_label(eigs + 1.0, discrete=True, tol=stability_tol)
-    else:
-        stab = stability_label(eigs, discrete=False, tol=stability_tol)
-    nf = len(folds)
-    data = {
-        "param": xr.Variable(("arc",), lam, {"long_name": f"continuation parameter {over}", "units": "1"}),
-        "h_eq": xr.Variable(("arc", "unit"), Y, {"long_name": f"equilibrium ({system.variable})", "units": "1"}),
-        "residual": xr.Variable(("arc",), res, {"long_name": "max-abs residual ‖F‖∞", "units": "1"}),
-        "converged": xr.Variable(("arc",), (res <= tol).astype(np.int8), {"long_name": f"residual ≤ {tol:g}",
-                                                                         "units": "1"}),
-        "iterations": xr.Variable(("arc",), np.array(iters, dtype=np.int64),
-                                  {"long_name": "corrector Newton iterations (the first point: its Newton solve)",
-                                   "units": "1"}),
-        "in_range": xr.Variable(("arc",), inside.astype(np.int8), {"long_name": f"lo ≤ {over} ≤ hi", "units": "1"}),
-        "stability": xr.Variable(("arc",), stab, dict(STABILITY_ATTRS)),
-        "max_real": xr.Variable(("arc",), eigs.real.max(axis=1), {"long_name": "largest real part of the eigenvalues",
-                                                                  "units": "1"}),
-        **eig_variables(eigs, ("arc",), what=_flow_label(system)),
-        "tangent_param": xr.Variable(("arc",), np.array(tans)[:, D],
-                                     {"long_name": f"{over}-component of the unit tangent", "units": "1"}),
-        "fold_param": xr.Variable(("fold",), np.array([f[0] for f in folds]), {"long_name": f"{over} at the fold",
-                                                                               "units": "1"}),
-        "fold_h": xr.Variable(("fold", "unit"), np.array([f[1] for f in folds]).reshape(nf, D),
-                              {"long_name": "equilibrium at the fold", "units": "1"}),
-        "fold_refined": xr.Variable(("fold",), np.array([f[2] for f in folds], dtype=np.int8),
-                                    {"long_name": "refined by the Moore–Spence system (1) or interpolated (0)",
-                                     "units": "1"}),
-        "fold_residual": xr.Variable(("fold",), np.array([f[3] for f in folds], dtype=np.float64),
-                                     {"long_name": "max-abs residual at the fold", "units": "1"}),
-        "x": xr.Variable(("unit_in",), xa[0], {"long_name": "constant input x (the swept part replaced by λ)",
-                                               "units": "1"}),
-        **model_variables(model),
-    }
-    attrs = {**model_attrs(model), **base_attrs("numpy", command), "over": str(over), "lo": lo, "hi": hi,
-             "n_folds": nf, "stop_reason": reason, "tol": tol, "system": system.kind}
-    from .equilibria import _part_coords
+                folds.append((lf, yf, conv, res))
+            X, t = Xn, tn
+            pts.append(X)
+            tans.append(t)
+            iters.append(its)
+            if its <= 3:
+                h = min(1.5 * h, h_max)
+            if X[D] > hi or X[D] < lo:
+                reason = "left the range"
+                break
+        P = np.array(pts)
+        lam = P[:, D]
+        Y = P[:, :D]
+        inside = (lam >= lo - 1e-12) & (lam <= hi + 1e-12)
+        res = np.array([np.max(np.abs(fam.F(Y[i], lam[i]))) for i in range(len(lam))])
+        eigs = np.array([flow_eigenvalues(_sys_at(system, fam, lam[i]), Y[i][None], fam.c_beta(lam[i])[0][None])[0]
+                         for i in range(len(lam))])
+        if system.discrete:
+            stab = stability_label(eigs + 1.0, discrete=True, tol=stability_tol)
+        else:
+            stab = stability_label(eigs, discrete=False, tol=stability_tol)
+        nf = len(folds)
+        data = {
+            "param": xr.Variable(("arc",), lam, {"long_name": f"continuation parameter {over}", "units": "1"}),
+            "h_eq": xr.Variable(("arc", "unit"), Y, {"long_name": f"equilibrium ({system.variable})", "units": "1"}),
+            "residual": xr.Variable(("arc",), res, {"long_name": "max-abs residual ‖F‖∞", "units": "1"}),
+            "converged": xr.Variable(("arc",), (res <= tol).astype(np.int8), {"long_name": f"residual ≤ {tol:g}",
+                                                                             "units": "1"}),
+            "iterations": xr.Variable(("arc",), np.array(iters, dtype=np.int64),
+                                      {"long_name": "corrector Newton iterations (the first point: its Newton solve)",
+                                       "units": "1"}),
+            "in_range": xr.Variable(("arc",), inside.astype(np.int8), {"long_name": f"lo ≤ {over} ≤ hi", "units": "1"}),
+            "stability": xr.Variable(("arc",), stab, dict(STABILITY_ATTRS)),
+            "max_real": xr.Variable(("arc",), eigs.real.max(axis=1), {"long_name": "largest real part of the eigenvalues",
+                                                                      "units": "1"}),
+            **eig_variables(eigs, ("arc",), what=_flow_label(system)),
+            "tangent_param": xr.Variable(("arc",), np.array(tans)[:, D],
+                                         {"long_name": f"{over}-component of the unit tangent", "units": "1"}),
+            "fold_param": xr.Variable(("fold",), np.array([f[0] for f in folds]), {"long_name": f"{over} at the fold",
+                                                                                   "units": "1"}),
+            "fold_h": xr.Variable(("fold", "unit"), np.array([f[1] for f in folds]).reshape(nf, D),
+                                  {"long_name": "equilibrium at the fold", "units": "1"}),
+            "fold_refined": xr.Variable(("fold",), np.array([f[2] for f in folds], dtype=np.int8),
+                                        {"long_name": "refined by the Moore–Spence system (1) or interpolated (0)",
+                                         "units": "1"}),
+            "fold_residual": xr.Variable(("fold",), np.array([f[3] for f in folds], dtype=np.float64),
+                                         {"long_name": "max-abs residual at the fold", "units": "1"}),
+            "x": xr.Variable(("unit_in",), xa[0], {"long_name": "constant input x (the swept part replaced by λ)",
+                                                   "units": "1"}),
+            **model_variables(model),
+        }
+        attrs = {**model_attrs(model), **base_attrs("numpy", command), "over": str(over), "lo": lo, "hi": hi,
+                 "n_folds": nf, "stop_reason": reason, "tol": tol, "system": system.kind}
+        from .equilibria import _part_coords
 
-    return finish(xr.Dataset(data, attrs=attrs).assign_coords(_part_coords(model)), "continuation")
+        return finish(xr.Dataset(data, attrs=attrs).assign_coords(_part_coords(model)), "continuation")
 
 
 def _sys_at(system, fam, lam):

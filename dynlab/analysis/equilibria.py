@@ -16,9 +16,10 @@ continuation of ``equilibrium_curve``, where each solve starts from the previous
 """
 from __future__ import annotations
 
+from ..backends import get_backend
+
 import numpy as np
 
-from ..backends.numba.threads import blas_threads
 from .._dataset import eigenvalues_from, finish  # noqa: F401  (eigenvalues_from: public, dl.eigenvalues_from)
 from ..activations import dphi, phi
 from .._resources import check_fixed_points, progress
@@ -65,7 +66,6 @@ def solve_newton(model: IRNN, c: np.ndarray, s0: np.ndarray, *, tol: float = 1e-
     return s, res, it, bool(res <= tol)
 
 
-@blas_threads("EQUILIBRIA_BLAS_THREADS")
 def equilibrium_curve(model: IRNN, xs, *, tol: float = 1e-12, max_iter: int = 50):
     """Equilibria along a path of inputs, by continuation (each solve starts from the last).
 
@@ -80,32 +80,32 @@ def equilibrium_curve(model: IRNN, xs, *, tol: float = 1e-12, max_iter: int = 50
     residual : (N,) max-abs residual ‖F(s)‖∞
     converged : (N,) bool, residual ≤ tol
     """
-    _check_irnn(model)
-    xs = np.asarray(xs, dtype=np.float64)
-    if xs.ndim == 1 and model.inputs == 1:
-        xs = xs[:, None]
-    if xs.ndim != 2 or xs.shape[1] != model.inputs:
-        raise ParameterError("xs", f"must have shape (N, {model.inputs}), got {np.shape(xs)}")
-    N, D = xs.shape[0], model.hidden
-    S = np.empty((N, D))
-    res = np.empty(N)
-    conv = np.empty(N, dtype=bool)
-    s = None
-    for n in range(N):
-        c = model.W @ xs[n] + model.b
-        if s is None:  # one Picard step from 0 is a good first guess
-            s = phi(model.activation, c, model.leak) / max(model.alpha, 1e-12)
-        s, r, _, ok = solve_newton(model, c, s, tol=tol, max_iter=max_iter)
-        if not ok:  # continuation lost the branch: restart from the Picard guess
-            s2, r2, _, ok2 = solve_newton(model, c, phi(model.activation, c, model.leak) / max(model.alpha, 1e-12),
-                                          tol=tol, max_iter=max_iter)
-            if r2 < r:
-                s, r, ok = s2, r2, ok2
-        S[n], res[n], conv[n] = s, r, ok
-    return S, res, conv
+    with get_backend(None):
+        _check_irnn(model)
+        xs = np.asarray(xs, dtype=np.float64)
+        if xs.ndim == 1 and model.inputs == 1:
+            xs = xs[:, None]
+        if xs.ndim != 2 or xs.shape[1] != model.inputs:
+            raise ParameterError("xs", f"must have shape (N, {model.inputs}), got {np.shape(xs)}")
+        N, D = xs.shape[0], model.hidden
+        S = np.empty((N, D))
+        res = np.empty(N)
+        conv = np.empty(N, dtype=bool)
+        s = None
+        for n in range(N):
+            c = model.W @ xs[n] + model.b
+            if s is None:  # one Picard step from 0 is a good first guess
+                s = phi(model.activation, c, model.leak) / max(model.alpha, 1e-12)
+            s, r, _, ok = solve_newton(model, c, s, tol=tol, max_iter=max_iter)
+            if not ok:  # continuation lost the branch: restart from the Picard guess
+                s2, r2, _, ok2 = solve_newton(model, c, phi(model.activation, c, model.leak) / max(model.alpha, 1e-12),
+                                              tol=tol, max_iter=max_iter)
+                if r2 < r:
+                    s, r, ok = s2, r2, ok2
+            S[n], res[n], conv[n] = s, r, ok
+        return S, res, conv
 
 
-@blas_threads("EQUILIBRIA_BLAS_THREADS")
 def irnn_equilibrium(model: IRNN, x, h_prev=None, *, method: str = "newton", tol: float = 1e-12,
                      max_iter: int | None = None):
     """The iRNN step's equilibrium for inputs x and previous states h_prev, as a Dataset.
@@ -127,51 +127,52 @@ def irnn_equilibrium(model: IRNN, x, h_prev=None, *, method: str = "newton", tol
     -------
     >>> eq = irnn_equilibrium(m, x[0], h_prev)
     """
-    import xarray as xr
+    with get_backend(None):
+        import xarray as xr
 
-    from .._dataset import base_attrs, model_attrs, model_variables
+        from .._dataset import base_attrs, model_attrs, model_variables
 
-    _check_irnn(model)
-    if method not in METHODS:
-        raise ParameterError("method", f"must be one of {', '.join(METHODS)}, got {method!r}")
-    if max_iter is None:
-        max_iter = 10_000 if method == "euler" else 50
-    xa = np.asarray(x, dtype=np.float64)
-    single = xa.ndim == 1
-    xa = np.atleast_2d(xa)
-    if xa.ndim != 2 or xa.shape[1] != model.inputs or not np.all(np.isfinite(xa)):
-        raise ParameterError("x", f"must be finite with shape ({model.inputs},) or (N, {model.inputs}), got {np.shape(x)}")
-    N, D = xa.shape[0], model.hidden
-    if h_prev is None:
-        hp = np.zeros((N, D))
-    else:
-        hp = np.asarray(h_prev, dtype=np.float64)
-        if hp.shape not in ((D,), (N, D)):
-            raise ParameterError("h_prev", f"must have shape ({D},) or ({N}, {D}), got {hp.shape}")
-        hp = np.broadcast_to(hp, (N, D))
-    if not np.all(np.isfinite(hp)):
-        raise ParameterError("h_prev", "must be finite")
-    # every input at once through the batched solvers of ``equilibrium`` (same iterates, same
-    # counts as one solve per input: each row runs its own Newton/Euler/scipy iteration)
-    system = System(model)
-    start = (1.0 + model.sign) * hp if model.g0 == "previous" else model.sign * hp
-    S, res, its, conv = run_solver(system, system.c(xa), start, method, tol=tol, max_iter=max_iter)
-    lead = () if single else ("batch",)
-    sel = 0 if single else slice(None)
-    ds = xr.Dataset(
-        {
-            "h_eq": xr.Variable(lead + ("unit",), (S - model.sign * hp)[sel], {"long_name": "equilibrium state h_eq", "units": "1"}),
-            "s_eq": xr.Variable(lead + ("unit",), S[sel], {"long_name": "equilibrium s = h_eq ± h_prev", "units": "1"}),
-            "residual": xr.Variable(lead, res[sel], {"long_name": "max-abs residual of α s − φ(U s + W x + b)", "units": "1"}),
-            "iterations": xr.Variable(lead, its[sel], {"long_name": "iterations", "units": "1"}),
-            "converged": xr.Variable(lead, conv[sel].astype(np.int8), {"long_name": f"residual ≤ {tol:g}", "units": "1"}),
-            "x": xr.Variable(lead + ("unit_in",), xa[sel], {"long_name": "input x", "units": "1"}),
-            "h_prev": xr.Variable(lead + ("unit",), np.array(hp)[sel], {"long_name": "previous state h_{m-1}", "units": "1"}),
-            **model_variables(model),
-        },
-        attrs={**model_attrs(model), **base_attrs("numpy", None), "method": method, "tol": tol},
-    )
-    return finish(ds, "irnn_equilibrium")
+        _check_irnn(model)
+        if method not in METHODS:
+            raise ParameterError("method", f"must be one of {', '.join(METHODS)}, got {method!r}")
+        if max_iter is None:
+            max_iter = 10_000 if method == "euler" else 50
+        xa = np.asarray(x, dtype=np.float64)
+        single = xa.ndim == 1
+        xa = np.atleast_2d(xa)
+        if xa.ndim != 2 or xa.shape[1] != model.inputs or not np.all(np.isfinite(xa)):
+            raise ParameterError("x", f"must be finite with shape ({model.inputs},) or (N, {model.inputs}), got {np.shape(x)}")
+        N, D = xa.shape[0], model.hidden
+        if h_prev is None:
+            hp = np.zeros((N, D))
+        else:
+            hp = np.asarray(h_prev, dtype=np.float64)
+            if hp.shape not in ((D,), (N, D)):
+                raise ParameterError("h_prev", f"must have shape ({D},) or ({N}, {D}), got {hp.shape}")
+            hp = np.broadcast_to(hp, (N, D))
+        if not np.all(np.isfinite(hp)):
+            raise ParameterError("h_prev", "must be finite")
+        # every input at once through the batched solvers of ``equilibrium`` (same iterates, same
+        # counts as one solve per input: each row runs its own Newton/Euler/scipy iteration)
+        system = System(model)
+        start = (1.0 + model.sign) * hp if model.g0 == "previous" else model.sign * hp
+        S, res, its, conv = run_solver(system, system.c(xa), start, method, tol=tol, max_iter=max_iter)
+        lead = () if single else ("batch",)
+        sel = 0 if single else slice(None)
+        ds = xr.Dataset(
+            {
+                "h_eq": xr.Variable(lead + ("unit",), (S - model.sign * hp)[sel], {"long_name": "equilibrium state h_eq", "units": "1"}),
+                "s_eq": xr.Variable(lead + ("unit",), S[sel], {"long_name": "equilibrium s = h_eq ± h_prev", "units": "1"}),
+                "residual": xr.Variable(lead, res[sel], {"long_name": "max-abs residual of α s − φ(U s + W x + b)", "units": "1"}),
+                "iterations": xr.Variable(lead, its[sel], {"long_name": "iterations", "units": "1"}),
+                "converged": xr.Variable(lead, conv[sel].astype(np.int8), {"long_name": f"residual ≤ {tol:g}", "units": "1"}),
+                "x": xr.Variable(lead + ("unit_in",), xa[sel], {"long_name": "input x", "units": "1"}),
+                "h_prev": xr.Variable(lead + ("unit",), np.array(hp)[sel], {"long_name": "previous state h_{m-1}", "units": "1"}),
+                **model_variables(model),
+            },
+            attrs={**model_attrs(model), **base_attrs("numpy", None), "method": method, "tol": tol},
+        )
+        return finish(ds, "irnn_equilibrium")
 
 
 # =============================================================================================
@@ -619,7 +620,6 @@ def _check_tol(tol):
     return tol
 
 
-@blas_threads("EQUILIBRIA_BLAS_THREADS")
 def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1e-12, max_iter=None,
                 step_size=None, stability_tol: float = 1e-9, derivatives: bool = False, command=None):
     """Equilibria at constant inputs, batched: the iRNN step's, or a fixed point of any other model.
@@ -659,61 +659,62 @@ def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1
     >>> eq = equilibrium(m, x[0], h_prev)            # one input
     >>> eq = equilibrium(m, x, method="scipy")       # (N, d) inputs
     """
-    import xarray as xr
+    with get_backend(None):
+        import xarray as xr
 
-    from .._dataset import base_attrs, model_attrs, model_variables
+        from .._dataset import base_attrs, model_attrs, model_variables
 
-    system = System(model)
-    tol = _check_tol(tol)
-    xa, single = _inputs(model, x)
-    N = xa.shape[0]
-    hp = _states(model, h_prev, N, "h_prev")
-    c = system.c(xa)
-    if system.kind == "irnn":
-        y0 = (1.0 + model.sign) * hp if model.g0 == "previous" else model.sign * hp
-    else:
-        y0 = hp.copy()
-    y, res, its, conv = run_solver(system, c, y0, method, tol=tol, max_iter=max_iter, step_size=step_size)
-    h_eq = y - model.sign * hp if system.kind == "irnn" else y
-    eigs = flow_eigenvalues(system, y, c)
-    lead = () if single else ("batch",)
-    sel = 0 if single else slice(None)
-    data = {
-        "h_eq": xr.Variable(lead + ("unit",), h_eq[sel], {"long_name": "equilibrium state h_eq", "units": "1"}),
-        "residual": xr.Variable(lead, res[sel], {"long_name": "max-abs residual ‖F‖∞ of the equilibrium equation",
-                                                 "units": "1"}),
-        "iterations": xr.Variable(lead, its[sel], {"long_name": f"{method} iterations", "units": "1"}),
-        "converged": xr.Variable(lead, conv[sel].astype(np.int8), {"long_name": f"residual ≤ {tol:g}", "units": "1"}),
-        **eig_variables(eigs[sel], lead, what=_flow_label(system)),
-        "max_real": xr.Variable(lead, eigs.real.max(axis=1)[sel], {"long_name": "largest real part of the eigenvalues",
-                                                                   "units": "1"}),
-        "x": xr.Variable(lead + ("unit_in",), xa[sel], {"long_name": "constant input x", "units": "1"}),
-        "h_prev": xr.Variable(lead + ("unit",), hp[sel], {"long_name": "previous state h_{m-1}" if system.kind == "irnn"
-                                                          else "start of the solve", "units": "1"}),
-        **model_variables(model),
-    }
-    if system.discrete:
-        radius = np.abs(eigs + 1.0).max(axis=1)  # step Jacobian = ∂F/∂h + I
-        data["step_radius"] = xr.Variable(lead, radius[sel], {"long_name": "spectral radius of the step Jacobian",
-                                                              "units": "1"})
-        stab = stability_label(eigs + 1.0, discrete=True, tol=stability_tol)
-    else:
-        stab = stability_label(eigs, discrete=False, tol=stability_tol)
-    data["stability"] = xr.Variable(lead, stab[sel], dict(STABILITY_ATTRS))
-    if system.kind == "irnn":
-        data["s_eq"] = xr.Variable(lead + ("unit",), y[sel], {"long_name": "equilibrium s = h_eq ± h_prev", "units": "1"})
-    if derivatives:
-        dx, dhp = implicit_derivatives(system, y, c)
-        data["dh_dx"] = xr.Variable(lead + ("unit", "unit_in"), dx[sel], {"long_name": "∂h_eq/∂x (implicit function)",
-                                                                           "units": "1"})
-        if dhp is not None:
-            data["dh_dhprev"] = xr.Variable(lead + ("unit", "unit_from"), dhp[sel],
-                                            {"long_name": "∂h_eq/∂h_(m-1) (implicit function)", "units": "1"})
-    attrs = {**model_attrs(model), **base_attrs("numpy", command), "method": method, "tol": tol,
-             "step_size": float(system.step_size if step_size is None else step_size),
-             "n_converged": int(conv.sum()), "n_points": int(N), "system": system.kind,
-             "equation": _EQUATIONS[system.kind]}
-    return finish(xr.Dataset(data, attrs=attrs).assign_coords(_part_coords(model)), "equilibrium")
+        system = System(model)
+        tol = _check_tol(tol)
+        xa, single = _inputs(model, x)
+        N = xa.shape[0]
+        hp = _states(model, h_prev, N, "h_prev")
+        c = system.c(xa)
+        if system.kind == "irnn":
+            y0 = (1.0 + model.sign) * hp if model.g0 == "previous" else model.sign * hp
+        else:
+            y0 = hp.copy()
+        y, res, its, conv = run_solver(system, c, y0, method, tol=tol, max_iter=max_iter, step_size=step_size)
+        h_eq = y - model.sign * hp if system.kind == "irnn" else y
+        eigs = flow_eigenvalues(system, y, c)
+        lead = () if single else ("batch",)
+        sel = 0 if single else slice(None)
+        data = {
+            "h_eq": xr.Variable(lead + ("unit",), h_eq[sel], {"long_name": "equilibrium state h_eq", "units": "1"}),
+            "residual": xr.Variable(lead, res[sel], {"long_name": "max-abs residual ‖F‖∞ of the equilibrium equation",
+                                                     "units": "1"}),
+            "iterations": xr.Variable(lead, its[sel], {"long_name": f"{method} iterations", "units": "1"}),
+            "converged": xr.Variable(lead, conv[sel].astype(np.int8), {"long_name": f"residual ≤ {tol:g}", "units": "1"}),
+            **eig_variables(eigs[sel], lead, what=_flow_label(system)),
+            "max_real": xr.Variable(lead, eigs.real.max(axis=1)[sel], {"long_name": "largest real part of the eigenvalues",
+                                                                       "units": "1"}),
+            "x": xr.Variable(lead + ("unit_in",), xa[sel], {"long_name": "constant input x", "units": "1"}),
+            "h_prev": xr.Variable(lead + ("unit",), hp[sel], {"long_name": "previous state h_{m-1}" if system.kind == "irnn"
+                                                              else "start of the solve", "units": "1"}),
+            **model_variables(model),
+        }
+        if system.discrete:
+            radius = np.abs(eigs + 1.0).max(axis=1)  # step Jacobian = ∂F/∂h + I
+            data["step_radius"] = xr.Variable(lead, radius[sel], {"long_name": "spectral radius of the step Jacobian",
+                                                                  "units": "1"})
+            stab = stability_label(eigs + 1.0, discrete=True, tol=stability_tol)
+        else:
+            stab = stability_label(eigs, discrete=False, tol=stability_tol)
+        data["stability"] = xr.Variable(lead, stab[sel], dict(STABILITY_ATTRS))
+        if system.kind == "irnn":
+            data["s_eq"] = xr.Variable(lead + ("unit",), y[sel], {"long_name": "equilibrium s = h_eq ± h_prev", "units": "1"})
+        if derivatives:
+            dx, dhp = implicit_derivatives(system, y, c)
+            data["dh_dx"] = xr.Variable(lead + ("unit", "unit_in"), dx[sel], {"long_name": "∂h_eq/∂x (implicit function)",
+                                                                               "units": "1"})
+            if dhp is not None:
+                data["dh_dhprev"] = xr.Variable(lead + ("unit", "unit_from"), dhp[sel],
+                                                {"long_name": "∂h_eq/∂h_(m-1) (implicit function)", "units": "1"})
+        attrs = {**model_attrs(model), **base_attrs("numpy", command), "method": method, "tol": tol,
+                 "step_size": float(system.step_size if step_size is None else step_size),
+                 "n_converged": int(conv.sum()), "n_points": int(N), "system": system.kind,
+                 "equation": _EQUATIONS[system.kind]}
+        return finish(xr.Dataset(data, attrs=attrs).assign_coords(_part_coords(model)), "equilibrium")
 
 
 def implicit_derivatives(system: System, y, c):
@@ -743,7 +744,6 @@ _EQUATIONS = {"irnn": "α s = φ(U s + W x + b), s = h_eq + sign·h_prev",
 
 
 # ------------------------------------------------------------------ multi-start search
-@blas_threads("EQUILIBRIA_BLAS_THREADS")
 def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 50, spread: float = 2.0,
                  starts=None, trajectories=None, start_noise: float = 0.0, n_components: int = 3, seed: int = 0,
                  tol: float = 1e-12, slow_tol: float = 1e-6, dedup_tol: float = 1e-6, max_iter: int = 200,
@@ -802,145 +802,146 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
     -------
     >>> fp = fixed_points(make_model("ctrnn", 2, 1, weight_scale=3, seed=1), [0.0])
     """
-    import xarray as xr
+    with get_backend(None):
+        import xarray as xr
 
-    from .._dataset import base_attrs, model_attrs, model_variables
+        from .._dataset import base_attrs, model_attrs, model_variables
 
-    system = System(model)
-    tol = _check_tol(tol)
-    xa, _ = _inputs(model, np.zeros(model.inputs) if x is None else x)
-    if xa.shape[0] != 1:
-        raise ParameterError("x", "fixed_points takes one constant input (d,)")
-    if int(n_starts) < 1 and starts is None:
-        raise ParameterError("n_starts", f"must be ≥ 1, got {n_starts}")
-    D = model.state_size
-    check_fixed_points(max(int(n_starts), 0) + (0 if starts is None else len(starts)), D)  # before allocating
-    rng = np.random.default_rng(seed)
-    traj = None
-    if trajectories is not None:
-        traj = np.asarray(trajectories, dtype=np.float64)
-        if traj.ndim == 2:
-            traj = traj[None]
-        if traj.ndim != 3 or traj.shape[2] != D or traj.shape[1] < 1 or not np.all(np.isfinite(traj)):
-            raise ParameterError("trajectories", f"must be finite states (B, T, {D}) or (N, {D}), "
-                                                 f"got shape {np.shape(trajectories)}")
-        if not (np.isfinite(start_noise) and start_noise >= 0):
-            raise ParameterError("start_noise", f"must be finite and ≥ 0, got {start_noise}")
-    Y = [np.empty((0, D))]
-    if int(n_starts) > 0 and traj is not None:
-        flat = traj.reshape(-1, D)
-        y = flat[rng.integers(0, flat.shape[0], int(n_starts))]
-        Y.append(y + float(start_noise) * rng.standard_normal(y.shape))
-    elif int(n_starts) > 0:
-        y = rng.standard_normal((int(n_starts), D)) * float(spread)
-        c = system.c_rows(xa, y.shape[0])
-        # where along its trajectory each start is taken: early points (where the dynamics is
-        # still far from the attractors, near saddles and slow regions) are favoured
-        stop = np.floor(int(trajectory_steps) * rng.random(y.shape[0]) ** 2).astype(np.int64)
-        with np.errstate(all="ignore"):
-            for k in range(int(trajectory_steps)):
-                move = stop > k
-                y[move] += system.step_size * system.F(y[move], c[move])
-        Y.append(y[np.all(np.isfinite(y), axis=1)])
-    if starts is not None:
-        s = np.asarray(starts, dtype=np.float64)
-        if s.ndim != 2 or s.shape[1] != D or not np.all(np.isfinite(s)):
-            raise ParameterError("starts", f"must be a finite (n, {D}) array, got shape {s.shape}")
-        Y.append(s)
-    Y = np.vstack(Y)
-    c = system.c_rows(xa, Y.shape[0])
-    Y, q, its = _search(system, c, Y, tol, max_iter)
-    # second pass: saddles separate attractors, so start again halfway between every pair of
-    # distinct minima found (a cheap way not to miss the unstable equilibria between them)
-    good = Y[q <= max(slow_tol, tol)]
-    uniq = []
-    for yv in good:
-        if all(np.linalg.norm(yv - u) > 1e-3 * (1.0 + np.linalg.norm(u)) for u in uniq):
-            uniq.append(yv)
-    mids = [0.5 * (a + b) for i, a in enumerate(uniq) for b in uniq[i + 1:]][:1000]
-    if mids:
-        M = np.array(mids)
-        cM = system.c_rows(xa, M.shape[0])
-        M, qM, itsM = _search(system, cM, M, tol, max_iter)
-        Y, q, c, its = np.vstack([Y, M]), np.concatenate([q, qM]), np.vstack([c, cM]), np.concatenate([its, itsM])
-    # polish every start whose q is small enough to be a root or a slow point
-    cand = q <= max(slow_tol, tol)
-    Yp, rp, itp, okp = newton_batched(system, c[cand], Y[cand], tol=tol, max_iter=50)
-    itp = itp + its[cand]
-    roots, slow = [], []
-    for yv, r, it, ok, y_lm, q_lm in zip(Yp, rp, itp, okp, Y[cand], q[cand]):
-        if ok:
-            roots.append((yv, it))
-        else:
-            slow.append((y_lm, q_lm, it))
-    pts, hits, kinds, iters = _dedup_roots(roots, dedup_tol)
-    for yv, qv, it in sorted(slow, key=lambda t: t[1]):
-        for i, p in enumerate(pts):
-            if np.linalg.norm(yv - p) <= 1e-3 * (1.0 + np.linalg.norm(p)):
-                hits[i] += 1
-                break
-        else:
-            pts.append(yv)
-            hits.append(1)
-            kinds.append(0)
-            iters.append(it)
-    P = np.array(pts).reshape(-1, D)
-    n = P.shape[0]
-    cP = system.c_rows(xa, n)
-    FP = system.F(P, cP) if n else np.empty((0, D))
-    resP = _maxabs(FP) if n else np.empty(0)
-    cert, radius = system.certify(P, cP, FP) if n else (np.zeros(0, bool), np.empty(0))
-    eigs, vecs = _eig_with_vectors(system, P, cP)
-    growth = eigs + 1.0 if system.discrete else eigs
-    stab = stability_label(growth, discrete=system.discrete, tol=stability_tol)
-    kinds = np.array(kinds, dtype=np.int8)
-    lab = _flow_label(system)
-    data = {
-        "h_eq": xr.Variable(("point", "unit"), P, {"long_name": f"equilibrium ({system.variable})", "units": "1"}),
-        "q": xr.Variable(("point",), 0.5 * np.sum(FP ** 2, axis=1), {"long_name": "q = ½‖F‖²", "units": "1"}),
-        "residual": xr.Variable(("point",), resP, {"long_name": "max-abs residual ‖F‖∞", "units": "1"}),
-        "converged": xr.Variable(("point",), (resP <= tol).astype(np.int8), {"long_name": f"residual ≤ {tol:g}",
-                                                                            "units": "1"}),
-        "iterations": xr.Variable(("point",), np.array(iters, dtype=np.int64),
-                                  {"long_name": "Newton iterations (search and polish) of the first start that "
-                                                "ended here; Levenberg–Marquardt steps not counted", "units": "1"}),
-        "certified": xr.Variable(("point",), cert.astype(np.int8),
-                                 {"long_name": "a unique true root proven nearby (Newton–Kantorovich)", "units": "1"}),
-        "certified_radius": xr.Variable(("point",), radius, {"long_name": "radius of the ball holding the true root",
-                                                             "units": "1"}),
-        "kind": xr.Variable(("point",), kinds, {"long_name": "1 root, 0 slow point", "units": "1",
-                                                "flag_values": np.array([0, 1], dtype=np.int8),
-                                                "flag_meanings": "slow_point root"}),
-        "hits": xr.Variable(("point",), np.array(hits, dtype=np.int64), {"long_name": "starts that ended here",
-                                                                          "units": "1"}),
-        **eig_variables(eigs, ("point",), what=lab),
-        "max_real": xr.Variable(("point",), eigs.real.max(axis=1) if n else np.empty(0),
-                                {"long_name": "largest real part of the eigenvalues", "units": "1"}),
-        "stability": xr.Variable(("point",), stab, dict(STABILITY_ATTRS)),
-        "x": xr.Variable(("unit_in",), xa[0], {"long_name": "constant input x", "units": "1"}),
-        **_unstable_modes(eigs, vecs, growth, system.discrete, stability_tol, lab),
-        **model_variables(model),
-    }
-    if system.discrete:
-        data.update(eig_variables(eigs + 1.0, ("point",), name="step_eig",
-                                  what="eigenvalue of the step Jacobian ∂s_t/∂s_(t-1)"))
-        data["step_radius"] = xr.Variable(("point",), np.abs(eigs + 1.0).max(axis=1) if n else np.empty(0),
-                                          {"long_name": "spectral radius of the step Jacobian", "units": "1"})
-    if traj is not None:
-        data.update(_projection(traj, P, data, int(n_components)))
-    n_unst = data["n_unstable"].values
-    attrs = {**model_attrs(model), **base_attrs("numpy", command), "tol": tol, "slow_tol": slow_tol,
-             "n_starts": int(Y.shape[0]), "trajectory_steps": int(trajectory_steps), "spread": float(spread),
-             "starts_from": "trajectories" if traj is not None else "random states run along the dynamics",
-             "start_noise": float(start_noise), "dedup_tol": float(dedup_tol),
-             "search_seed": int(seed), "n_roots": int((kinds == 1).sum()), "n_slow": int((kinds == 0).sum()),
-             "n_stable": int(((kinds == 1) & (stab == STABLE)).sum()),
-             "n_saddles": int(((kinds == 1) & (n_unst == 1)).sum()),
-             "certificate": _certificate_note(system),
-             "system": system.kind, "equation": _EQUATIONS[system.kind]}
-    ds = xr.Dataset(data, attrs=attrs)
-    ds = ds.assign_coords(_part_coords(model))
-    return finish(ds, "fixed_points")
+        system = System(model)
+        tol = _check_tol(tol)
+        xa, _ = _inputs(model, np.zeros(model.inputs) if x is None else x)
+        if xa.shape[0] != 1:
+            raise ParameterError("x", "fixed_points takes one constant input (d,)")
+        if int(n_starts) < 1 and starts is None:
+            raise ParameterError("n_starts", f"must be ≥ 1, got {n_starts}")
+        D = model.state_size
+        check_fixed_points(max(int(n_starts), 0) + (0 if starts is None else len(starts)), D)  # before allocating
+        rng = np.random.default_rng(seed)
+        traj = None
+        if trajectories is not None:
+            traj = np.asarray(trajectories, dtype=np.float64)
+            if traj.ndim == 2:
+                traj = traj[None]
+            if traj.ndim != 3 or traj.shape[2] != D or traj.shape[1] < 1 or not np.all(np.isfinite(traj)):
+                raise ParameterError("trajectories", f"must be finite states (B, T, {D}) or (N, {D}), "
+                                                     f"got shape {np.shape(trajectories)}")
+            if not (np.isfinite(start_noise) and start_noise >= 0):
+                raise ParameterError("start_noise", f"must be finite and ≥ 0, got {start_noise}")
+        Y = [np.empty((0, D))]
+        if int(n_starts) > 0 and traj is not None:
+            flat = traj.reshape(-1, D)
+            y = flat[rng.integers(0, flat.shape[0], int(n_starts))]
+            Y.append(y + float(start_noise) * rng.standard_normal(y.shape))
+        elif int(n_starts) > 0:
+            y = rng.standard_normal((int(n_starts), D)) * float(spread)
+            c = system.c_rows(xa, y.shape[0])
+            # where along its trajectory each start is taken: early points (where the dynamics is
+            # still far from the attractors, near saddles and slow regions) are favoured
+            stop = np.floor(int(trajectory_steps) * rng.random(y.shape[0]) ** 2).astype(np.int64)
+            with np.errstate(all="ignore"):
+                for k in range(int(trajectory_steps)):
+                    move = stop > k
+                    y[move] += system.step_size * system.F(y[move], c[move])
+            Y.append(y[np.all(np.isfinite(y), axis=1)])
+        if starts is not None:
+            s = np.asarray(starts, dtype=np.float64)
+            if s.ndim != 2 or s.shape[1] != D or not np.all(np.isfinite(s)):
+                raise ParameterError("starts", f"must be a finite (n, {D}) array, got shape {s.shape}")
+            Y.append(s)
+        Y = np.vstack(Y)
+        c = system.c_rows(xa, Y.shape[0])
+        Y, q, its = _search(system, c, Y, tol, max_iter)
+        # second pass: saddles separate attractors, so start again halfway between every pair of
+        # distinct minima found (a cheap way not to miss the unstable equilibria between them)
+        good = Y[q <= max(slow_tol, tol)]
+        uniq = []
+        for yv in good:
+            if all(np.linalg.norm(yv - u) > 1e-3 * (1.0 + np.linalg.norm(u)) for u in uniq):
+                uniq.append(yv)
+        mids = [0.5 * (a + b) for i, a in enumerate(uniq) for b in uniq[i + 1:]][:1000]
+        if mids:
+            M = np.array(mids)
+            cM = system.c_rows(xa, M.shape[0])
+            M, qM, itsM = _search(system, cM, M, tol, max_iter)
+            Y, q, c, its = np.vstack([Y, M]), np.concatenate([q, qM]), np.vstack([c, cM]), np.concatenate([its, itsM])
+        # polish every start whose q is small enough to be a root or a slow point
+        cand = q <= max(slow_tol, tol)
+        Yp, rp, itp, okp = newton_batched(system, c[cand], Y[cand], tol=tol, max_iter=50)
+        itp = itp + its[cand]
+        roots, slow = [], []
+        for yv, r, it, ok, y_lm, q_lm in zip(Yp, rp, itp, okp, Y[cand], q[cand]):
+            if ok:
+                roots.append((yv, it))
+            else:
+                slow.append((y_lm, q_lm, it))
+        pts, hits, kinds, iters = _dedup_roots(roots, dedup_tol)
+        for yv, qv, it in sorted(slow, key=lambda t: t[1]):
+            for i, p in enumerate(pts):
+                if np.linalg.norm(yv - p) <= 1e-3 * (1.0 + np.linalg.norm(p)):
+                    hits[i] += 1
+                    break
+            else:
+                pts.append(yv)
+                hits.append(1)
+                kinds.append(0)
+                iters.append(it)
+        P = np.array(pts).reshape(-1, D)
+        n = P.shape[0]
+        cP = system.c_rows(xa, n)
+        FP = system.F(P, cP) if n else np.empty((0, D))
+        resP = _maxabs(FP) if n else np.empty(0)
+        cert, radius = system.certify(P, cP, FP) if n else (np.zeros(0, bool), np.empty(0))
+        eigs, vecs = _eig_with_vectors(system, P, cP)
+        growth = eigs + 1.0 if system.discrete else eigs
+        stab = stability_label(growth, discrete=system.discrete, tol=stability_tol)
+        kinds = np.array(kinds, dtype=np.int8)
+        lab = _flow_label(system)
+        data = {
+            "h_eq": xr.Variable(("point", "unit"), P, {"long_name": f"equilibrium ({system.variable})", "units": "1"}),
+            "q": xr.Variable(("point",), 0.5 * np.sum(FP ** 2, axis=1), {"long_name": "q = ½‖F‖²", "units": "1"}),
+            "residual": xr.Variable(("point",), resP, {"long_name": "max-abs residual ‖F‖∞", "units": "1"}),
+            "converged": xr.Variable(("point",), (resP <= tol).astype(np.int8), {"long_name": f"residual ≤ {tol:g}",
+                                                                                "units": "1"}),
+            "iterations": xr.Variable(("point",), np.array(iters, dtype=np.int64),
+                                      {"long_name": "Newton iterations (search and polish) of the first start that "
+                                                    "ended here; Levenberg–Marquardt steps not counted", "units": "1"}),
+            "certified": xr.Variable(("point",), cert.astype(np.int8),
+                                     {"long_name": "a unique true root proven nearby (Newton–Kantorovich)", "units": "1"}),
+            "certified_radius": xr.Variable(("point",), radius, {"long_name": "radius of the ball holding the true root",
+                                                                 "units": "1"}),
+            "kind": xr.Variable(("point",), kinds, {"long_name": "1 root, 0 slow point", "units": "1",
+                                                    "flag_values": np.array([0, 1], dtype=np.int8),
+                                                    "flag_meanings": "slow_point root"}),
+            "hits": xr.Variable(("point",), np.array(hits, dtype=np.int64), {"long_name": "starts that ended here",
+                                                                              "units": "1"}),
+            **eig_variables(eigs, ("point",), what=lab),
+            "max_real": xr.Variable(("point",), eigs.real.max(axis=1) if n else np.empty(0),
+                                    {"long_name": "largest real part of the eigenvalues", "units": "1"}),
+            "stability": xr.Variable(("point",), stab, dict(STABILITY_ATTRS)),
+            "x": xr.Variable(("unit_in",), xa[0], {"long_name": "constant input x", "units": "1"}),
+            **_unstable_modes(eigs, vecs, growth, system.discrete, stability_tol, lab),
+            **model_variables(model),
+        }
+        if system.discrete:
+            data.update(eig_variables(eigs + 1.0, ("point",), name="step_eig",
+                                      what="eigenvalue of the step Jacobian ∂s_t/∂s_(t-1)"))
+            data["step_radius"] = xr.Variable(("point",), np.abs(eigs + 1.0).max(axis=1) if n else np.empty(0),
+                                              {"long_name": "spectral radius of the step Jacobian", "units": "1"})
+        if traj is not None:
+            data.update(_projection(traj, P, data, int(n_components)))
+        n_unst = data["n_unstable"].values
+        attrs = {**model_attrs(model), **base_attrs("numpy", command), "tol": tol, "slow_tol": slow_tol,
+                 "n_starts": int(Y.shape[0]), "trajectory_steps": int(trajectory_steps), "spread": float(spread),
+                 "starts_from": "trajectories" if traj is not None else "random states run along the dynamics",
+                 "start_noise": float(start_noise), "dedup_tol": float(dedup_tol),
+                 "search_seed": int(seed), "n_roots": int((kinds == 1).sum()), "n_slow": int((kinds == 0).sum()),
+                 "n_stable": int(((kinds == 1) & (stab == STABLE)).sum()),
+                 "n_saddles": int(((kinds == 1) & (n_unst == 1)).sum()),
+                 "certificate": _certificate_note(system),
+                 "system": system.kind, "equation": _EQUATIONS[system.kind]}
+        ds = xr.Dataset(data, attrs=attrs)
+        ds = ds.assign_coords(_part_coords(model))
+        return finish(ds, "fixed_points")
 
 
 #: Newton iterations from every start before the rows that have not converged go on by

@@ -38,7 +38,6 @@ import dataclasses
 
 import numpy as np
 
-from ..backends.numba.threads import blas_threads
 from .._dataset import finish
 from .._resources import progress
 from ..activations import MAX_AFFINE, dphi, piece
@@ -184,16 +183,16 @@ def forward(model, x, h0=None, *, backend=None) -> Trace:
     return Trace(layers, xa, batched, h0s, Hs, Zs, Ss, Ps, be)
 
 
-@blas_threads("PARTITION_BLAS_THREADS")
 def partition_codes(model, x, h0=None, *, backend=None) -> np.ndarray:
     """Affine-piece index of every unit at every step (and layer): (…, T, D[, L]) int8.
 
     relu/leaky-relu/abs: 1 where the pre-activation is ≥ 0, 0 where it is < 0; identity: 0.
     Leading (B,) axis only for a batched x.  A tanh/sigmoid model raises ``ParameterError``.
     """
-    tr = forward(model, x, h0, backend=backend)
-    c = tr.codes()
-    return c if tr.batched else c[0]
+    with get_backend(backend):
+        tr = forward(model, x, h0, backend=backend)
+        c = tr.codes()
+        return c if tr.batched else c[0]
 
 
 # ============================================================================ regions, distances
@@ -275,7 +274,6 @@ def _layer_matrix(m, S, h0, din):
     return A, Bv
 
 
-@blas_threads("PARTITION_BLAS_THREADS")
 def affine_form(model, x, h0=None, *, backend=None) -> dict:
     """The exact affine form h = A_RNN x + B_RNN of each input (MASO Theorems 1–2).
 
@@ -298,21 +296,22 @@ def affine_form(model, x, h0=None, *, backend=None) -> dict:
     >>> af["error"] < 1e-12
     True
     """
-    tr = forward(model, x, h0, backend=backend)
-    from .._resources import check_memory, nbytes, shape_text
+    with get_backend(backend):
+        tr = forward(model, x, h0, backend=backend)
+        from .._resources import check_memory, nbytes, shape_text
 
-    B, T, d = tr.x.shape
-    D = tr.layers[-1].hidden
-    din = max(d, D if len(tr.layers) > 1 else d)
-    check_memory(2 * nbytes(B, T, D, T, din), "x", f"the materialised A_RNN (B×T·D×T·d = "
-                                                  f"{shape_text(B, T * D, T * din)} float64, and its build); "
-                                                  "use templates or partition for long sequences")
-    A, Bv = _compose(tr)
-    B, T, d = tr.x.shape
-    h = tr.H[-1].reshape(B, -1)
-    err = np.max(np.abs(np.einsum("bij,bj->bi", A, tr.x.reshape(B, -1)) + Bv - h), axis=1)
-    out = {"A": A, "B": Bv, "h": h, "error": err}
-    return out if tr.batched else {k: v[0] for k, v in out.items()}
+        B, T, d = tr.x.shape
+        D = tr.layers[-1].hidden
+        din = max(d, D if len(tr.layers) > 1 else d)
+        check_memory(2 * nbytes(B, T, D, T, din), "x", f"the materialised A_RNN (B×T·D×T·d = "
+                                                      f"{shape_text(B, T * D, T * din)} float64, and its build); "
+                                                      "use templates or partition for long sequences")
+        A, Bv = _compose(tr)
+        B, T, d = tr.x.shape
+        h = tr.H[-1].reshape(B, -1)
+        err = np.max(np.abs(np.einsum("bij,bj->bi", A, tr.x.reshape(B, -1)) + Bv - h), axis=1)
+        out = {"A": A, "B": Bv, "h": h, "error": err}
+        return out if tr.batched else {k: v[0] for k, v in out.items()}
 
 
 def _compose(tr: Trace):
@@ -486,7 +485,6 @@ def template_arrays(tr: Trace, W_out, b_out=None) -> dict:
             "dz_dh0": np.concatenate(r["dh0"], axis=-1).reshape(B, Wo.shape[0], -1)}
 
 
-@blas_threads("PARTITION_BLAS_THREADS")
 def templates(model, x, W_out, b_out=None, h0=None, *, backend=None, command=None):
     """Matched-filter templates dz/dx of a linear read-out z = W_out h_T + b_out (MASO §5).
 
@@ -513,32 +511,32 @@ def templates(model, x, W_out, b_out=None, h0=None, *, backend=None, command=Non
     >>> float(ds["z_error"].max()) < 1e-12
     True
     """
-    import xarray as xr
+    with get_backend(backend):
+        import xarray as xr
 
-    tr = forward(model, x, h0, backend=backend)
-    r = template_arrays(tr, W_out, b_out)
-    sel = slice(None) if tr.batched else 0
-    lead = ("batch",) if tr.batched else ()
-    err = np.abs(r["inner"] + r["bias"] - r["z"])
-    data = {
-        "template": xr.Variable(lead + ("class", "time", "unit_in"), r["template"][sel],
-                                {"long_name": "template dz_c/dx_t", "units": "1"}),
-        "inner_product": xr.Variable(lead + ("class",), r["inner"][sel],
-                                     {"long_name": "⟨template_c, x⟩", "units": "1"}),
-        "bias": xr.Variable(lead + ("class",), r["bias"][sel], {"long_name": "bias_c = z_c − ⟨template_c, x⟩",
+        tr = forward(model, x, h0, backend=backend)
+        r = template_arrays(tr, W_out, b_out)
+        sel = slice(None) if tr.batched else 0
+        lead = ("batch",) if tr.batched else ()
+        err = np.abs(r["inner"] + r["bias"] - r["z"])
+        data = {
+            "template": xr.Variable(lead + ("class", "time", "unit_in"), r["template"][sel],
+                                    {"long_name": "template dz_c/dx_t", "units": "1"}),
+            "inner_product": xr.Variable(lead + ("class",), r["inner"][sel],
+                                         {"long_name": "⟨template_c, x⟩", "units": "1"}),
+            "bias": xr.Variable(lead + ("class",), r["bias"][sel], {"long_name": "bias_c = z_c − ⟨template_c, x⟩",
+                                                                   "units": "1"}),
+            "z": xr.Variable(lead + ("class",), r["z"][sel], {"long_name": "read-out z = W_out h_T + b_out (forward)",
                                                                "units": "1"}),
-        "z": xr.Variable(lead + ("class",), r["z"][sel], {"long_name": "read-out z = W_out h_T + b_out (forward)",
-                                                           "units": "1"}),
-        "z_error": xr.Variable(lead + ("class",), err[sel],
-                               {"long_name": "|⟨template_c, x⟩ + bias_c − z_c|", "units": "1"}),
-        "W_out": xr.Variable(("class", "unit"), r["W_out"], {"long_name": "read-out weights W_out", "units": "1"}),
-        "b_out": xr.Variable(("class",), r["b_out"], {"long_name": "read-out bias b_out", "units": "1"}),
-    }
-    return finish(_wrap(model, tr, data, command, backend), "templates")
+            "z_error": xr.Variable(lead + ("class",), err[sel],
+                                   {"long_name": "|⟨template_c, x⟩ + bias_c − z_c|", "units": "1"}),
+            "W_out": xr.Variable(("class", "unit"), r["W_out"], {"long_name": "read-out weights W_out", "units": "1"}),
+            "b_out": xr.Variable(("class",), r["b_out"], {"long_name": "read-out bias b_out", "units": "1"}),
+        }
+        return finish(_wrap(model, tr, data, command, backend), "templates")
 
 
 # ============================================================================ random initial state
-@blas_threads("PARTITION_BLAS_THREADS")
 def initial_state_jacobian(model, x, h0=None, *, backend=None) -> np.ndarray:
     """𝒜_h = ∂h_T/∂h_0 = ∏_{s=T}^{1} A_σ^(s) W_r (MASO §6) for each sequence.
 
@@ -547,11 +545,12 @@ def initial_state_jacobian(model, x, h0=None, *, backend=None) -> np.ndarray:
 
     Returns (…, D, L·D) (leading (B,) only for a batched x).
     """
-    tr = forward(model, x, h0, backend=backend)
-    D = tr.layers[-1].hidden
-    r = _reverse_chunked(tr, np.eye(D))
-    Ah = np.concatenate(r["dh0"], axis=-1)
-    return Ah if tr.batched else Ah[0]
+    with get_backend(backend):
+        tr = forward(model, x, h0, backend=backend)
+        D = tr.layers[-1].hidden
+        r = _reverse_chunked(tr, np.eye(D))
+        Ah = np.concatenate(r["dh0"], axis=-1)
+        return Ah if tr.batched else Ah[0]
 
 
 def _check_targets(y, N: int, C: int, loss: str) -> np.ndarray:
@@ -602,7 +601,6 @@ def _prepare(model, x, y, W_out, b_out, loss, h0, backend):
     return loss, tr, Wo, bo, yy
 
 
-@blas_threads("PARTITION_BLAS_THREADS")
 def loss_gradient_h0(model, x, y, W_out, b_out=None, *, loss: str = "mse", h0=None, backend=None) -> dict:
     """∂L/∂h_0 = (∂L/∂z) W_out 𝒜_h for L = (1/N) Σ_n ℓ(z_n, y_n), z_n = W_out h_T + b_out (eq. 10).
 
@@ -615,21 +613,21 @@ def loss_gradient_h0(model, x, y, W_out, b_out=None, *, loss: str = "mse", h0=No
     Returns dict: ``dL_dh0`` (N, L·D), ``dL_dz`` (N, C), ``M`` (N, C, L·D) = ∂z/∂h_0 = W_out 𝒜_h,
     ``loss`` (the mean loss L).
     """
-    loss, tr, Wo, bo, yy = _prepare(model, x, y, W_out, b_out, loss, h0, backend)
-    N = tr.x.shape[0]
-    z = tr.H[-1][:, -1] @ Wo.T + bo
-    if loss == "mse":
-        dz = (z - yy) / N
-    else:
-        dz = _softmax(z)
-        dz[np.arange(N), yy] -= 1.0
-        dz /= N
-    M = np.concatenate(_reverse_chunked(tr, Wo)["dh0"], axis=-1)
-    return {"dL_dh0": np.einsum("nc,ncj->nj", dz, M), "dL_dz": dz, "M": M,
-            "loss": float(np.mean(losses(z, yy, loss)))}
+    with get_backend(backend):
+        loss, tr, Wo, bo, yy = _prepare(model, x, y, W_out, b_out, loss, h0, backend)
+        N = tr.x.shape[0]
+        z = tr.H[-1][:, -1] @ Wo.T + bo
+        if loss == "mse":
+            dz = (z - yy) / N
+        else:
+            dz = _softmax(z)
+            dz[np.arange(N), yy] -= 1.0
+            dz /= N
+        M = np.concatenate(_reverse_chunked(tr, Wo)["dh0"], axis=-1)
+        return {"dL_dh0": np.einsum("nc,ncj->nj", dz, M), "dL_dz": dz, "M": M,
+                "loss": float(np.mean(losses(z, yy, loss)))}
 
 
-@blas_threads("PARTITION_BLAS_THREADS")
 def random_h0_regulariser(model, x, y, W_out, b_out=None, *, sigma: float, loss: str = "mse", h0=None,
                           printed: bool = False, backend=None) -> dict:
     """The regulariser ℛ = E_ε[L̃] − L of a random initial state h_0 + ε, ε ~ N(0, σ² I) (MASO Thm. 3).
@@ -650,35 +648,35 @@ def random_h0_regulariser(model, x, y, W_out, b_out=None, *, sigma: float, loss:
 
     Returns dict: ``value`` ℛ, ``per_sequence`` (N,) the summands σ²/2·(…), ``loss`` L.
     """
-    sigma = float(sigma)
-    if not np.isfinite(sigma) or sigma < 0:
-        raise ParameterError("sigma", f"must be a finite number ≥ 0, got {sigma}")
-    loss, tr, Wo, bo, yy = _prepare(model, x, y, W_out, b_out, loss, h0, backend)
-    N = tr.x.shape[0]
-    z = tr.H[-1][:, -1] @ Wo.T + bo
-    p = _softmax(z)
-    if printed:
-        D = tr.layers[-1].hidden
-        Ah = np.concatenate(_reverse_chunked(tr, np.eye(D))["dh0"], axis=-1)
-        if loss == "mse":
-            per = np.sum(Ah ** 2, axis=(1, 2))
+    with get_backend(backend):
+        sigma = float(sigma)
+        if not np.isfinite(sigma) or sigma < 0:
+            raise ParameterError("sigma", f"must be a finite number ≥ 0, got {sigma}")
+        loss, tr, Wo, bo, yy = _prepare(model, x, y, W_out, b_out, loss, h0, backend)
+        N = tr.x.shape[0]
+        z = tr.H[-1][:, -1] @ Wo.T + bo
+        p = _softmax(z)
+        if printed:
+            D = tr.layers[-1].hidden
+            Ah = np.concatenate(_reverse_chunked(tr, np.eye(D))["dh0"], axis=-1)
+            if loss == "mse":
+                per = np.sum(Ah ** 2, axis=(1, 2))
+            else:
+                if Wo.shape[0] != D:
+                    raise ParameterError("W_out", f"the printed cross-entropy form ‖diag(p(1−p)) 𝒜_h‖² needs as many "
+                                                  f"classes as hidden units (C = D = {D}), got C = {Wo.shape[0]}")
+                per = np.sum(((p * (1 - p))[:, :, None] * Ah) ** 2, axis=(1, 2))
         else:
-            if Wo.shape[0] != D:
-                raise ParameterError("W_out", f"the printed cross-entropy form ‖diag(p(1−p)) 𝒜_h‖² needs as many "
-                                              f"classes as hidden units (C = D = {D}), got C = {Wo.shape[0]}")
-            per = np.sum(((p * (1 - p))[:, :, None] * Ah) ** 2, axis=(1, 2))
-    else:
-        M = np.concatenate(_reverse_chunked(tr, Wo)["dh0"], axis=-1)
-        if loss == "mse":
-            per = np.sum(M ** 2, axis=(1, 2))
-        else:
-            pM = np.einsum("nc,ncj->nj", p, M)
-            per = np.einsum("nc,ncj,ncj->n", p, M, M) - np.sum(pM ** 2, axis=1)
-    per = 0.5 * sigma ** 2 * per
-    return {"value": float(per.sum() / N), "per_sequence": per, "loss": float(np.mean(losses(z, yy, loss)))}
+            M = np.concatenate(_reverse_chunked(tr, Wo)["dh0"], axis=-1)
+            if loss == "mse":
+                per = np.sum(M ** 2, axis=(1, 2))
+            else:
+                pM = np.einsum("nc,ncj->nj", p, M)
+                per = np.einsum("nc,ncj,ncj->n", p, M, M) - np.sum(pM ** 2, axis=1)
+        per = 0.5 * sigma ** 2 * per
+        return {"value": float(per.sum() / N), "per_sequence": per, "loss": float(np.mean(losses(z, yy, loss)))}
 
 
-@blas_threads("PARTITION_BLAS_THREADS")
 def random_h0_monte_carlo(model, x, y, W_out, b_out=None, *, sigma: float, loss: str = "mse", pairs: int = 256,
                           seed: int | None = 0, h0=None, backend=None) -> dict:
     """Monte-Carlo estimate of E_ε[L̃] − L with antithetic pairs (the reference for Thm. 3).
@@ -691,39 +689,40 @@ def random_h0_monte_carlo(model, x, y, W_out, b_out=None, *, sigma: float, loss:
 
     Returns dict: ``estimate``, ``stderr``, ``pairs``, ``changed_fraction``, ``loss``.
     """
-    from .._validate import as_int
+    with get_backend(backend):
+        from .._validate import as_int
 
-    sigma = float(sigma)
-    if not np.isfinite(sigma) or sigma < 0:
-        raise ParameterError("sigma", f"must be a finite number ≥ 0, got {sigma}")
-    pairs = as_int(pairs, "pairs", low=2)
-    loss, tr, Wo, bo, yy = _prepare(model, x, y, W_out, b_out, loss, h0, backend)
-    N, T, d = tr.x.shape
-    L, D = len(tr.layers), tr.layers[0].hidden
-    base_loss = float(np.mean(losses(tr.H[-1][:, -1] @ Wo.T + bo, yy, loss)))
-    base_codes = tr.codes()
-    rng = np.random.default_rng(seed)
-    chunk = max(1, min(pairs, (1 << 20) // max(1, 2 * N * T * D * L)))
-    deltas, changed, runs = [], 0, 0
-    done = 0
-    while done < pairs:
-        P = min(chunk, pairs - done)
-        eps = sigma * rng.standard_normal((P, L, N, D))
-        xs = np.broadcast_to(tr.x, (2 * P, N, T, d)).reshape(2 * P * N, T, d)
-        h0s = [np.concatenate([(tr.h0[ell] + eps[:, ell]), (tr.h0[ell] - eps[:, ell])]).reshape(2 * P * N, D)
-               for ell in range(L)]
-        model_in = tr.layers[0] if L == 1 else StackedRNN(tr.layers)
-        pt = forward(model_in, xs, h0s if L > 1 else h0s[0], backend=backend)
-        zz = pt.H[-1][:, -1] @ Wo.T + bo
-        ll = losses(zz, np.tile(yy, (2 * P,) + (1,) * (yy.ndim - 1)), loss).reshape(2, P, N).mean(axis=2)
-        deltas.append(0.5 * (ll[0] + ll[1]) - base_loss)
-        codes = pt.codes().reshape((2 * P, N) + base_codes.shape[1:])
-        changed += int(np.sum(np.any((codes != base_codes[None]).reshape(2 * P, N, -1), axis=2)))
-        runs += 2 * P * N
-        done += P
-    delta = np.concatenate(deltas)
-    return {"estimate": float(delta.mean()), "stderr": float(delta.std(ddof=1) / np.sqrt(pairs)),
-            "pairs": pairs, "changed_fraction": changed / runs, "loss": base_loss}
+        sigma = float(sigma)
+        if not np.isfinite(sigma) or sigma < 0:
+            raise ParameterError("sigma", f"must be a finite number ≥ 0, got {sigma}")
+        pairs = as_int(pairs, "pairs", low=2)
+        loss, tr, Wo, bo, yy = _prepare(model, x, y, W_out, b_out, loss, h0, backend)
+        N, T, d = tr.x.shape
+        L, D = len(tr.layers), tr.layers[0].hidden
+        base_loss = float(np.mean(losses(tr.H[-1][:, -1] @ Wo.T + bo, yy, loss)))
+        base_codes = tr.codes()
+        rng = np.random.default_rng(seed)
+        chunk = max(1, min(pairs, (1 << 20) // max(1, 2 * N * T * D * L)))
+        deltas, changed, runs = [], 0, 0
+        done = 0
+        while done < pairs:
+            P = min(chunk, pairs - done)
+            eps = sigma * rng.standard_normal((P, L, N, D))
+            xs = np.broadcast_to(tr.x, (2 * P, N, T, d)).reshape(2 * P * N, T, d)
+            h0s = [np.concatenate([(tr.h0[ell] + eps[:, ell]), (tr.h0[ell] - eps[:, ell])]).reshape(2 * P * N, D)
+                   for ell in range(L)]
+            model_in = tr.layers[0] if L == 1 else StackedRNN(tr.layers)
+            pt = forward(model_in, xs, h0s if L > 1 else h0s[0], backend=backend)
+            zz = pt.H[-1][:, -1] @ Wo.T + bo
+            ll = losses(zz, np.tile(yy, (2 * P,) + (1,) * (yy.ndim - 1)), loss).reshape(2, P, N).mean(axis=2)
+            deltas.append(0.5 * (ll[0] + ll[1]) - base_loss)
+            codes = pt.codes().reshape((2 * P, N) + base_codes.shape[1:])
+            changed += int(np.sum(np.any((codes != base_codes[None]).reshape(2 * P, N, -1), axis=2)))
+            runs += 2 * P * N
+            done += P
+        delta = np.concatenate(deltas)
+        return {"estimate": float(delta.mean()), "stderr": float(delta.std(ddof=1) / np.sqrt(pairs)),
+                "pairs": pairs, "changed_fraction": changed / runs, "loss": base_loss}
 
 
 # ============================================================================ geometry
@@ -918,7 +917,6 @@ def _wrap(model, tr: Trace, data: dict, command, backend):
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-@blas_threads("PARTITION_BLAS_THREADS")
 def partition(model, x, h0=None, *, backend=None, reconstruction: str = "auto", command=None):
     """Partition codes, regions and the exact affine reconstruction of an RNN on its input(s).
 
@@ -945,43 +943,44 @@ def partition(model, x, h0=None, *, backend=None, reconstruction: str = "auto", 
     >>> ds = partition(make_model("rnn", 8, 1, activation="relu", seed=0), x)
     >>> ds["regions"].values        # non-decreasing
     """
-    import xarray as xr
+    with get_backend(backend):
+        import xarray as xr
 
-    try:
-        tr = forward(model, x, h0, backend=backend)
-    except DivergenceError as err:
-        # the steps before the divergence are kept: the partition of the finite prefix
-        n = err.step - 1
-        if err.partial is None and n >= 1:
-            xa = np.asarray(x)
-            try:
-                err.partial = partition(model, xa[..., :n, :], h0, backend=backend, reconstruction=reconstruction,
-                                        command=command)
-            except DivergenceError as inner:
-                err.partial = inner.partial
-        raise
-    codes = tr.codes()
-    regions, prefix = count_regions(codes)
-    err, method = reconstruction_error(tr, reconstruction)
-    sel = slice(None) if tr.batched else 0
-    lead = ("batch",) if tr.batched else ()
-    tail = ("layer",) if len(tr.layers) > 1 else ()
-    h0 = tr.h0[0] if len(tr.layers) == 1 else np.stack(tr.h0, axis=-1)
-    data = {
-        "codes": xr.Variable(lead + ("time", "unit") + tail, codes[sel],
-                             {"long_name": "partition code (affine piece of φ)", "units": "1"}),
-        "regions": xr.Variable(("time",), regions, {"long_name": "distinct codes seen so far", "units": "1"}),
-        "prefix_regions": xr.Variable(("time",), prefix, {"long_name": "distinct prefix codes c_1..c_t over the "
-                                                                       "batch", "units": "1"}),
-        "reconstruction_error": xr.Variable(lead, err[sel], {"long_name": "max |A_RNN x + B_RNN − h|",
-                                                             "units": "1"}),
-        "h": xr.Variable(lead + ("time", "unit") + tail, tr.states()[sel],
-                         {"long_name": "hidden state h_t", "units": "1"}),
-        "h0": xr.Variable(lead + ("unit",) + tail, h0[sel], {"long_name": "initial state h_0", "units": "1"}),
-    }
-    ds = _wrap(model, tr, data, command, backend)
-    ds.attrs["reconstruction_method"] = method
-    return finish(ds, "partition")
+        try:
+            tr = forward(model, x, h0, backend=backend)
+        except DivergenceError as err:
+            # the steps before the divergence are kept: the partition of the finite prefix
+            n = err.step - 1
+            if err.partial is None and n >= 1:
+                xa = np.asarray(x)
+                try:
+                    err.partial = partition(model, xa[..., :n, :], h0, backend=backend, reconstruction=reconstruction,
+                                            command=command)
+                except DivergenceError as inner:
+                    err.partial = inner.partial
+            raise
+        codes = tr.codes()
+        regions, prefix = count_regions(codes)
+        err, method = reconstruction_error(tr, reconstruction)
+        sel = slice(None) if tr.batched else 0
+        lead = ("batch",) if tr.batched else ()
+        tail = ("layer",) if len(tr.layers) > 1 else ()
+        h0 = tr.h0[0] if len(tr.layers) == 1 else np.stack(tr.h0, axis=-1)
+        data = {
+            "codes": xr.Variable(lead + ("time", "unit") + tail, codes[sel],
+                                 {"long_name": "partition code (affine piece of φ)", "units": "1"}),
+            "regions": xr.Variable(("time",), regions, {"long_name": "distinct codes seen so far", "units": "1"}),
+            "prefix_regions": xr.Variable(("time",), prefix, {"long_name": "distinct prefix codes c_1..c_t over the "
+                                                                           "batch", "units": "1"}),
+            "reconstruction_error": xr.Variable(lead, err[sel], {"long_name": "max |A_RNN x + B_RNN − h|",
+                                                                 "units": "1"}),
+            "h": xr.Variable(lead + ("time", "unit") + tail, tr.states()[sel],
+                             {"long_name": "hidden state h_t", "units": "1"}),
+            "h0": xr.Variable(lead + ("unit",) + tail, h0[sel], {"long_name": "initial state h_0", "units": "1"}),
+        }
+        ds = _wrap(model, tr, data, command, backend)
+        ds.attrs["reconstruction_method"] = method
+        return finish(ds, "partition")
 
 
 def model_from_partition(ds):

@@ -17,9 +17,10 @@ Complex eigenvalues are stored as real and imaginary parts (``eig_real``/``eig_i
 """
 from __future__ import annotations
 
+from ..backends import get_backend
+
 import numpy as np
 
-from ..backends.numba.threads import blas_threads
 from .._resources import check_spectrum, progress
 from ..errors import ParameterError
 from .equilibria import (STABILITY_ATTRS, System, _flow_label, _part_coords, eig_variables, flow_eigenvalues,
@@ -28,7 +29,6 @@ from .equilibria import (STABILITY_ATTRS, System, _flow_label, _part_coords, eig
 AT = ("trajectory", "equilibrium")
 
 
-@blas_threads("SPECTRA_BLAS_THREADS")
 def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, backend=None,
              tol: float = 1e-12, stability_tol: float = 1e-9, command=None):
     """Eigenvalues of ∇φ·U − αI (and of the step Jacobian) at every point of input sequences.
@@ -59,82 +59,83 @@ def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, ba
     >>> sp = spectrum(m, dl.tasks.random_walk(steps=1000, inputs=1, variance=10.0, seed=0))
     >>> (sp.max_real < 0).all()
     """
-    import xarray as xr
+    with get_backend(backend):
+        import xarray as xr
 
-    from .._dataset import base_attrs, finish, model_attrs, model_variables
-    from ..backends import resolve_backend
-    from ..simulation import check_h0, check_input, run_states
-    from .jacobians import jacobian_at
+        from .._dataset import base_attrs, finish, model_attrs, model_variables
+        from ..backends import resolve_backend
+        from ..simulation import check_h0, check_input, run_states
+        from .jacobians import jacobian_at
 
-    if at not in AT:
-        raise ParameterError("at", f"must be one of {', '.join(AT)}, got {at!r}")
-    system = System(model)
-    backend = resolve_backend(backend)
-    xa, batched = check_input(x, model.inputs)
-    B, T, d = xa.shape
-    check_spectrum(model, B, T, step=step)  # before running: refuses what cannot fit or finish
-    h0a = check_h0(h0, B, model.state_size)
-    H, bad, _ = run_states(model, xa, h0a, backend)
-    if bad.min() < T:
-        from ..errors import DivergenceError
+        if at not in AT:
+            raise ParameterError("at", f"must be one of {', '.join(AT)}, got {at!r}")
+        system = System(model)
+        backend = resolve_backend(backend)
+        xa, batched = check_input(x, model.inputs)
+        B, T, d = xa.shape
+        check_spectrum(model, B, T, step=step)  # before running: refuses what cannot fit or finish
+        h0a = check_h0(h0, B, model.state_size)
+        H, bad, _ = run_states(model, xa, h0a, backend)
+        if bad.min() < T:
+            from ..errors import DivergenceError
 
-        n = int(bad.min())  # the steps before the first divergence are kept: their spectra
-        partial = None if n < 1 else spectrum(model, xa[:, :n] if batched else xa[0, :n], h0, at=at, step=step,
-                                               backend=backend, tol=tol, stability_tol=stability_tol, command=command)
-        raise DivergenceError(step=n + 1, batch=int(np.argmin(bad)), model=model.name, partial=partial)
-    D = model.state_size
-    hprev = np.concatenate([h0a[:, None], H[:, :-1]], axis=1).reshape(B * T, D)
-    xs = xa.reshape(B * T, d)
-    c = system.c(xs)
-    if system.kind == "irnn":
-        y = H.reshape(B * T, D) + model.sign * hprev
-    else:
-        y = hprev.copy()
-    lead = ("batch",) if batched else ()
-    sel = slice(None) if batched else 0
-    dims = lead + ("time",)
+            n = int(bad.min())  # the steps before the first divergence are kept: their spectra
+            partial = None if n < 1 else spectrum(model, xa[:, :n] if batched else xa[0, :n], h0, at=at, step=step,
+                                                   backend=backend, tol=tol, stability_tol=stability_tol, command=command)
+            raise DivergenceError(step=n + 1, batch=int(np.argmin(bad)), model=model.name, partial=partial)
+        D = model.state_size
+        hprev = np.concatenate([h0a[:, None], H[:, :-1]], axis=1).reshape(B * T, D)
+        xs = xa.reshape(B * T, d)
+        c = system.c(xs)
+        if system.kind == "irnn":
+            y = H.reshape(B * T, D) + model.sign * hprev
+        else:
+            y = hprev.copy()
+        lead = ("batch",) if batched else ()
+        sel = slice(None) if batched else 0
+        dims = lead + ("time",)
 
-    def per_point(a):
-        """(B·T, …) point values → ([batch,] time, …)."""
-        a = np.asarray(a)
-        return a.reshape((B, T) + a.shape[1:])[sel]
+        def per_point(a):
+            """(B·T, …) point values → ([batch,] time, …)."""
+            a = np.asarray(a)
+            return a.reshape((B, T) + a.shape[1:])[sel]
 
-    data = {}
-    if at == "equilibrium":
-        y, res, _, conv = run_solver(system, c, y, "newton", tol=tol)
-        data["residual"] = xr.Variable(dims, per_point(res), {"long_name": "max-abs residual ‖F‖∞ of the equilibrium",
-                                                              "units": "1"})
-        data["converged"] = xr.Variable(dims, per_point(conv.astype(np.int8)), {"long_name": f"residual ≤ {tol:g}",
-                                                                                "units": "1"})
-    eigs = flow_eigenvalues(system, y, c)
-    data.update(eig_variables(per_point(eigs), dims, what=_flow_label(system)))
-    data["max_real"] = xr.Variable(dims, per_point(eigs.real.max(axis=1)),
-                                   {"long_name": "largest real part of the eigenvalues", "units": "1"})
-    if step:
-        where = y if (at == "equilibrium" and system.kind != "irnn") else hprev
-        seig = np.empty((B * T, D), dtype=np.complex128)
-        for lo in range(0, B * T, 256):
-            hi = min(B * T, lo + 256)
-            t = (np.arange(lo, hi) % T) if (system.kind == "irnn" and np.ndim(model.eta) == 2) else None
-            J = jacobian_at(model, xs[lo:hi], where[lo:hi], backend=backend, t=t)
-            seig[lo:hi] = np.sort(np.linalg.eigvals(J), axis=-1)[:, ::-1]
-            progress("step-Jacobian eigenvalues (points)", hi, B * T)
-        data.update(eig_variables(per_point(seig), dims, name="step_eig",
-                                  what="eigenvalue of the step Jacobian ∂h_m/∂h_(m-1)"))
-        data["step_radius"] = xr.Variable(dims, per_point(np.abs(seig).max(axis=1)),
-                                          {"long_name": "spectral radius of ∂h_m/∂h_(m-1)", "units": "1"})
-    if system.discrete:
-        stab = stability_label(eigs + 1.0, discrete=True, tol=stability_tol)
-    else:
-        stab = stability_label(eigs, discrete=False, tol=stability_tol)
-    data.update({
-        "stability": xr.Variable(dims, per_point(stab), dict(STABILITY_ATTRS)),
-        "state": xr.Variable(dims + ("unit",), per_point(y), {"long_name": f"point analysed ({system.variable})",
-                                                               "units": "1"}),
-        "x": xr.Variable(lead + ("time", "unit_in"), xa[sel], {"long_name": "input x_t", "units": "1"}),
-        "h0": xr.Variable(lead + ("unit",), h0a[sel], {"long_name": "initial state h_0", "units": "1"}),
-        **model_variables(model),
-    })
-    attrs = {**model_attrs(model), **base_attrs(backend, command), "at": at, "system": system.kind,
-             "n_points": int(B * T), "n_stable": int((stab == 1).sum()), "tol": tol}
-    return finish(xr.Dataset(data, attrs=attrs).assign_coords(_part_coords(model)), "spectrum")
+        data = {}
+        if at == "equilibrium":
+            y, res, _, conv = run_solver(system, c, y, "newton", tol=tol)
+            data["residual"] = xr.Variable(dims, per_point(res), {"long_name": "max-abs residual ‖F‖∞ of the equilibrium",
+                                                                  "units": "1"})
+            data["converged"] = xr.Variable(dims, per_point(conv.astype(np.int8)), {"long_name": f"residual ≤ {tol:g}",
+                                                                                    "units": "1"})
+        eigs = flow_eigenvalues(system, y, c)
+        data.update(eig_variables(per_point(eigs), dims, what=_flow_label(system)))
+        data["max_real"] = xr.Variable(dims, per_point(eigs.real.max(axis=1)),
+                                       {"long_name": "largest real part of the eigenvalues", "units": "1"})
+        if step:
+            where = y if (at == "equilibrium" and system.kind != "irnn") else hprev
+            seig = np.empty((B * T, D), dtype=np.complex128)
+            for lo in range(0, B * T, 256):
+                hi = min(B * T, lo + 256)
+                t = (np.arange(lo, hi) % T) if (system.kind == "irnn" and np.ndim(model.eta) == 2) else None
+                J = jacobian_at(model, xs[lo:hi], where[lo:hi], backend=backend, t=t)
+                seig[lo:hi] = np.sort(np.linalg.eigvals(J), axis=-1)[:, ::-1]
+                progress("step-Jacobian eigenvalues (points)", hi, B * T)
+            data.update(eig_variables(per_point(seig), dims, name="step_eig",
+                                      what="eigenvalue of the step Jacobian ∂h_m/∂h_(m-1)"))
+            data["step_radius"] = xr.Variable(dims, per_point(np.abs(seig).max(axis=1)),
+                                              {"long_name": "spectral radius of ∂h_m/∂h_(m-1)", "units": "1"})
+        if system.discrete:
+            stab = stability_label(eigs + 1.0, discrete=True, tol=stability_tol)
+        else:
+            stab = stability_label(eigs, discrete=False, tol=stability_tol)
+        data.update({
+            "stability": xr.Variable(dims, per_point(stab), dict(STABILITY_ATTRS)),
+            "state": xr.Variable(dims + ("unit",), per_point(y), {"long_name": f"point analysed ({system.variable})",
+                                                                   "units": "1"}),
+            "x": xr.Variable(lead + ("time", "unit_in"), xa[sel], {"long_name": "input x_t", "units": "1"}),
+            "h0": xr.Variable(lead + ("unit",), h0a[sel], {"long_name": "initial state h_0", "units": "1"}),
+            **model_variables(model),
+        })
+        attrs = {**model_attrs(model), **base_attrs(backend, command), "at": at, "system": system.kind,
+                 "n_points": int(B * T), "n_stable": int((stab == 1).sum()), "tol": tol}
+        return finish(xr.Dataset(data, attrs=attrs).assign_coords(_part_coords(model)), "spectrum")

@@ -147,6 +147,13 @@ class Backend:
     def __exit__(self, *exc):
         return False
 
+    def region(self):
+        """A context for one region of a sweep, whose workers are already its parallelism: the
+        backend's own splits of work between threads are off inside (nothing by default)."""
+        import contextlib
+
+        return contextlib.nullcontext()
+
     def supports(self, op: str, form) -> bool:
         """Whether this backend has operation ``op`` for ``form``."""
         return op in OPERATIONS
@@ -186,8 +193,19 @@ class Backend:
         offsets (B·C,) = Σ_t (γ λ_t ⊙ s_t)·b)."""
         raise NotImplementedError(f"{self.name}.reverse_cotangents")
 
-    def implicit_solve(self, A, C, act: str, leak: float, *, method: str, tol: float, max_iter, Z0, steps: int,
-                       dt: float):
+    def train_forward(self, form, x, h0):
+        """The taped forward pass of BPTT over time-major x (T, B, d) from h0 (B, n); the tape
+        has ``H`` (T+1, B, n), ``outputs`` (T+1, B, hidden), ``states`` (B, T, n) and ``x``.  A
+        non-finite state raises ``DivergenceError``."""
+        raise NotImplementedError(f"{self.name}.train_forward")
+
+    def train_backward(self, form, tape, ext):
+        """(cotangents of the form's arrays by field name — a stack's as ``layer{ℓ}_<name>`` —,
+        ∂L/∂s_0 (B, n), ∂L/∂s_1 (B, n)) from the explicit cotangents ext (T', B, w) of the last
+        T' steps (``dynlab.backends.reference.bptt``)."""
+        raise NotImplementedError(f"{self.name}.train_backward")
+
+    def implicit_solve(self, A, C, act: str, leak: float, *, tol: float, max_iter, Z0, steps: int, dt: float):
         """Equilibria Z = f(Z A + C) of N stacked implicit systems (``dynlab.analysis.implicit``):
         A (n, n), C (N, n).  Returns (Z (N, n), residual (N,), converged (N,), method code (N,))."""
         raise NotImplementedError(f"{self.name}.implicit_solve")

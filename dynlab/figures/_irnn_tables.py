@@ -69,7 +69,7 @@ def train_rows(task, keys, seeds, *, hidden: int, iterations: int, tests=None) -
     Seconds are the wall-clock time of ``train_model`` (training and its final validation pass).
     """
     import dynlab as dl
-    from ..backends.numba.threads import limit_blas_threads
+    from ..backends import get_backend
     from ..train.loop import evaluate
 
     tests = dict(tests or {})
@@ -78,7 +78,7 @@ def train_rows(task, keys, seeds, *, hidden: int, iterations: int, tests=None) -
            "val_accuracy": np.full((R, S), np.nan), "params": np.zeros(R, dtype=np.int64)}
     for name in tests:
         out[f"{name}_accuracy"] = np.full((R, S), np.nan)
-    with limit_blas_threads(1):
+    with get_backend(None):
         for i, key in enumerate(keys):
             reg, settings, freeze, _ = ROWS[key]
             for j, s in enumerate(seeds):

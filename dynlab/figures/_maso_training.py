@@ -34,9 +34,9 @@ def one_blas_thread(fn):
 
     @functools.wraps(fn)
     def compute(quick: bool):
-        from dynlab.backends.numba.threads import limit_blas_threads
+        from dynlab.backends import get_backend
 
-        with limit_blas_threads(1):
+        with get_backend(None):          # the default backend's thread policy for the whole recipe
             return fn(quick)
 
     return compute

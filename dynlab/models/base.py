@@ -36,6 +36,12 @@ class Model:
     DESCRIPTION: ClassVar[str] = ""
     #: The sizes the repr starts with.
     REPR_SIZES: ClassVar[tuple[str, ...]] = ("hidden", "inputs")
+    #: Training (``dynlab.train_model``): parameters kept fixed unless the caller says otherwise,
+    #: positive parameters trained in log space, and lower bounds the optimiser's steps are
+    #: projected onto.
+    TRAIN_FROZEN: ClassVar[tuple[str, ...]] = ()
+    TRAIN_LOG: ClassVar[tuple[str, ...]] = ()
+    TRAIN_LOWER: ClassVar[dict] = {}
 
     def _set(self, field: str, value: Any) -> None:
         object.__setattr__(self, field, value)
@@ -112,6 +118,22 @@ class Model:
     def _make_form(self):
         from ..errors import ParameterError
         raise ParameterError("model", f"{self.name} is not a sequence model: it has no kernel form")
+
+    # ---------------------------------------------------------- training
+    def pullback(self, g: dict) -> dict:
+        """The gradients of this model's parameters (``params()``) from those of its form's
+        arrays (``g``, by the form's field names): the chain rule through ``form()``.  By
+        default the form's arrays are the parameters themselves."""
+        return {k: g[k] for k in self.params()}
+
+    def with_params(self, params: dict) -> "Model":
+        """A copy with the named parameters replaced (validated again); other keys (a read-out,
+        h0) are ignored."""
+        own = {k: v for k, v in params.items() if k in self.params()}
+        for k, v in own.items():
+            if isinstance(getattr(self, k, None), float):
+                own[k] = float(np.asarray(v))
+        return self.replace(**own)
 
     # ------------------------------------------------------- introspection
     def params(self) -> dict[str, Any]:

@@ -87,6 +87,9 @@ class RNN(_GatedCell):
     def gated_form(self):
         return 0.0, 1.0, self.U
 
+    def pullback(self, g):
+        return {"U": g["R"], "W": g["W"], "b": g["b"]}
+
     @classmethod
     def random(cls, hidden, inputs, *, seed=None, weight_scale=None, identity_init=False,
                activation=None, leak=0.01):
@@ -131,6 +134,12 @@ class FastRNN(_GatedCell):
     def gated_form(self):
         return _sigmoid(self.beta), _sigmoid(self.alpha), self.U
 
+    def pullback(self, g):
+        """a = σ(β), γ = σ(α) on the raw gates: β̄ = ā σ'(β), ᾱ = γ̄ σ'(α)."""
+        sa, sb = _sigmoid(self.alpha), _sigmoid(self.beta)
+        return {"U": g["R"], "W": g["W"], "b": g["b"], "alpha": g["gain"] * sa * (1 - sa),
+                "beta": g["a"] * sb * (1 - sb)}
+
     @classmethod
     def random(cls, hidden, inputs, *, seed=None, weight_scale=None, alpha=-3.0, beta=3.0,
                activation=None, leak=0.01):
@@ -159,6 +168,8 @@ class AntisymmetricRNN(_GatedCell):
     weight_scale: float | None = None
 
     name: ClassVar[str] = "antisymmetric"
+    #: ε > 0 (kept ≥ 1e-6 by the optimiser's projection), γ ≥ 0.
+    TRAIN_LOWER: ClassVar[dict] = {"eps": 1e-6, "gamma": 0.0}
     PARAMS: ClassVar[tuple[str, ...]] = ("M", "W", "b", "eps", "gamma")
     DESCRIPTION: ClassVar[str] = "AntisymmetricRNN h_t = h_{t-1} + ε φ((M − Mᵀ − γI) h_{t-1} + W x_t + b)"
 
@@ -175,6 +186,11 @@ class AntisymmetricRNN(_GatedCell):
 
     def gated_form(self):
         return 1.0, self.eps, self.U
+
+    def pullback(self, g):
+        """R = M − Mᵀ − γI, γ_cell = ε: M̄ = R̄ − R̄ᵀ, γ̄ = −tr R̄, ε̄ = γ̄_cell."""
+        R = g["R"]
+        return {"M": R - R.T, "W": g["W"], "b": g["b"], "eps": g["gain"], "gamma": -float(np.trace(R))}
 
     @classmethod
     def random(cls, hidden, inputs, *, seed=None, weight_scale=None, eps=0.01, gamma=0.01,
@@ -216,6 +232,9 @@ class RIN(_GatedCell):
 
     def gated_form(self):
         return 0.0, 1.0, self.recurrent
+
+    def pullback(self, g):
+        return {"U": g["R"], "W": g["W"], "b": g["b"]}   # R = U + I
 
     @classmethod
     def random(cls, hidden, inputs, *, seed=None, weight_scale=None, activation=None, leak=0.01):

@@ -78,6 +78,8 @@ class CellForm(_Form):
     gain: float
 
     kind = "cell"
+    #: the array multiplying the previous state inside φ
+    recurrent = "R"
 
     @property
     def hidden(self) -> int:
@@ -103,6 +105,7 @@ class IRNNForm(_Form):
     sign: float
 
     kind = "irnn"
+    recurrent = "U"
 
     @property
     def hidden(self) -> int:
@@ -135,6 +138,7 @@ class CTRNNForm(_Form):
     atol: float
 
     kind = "ctrnn"
+    recurrent = "U"
 
     @property
     def hidden(self) -> int:
@@ -158,6 +162,8 @@ class _GatedForm(_Form):
     W_hh: np.ndarray
     b_ih: np.ndarray
     b_hh: np.ndarray
+
+    recurrent = "W_hh"
 
     @property
     def hidden(self) -> int:

@@ -56,6 +56,12 @@ class IRNN(Model):
     name: ClassVar[str] = "irnn"
     SETTINGS: ClassVar[tuple[str, ...]] = ("activation", "leak", "K", "g0", "sign", "lowrank")
     DEFAULT_WEIGHT_SCALE: ClassVar[float] = 0.5
+    #: α is fixed unless asked (the paper trains η, not α); η > 0 is trained in log space, so Adam's
+    #: steps are relative (≈ lr·η), where steps of ≈ lr in η itself collapse a small η (0.1) in a
+    #: few iterations; α ≥ 0.
+    TRAIN_FROZEN: ClassVar[tuple[str, ...]] = ("alpha",)
+    TRAIN_LOG: ClassVar[tuple[str, ...]] = ("eta",)
+    TRAIN_LOWER: ClassVar[dict] = {"alpha": 0.0}
     DESCRIPTION: ClassVar[str] = ("incremental RNN: K Euler steps g_k = g_{k-1} + η(φ(U(g_{k-1}+h) + W x + b) − α(g_{k-1}+h)), "
                                   "h_m = g_K (SiRNN: K=1)")
 
@@ -123,6 +129,33 @@ class IRNN(Model):
     def for_steps(self, lo: int, hi: int) -> "IRNN":
         eta = np.asarray(self.eta)
         return self.replace(eta=eta[lo:hi]) if eta.ndim == 2 and eta.shape[0] > 1 else self
+
+    def pullback(self, g):
+        """W̄, b̄, ᾱ as they are; η̄ from the form's (rows, K) table to η's own shape (a scalar: the
+        sum; (K,): the sum over time); Ū, or for the low-rank U = I + V H: V̄ = Ū Hᵀ, H̄ = Vᵀ Ū."""
+        e0 = np.asarray(self.eta)
+        etab = g["eta"]
+        eta = float(etab.sum()) if e0.ndim == 0 else (etab.sum(axis=0) if e0.ndim == 1 else
+                                                      (etab.sum(axis=0, keepdims=True) if e0.shape[0] == 1 else etab))
+        out = {"W": g["W"], "b": g["b"], "eta": eta, "alpha": g["alpha"]}
+        if self.V is not None:
+            out.update(V=g["U"] @ self.H.T, H=self.V.T @ g["U"])
+        else:
+            out["U"] = g["U"]
+        return {k: out[k] for k in self.params()}
+
+    def with_params(self, params):
+        own = {k: v for k, v in params.items() if k in self.params()}
+        if self.V is not None:
+            own.setdefault("V", self.V)
+            own.setdefault("H", self.H)
+            own["U"] = None
+        if "eta" in own:
+            e = np.asarray(own["eta"], dtype=np.float64)
+            own["eta"] = float(e) if e.ndim == 0 else e
+        if "alpha" in own:
+            own["alpha"] = float(np.asarray(own["alpha"]))
+        return self.replace(**own)
 
     def _make_form(self):
         from .forms import IRNNForm

@@ -174,6 +174,26 @@ class Stack(Model):
         from .forms import StackForm
         return StackForm(tuple(layer.form() for layer in self.layers))
 
+    def pullback(self, g):
+        """Each layer's own pullback, under its ``layer{ℓ}_`` names."""
+        out = {}
+        for ell, layer in enumerate(self.layers, start=1):
+            head = f"layer{ell}_"
+            mine = layer.pullback({k[len(head):]: v for k, v in g.items() if k.startswith(head)})
+            out.update({head + k: v for k, v in mine.items()})
+        return {k: out[k] for k in self.params()}
+
+    def with_params(self, params):
+        """``layer{ℓ}_<name>`` keys replace that layer's parameter (each layer validated as a model)."""
+        names = self.params()
+        layers = list(self.layers)
+        for ell, layer in enumerate(layers, start=1):
+            head = f"layer{ell}_"
+            mine = {k[len(head):]: v for k, v in params.items() if k.startswith(head) and k in names}
+            if mine:
+                layers[ell - 1] = layer.with_params(mine)
+        return dataclasses.replace(self, layers=tuple(layers))
+
     def split(self, S) -> list:
         o = self.offsets
         return [S[:, o[i]:o[i + 1]] for i in range(self.n_layers)]

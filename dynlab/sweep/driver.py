@@ -9,12 +9,13 @@ regions to the shared store (or, without a store, return them to the client).
 """
 from __future__ import annotations
 
+from ..backends import get_backend
+
 import os
 import time
 
 import numpy as np
 
-from ..backends.numba.threads import blas_threads
 from .._resources import check_grid
 from ..errors import ParameterError
 from . import store as _store
@@ -33,14 +34,12 @@ def split_settings(settings: dict, target) -> tuple[dict, dict]:
     return run, opts
 
 
-@blas_threads("SWEEP_BLAS_THREADS")
 def compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool = True) -> dict:
     """The values of one region: name → array (region shape + extra dims), with ``computed_at``.
-    dynlab's own thread splits are off inside (``_blas.serial``): a sweep's workers are its
-    parallelism."""
-    from ..backends.numba.threads import serial
-
-    with serial():
+    Inside the backend's ``region()`` (the numba backend splits no work between threads of its
+    own there: a sweep's workers are its parallelism)."""
+    be = get_backend(backend)
+    with be, be.region():
         return _compute_region(spec, region, backend, batched)
 
 

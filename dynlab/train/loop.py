@@ -51,10 +51,9 @@ import time
 
 import numpy as np
 
-from ..backends.numba.threads import blas_threads
 from .._validate import as_bool
 from ..errors import DivergenceError, ParameterError
-from ..models import IRNN, AntisymmetricRNN, Model
+from ..models import Model
 from . import backprop as bp
 from .optim import Plateau, clip_by_global_norm, make_optimiser
 
@@ -125,24 +124,19 @@ def _result_repr(res) -> str:
 
 
 def _default_freeze(model):
-    return ("alpha",) if isinstance(model, IRNN) else ()
+    return tuple(model.TRAIN_FROZEN)
 
 
 def _log_params(model, params):
-    """Positive step sizes trained in log space (an iRNN's η): Adam's steps are then relative,
-    ≈ lr·η, where steps of ≈ lr in η itself collapse a small η (0.1) within a few iterations."""
-    return [k for k in ("eta",) if isinstance(model, IRNN) and k in params]
+    """Positive parameters trained in log space (``Model.TRAIN_LOG``: an iRNN's η)."""
+    return [k for k in model.TRAIN_LOG if k in params]
 
 
 def _project(model, params):
-    if isinstance(model, IRNN):
-        if "alpha" in params:
-            params["alpha"] = np.maximum(params["alpha"], 0.0)
-    if isinstance(model, AntisymmetricRNN):
-        if "eps" in params:
-            params["eps"] = np.maximum(params["eps"], EPS_MIN)
-        if "gamma" in params:
-            params["gamma"] = np.maximum(params["gamma"], 0.0)
+    """The optimiser's step projected onto the model's bounds (``Model.TRAIN_LOWER``)."""
+    for k, low in model.TRAIN_LOWER.items():
+        if k in params:
+            params[k] = np.maximum(params[k], low)
     return params
 
 
@@ -193,14 +187,17 @@ def _gmean(v):
 def run_outputs(model, readout, x, loss, h0=None, chunk: int = 500):
     """Read-out outputs on x (B, T, d) without keeping a tape: the simulation kernels
     (``dynlab.simulation.run_states``, numba backend), in chunks of sequences."""
+    from ..backends import get_backend
     from ..simulation import check_h0, check_input, run_states
 
     xa, _ = check_input(x, model.inputs)
     B = xa.shape[0]
     h0a = check_h0(h0, B, model.state_size)
     outs = []
+    be = get_backend("numba")
     for lo in range(0, B, chunk):
-        H, bad, _ = run_states(model, xa[lo:lo + chunk], h0a[lo:lo + chunk], "numba", stop=True)
+        with be:
+            H, bad, _ = run_states(model, xa[lo:lo + chunk], h0a[lo:lo + chunk], be, stop=True)
         if bad.min() < xa.shape[1]:
             raise DivergenceError(step=int(bad.min()) + 1, batch=lo + int(np.argmin(bad)), model=model.name)
         Hs = np.swapaxes(H[:, :, model.output_slice], 0, 1)     # the read-out reads the output h
@@ -209,7 +206,6 @@ def run_outputs(model, readout, x, loss, h0=None, chunk: int = 500):
     return np.concatenate(outs, axis=-2)
 
 
-@blas_threads("TRAIN_BLAS_THREADS")
 def evaluate(model, readout, task, split: str = "val") -> dict:
     """Loss (and accuracy for classification) of a model on a whole split, from h_0 = 0."""
     x, y = task.batch(split)
@@ -218,7 +214,6 @@ def evaluate(model, readout, task, split: str = "val") -> dict:
     return {"loss": L, **extra}
 
 
-@blas_threads("TRAIN_BLAS_THREADS")
 def jacobian_diagnostics(model, x, h0=None) -> dict:
     """‖∂h_T/∂h_0‖, ‖∂h_T/∂h_1‖, ‖∂h_T/∂h_{T-1}‖ and their ratio for each sequence of x (B, T, d).
 
@@ -261,7 +256,6 @@ def _bar(i, n, loss, start):
 
 
 # ============================================================================ the loop
-@blas_threads("TRAIN_BLAS_THREADS")
 def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam", lr: float = 1e-3,
                 batch: int = 128, clip: float | None = None, sigma_eps: float = 0.0, record_every: int = 10,
                 seed: int = 0, freeze=None, learn_h0: bool = False, diag_batch: int = 8,
@@ -832,7 +826,7 @@ def train_spec(spec: TrainSpec) -> TrainResult:
                                       hidden=TRAIN_DEFAULT_HIDDEN if run.hidden is None else run.hidden)
         model = build_model(run)
         if spec.eta_per_k:
-            if not isinstance(model, IRNN):
+            if "eta" not in model.TRAIN_LOG:
                 raise ParameterError("eta_per_k", f"applies to irnn, not {model.name}")
             if np.ndim(model.eta) == 0:
                 model = model.replace(eta=np.full(model.K, float(model.eta)))

@@ -81,6 +81,12 @@ class NumbaBackend(Backend):
         self._limits.pop().__exit__(*exc)
         return False
 
+    def region(self):
+        """dynlab's own thread splits off (``threads.serial``): a sweep's workers are its parallelism."""
+        from .threads import serial
+
+        return serial()
+
     # --------------------------------------------------------------- simulate
     def simulate_path(self, form, batch: int) -> str:
         """'scipy', 'loops' or 'batched' for a (one-layer) form and a batch of ``batch``."""
@@ -370,6 +376,16 @@ class NumbaBackend(Backend):
                       out, offset, readonly(incoming if has else np.empty((1, 1, 1, 1)), np.float64), has,
                       np.empty((B * C, D)), np.empty((B * C, D)), np.empty((B * C, din + 1)))
         return out, offset
+
+    def train_forward(self, form, x, h0):
+        from .bptt import forward
+
+        return forward(form, x, h0)
+
+    def train_backward(self, form, tape, ext):
+        from .bptt import backward
+
+        return backward(tape, ext)
 
     def gradient_flow(self, form, x, h0, H, *, dL_dhT=None, step_norms: bool = True):
         if not step_norms and form.kind == "irnn" and form.hidden > config.GRADIENT_NUMBA_MAX_HIDDEN:

@@ -6,9 +6,8 @@ core is busy each call can wait for a scheduler time slice (BENCHMARKS.md, ``bla
 ``limit_blas_threads(n)`` runs a block with n BLAS threads; None, or threadpoolctl finding no
 BLAS, leaves the threads alone.
 
-``blas_threads("FAMILY_BLAS_THREADS")`` decorates a public function: each call runs under the
-limit that ``dynlab.config`` names (read at call time), set once for the whole call, not per
-product.
+The numba backend holds ``config.NUMBA_BLAS_THREADS`` for each public call (``with backend:``),
+set once for the whole call, not per product.
 
 Only threadpoolctl's public interface is used (``ThreadpoolController.info`` and ``.limit``).
 How a limit is shared between Python threads depends on the release, and is decided once:
@@ -161,21 +160,6 @@ def limit_blas_threads(n: int | None):
         return contextlib.nullcontext()
     ctl = _controller()
     return contextlib.nullcontext() if ctl is None else _Limit(ctl, int(n))
-
-
-def blas_threads(setting: str):
-    """Decorator: every call of the function runs with BLAS on ``dynlab.config.<setting>``
-    threads (None: BLAS's own choice), read at call time."""
-    def decorate(fn):
-        @functools.wraps(fn)
-        def limited(*args, **kwargs):
-            with limit_blas_threads(getattr(config, setting)):
-                return fn(*args, **kwargs)
-
-        limited.blas_threads_setting = setting
-        return limited
-
-    return decorate
 
 
 # ============================================================================ dynlab's own threads

@@ -15,6 +15,8 @@ tangent_qr         LAPACK's QR of J_t Q_{t−1} at every step (``norms.py``)
 forward_tangent    batched matmuls over a sweep's settings (``tangent.py``)
 reverse_cotangents the MASO reverse pass, one matmul per step (``tangent.py``)
 implicit_solve     batched Picard, RK4 flow, Newton (``implicit.py``)
+train_forward,     a Python loop over steps (and inner steps), everything it needs kept; the
+train_backward     vector–Jacobian products back through it (``bptt.py``)
 =================  =========================================================================
 """
 from __future__ import annotations
@@ -64,6 +66,16 @@ class ReferenceBackend(Backend):
         from .tangent import reverse_cotangents
 
         return reverse_cotangents(form, S, lam, incoming)
+
+    def train_forward(self, form, x, h0):
+        from .bptt import forward
+
+        return forward(form, x, h0)
+
+    def train_backward(self, form, tape, ext):
+        from .bptt import backward
+
+        return backward(tape, ext)
 
     def implicit_solve(self, A, C, act: str, leak: float, *, tol: float, max_iter, Z0, steps: int, dt: float):
         """The ``auto`` method's batched Picard → RK4 flow → Newton (``implicit.auto_solve``)."""
