@@ -22,7 +22,7 @@ import numpy as np
 
 import dynlab as dl
 from dynlab import config
-from dynlab._blas import limit_blas_threads
+from dynlab.backends.numba.threads import limit_blas_threads
 
 #: Tunables switched off for the measurement (the outer limit decides).
 TUNABLES = tuple(n for n in dir(config) if n.endswith("_BLAS_THREADS"))

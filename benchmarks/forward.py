@@ -96,7 +96,7 @@ def build_large(quick: bool, dtype=np.float64):
         # NumPy 2.4's float64 tanh is vectorised only where it dispatches to AVX-512 (54.7 µs per
         # 256 × 128 block on the AMD EPYC; 204 µs with those targets off): on an AVX2 CPU the
         # row above is BLAS + a scalar tanh.  This row's tanh is vectorised at every x86 level.
-        from dynlab.kernels.numba_cpu import tanh_inplace
+        from dynlab.backends.numba.loops import tanh_inplace
 
         floor2 = "floor: K·T × (matmul + jitted tanh)"
         impls.append(Impl(floor2, _floor(B, D, K, T, dtype, tanh_inplace), check=False,

@@ -4,7 +4,7 @@ simulate PyTorch's GRU / LSTM with dynlab, against PyTorch's own modules and JAX
 B = 128 sequences, D = 128 hidden units, d = 8 inputs, T = 200 steps, tanh, float64, zero
 initial state, PyTorch's initialisation (U(−1/√D, 1/√D)), Gaussian inputs.  Rows:
 
-* ``numpy (reference)``: ``dynlab.kernels.numpy_ref`` — the equations step by step in NumPy;
+* ``numpy (reference)``: ``dynlab.backends.reference.simulate`` — the equations step by step in NumPy;
 * ``dynlab numba (default: vectorised)``: ``run_states`` on the numba backend — the input
   drive W_ih x + b of a chunk of steps in one GEMM, then per step one GEMM h·W_hhᵀ over the
   batch and one fused numba pass for the gates;

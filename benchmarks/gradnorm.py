@@ -28,7 +28,9 @@ import time
 import numpy as np
 
 import dynlab as dl
-from dynlab.analysis.gradients import BackwardNorms, _run_chunks, irnn_reverse_norms, jacobian_blocks
+from dynlab.analysis.gradients import BackwardNorms, _run_chunks
+from dynlab.analysis.jacobians import jacobian_blocks
+from dynlab.backends.numba.flow import irnn_reverse_norms
 
 from .harness import Impl, Workload
 from .peers import jax_or_none, torch_or_none
@@ -61,7 +63,7 @@ def _reverse_curve(m, x, H):
     xa, h0, Hb = x[None], np.zeros((1, m.hidden)), H[None]
 
     def call():
-        return np.exp(irnn_reverse_norms(m, xa, h0, Hb)["log_jac_norm"][0])
+        return np.exp(irnn_reverse_norms(m.form(), xa, h0, Hb)["log_jac_norm"][0])
 
     return call
 

@@ -4,7 +4,7 @@ Never required: ``jax_or_none()`` / ``torch_or_none()`` return None when the pac
 importable, and the workloads then leave the peer out.  Each peer is written the way a user of
 that framework would write it (JAX: ``jit`` + ``lax.scan``; PyTorch: an eager loop of batched
 ops under ``no_grad``, with the thread count of the machine), for the same update as
-``dynlab.kernels.numpy_ref.irnn`` with g_0 = 0 and sign +1.
+``dynlab.backends.reference.simulate.irnn`` with g_0 = 0 and sign +1.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ returning ln‖∂h_T/∂h_1‖₂ of every setting:
   called once per setting (numba backend: closed-form J_t, one backward pass, certified
   norms of every P_t and J_t, the Dataset), the summary read from it;
 * ``dl.sweep, numba prange batched``: the sweep (in memory) with the batched forward-tangent
-  kernel (``dynlab.kernels.sweep_batched.tangent_numba``), one batch per 64-point region;
+  kernel (``dynlab.backends.numba.tangent.tangent_numba``), one batch per 64-point region;
 * ``dl.sweep, NumPy array-namespace kernel``: the same algorithm as batched NumPy matmuls
   (the code CuPy runs on a GPU);
 * ``dl.sweep per point (batched=False)``: the sweep machinery calling the public analysis.

@@ -70,9 +70,9 @@ from numba import njit
 
 import dynlab as dl
 from dynlab import config
-from dynlab._blas import in_threads, small_gemm
-from dynlab.kernels import gemm_rows
-from dynlab.kernels.numba_cpu import dot_rows
+from dynlab.backends.numba.threads import in_threads, small_gemm
+from dynlab.backends.numba._arrays import gemm_rows
+from dynlab.backends.numba.loops import dot_rows
 from dynlab.train import backprop as bp
 
 from .harness import Impl, Workload
@@ -102,8 +102,8 @@ def _skeleton(steps, chunk, fwd, bwd, X, Wf, zf, tape, row, acc, Z, W, S, out, p
     ``bwd``: per step backwards, the tape's rows read (acc += tape[t]) when taped, the cotangent
     product Z[k] W → out (B, D), and after every ``chunk`` steps (and the last) one
     weight-gradient product S[:n]ᵀ Z[:n] over the chunk's n·B rows → part.  Z (chunk, B, G),
-    W (G, D), S (chunk, B, a), part (a, G): the shapes of ``_fused.irnn_backward`` (steps = K·T
-    inner steps, chunk = K, G = a = D) and of ``_fused.gru_backward_all`` /
+    W (G, D), S (chunk, B, a), part (a, G): the shapes of ``dynlab.backends.numba.train.irnn_backward`` (steps = K·T
+    inner steps, chunk = K, G = a = D) and of ``dynlab.backends.numba.train.gru_backward_all`` /
     ``lstm_backward_all`` (steps = T, chunk = ``WEIGHT_CHUNK_STEPS``, G = 3D or 4D, a = D + d + 1).
     Every operand but the tape stays in cache: the work of the real passes, minus their
     element-wise passes.  The forward and cotangent products are made in calls of ``rows_f`` /
@@ -134,7 +134,7 @@ def _skeleton(steps, chunk, fwd, bwd, X, Wf, zf, tape, row, acc, Z, W, S, out, p
 def _tape_doubles(m, x, steps) -> int:
     """Doubles per sequence and per (inner) step that the step's taped forward pass keeps (its
     tape's arrays, measured on a one-sequence forward pass; the inputs not counted)."""
-    tape = bp.forward(m, x[:1])
+    tape = bp.forward(m, x[:1]).inner               # the backend's own tape
     layers = getattr(tape, "layers", [tape])       # a GRU/LSTM: a MapTape of one layer's tape
     n = sum(v.size for lt in layers for k, v in vars(lt).items() if isinstance(v, np.ndarray) and k not in ("x", "eta"))
     if n == 0:

@@ -29,7 +29,7 @@ def _settings_for_file(model: Model) -> dict:
     out = {k: v for k, v in model.settings().items() if k != "lowrank"}
     for k in _META:
         out[k] = getattr(model, k)
-    if isinstance(model, Stack):  # each layer's own provenance (a stack of given layers keeps it)
+    if model.SEQUENCE and model.form().kind == "stack":  # each layer's own provenance (given layers keep it)
         for ell, m in enumerate(model.layers, start=1):
             for k in _META:
                 out[f"layer{ell}_{k}"] = getattr(m, k)

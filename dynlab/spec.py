@@ -282,7 +282,7 @@ class PartitionSpec:
         Model, input and backend; ``run.model`` None means ``rnn`` and ``run.activation`` None
         means ``relu`` here (the partition needs a max-affine activation).
     layers : int
-        Number of stacked rnn layers (``dynlab.StackedRNN``); 1 is the plain model.
+        Number of stacked rnn layers (a ``dynlab.Stack`` of rnn layers); 1 is the plain model.
     embed : bool
         Also embed the prefix codes of the batch in 2-D at four time slices (PCA).
     tsne : bool

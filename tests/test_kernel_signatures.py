@@ -91,7 +91,7 @@ def _exercise(monkeypatch):
 def test_each_kernel_is_compiled_once_per_dtype(monkeypatch):
     _exercise(monkeypatch)
     names = [n for n, _ in _dynlab_dispatchers()]
-    assert "dynlab.kernels.numba_cpu.gated_batch" in names and "dynlab.train._fused.lstm_backward_all" in names
+    assert "dynlab.backends.numba.loops.gated_batch" in names and "dynlab.backends.numba.train.lstm_backward_all" in names
     assert _duplicates(_dynlab_dispatchers()) == {}
 
 

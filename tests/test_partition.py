@@ -17,6 +17,7 @@ import naive_maso
 import dynlab as dl
 from dynlab.analysis import partition as P
 from dynlab.errors import ParameterError
+from dynlab.models import Stack
 from dynlab.models.stacked import StackedRNN
 
 MAX_AFFINE = ("relu", "leaky-relu", "abs")
@@ -26,7 +27,7 @@ D, d, T = 4, 2, 9
 def _model(act, layers, seed=1):
     if layers == 1:
         return dl.make_model("rnn", D, d, activation=act, seed=seed, weight_scale=0.9, leak=0.1)
-    return StackedRNN.random(D, d, layers=layers, activation=act, seed=seed, weight_scale=0.9, leak=0.1)
+    return Stack.random(D, d, cell="rnn", layers=layers, activation=act, seed=seed, weight_scale=0.9, leak=0.1)
 
 
 def _h0(kind, layers, B, rng):
@@ -38,7 +39,7 @@ def _h0(kind, layers, B, rng):
 
 
 def _layers(m):
-    return m.layers if isinstance(m, StackedRNN) else (m,)
+    return m.layers if isinstance(m, Stack) else (m,)
 
 
 # --------------------------------------------------------------------------- affine form
@@ -77,11 +78,11 @@ def test_first_layer_forward_is_dynlab_simulate_and_one_layer_stack_is_rnn():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, T, d))
     m1 = dl.make_model("rnn", D, d, activation="relu", seed=5)
-    s1 = StackedRNN.random(D, d, layers=1, activation="relu", seed=5)
+    s1 = Stack.random(D, d, cell="rnn", layers=1, activation="relu", seed=5)
     np.testing.assert_array_equal(s1.layers[0].U, m1.U)
-    tr = P.forward(StackedRNN.random(D, d, layers=2, activation="relu", seed=5), x)
+    tr = P.forward(Stack.random(D, d, cell="rnn", layers=2, activation="relu", seed=5), x)
     np.testing.assert_allclose(tr.H[0], dl.simulate(m1, x)["h"].values, rtol=0, atol=1e-13)
-    layer2 = StackedRNN.random(D, d, layers=2, activation="relu", seed=5).layers[1]
+    layer2 = Stack.random(D, d, cell="rnn", layers=2, activation="relu", seed=5).layers[1]
     np.testing.assert_allclose(tr.H[1], dl.simulate(layer2, tr.H[0])["h"].values, rtol=0, atol=1e-13)
 
 
@@ -302,7 +303,7 @@ def test_codes_refused_for_smooth_activations_and_other_models():
         P.partition_codes(dl.make_model("rnn", D, d, activation="tanh", seed=0), x)
     assert e.value.param == "activation" and "max-affine" in e.value.message
     with pytest.raises(ParameterError) as e:
-        P.partition(StackedRNN((dl.make_model("rnn", D, d, activation="relu", seed=0),
+        P.partition(Stack((dl.make_model("rnn", D, d, activation="relu", seed=0),
                                 dl.make_model("rnn", D, D, activation="sigmoid", seed=1))), x)
     assert e.value.param == "activation" and "layer 2" in e.value.message
     with pytest.raises(ParameterError) as e:
@@ -428,15 +429,15 @@ def test_partition_dataset_contract_and_round_trip(tmp_path):
 def test_stacked_rnn_validation():
     a = dl.make_model("rnn", 4, 2, seed=0)
     with pytest.raises(ParameterError) as e:
-        StackedRNN((a, dl.make_model("rnn", 4, 2, seed=1)))
+        Stack((a, dl.make_model("rnn", 4, 2, seed=1)))
     assert e.value.param == "layers"
     with pytest.raises(ParameterError):
-        StackedRNN(())
+        Stack(())
     with pytest.raises(ParameterError) as e:
-        StackedRNN.random(4, 2, layers=0)
+        Stack.random(4, 2, cell="rnn", layers=0)
     assert e.value.param == "layers"
     with pytest.raises(ParameterError) as e:
-        P.forward(StackedRNN.random(4, 2, layers=2, activation="relu"), np.zeros((3, 2)), h0=np.zeros(4))
+        P.forward(Stack.random(4, 2, cell="rnn", layers=2, activation="relu"), np.zeros((3, 2)), h0=np.zeros(4))
     assert e.value.param == "h0"
 
 
@@ -472,3 +473,19 @@ def test_tsne_of_identical_codes_is_one_point():
     pytest.importorskip("sklearn.manifold")
     emb = P.embed_codes(np.ones((6, 4, 3), dtype=np.int8), [2, 4], method="tsne")
     assert np.all(emb == 0.0)
+
+
+def test_stacked_rnn_is_a_deprecated_stack_of_rnn_layers():
+    """One stack type: the old ``StackedRNN`` name still builds the same model — a ``Stack`` of rnn
+    layers with layer ℓ seeded seed + ℓ − 1 — and warns; its partition equals the Stack's."""
+    with pytest.warns(DeprecationWarning, match="dl.Stack|dynlab.Stack"):
+        old = StackedRNN.random(4, 2, layers=2, activation="relu", seed=3)
+    new = Stack.random(4, 2, cell="rnn", layers=2, activation="relu", seed=3)
+    assert isinstance(old, Stack)
+    for a, b in zip(old.layers, new.layers):
+        np.testing.assert_array_equal(a.U, b.U)
+        np.testing.assert_array_equal(a.W, b.W)
+    x = np.random.default_rng(0).standard_normal((2, 6, 2))
+    np.testing.assert_array_equal(P.partition_codes(old, x), P.partition_codes(new, x))
+    with pytest.warns(DeprecationWarning):
+        StackedRNN(new.layers)

@@ -62,9 +62,9 @@ def test_explicit_arrays_and_two_layer_implicit():
 
 
 def test_stacked_repr():
-    s = dl.StackedRNN.random(512, 3, layers=3, activation="relu", seed=4)
-    assert short(repr(s), lines=1) == ("StackedRNN(layers=3, hidden=512, inputs=3, activation='relu', seed=4, "
-                                       "weight_scale=1.0)")
+    s = dl.Stack.random(512, 3, cell="rnn", layers=3, activation="relu", seed=4)
+    assert short(repr(s), lines=1).startswith("Stack(hidden=512, inputs=3, state_size=1536, cell='rnn', n_layers=3, "
+                                              "activation='relu', seed=4, weight_scale=1.0, layer1_U=<array 512×512>")
 
 
 def test_model_equality_and_hash_unchanged():
@@ -72,8 +72,8 @@ def test_model_equality_and_hash_unchanged():
     a, b = dl.make_model("irnn", 4, 2, seed=0), dl.make_model("irnn", 4, 2, seed=0)
     assert a == a and a != b
     assert len({a, b, a}) == 2
-    s = dl.StackedRNN.random(4, 1, layers=2, seed=0)
-    assert s == s and s != dl.StackedRNN.random(4, 1, layers=2, seed=0) and hash(s) == hash(s)
+    s = dl.Stack.random(4, 1, cell="rnn", layers=2, seed=0)
+    assert s == s and s != dl.Stack.random(4, 1, cell="rnn", layers=2, seed=0) and hash(s) == hash(s)
 
 
 def test_task_repr():

@@ -27,7 +27,6 @@ from ..backends import get_backend
 import numpy as np
 
 from ..errors import ParameterError
-from ..models import IRNN
 from .equilibria import PHI_LIPSCHITZ, System, _check_tol, _inputs, _states, flow_eigenvalues, run_solver
 
 
@@ -63,7 +62,7 @@ def convergence(model, x, h_prev=None, *, K_max: int = 50, eta=None, floor: floa
 
         from .._dataset import base_attrs, finish, model_attrs, model_variables
 
-        if not isinstance(model, IRNN):
+        if not (getattr(model, "SEQUENCE", False) and model.form().kind == "irnn"):
             raise ParameterError("model", f"convergence of the inner recursion needs an irnn model, "
                                           f"got {getattr(model, 'name', type(model).__name__)}")
         if isinstance(K_max, bool) or int(K_max) != K_max or int(K_max) < 1:

@@ -24,13 +24,12 @@ from .._dataset import eigenvalues_from, finish  # noqa: F401  (eigenvalues_from
 from ..activations import dphi, phi
 from .._resources import check_fixed_points, progress
 from ..errors import ParameterError
-from ..models import IRNN
 
 METHODS = ("newton", "euler", "scipy")
 
 
 def _check_irnn(model):
-    if not isinstance(model, IRNN):
+    if not (getattr(model, "SEQUENCE", False) and model.form().kind == "irnn"):
         raise ParameterError("model", f"iRNN equilibria need an irnn model, got {getattr(model, 'name', type(model).__name__)}")
 
 
@@ -238,29 +237,28 @@ class System:
     """
 
     def __init__(self, model):
-        from ..models import CTRNN as _CTRNN
-
         self.model = model
         self.activation, self.leak = model.activation, model.leak
-        if isinstance(model, IRNN):
+        form = model.form() if model.SEQUENCE else None
+        kind = None if form is None else form.kind
+        if kind == "irnn":
             eta = np.asarray(model.eta, dtype=np.float64)
-            self.kind, self.R, self.gamma, self.beta = "irnn", model.U, 1.0, float(model.alpha)
+            self.kind, self.R, self.gamma, self.beta = "irnn", form.U, 1.0, float(form.alpha)
             self.step_size = float(eta.ravel()[0]) if eta.size == 1 or np.all(eta == eta.ravel()[0]) else float(eta.mean())
             self.variable = "s = h_eq + sign·h_prev"
-        elif isinstance(model, _CTRNN):
-            self.kind, self.R = "ctrnn", model.U
-            self.gamma, self.beta = 1.0 / model.tau, model.alpha / model.tau
-            self.step_size = float(model.tau)
+        elif kind == "ctrnn":
+            self.kind, self.R = "ctrnn", form.U
+            self.gamma, self.beta = 1.0 / form.tau, form.alpha / form.tau
+            self.step_size = float(form.tau)
             self.variable = "g"
-        elif getattr(model, "MAP", False) and hasattr(model, "step_jacobian"):
-            # gru, lstm, stack: F(s) = step(s, x) − s on the whole state s (an LSTM's [h; c])
+        elif kind in ("gru", "lstm", "stack"):
+            # F(s) = step(s, x) − s on the whole state s (an LSTM's [h; c])
             self.kind, self.R, self.gamma, self.beta = "step", None, 1.0, 1.0
             self.step_size = 1.0
             labels = model.state_labels()
             self.variable = "h" if labels is None or len(set(labels)) == 1 else "s = " + _state_name(labels)
-        elif hasattr(model, "gated_form"):
-            a, gain, R = model.gated_form()
-            self.kind, self.R, self.gamma, self.beta = "map", np.asarray(R), float(gain), 1.0 - float(a)
+        elif kind == "cell":
+            self.kind, self.R, self.gamma, self.beta = "map", form.R, float(form.gain), 1.0 - float(form.a)
             self.step_size = 1.0
             self.variable = "h"
         else:

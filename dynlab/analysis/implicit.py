@@ -50,6 +50,7 @@ from ..backends import get_backend
 from ..backends.reference.implicit import (SOLVER_CODES, _maxabs, residual, solve_fixed_point, solve_ivp_reference,
                                           solve_newton, solve_rk4, solve_scipy_root)
 from ..errors import ParameterError
+from ..models import Model
 from ..models.implicit import Implicit
 
 METHODS = ("auto", "anderson", "fixed-point", "newton", "rk4", "scipy", "solve_ivp")
@@ -140,7 +141,7 @@ def _solve_stacked(A, C, act, leak, *, method, tol, max_iter, Z0, steps, dt, bac
 
 # ============================================================================ public: equilibria
 def _check_model(model):
-    if not isinstance(model, Implicit):
+    if not (isinstance(model, Model) and model.form().kind == "implicit"):
         raise ParameterError("model", f"needs an implicit model, got {getattr(model, 'name', type(model).__name__)}")
 
 

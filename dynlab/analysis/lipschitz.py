@@ -54,19 +54,38 @@ def jacobian_lipschitz(model, S, X, radius: float):
     """L (N,) bounding the Lipschitz constant of the step Jacobian on the ball B(s_n, radius)
     about each row s_n of S (N, state_size) at the inputs X (N, d); None when no bound is derived
     for this model (module docstring)."""
-    from ..models.gru_lstm import GRU, LSTM
-    from ..models.stack import Stack
-
-    if isinstance(model, Stack):
-        if model.n_layers != 1:
+    form = model.form()
+    if form.kind == "stack":
+        if len(form.layers) != 1:
             return None
-        model = model.layers[0]
-    if not isinstance(model, (GRU, LSTM)) or model.activation not in ACT_BOUNDS:
+        form = form.layers[0]
+    if form.kind not in ("gru", "lstm") or form.act not in ACT_BOUNDS:
         return None
     S = np.atleast_2d(np.asarray(S, dtype=np.float64))
-    X = np.broadcast_to(np.atleast_2d(np.asarray(X, dtype=np.float64)), (S.shape[0], model.inputs))
+    X = np.broadcast_to(np.atleast_2d(np.asarray(X, dtype=np.float64)), (S.shape[0], form.inputs))
     rho = float(radius)
-    return (_gru if isinstance(model, GRU) else _lstm)(model, S, X, rho, *ACT_BOUNDS[model.activation])
+    return (_gru if form.kind == "gru" else _lstm)(_Gated(form), S, X, rho, *ACT_BOUNDS[form.act])
+
+
+class _Gated:
+    """A GRU or LSTM form with its gate blocks by name (PyTorch's order: r, z, n / i, f, g, o)."""
+
+    def __init__(self, form):
+        self.form = form
+        self.hidden, self.W_hh, self.b_hh = form.hidden, form.W_hh, form.b_hh
+        self.gates = "rzn" if form.kind == "gru" else "ifgo"
+
+    def block(self, name: str, gate: str) -> np.ndarray:
+        k, D = self.gates.index(gate), self.hidden
+        return getattr(self.form, name)[k * D:(k + 1) * D]
+
+    def drive(self, X) -> np.ndarray:
+        return X @ self.form.W_ih.T + self.form.b_ih
+
+    def _phi(self, z):
+        from ..activations import phi
+
+        return phi(self.form.act, z, self.form.leak)
 
 
 def _rows(W):

@@ -29,7 +29,7 @@ What this module computes
 * ``hamming_distances``, ``embed_codes`` (PCA, t-SNE), ``knn_accuracy`` (numpy k-NN).
 
 Models: ``rnn``, ``rin``, ``fastrnn``, ``antisymmetric`` (all of the gated form above) and
-``StackedRNN`` (L ``rnn`` layers); activations relu, leaky-relu, abs, identity.  A smooth
+``Stack`` of one-line layers (L ``rnn`` layers); activations relu, leaky-relu, abs, identity.  A smooth
 activation (tanh, sigmoid) has no partition: asking for codes raises ``ParameterError``.
 """
 from __future__ import annotations
@@ -43,11 +43,9 @@ from .._resources import progress
 from ..activations import MAX_AFFINE, dphi, piece
 from ..backends import get_backend, resolve_backend
 from ..errors import DivergenceError, ParameterError
-from ..models import RIN, RNN, AntisymmetricRNN, FastRNN, Model
-from ..models.stacked import StackedRNN
+from ..models import Model
+from ..models import Stack
 
-#: Models of the gated form h_t = a h_{t-1} + c φ(R h_{t-1} + W x_t + b).
-GATED_MODELS = (RNN, RIN, FastRNN, AntisymmetricRNN)
 LOSSES = ("mse", "ce")
 #: Materialise A_RNN for the reconstruction check up to this many float64 entries (B·T·D·T·d).
 MATERIALISE_MAX_ENTRIES = 1 << 24
@@ -62,19 +60,17 @@ PCA_SVD_MAX = 400
 def model_layers(model) -> tuple:
     """The layers of a model the MASO analysis accepts, or a ParameterError.
 
-    One-layer gated cells (rnn, rin, fastrnn, antisymmetric) and ``StackedRNN``; every layer's
+    One-layer one-line cells (rnn, rin, fastrnn, antisymmetric) and stacks of them; every layer's
     activation must be a max-affine spline (relu, leaky-relu, abs, identity).
     """
-    if isinstance(model, StackedRNN):
-        layers = model.layers
-    elif isinstance(model, GATED_MODELS):
-        layers = (model,)
-    elif isinstance(model, Model):
+    if not isinstance(model, Model):
+        raise ParameterError("model", f"must be a dynlab model, got {type(model).__name__}")
+    form = model.form() if model.SEQUENCE else None
+    layers = model.layers if form is not None and form.kind == "stack" else (model,)
+    if form is None or any(m.form().kind != "cell" for m in layers):
         raise ParameterError("model", f"the MASO partition analysis takes rnn, rin, fastrnn, antisymmetric or a "
-                                      f"StackedRNN (h_t = a h_(t-1) + c φ(R h_(t-1) + W x_t + b)); "
+                                      f"stack of them (h_t = a h_(t-1) + c φ(R h_(t-1) + W x_t + b)); "
                                       f"got {model.name!r}")
-    else:
-        raise ParameterError("model", f"must be a dynlab model or StackedRNN, got {type(model).__name__}")
     for ell, m in enumerate(layers):
         if m.activation not in MAX_AFFINE:
             where = f" (layer {ell + 1})" if len(layers) > 1 else ""
@@ -142,7 +138,7 @@ def forward(model, x, h0=None, *, backend=None) -> Trace:
 
     Parameters
     ----------
-    model : rnn / rin / fastrnn / antisymmetric model or StackedRNN, max-affine activation
+    model : rnn / rin / fastrnn / antisymmetric model or a stack of them, max-affine activation
     x : (T, d) or (B, T, d) array
     h0 : initial state(s): (D,) or (B, D); for L > 1 layers a sequence of L of those
     backend : "numpy" | "numba" (default)
@@ -711,7 +707,7 @@ def random_h0_monte_carlo(model, x, y, W_out, b_out=None, *, sigma: float, loss:
             xs = np.broadcast_to(tr.x, (2 * P, N, T, d)).reshape(2 * P * N, T, d)
             h0s = [np.concatenate([(tr.h0[ell] + eps[:, ell]), (tr.h0[ell] - eps[:, ell])]).reshape(2 * P * N, D)
                    for ell in range(L)]
-            model_in = tr.layers[0] if L == 1 else StackedRNN(tr.layers)
+            model_in = tr.layers[0] if L == 1 else Stack(tr.layers)
             pt = forward(model_in, xs, h0s if L > 1 else h0s[0], backend=backend)
             zz = pt.H[-1][:, -1] @ Wo.T + bo
             ll = losses(zz, np.tile(yy, (2 * P,) + (1,) * (yy.ndim - 1)), loss).reshape(2, P, N).mean(axis=2)
@@ -922,7 +918,7 @@ def partition(model, x, h0=None, *, backend=None, reconstruction: str = "auto", 
 
     Parameters
     ----------
-    model : rnn / rin / fastrnn / antisymmetric (max-affine activation) or ``StackedRNN``
+    model : rnn / rin / fastrnn / antisymmetric (max-affine activation) or a ``Stack`` of them
     x : (T, d) or (B, T, d) array;  h0 : initial state(s) (``forward``)
     backend : "numpy" | "numba" (default) for the simulation kernels
     reconstruction : "auto" | "matrix" | "recursion" — how ĥ = A_RNN x + B_RNN is evaluated:
@@ -984,7 +980,7 @@ def partition(model, x, h0=None, *, backend=None, reconstruction: str = "auto", 
 
 
 def model_from_partition(ds):
-    """Rebuild the model of a ``partition``/``templates`` Dataset: one layer, or a ``StackedRNN``
+    """Rebuild the model of a ``partition``/``templates`` Dataset: one layer, or a ``Stack``
     from layer 1's ``U``/``W``/``b`` and the ``layer{ℓ}_`` parameters of the layers above."""
     from ..io import model_from_dataset
 
@@ -993,4 +989,4 @@ def model_from_partition(ds):
         return model_from_dataset(ds)
     # every layer under layer{ℓ}_; files written before that kept layer 1 unprefixed
     first = model_from_dataset(ds, prefix="layer1_" if "layer1_U" in ds else "")
-    return StackedRNN((first,) + tuple(model_from_dataset(ds, prefix=f"layer{ell}_") for ell in range(2, L + 1)))
+    return Stack((first,) + tuple(model_from_dataset(ds, prefix=f"layer{ell}_") for ell in range(2, L + 1)))

@@ -13,6 +13,12 @@ kernel stays float32 throughout (the GPU's fast path), a float64 one float64.
 Activations by id (``dynlab.activations.ACTIVATION_IDS``): 0 tanh, 1 relu, 2 sigmoid,
 3 identity, 4 leaky-relu (slope ``leak`` below 0), 5 abs; derivatives from the right at kinks.
 
+Each update comes twice: ``*_out`` from the activated values (p = φ(z), the gates), and the same
+from the pre-activations with φ = ``phi`` (``cell_update``, ``irnn_inner``, …).  A kernel that
+evaluates φ faster its own way (the numba backend's vectorisable tanh and sigmoid, kept where
+an A/B benchmark shows they earn it) calls the ``*_out`` form, so the cell's arithmetic is still
+this module's.
+
 The cells, per unit i (z the pre-activation; the products R h, U s, W x are the kernels'):
 
 one-line cells      h' = a h + γ φ(z),                     ∂h'/∂h = a I + diag(γ φ'(z)) R
@@ -64,11 +70,11 @@ def phi(act, z, leak):
     if act == TANH:
         return math.tanh(z)
     if act == RELU:
-        return z if z >= zero(z) else zero(z)
+        return zero(z) if z < zero(z) else z          # NaN passes through, as in np.maximum
     if act == SIGMOID:
         return sigmoid(z)
     if act == LEAKY_RELU:
-        return z if z >= zero(z) else leak * z
+        return leak * z if z < zero(z) else z
     if act == ABS:
         return abs(z)
     return z
@@ -106,9 +112,15 @@ def dphi_at(act, z, a, leak):
 
 # ============================================================================ one-line cells
 @register_jitable
+def cell_out(a, gain, h, p):
+    """h' = a h + γ p, p = φ(z)."""
+    return a * h + gain * p
+
+
+@register_jitable
 def cell_update(a, gain, h, z, act, leak):
     """h' = a h + γ φ(z)."""
-    return a * h + gain * phi(act, z, leak)
+    return cell_out(a, gain, h, phi(act, z, leak))
 
 
 @register_jitable
@@ -119,9 +131,15 @@ def cell_slope(gain, z, act, leak):
 
 # ============================================================================ iRNN
 @register_jitable
+def irnn_out(g, s, p, eta, alpha):
+    """One inner Euler step from p = φ(z): g' = g + η (p − α s)."""
+    return g + eta * (p - alpha * s)
+
+
+@register_jitable
 def irnn_inner(g, s, z, eta, alpha, act, leak):
     """One inner Euler step, g' = g + η (φ(z) − α s), z = (U s + W x + b)_i."""
-    return g + eta * (phi(act, z, leak) - alpha * s)
+    return irnn_out(g, s, phi(act, z, leak), eta, alpha)
 
 
 @register_jitable
@@ -132,9 +150,15 @@ def irnn_slope(z, eta, act, leak):
 
 # ============================================================================ CTRNN
 @register_jitable
+def ctrnn_out(y, p, tau, alpha):
+    """f = (p − α y) / τ from p = φ(z)."""
+    return (p - alpha * y) / tau
+
+
+@register_jitable
 def ctrnn_rate(y, z, tau, alpha, act, leak):
     """f = (φ(z) − α y) / τ, z = (U y + W x + b)_i."""
-    return (phi(act, z, leak) - alpha * y) / tau
+    return ctrnn_out(y, phi(act, z, leak), tau, alpha)
 
 
 @register_jitable
@@ -145,6 +169,12 @@ def ctrnn_slope(z, tau, act, leak):
 
 # ============================================================================ GRU
 @register_jitable
+def gru_out(z, n, h):
+    """h' = (1 − z) n + z h from the update gate z and the candidate n."""
+    return (one(z) - z) * n + z * h
+
+
+@register_jitable
 def gru_unit(a_r, a_z, a_nx, q, h, act, leak):
     """PyTorch's GRU for one unit: a_r, a_z the gate pre-activations (input and hidden parts
     summed, biases included), a_nx = (W_in x + b_in)_i, q = (W_hn h + b_hn)_i.  Returns
@@ -153,20 +183,40 @@ def gru_unit(a_r, a_z, a_nx, q, h, act, leak):
     z = sigmoid(a_z)
     a_n = a_nx + r * q
     n = phi(act, a_n, leak)
-    return (one(z) - z) * n + z * h, r, z, n, a_n
+    return gru_out(z, n, h), r, z, n, a_n
+
+
+@register_jitable
+def gru_slopes_at(h, r, z, n, q, dn):
+    """The coefficients of row i of ∂h'/∂h (and ∂h'/∂x) from the gates and dn = φ'(a_n):
+    (c_n, c_nx, c_r, c_z, z) with ∂h'/∂h = c_n W_hn + c_r W_hr + c_z W_hz + z e_i and
+    ∂h'/∂x = c_nx W_in + c_r W_ir + c_z W_iz:  A = (1 − z) φ'(a_n), c_nx = A, c_n = A r,
+    c_r = A q r(1 − r), c_z = (h − n) z(1 − z).  Their transposes carry the cotangents back:
+    ā_n = h̄ A, ā_r = h̄ c_r, ā_z = h̄ c_z, ā_n r = h̄ c_n, and h̄ z directly."""
+    o = one(z)
+    A = (o - z) * dn
+    return A * r, A, A * q * (r * (o - r)), (h - n) * (z * (o - z)), z
 
 
 @register_jitable
 def gru_slopes(h, r, z, n, a_n, q, act, leak):
-    """The coefficients of row i of ∂h'/∂h (and ∂h'/∂x): (c_n, c_nx, c_r, c_z, z) with
-    ∂h'/∂h = c_n W_hn + c_r W_hr + c_z W_hz + z e_i and ∂h'/∂x = c_nx W_in + c_r W_ir + c_z W_iz:
-    A = (1 − z) φ'(a_n), c_nx = A, c_n = A r, c_r = A q r(1 − r), c_z = (h − n) z(1 − z)."""
-    o = one(z)
-    A = (o - z) * dphi(act, a_n, leak)
-    return A * r, A, A * q * (r * (o - r)), (h - n) * (z * (o - z)), z
+    """``gru_slopes_at`` with φ'(a_n) from a_n."""
+    return gru_slopes_at(h, r, z, n, q, dphi(act, a_n, leak))
 
 
 # ============================================================================ LSTM
+@register_jitable
+def lstm_cell(f, c, i, g):
+    """c' = f c + i g."""
+    return f * c + i * g
+
+
+@register_jitable
+def lstm_out(o, t):
+    """h' = o t, t = φ(c')."""
+    return o * t
+
+
 @register_jitable
 def lstm_unit(a_i, a_f, a_g, a_o, c, act, leak):
     """PyTorch's LSTM for one unit (pre-activations with both biases).  Returns
@@ -175,21 +225,28 @@ def lstm_unit(a_i, a_f, a_g, a_o, c, act, leak):
     f = sigmoid(a_f)
     g = phi(act, a_g, leak)
     o = sigmoid(a_o)
-    c2 = f * c + i * g
-    return o * phi(act, c2, leak), c2, i, f, g, o
+    c2 = lstm_cell(f, c, i, g)
+    return lstm_out(o, phi(act, c2, leak)), c2, i, f, g, o
+
+
+@register_jitable
+def lstm_slopes_at(c, i, f, g, o, t, dg, dt):
+    """The coefficients of row i of the LSTM's Jacobian on s = [h; c] from the gates, t = φ(c'),
+    dg = φ'(a_g) and dt = φ'(c'): (c_i, c_f, c_g, h_o, h_c) with ∂c'/∂h = c_i W_hi + c_f W_hf +
+    c_g W_hg, ∂c'/∂c = f e_i, ∂h'/∂h = h_o W_ho + h_c ∂c'/∂h, ∂h'/∂c = h_c f e_i:  c_i = g i(1 − i),
+    c_f = c f(1 − f), c_g = i φ'(a_g), h_o = t o(1 − o), h_c = o φ'(c').  Backwards:
+    c̄' = c̄ + h̄ h_c, ā_i = c̄' c_i, ā_f = c̄' c_f, ā_g = c̄' c_g, ā_o = h̄ h_o, c̄_prev = c̄' f."""
+    u = one(c)
+    return g * (i * (u - i)), c * (f * (u - f)), i * dg, t * (o * (u - o)), o * dt
 
 
 @register_jitable
 def lstm_slopes(c, c2, i, f, g, o, a_g, act, leak):
-    """The coefficients of row i of the LSTM's Jacobian on s = [h; c]: (c_i, c_f, c_g, h_o, h_c)
-    with ∂c'/∂h = c_i W_hi + c_f W_hf + c_g W_hg, ∂c'/∂c = f e_i, ∂h'/∂h = h_o W_ho + h_c ∂c'/∂h,
-    ∂h'/∂c = h_c f e_i:  c_i = g i(1 − i), c_f = c f(1 − f), c_g = i φ'(a_g),
-    h_o = φ(c') o(1 − o), h_c = o φ'(c')."""
+    """``lstm_slopes_at`` with t, φ'(a_g) and φ'(c') from a_g and c'."""
     t = phi(act, c2, leak)
-    u = one(c2)
-    return g * (i * (u - i)), c * (f * (u - f)), i * dphi(act, a_g, leak), t * (o * (u - o)), \
-        o * dphi_at(act, c2, t, leak)
+    return lstm_slopes_at(c, i, f, g, o, t, dphi(act, a_g, leak), dphi_at(act, c2, t, leak))
 
 
-__all__ = ["one", "zero", "sigmoid", "phi", "dphi", "dphi_at", "cell_update", "cell_slope", "irnn_inner", "irnn_slope",
-           "ctrnn_rate", "ctrnn_slope", "gru_unit", "gru_slopes", "lstm_unit", "lstm_slopes"]
+__all__ = ["one", "zero", "sigmoid", "phi", "dphi", "dphi_at", "cell_out", "cell_update", "cell_slope", "irnn_out",
+           "irnn_inner", "irnn_slope", "ctrnn_out", "ctrnn_rate", "ctrnn_slope", "gru_out", "gru_unit", "gru_slopes_at", "gru_slopes",
+           "lstm_cell", "lstm_out", "lstm_unit", "lstm_slopes_at", "lstm_slopes"]

@@ -34,6 +34,8 @@ class Model:
     DEFAULT_ACTIVATION: ClassVar[str] = "tanh"
     DEFAULT_WEIGHT_SCALE: ClassVar[float] = 1.0
     DESCRIPTION: ClassVar[str] = ""
+    #: A sequence model (driven by x_t, simulated over time); the implicit networks are not.
+    SEQUENCE: ClassVar[bool] = True
     #: The sizes the repr starts with.
     REPR_SIZES: ClassVar[tuple[str, ...]] = ("hidden", "inputs")
     #: Training (``dynlab.train_model``): parameters kept fixed unless the caller says otherwise,
@@ -118,6 +120,27 @@ class Model:
     def _make_form(self):
         from ..errors import ParameterError
         raise ParameterError("model", f"{self.name} is not a sequence model: it has no kernel form")
+
+    # ------------------------------------------------------------- the map
+    def step(self, S, X):
+        """One step of the update on row-batched states: s_t for s_{t−1} = S (N, n) and x_t = X
+        (N, d), by the NumPy reference backend (``dynlab.backends.reference``)."""
+        from ..backends import get_backend
+
+        S = np.ascontiguousarray(np.atleast_2d(S), dtype=np.float64)
+        X = np.ascontiguousarray(np.atleast_2d(X), dtype=np.float64)
+        H, _, _ = get_backend("numpy").simulate(self.form(), X[:, None, :], S, stop=False)
+        return H[:, 0]
+
+    def step_jacobian(self, S, X, *, inputs: bool = False):
+        """∂s_t/∂s_{t−1} (N, n, n) at row-batched (S, X), and with ``inputs`` also ∂s_t/∂x_t
+        (N, n, d): the closed forms of the NumPy reference backend."""
+        from ..backends import get_backend
+
+        S = np.ascontiguousarray(np.atleast_2d(S), dtype=np.float64)
+        X = np.ascontiguousarray(np.atleast_2d(X), dtype=np.float64)
+        J, Jx, _ = get_backend("numpy").jacobians(self.form(), X, S, inputs=inputs)
+        return (J, Jx) if inputs else J
 
     # ---------------------------------------------------------- training
     def pullback(self, g: dict) -> dict:

@@ -16,7 +16,6 @@ from typing import ClassVar
 import numpy as np
 
 from .._validate import as_bool, as_matrix, as_scalar
-from ..activations import dphi, phi
 from .base import Model
 
 
@@ -25,25 +24,7 @@ def _sigmoid(v: float) -> float:
 
 
 class _GatedCell(Model):
-    """The update h_t = a h_{t-1} + c φ(R h_{t-1} + W x_t + b) of ``gated_form()`` as a map on
-    row-batched states (the form a ``Stack`` layer and the generic analyses use)."""
-
-    def step(self, S, X, gi=None):
-        a, gain, R = self.gated_form()
-        S = np.asarray(S, dtype=np.float64)
-        drive = np.asarray(X, dtype=np.float64) @ self.W.T + self.b if gi is None else gi
-        return a * S + gain * phi(self.activation, S @ np.asarray(R).T + drive, self.leak)
-
-    def step_jacobian(self, S, X, *, inputs: bool = False, gi=None):
-        """a I + c diag(φ'(z)) R, and with ``inputs`` also c diag(φ'(z)) W."""
-        a, gain, R = self.gated_form()
-        S = np.asarray(S, dtype=np.float64)
-        drive = np.asarray(X, dtype=np.float64) @ self.W.T + self.b if gi is None else gi
-        q = gain * dphi(self.activation, S @ np.asarray(R).T + drive, self.leak)
-        J = q[:, :, None] * np.asarray(R)[None]
-        idx = np.arange(self.hidden)
-        J[:, idx, idx] += a
-        return (J, q[:, :, None] * self.W[None]) if inputs else J
+    """The update h_t = a h_{t-1} + c φ(R h_{t-1} + W x_t + b) of ``gated_form()``."""
 
     def _make_form(self):
         from .forms import CellForm

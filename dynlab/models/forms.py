@@ -227,5 +227,19 @@ class StackForm:
         return slice(o + top.start, o + top.stop)
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class ImplicitForm(_Form):
+    """An implicit network's stacked equilibrium Z = f(Z Aᵀ + C) (``dynlab.models.implicit``):
+    A (U, U) the joint matrix, ``drive`` C = the inputs' part, computed by the model."""
+
+    A: np.ndarray
+
+    kind = "implicit"
+
+    @property
+    def hidden(self) -> int:
+        return int(self.A.shape[0])
+
+
 #: Every sequence form, by kind.
 FORMS = {f.kind: f for f in (CellForm, IRNNForm, CTRNNForm, GRUForm, LSTMForm, StackForm)}

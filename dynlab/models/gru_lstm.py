@@ -22,8 +22,8 @@ The dynamical state of an LSTM is s = [h; c] ∈ R^{2D}: ``state_size`` is 2D, e
 (Jacobians, gradient norms, Lyapunov spectra, fixed points) works on s, and the output h is the
 first D entries (``output_slice``).  ``hidden`` is D, PyTorch's ``hidden_size``.
 
-``step(S, X)`` and ``step_jacobian(S, X)`` are the update and its closed-form Jacobians on
-row-batched states (the NumPy reference of every kernel):
+The update and its closed-form Jacobians (the NumPy reference: ``dynlab.backends.reference``;
+``Model.step``/``step_jacobian`` evaluate them on row-batched states):
 
 GRU, with a_r, a_z, a_n the pre-activations, q = W_hn h + b_hn, r' = r(1 − r), z' = z(1 − z):
 
@@ -47,13 +47,9 @@ from typing import ClassVar
 import numpy as np
 
 from .._validate import as_matrix
-from ..activations import DEFAULT_LEAK, check_activation, dphi, phi
+from ..activations import DEFAULT_LEAK, check_activation
 from ..errors import ParameterError
 from .base import Model
-
-
-def _sigmoid(z):
-    return phi("sigmoid", z)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -137,12 +133,6 @@ class _TorchCell(Model):
         cls = LSTMForm if self.GATES == "ifgo" else GRUForm
         return cls(self.activation, float(self.leak), W_ih=self.W_ih, W_hh=self.W_hh, b_ih=self.b_ih, b_hh=self.b_hh)
 
-    def _phi(self, z):
-        return phi(self.activation, z, self.leak)
-
-    def _dphi(self, z):
-        return dphi(self.activation, z, self.leak)
-
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class GRU(_TorchCell):
@@ -152,40 +142,6 @@ class GRU(_TorchCell):
     GATES: ClassVar[str] = "rzn"
     DESCRIPTION: ClassVar[str] = ("PyTorch GRU: r, z, n gates, h' = (1 − z) ⊙ n + z ⊙ h, "
                                   "n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))")
-
-    def _gates(self, S, X, gi=None):
-        D = self.hidden
-        gi = self.drive(X) if gi is None else gi
-        gh = S @ self.W_hh.T + self.b_hh
-        r = _sigmoid(gi[:, :D] + gh[:, :D])
-        z = _sigmoid(gi[:, D:2 * D] + gh[:, D:2 * D])
-        q = gh[:, 2 * D:]
-        a_n = gi[:, 2 * D:] + r * q
-        return r, z, q, a_n, self._phi(a_n)
-
-    def step(self, S, X, gi=None):
-        """h_t for row-batched h_{t-1} = S (N, D) and x_t = X (N, d) (or the drive ``gi``)."""
-        S = np.asarray(S, dtype=np.float64)
-        _, z, _, _, n = self._gates(S, X, gi)
-        return (1.0 - z) * n + z * S
-
-    def step_jacobian(self, S, X, *, inputs: bool = False, gi=None):
-        """∂h_t/∂h_{t-1} (N, D, D), and with ``inputs`` also ∂h_t/∂x_t (N, D, d)."""
-        S = np.asarray(S, dtype=np.float64)
-        r, z, q, a_n, n = self._gates(S, X, gi)
-        dn = self._dphi(a_n)
-        qr = q * r * (1.0 - r)
-        gz = (S - n) * z * (1.0 - z)
-        one_z = 1.0 - z
-        W_hr, W_hz, W_hn = (self.block("W_hh", g) for g in "rzn")
-        J = (one_z * dn)[:, :, None] * (r[:, :, None] * W_hn + qr[:, :, None] * W_hr) + gz[:, :, None] * W_hz
-        idx = np.arange(self.hidden)
-        J[:, idx, idx] += z
-        if not inputs:
-            return J
-        W_ir, W_iz, W_in = (self.block("W_ih", g) for g in "rzn")
-        Jx = (one_z * dn)[:, :, None] * (W_in[None] + qr[:, :, None] * W_ir) + gz[:, :, None] * W_iz
-        return J, Jx
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -203,50 +159,3 @@ class LSTM(_TorchCell):
 
     def state_labels(self):
         return ("h",) * self.hidden + ("c",) * self.hidden
-
-    def _gates(self, S, X, gi=None):
-        D = self.hidden
-        h, c = S[:, :D], S[:, D:]
-        gi = self.drive(X) if gi is None else gi
-        a = gi + h @ self.W_hh.T + self.b_hh
-        i = _sigmoid(a[:, :D])
-        f = _sigmoid(a[:, D:2 * D])
-        a_g = a[:, 2 * D:3 * D]
-        g = self._phi(a_g)
-        o = _sigmoid(a[:, 3 * D:])
-        c2 = f * c + i * g
-        return h, c, i, f, a_g, g, o, c2
-
-    def step(self, S, X, gi=None):
-        """s_t = [h_t; c_t] for row-batched s_{t-1} = S (N, 2D) and x_t = X (N, d)."""
-        S = np.asarray(S, dtype=np.float64)
-        _, _, _, _, _, _, o, c2 = self._gates(S, X, gi)
-        return np.concatenate([o * self._phi(c2), c2], axis=1)
-
-    def step_jacobian(self, S, X, *, inputs: bool = False, gi=None):
-        """∂s_t/∂s_{t-1} (N, 2D, 2D), and with ``inputs`` also ∂s_t/∂x_t (N, 2D, d)."""
-        S = np.asarray(S, dtype=np.float64)
-        D = self.hidden
-        h, c, i, f, a_g, g, o, c2 = self._gates(S, X, gi)
-        t = self._phi(c2)
-        dt = self._dphi(c2)
-        ci, cf, cg = g * i * (1.0 - i), c * f * (1.0 - f), i * self._dphi(a_g)
-        ho, hc = t * o * (1.0 - o), o * dt
-
-        def rows(name):
-            Wi, Wf, Wg, Wo = (self.block(name, k) for k in "ifgo")
-            dc = cf[:, :, None] * Wf + ci[:, :, None] * Wi + cg[:, :, None] * Wg
-            dh = ho[:, :, None] * Wo + hc[:, :, None] * dc
-            return dh, dc
-
-        N = S.shape[0]
-        J = np.zeros((N, 2 * D, 2 * D))
-        dh, dc = rows("W_hh")
-        J[:, :D, :D], J[:, D:, :D] = dh, dc
-        idx = np.arange(D)
-        J[:, D + idx, D + idx] = f
-        J[:, idx, D + idx] = hc * f
-        if not inputs:
-            return J
-        dhx, dcx = rows("W_ih")
-        return J, np.concatenate([dhx, dcx], axis=1)

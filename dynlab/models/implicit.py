@@ -145,6 +145,10 @@ class Implicit(Model):
         return {k: getattr(self, k) for k in self.PARAMS if getattr(self, k) is not None}
 
     # ------------------------------------------------------------- stacking
+    def _make_form(self):
+        from .forms import ImplicitForm
+        return ImplicitForm(self.activation, float(self.leak), A=self.stacked()[0])
+
     def stacked(self) -> tuple[np.ndarray, np.ndarray]:
         """(A, A_ff): the joint matrix A = [[W, R], [Q2, W2]] and its feed-forward part
         A_ff = [[0, 0], [Q2, 0]] (the only path the semi-gradient keeps).  One layer: (W, 0)."""

@@ -60,11 +60,15 @@ class Stack(Model):
         if not layers:
             raise ParameterError("layers", "must be a non-empty sequence of recurrent layers")
         for i, m in enumerate(layers):
-            if not (isinstance(m, Model) and hasattr(m, "step") and hasattr(m, "step_jacobian")):
+            if not isinstance(m, Model):
                 raise ParameterError("layers", f"layer {i + 1} must be a discrete cell with a step map "
                                                f"(rnn, gru, lstm, …), got {type(m).__name__}")
-            if isinstance(m, Stack):
+            kind = m.form().kind if m.SEQUENCE else m.name
+            if kind == "stack":
                 raise ParameterError("layers", f"layer {i + 1} is itself a stack; give its layers instead")
+            if kind not in ("cell", "gru", "lstm"):
+                raise ParameterError("layers", f"layer {i + 1} must be a discrete cell with a step map "
+                                               f"(rnn, gru, lstm, …), got {m.name}")
         kinds = {(type(m), m.hidden) for m in layers}
         if len(kinds) > 1:
             raise ParameterError("layers", "every layer must be of one kind and one hidden size (as in "
@@ -198,45 +202,14 @@ class Stack(Model):
         o = self.offsets
         return [S[:, o[i]:o[i + 1]] for i in range(self.n_layers)]
 
-    def step(self, S, X, gi=None):
-        """s_t for row-batched s_{t-1} = S (N, n) and x_t = X (N, d)."""
-        S = np.asarray(S, dtype=np.float64)
-        inp = np.asarray(X, dtype=np.float64)
-        out = []
-        for m, s in zip(self.layers, self.split(S)):
-            s2 = m.step(s, inp)
-            out.append(s2)
-            inp = s2[:, m.output_slice]
-        return np.concatenate(out, axis=1)
-
-    def step_jacobian(self, S, X, *, inputs: bool = False, gi=None):
-        """∂s_t/∂s_{t-1} (N, n, n), and with ``inputs`` also ∂s_t/∂x_t (N, n, d) (module docstring)."""
-        S = np.asarray(S, dtype=np.float64)
-        N, n = S.shape
-        o = self.offsets
-        J = np.zeros((N, n, n))
-        Jx = np.zeros((N, n, self.inputs)) if inputs else None
-        inp = np.asarray(X, dtype=np.float64)
-        below = None  # ∂(output of the layer below at t)/∂s_{t-1} and /∂x_t
-        for ell, (m, s) in enumerate(zip(self.layers, self.split(S))):
-            Jl, Jxl = m.step_jacobian(s, inp, inputs=True)
-            rows = slice(o[ell], o[ell + 1])
-            J[:, rows, rows] = Jl
-            if below is None:
-                if inputs:
-                    Jx[:, rows] = Jxl
-            else:
-                J[:, rows] += np.matmul(Jxl, below[0])
-                if inputs:
-                    Jx[:, rows] = np.matmul(Jxl, below[1])
-            own = J[:, rows][:, m.output_slice]
-            below = (own, Jx[:, rows][:, m.output_slice] if inputs else None)
-            inp = m.step(s, inp)[:, m.output_slice]
-        return (J, Jx) if inputs else J
-
     # ---------------------------------------------------------------- random
     @classmethod
-    def random(cls, hidden, inputs, *, seed=None, weight_scale=None, cell="gru", layers=2, activation=None):
+    def random(cls, hidden, inputs, *, seed=None, weight_scale=None, cell="gru", layers=2, activation=None,
+               leak=None, identity_init=False):
+        """L random layers of one cell kind: layer ℓ is ``make_model(cell, hidden, d_ℓ, seed=seed + ℓ − 1,
+        …)`` with d_1 = inputs and d_ℓ = hidden above (``identity_init``: rnn layers only, Le et
+        al.'s U = s·I, b = 0, ReLU)."""
+        from .._validate import as_bool
         from .cells import RNN
         from .gru_lstm import GRU, LSTM
 
@@ -248,6 +221,12 @@ class Stack(Model):
         if seed is not None:
             seed = as_int(seed, "seed", low=0)
         extra = {} if activation is None else {"activation": activation}
+        if leak is not None:
+            extra["leak"] = leak
+        if as_bool(identity_init, "identity_init"):
+            if cell != "rnn":
+                raise ParameterError("identity_init", f"applies to rnn layers, not {cell}")
+            extra["identity_init"] = True
         built = []
         d = inputs
         for ell in range(L):

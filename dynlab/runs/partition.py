@@ -18,7 +18,7 @@ DEFAULT_ACTIVATION = "relu"
 
 def _build_model(spec, inputs: int):
     from ..errors import ParameterError
-    from ..models.stacked import StackedRNN
+    from ..models import Stack
     from ..spec import build_model
 
     run = spec.run
@@ -37,8 +37,8 @@ def _build_model(spec, inputs: int):
     for key in ("K", "eta", "alpha", "g0"):
         if getattr(run, key) is not None:
             raise ParameterError(key, "is not a setting of the rnn model")
-    return StackedRNN.random(run.hidden or 2, inputs, layers=spec.layers, seed=run.seed,
-                             weight_scale=run.weight_scale, activation=run.activation, **extra)
+    return Stack.random(run.hidden or 2, inputs, cell="rnn", layers=spec.layers, seed=run.seed,
+                        weight_scale=run.weight_scale, activation=run.activation, **extra)
 
 
 def partition_dataset(spec):

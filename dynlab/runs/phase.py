@@ -132,7 +132,7 @@ def phase_dataset(spec, field=None):
     attrs.update(input_attrs(spec, T))
     attrs.update({"irnn_entry": "none", "projection": "none"})
 
-    irnn_at = [i for i, m in enumerate(models) if isinstance(m, IRNN)]
+    irnn_at = [i for i, m in enumerate(models) if m.form().kind == "irnn"]
     if irnn_at:
         i = irnn_at[0]
         model = models[i]

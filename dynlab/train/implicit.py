@@ -96,7 +96,7 @@ def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: s
         from ..analysis.implicit import implicit_vjp, solve
         from ..io import save_model
         from ..models import make_model
-        from ..models.implicit import Implicit
+        from ..models import Model
         from ..tasks.static import STATIC_TASKS, StaticTask
         from .optim import make_optimiser
 
@@ -117,7 +117,7 @@ def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: s
         if model is None:
             model = make_model("implicit", hidden=hidden, inputs=data.inputs, hidden2=hidden2, seed=seed,
                                weight_scale=0.0 if feedforward else weight_scale, activation=activation)
-        elif not isinstance(model, Implicit):
+        elif not (isinstance(model, Model) and model.form().kind == "implicit"):
             raise ParameterError("model", f"must be an implicit model, got {getattr(model, 'name', type(model).__name__)}")
         if model.inputs != data.inputs:
             raise ParameterError("model", f"reads {model.inputs} inputs; the task has {data.inputs}")

@@ -301,7 +301,7 @@ class NumbaBackend(Backend):
         from .threads import in_threads, work_threads
 
         N, D = hprev.shape
-        U = np.ascontiguousarray(form.U, dtype=np.float64)
+        U = _plain(form.U)
         UT = np.ascontiguousarray(U.T)
         c = np.ascontiguousarray(x @ form.W.T + form.b, dtype=np.float64)
         hprev = np.ascontiguousarray(hprev, dtype=np.float64)

@@ -1,41 +1,26 @@
 """@njit kernels for the closed-form one-step Jacobians, one point at a time, ``cache=True``.
 
 The default for small D (the iRNN paper's 2-D cells, long horizons), where NumPy's batched
-matmuls over tiny matrices cost more in overhead than in arithmetic.  The equations are
-those of ``dynlab.analysis.jacobians`` (its module docstring), which turns a model into the
-plain arrays and ids these kernels take (kernels see arrays and ids only).  Every kernel writes
-J (N, D, D) and Jx (N, D, dx); dx = 0 when the input Jacobian is not wanted, so its loops
-run zero times.
+matmuls over tiny matrices cost more in overhead than in arithmetic.  The closed forms are
+those of ``dynlab.backends.reference.jacobians``; the per-element arithmetic — the updates, and
+the same updates applied to the tangents (the tangent of g' = g + η(φ(z) − α s) is
+G' = G + η(φ'(z) Ż − α S): ``irnn_out`` with φ(z) replaced by φ'(z) Ż) — is the cells'
+(``dynlab.backends.cells``).  Every kernel writes J (N, D, D) and Jx (N, D, dx); dx = 0 when the
+input Jacobian is not wanted, so its loops run zero times.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 from numba import njit
 
 from ...config import NUMBA_CACHE
+from .. import cells
 from .loops import act_scalar
 
 
-@njit(cache=NUMBA_CACHE, inline="always")
-def dact_scalar(act, z, leak):
-    """φ'(z) for the activation id ``act`` (right derivative at kinks, as dynlab.activations)."""
-    if act == 0:
-        t = math.tanh(z)
-        return 1.0 - t * t
-    elif act == 1:
-        return 1.0 if z >= 0.0 else 0.0
-    elif act == 2:
-        e = math.exp(-abs(z))
-        s = 1.0 / (1.0 + e) if z >= 0.0 else e / (1.0 + e)
-        return s * (1.0 - s)
-    elif act == 3:
-        return 1.0
-    elif act == 4:
-        return 1.0 if z >= 0.0 else leak
-    else:
-        return 1.0 if z >= 0.0 else -1.0
+#: φ'(z) by activation id (``dynlab.backends.cells.dphi``).
+dact_scalar = cells.dphi
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
@@ -61,7 +46,7 @@ def gated(R, W, b, a, gain, act, leak, x, hprev, J, Jx):
             z = c[i]
             for j in range(D):
                 z += R[i, j] * hprev[n, j]
-            q = gain * dact_scalar(act, z, leak)
+            q = cells.cell_slope(gain, z, act, leak)
             for j in range(D):
                 J[n, i, j] = q * R[i, j]
             J[n, i, i] += a
@@ -118,10 +103,10 @@ def irnn(U, W, b, eta, alpha, K, g0prev, sign, act, leak, x, hprev, J, Jx):
             for i in range(D):
                 for j in range(D):
                     S = G[i, j] + (sign if i == j else 0.0)
-                    G[i, j] = G[i, j] + e * (dp[i] * T[i, j] - alpha * S)
+                    G[i, j] = cells.irnn_out(G[i, j], S, dp[i] * T[i, j], e, alpha)
                 for j in range(dx):
-                    Gx[i, j] = Gx[i, j] + e * (dp[i] * Tx[i, j] - alpha * Gx[i, j])
-                g[i] = g[i] + e * (ph[i] - alpha * s[i])
+                    Gx[i, j] = cells.irnn_out(Gx[i, j], Gx[i, j], dp[i] * Tx[i, j], e, alpha)
+                g[i] = cells.irnn_out(g[i], s[i], ph[i], e, alpha)
         for i in range(D):
             for j in range(D):
                 J[n, i, j] = G[i, j]
@@ -140,7 +125,7 @@ def _ctrnn_stage(U, W, c, tau, alpha, act, leak, y, Y, Yx, fy, FY, FX):
         for j in range(D):
             z += U[i, j] * y[j]
         q = dact_scalar(act, z, leak)
-        fy[i] = (act_scalar(act, z, leak) - alpha * y[i]) / tau
+        fy[i] = cells.ctrnn_rate(y[i], z, tau, alpha, act, leak)
         for j in range(D):
             FY[i, j] = 0.0
         for j in range(dx):
@@ -152,9 +137,9 @@ def _ctrnn_stage(U, W, c, tau, alpha, act, leak, y, Y, Yx, fy, FY, FX):
             for j in range(dx):
                 FX[i, j] += u * Yx[m, j]
         for j in range(D):
-            FY[i, j] = (q * FY[i, j] - alpha * Y[i, j]) / tau
+            FY[i, j] = cells.ctrnn_out(Y[i, j], q * FY[i, j], tau, alpha)
         for j in range(dx):
-            FX[i, j] = (q * FX[i, j] - alpha * Yx[i, j]) / tau
+            FX[i, j] = cells.ctrnn_out(Yx[i, j], q * FX[i, j], tau, alpha)
 
 
 @njit(cache=NUMBA_CACHE)
@@ -234,11 +219,6 @@ def ctrnn(U, W, b, tau, alpha, dt, substeps, rk4, act, leak, x, hprev, J, Jx):
 # (LSTM) weight blocks.  ``snew`` (N, n) receives the next state (a stack feeds it to the
 # layer above); J (N, n, n), Jx (N, n, dx), dx = 0 when the input Jacobian is not wanted.
 
-@njit(cache=NUMBA_CACHE, inline="always")
-def _sig(z):
-    return act_scalar(2, z, 0.0)
-
-
 @njit(cache=NUMBA_CACHE)
 def gru(W_ih, W_hh, gi, gh, act, leak, hprev, J, Jx, snew):
     """∂h'/∂h = diag(z) + rows  (1 − z)φ'(a_n)[r W_hn + q r' W_hr] + (h − n) z' W_hz,
@@ -247,22 +227,18 @@ def gru(W_ih, W_hh, gi, gh, act, leak, hprev, J, Jx, snew):
     dx = Jx.shape[2]
     for p in range(N):
         for i in range(D):
-            r = _sig(gi[p, i] + gh[p, i])
-            z = _sig(gi[p, D + i] + gh[p, D + i])
             q = gh[p, 2 * D + i]
-            a = gi[p, 2 * D + i] + r * q
-            n = act_scalar(act, a, leak)
-            A = (1.0 - z) * dact_scalar(act, a, leak)
-            cn = A * r                         # on W_hn
-            cr = A * q * (r * (1.0 - r))       # on W_hr (and W_ir)
             h = hprev[p, i]
-            cz = (h - n) * (z * (1.0 - z))     # on W_hz (and W_iz)
+            hn, r, z, n, a = cells.gru_unit(gi[p, i] + gh[p, i], gi[p, D + i] + gh[p, D + i], gi[p, 2 * D + i], q,
+                                            h, act, leak)
+            # the coefficients on W_hn (cn; W_in: A), W_hr (and W_ir: cr), W_hz (and W_iz: cz)
+            cn, A, cr, cz, _ = cells.gru_slopes(h, r, z, n, a, q, act, leak)
             for j in range(D):
                 J[p, i, j] = cn * W_hh[2 * D + i, j] + cr * W_hh[i, j] + cz * W_hh[D + i, j]
             J[p, i, i] += z
             for j in range(dx):
                 Jx[p, i, j] = A * W_ih[2 * D + i, j] + cr * W_ih[i, j] + cz * W_ih[D + i, j]
-            snew[p, i] = (1.0 - z) * n + z * h
+            snew[p, i] = hn
 
 
 @njit(cache=NUMBA_CACHE)
@@ -275,19 +251,11 @@ def lstm(W_ih, W_hh, gi, gh, act, leak, hprev, J, Jx, snew):
     dx = Jx.shape[2]
     for p in range(N):
         for k in range(D):
-            ig = _sig(gi[p, k] + gh[p, k])
-            fg = _sig(gi[p, D + k] + gh[p, D + k])
             ag = gi[p, 2 * D + k] + gh[p, 2 * D + k]
-            o = _sig(gi[p, 3 * D + k] + gh[p, 3 * D + k])
-            g = act_scalar(act, ag, leak)
             c = hprev[p, D + k]
-            c2 = fg * c + ig * g
-            t = act_scalar(act, c2, leak)
-            ci = g * (ig * (1.0 - ig))
-            cf = c * (fg * (1.0 - fg))
-            cg = ig * dact_scalar(act, ag, leak)
-            ho = t * (o * (1.0 - o))
-            hc = o * dact_scalar(act, c2, leak)
+            h2, c2, ig, fg, g, o = cells.lstm_unit(gi[p, k] + gh[p, k], gi[p, D + k] + gh[p, D + k], ag,
+                                                   gi[p, 3 * D + k] + gh[p, 3 * D + k], c, act, leak)
+            ci, cf, cg, ho, hc = cells.lstm_slopes(c, c2, ig, fg, g, o, ag, act, leak)
             for j in range(S):
                 J[p, k, j] = 0.0
                 J[p, D + k, j] = 0.0
@@ -301,7 +269,7 @@ def lstm(W_ih, W_hh, gi, gh, act, leak, hprev, J, Jx, snew):
                 dc = cf * W_ih[D + k, j] + ci * W_ih[k, j] + cg * W_ih[2 * D + k, j]
                 Jx[p, D + k, j] = dc
                 Jx[p, k, j] = ho * W_ih[3 * D + k, j] + hc * dc
-            snew[p, k] = o * t
+            snew[p, k] = h2
             snew[p, D + k] = c2
 
 
@@ -343,7 +311,7 @@ def irnn_jacobians(U, UT, c, hprev, eta, alpha, K, g0prev, sign, act, leak, J, P
                     zz = z[p, j] + c[lo + p, j]
                     av = phi_f64(act, zz, leak)
                     scale[p, j] = e * dphi_given(act, zz, av, leak)
-                    g[p, j] += e * (av - alpha * s[p, j])
+                    g[p, j] = cells.irnn_out(g[p, j], s[p, j], av, e, alpha)
             if k == 0:
                 for i in range(D):
                     for p in range(q):
@@ -359,7 +327,7 @@ def irnn_jacobians(U, UT, c, hprev, eta, alpha, K, g0prev, sign, act, leak, J, P
                         keep = 1.0 - eta[lo + p, k] * alpha
                         sc = scale[p, i]
                         for j in range(D):
-                            P[i, p * D + j] = keep * P[i, p * D + j] + sc * Tm[i, p * D + j]
+                            P[i, p * D + j] = cells.cell_out(keep, sc, P[i, p * D + j], Tm[i, p * D + j])
         for p in range(q):
             for i in range(D):
                 for j in range(D):

@@ -15,24 +15,11 @@ from numba.core import types
 from numba.extending import intrinsic
 
 from ...config import NUMBA_CACHE
+from .. import cells
 
 
-@njit(cache=NUMBA_CACHE, inline="always")
-def act_scalar(act, z, leak):
-    """φ(z) for the activation with integer id ``act`` (see dynlab.activations)."""
-    if act == 0:
-        return math.tanh(z)
-    elif act == 1:
-        return 0.0 if z < 0.0 else z  # NaN passes through, as in np.maximum
-    elif act == 2:
-        e = math.exp(-abs(z))
-        return 1.0 / (1.0 + e) if z >= 0.0 else e / (1.0 + e)
-    elif act == 3:
-        return z
-    elif act == 4:
-        return leak * z if z < 0.0 else z
-    else:
-        return abs(z)
+#: φ(z) by activation id, the cells' own (``dynlab.backends.cells.phi``): the scalar loops' activation.
+act_scalar = cells.phi
 
 
 @njit(cache=NUMBA_CACHE, inline="always")
@@ -83,7 +70,7 @@ def gated(R, c, h0, a, gain, act, leak, stop, H, bad):
             else:
                 _affine(RT, hp, c[bi, t], z)
             for i in range(D):
-                H[bi, t, i] = a * hp[i] + gain * act_scalar(act, z[i], leak)
+                H[bi, t, i] = cells.cell_update(a, gain, hp[i], z[i], act, leak)
             for i in range(D):
                 hp[i] = H[bi, t, i]
             if not _all_finite(hp):
@@ -120,11 +107,11 @@ def irnn(U, c, h0, eta, alpha, K, g0prev, sign, act, leak, stop, H, bad):
                         acc = c[bi, t, i]
                         for j in range(D):
                             acc += U[i, j] * s[j]
-                        g[i] = g[i] + e * (act_scalar(act, acc, leak) - alpha * s[i])
+                        g[i] = cells.irnn_inner(g[i], s[i], acc, e, alpha, act, leak)
                 else:
                     _affine(UT, s, c[bi, t], z)
                     for i in range(D):
-                        g[i] = g[i] + e * (act_scalar(act, z[i], leak) - alpha * s[i])
+                        g[i] = cells.irnn_inner(g[i], s[i], z[i], e, alpha, act, leak)
             for i in range(D):
                 hp[i] = g[i]
                 H[bi, t, i] = g[i]
@@ -142,7 +129,7 @@ def _ctrnn_f(U, cv, y, tau, alpha, act, leak, out):
         z = cv[i]
         for j in range(D):
             z += U[i, j] * y[j]
-        out[i] = (-alpha * y[i] + act_scalar(act, z, leak)) / tau
+        out[i] = cells.ctrnn_rate(y[i], z, tau, alpha, act, leak)
 
 
 @njit(cache=NUMBA_CACHE)
@@ -355,21 +342,9 @@ def phi_other(act, z, leak):
     return sigmoid_f64(z) if act == 2 else act_scalar(act, z, leak)
 
 
-@njit(inline="always", **_VEC)
-def dphi_given(act, z, a, leak):
-    """φ'(z) from z and a = φ(z) (right derivative at kinks, as ``dynlab.activations.dphi``):
-    1 − a² for tanh and a(1 − a) for sigmoid need no second transcendental."""
-    if act == 0:
-        return 1.0 - a * a
-    elif act == 2:
-        return a * (1.0 - a)
-    elif act == 1:
-        return 1.0 if z >= 0.0 else 0.0
-    elif act == 3:
-        return 1.0
-    elif act == 4:
-        return 1.0 if z >= 0.0 else leak
-    return 1.0 if z >= 0.0 else -1.0
+#: φ'(z) from z and a = φ(z) (``dynlab.backends.cells.dphi_at``: 1 − a² for tanh and a(1 − a) for
+#: sigmoid need no second transcendental).
+dphi_given = cells.dphi_at
 
 
 @njit(**_VEC)
@@ -401,10 +376,10 @@ def irnn_inner(buf, D, z, a, e, act, leak):
     for b in range(buf.shape[0]):
         if act == 0:
             for j in range(D):
-                buf[b, j] = a * float(buf[b, j]) + e * tanh_f64(float(z[b, j]))
+                buf[b, j] = cells.cell_out(a, e, float(buf[b, j]), tanh_f64(float(z[b, j])))
         else:
             for j in range(D):
-                buf[b, j] = a * float(buf[b, j]) + e * phi_other(act, float(z[b, j]), leak)
+                buf[b, j] = cells.cell_out(a, e, float(buf[b, j]), phi_other(act, float(z[b, j]), leak))
 
 
 @njit(nogil=True, **_VEC)
@@ -417,14 +392,14 @@ def irnn_last(buf, D, z, a, e, hp, H, t, sign, start, act, leak):
     for b in range(buf.shape[0]):
         if act == 0:
             for j in range(D):
-                v = a * float(buf[b, j]) + e * tanh_f64(float(z[b, j])) - sign * float(hp[b, j])
+                v = cells.cell_out(a, e, float(buf[b, j]), tanh_f64(float(z[b, j]))) - sign * float(hp[b, j])
                 H[b, t, j] = v
                 hp[b, j] = v
                 buf[b, j] = start * v
                 nb += 0 if abs(v) < _INF else 1
         else:
             for j in range(D):
-                v = a * float(buf[b, j]) + e * phi_other(act, float(z[b, j]), leak) - sign * float(hp[b, j])
+                v = cells.cell_out(a, e, float(buf[b, j]), phi_other(act, float(z[b, j]), leak)) - sign * float(hp[b, j])
                 H[b, t, j] = v
                 hp[b, j] = v
                 buf[b, j] = start * v
@@ -439,13 +414,13 @@ def gated_step(buf, D, z, a, gain, H, t, act, leak):
     for b in range(buf.shape[0]):
         if act == 0:
             for j in range(D):
-                v = a * float(buf[b, j]) + gain * tanh_f64(float(z[b, j]))
+                v = cells.cell_out(a, gain, float(buf[b, j]), tanh_f64(float(z[b, j])))
                 H[b, t, j] = v
                 buf[b, j] = v
                 nb += 0 if abs(v) < _INF else 1
         else:
             for j in range(D):
-                v = a * float(buf[b, j]) + gain * phi_other(act, float(z[b, j]), leak)
+                v = cells.cell_out(a, gain, float(buf[b, j]), phi_other(act, float(z[b, j]), leak))
                 H[b, t, j] = v
                 buf[b, j] = v
                 nb += 0 if abs(v) < _INF else 1
@@ -486,14 +461,14 @@ def _gru_row(gi, gh, bhn, h, b, H, bh, t, act, leak):
     if act == 0:
         for i in range(D):
             z, a = _gru_pre(gi, gh, bhn, D, b, i)
-            h[b, i] = (1.0 - z) * tanh_f64(a) + z * float(h[b, i])
+            h[b, i] = cells.gru_out(z, tanh_f64(a), float(h[b, i]))
             w = h[b, i]
             H[bh, t, i] = w
             nb += 0 if abs(w) < _INF else 1
     else:
         for i in range(D):
             z, a = _gru_pre(gi, gh, bhn, D, b, i)
-            h[b, i] = (1.0 - z) * phi_other(act, a, leak) + z * float(h[b, i])
+            h[b, i] = cells.gru_out(z, phi_other(act, a, leak), float(h[b, i]))
             w = h[b, i]
             H[bh, t, i] = w
             nb += 0 if abs(w) < _INF else 1
@@ -517,9 +492,9 @@ def _lstm_row(gi, gh, h, c, b, H, bh, t, act, leak):
     if act == 0:
         for k in range(D):
             ig, fg, ag, o = _lstm_pre(gi, gh, D, b, k)
-            c[b, k] = fg * float(c[b, k]) + ig * tanh_f64(ag)
+            c[b, k] = cells.lstm_cell(fg, float(c[b, k]), ig, tanh_f64(ag))
             cn = c[b, k]
-            h[b, k] = o * tanh_f64(float(cn))
+            h[b, k] = cells.lstm_out(o, tanh_f64(float(cn)))
             hn = h[b, k]
             H[bh, t, k] = hn
             H[bh, t, D + k] = cn
@@ -527,9 +502,9 @@ def _lstm_row(gi, gh, h, c, b, H, bh, t, act, leak):
     else:
         for k in range(D):
             ig, fg, ag, o = _lstm_pre(gi, gh, D, b, k)
-            c[b, k] = fg * float(c[b, k]) + ig * phi_other(act, ag, leak)
+            c[b, k] = cells.lstm_cell(fg, float(c[b, k]), ig, phi_other(act, ag, leak))
             cn = c[b, k]
-            h[b, k] = o * phi_other(act, float(cn), leak)
+            h[b, k] = cells.lstm_out(o, phi_other(act, float(cn), leak))
             hn = h[b, k]
             H[bh, t, k] = hn
             H[bh, t, D + k] = cn

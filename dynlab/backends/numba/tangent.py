@@ -19,13 +19,10 @@ h ← a h + γ φ(R h + c),  A ← a A + γ φ'(z) ⊙ (R A).  At the last step 
 block [M_{T−1} | I], so the same pass also gives J_T = ∂h_T/∂h_{T−1}.  The 2-norms σ₁ of the
 final M̃_T and J_T come from LAPACK's SVD (batched), exact to rounding.
 
-Two implementations of the one algorithm:
-
-* ``irnn_numba`` / ``gated_numba``: ``@njit(parallel=True)`` with ``prange`` over settings;
-  each setting's D×D products go to BLAS (``np.dot`` into a preallocated buffer).
-* ``tangent_xp``: written once against an array namespace ``xp`` (NumPy or CuPy): batched
-  matmuls over the S settings and element-wise passes; a setting with K < K_max has η_k = 0
-  for its unused inner steps (the K mask), which leaves g and G exactly unchanged.
+This module is the numba backend's: ``@njit(parallel=True)`` with ``prange`` over settings,
+each setting's D×D products through BLAS (``np.dot`` into a preallocated buffer), the per-element
+arithmetic the cells' (``dynlab.backends.cells``); the reference is
+``dynlab.backends.reference.tangent``.
 
 A non-finite state stops a setting and records the 1-based step (``diverged``, 0: none).
 """
@@ -37,8 +34,8 @@ import numpy as np
 from numba import njit, prange
 
 from ...config import NUMBA_CACHE
+from .. import cells
 from .jacobians import dact_scalar
-from .loops import act_scalar
 
 
 # ============================================================================ numba, prange
@@ -86,8 +83,8 @@ def _irnn_step(U, c, hp, A, eta, K, alpha, sign, g0prev, act, leak, g, G, St, P,
             if tangent:
                 q = dact_scalar(act, z, leak)
                 for j in range(w):
-                    G[i, j] += e * (q * P[i, j] - alpha * St[i, j])
-            g[i] += e * (act_scalar(act, z, leak) - alpha * s[i])
+                    G[i, j] = cells.irnn_out(G[i, j], St[i, j], q * P[i, j], e, alpha)
+            g[i] = cells.irnn_inner(g[i], s[i], z, e, alpha, act, leak)
 
 
 @njit(cache=NUMBA_CACHE)
@@ -101,11 +98,11 @@ def _gated_step(R, c, hp, A, a, gain, act, leak, g, G, P, tangent):
         z = c[i]
         for j in range(D):
             z += R[i, j] * hp[j]
-        g[i] = a * hp[i] + gain * act_scalar(act, z, leak)
+        g[i] = cells.cell_update(a, gain, hp[i], z, act, leak)
         if tangent:
-            q = gain * dact_scalar(act, z, leak)
+            q = cells.cell_slope(gain, z, act, leak)
             for j in range(w):
-                G[i, j] = a * A[i, j] + q * P[i, j]
+                G[i, j] = cells.cell_out(a, 1.0, A[i, j], q * P[i, j])
 
 
 @njit(cache=NUMBA_CACHE)

@@ -3,8 +3,10 @@ taped forward and backward passes, each ONE numba call over the whole sequence w
 released — per step the product (BLAS, through ``np.dot``; in calls of ``rows`` rows each,
 ``numba_cpu.dot_rows`` / ``kernels.gemm_rows``) and one fused element-wise pass, no Python
 between the steps.  Arrays only (no models); each kernel reads and writes the arrays as
-documented, and the formulas are those of the backprop module docstring.  φ is
-``dynlab.kernels.numba_cpu``'s vectorised tanh/sigmoid (≤ 2–3 ulp), dispatched once per row.
+documented; the rules are those of ``dynlab.backends.reference.bptt`` and the per-element
+arithmetic (the updates, the Jacobian coefficients whose transposes carry the cotangents back)
+the cells' (``dynlab.backends.cells``).  φ is ``loops``'s vectorised tanh/sigmoid (≤ 2–3 ulp),
+dispatched once per row.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import numpy as np
 from numba import njit
 
 from ...config import NUMBA_CACHE
+from .. import cells
 from .loops import _VEC, dot_rows, dphi_given, phi_other, sigmoid_f64, tanh_f64
 
 _INF = float("inf")
@@ -41,13 +44,14 @@ def lstm_backward(a, tc, c_prev, hb, cb, dg, dt, tanh, out):
             g = ag[j]
             h = hr[j]
             t = tr[j]
-            dtj = 1.0 - t * t if tanh else dtr[j]
-            dgj = 1.0 - g * g if tanh else dgr[j]
-            ct = cr[j] + h * o * dtj
-            oi[j] = ct * g * (i * (1.0 - i))
-            of[j] = ct * cpr[j] * (f * (1.0 - f))
-            oo[j] = h * t * (o * (1.0 - o))
-            og[j] = ct * i * dgj
+            dtj = cells.dphi_at(cells.TANH, t, t, 0.0) if tanh else dtr[j]
+            dgj = cells.dphi_at(cells.TANH, g, g, 0.0) if tanh else dgr[j]
+            ci, cf, cg, ho, hc = cells.lstm_slopes_at(cpr[j], i, f, g, o, t, dgj, dtj)
+            ct = cr[j] + h * hc
+            oi[j] = ct * ci
+            of[j] = ct * cf
+            oo[j] = h * ho
+            og[j] = ct * cg
             cr[j] = ct * f
 
 
@@ -68,13 +72,13 @@ def gru_backward(g, n, h_prev, hb, dn, tanh, out, an):
             q = gq[j]
             nn = nr[j]
             h = hr[j]
-            dnj = 1.0 - nn * nn if tanh else dnr[j]
-            a_n = h * (1.0 - z) * dnj
-            anr[j] = a_n
-            orr[j] = a_n * q * (r * (1.0 - r))
-            oz[j] = h * (hpr[j] - nn) * (z * (1.0 - z))
-            oq[j] = a_n * r
-            hr[j] = h * z
+            dnj = cells.dphi_at(cells.TANH, nn, nn, 0.0) if tanh else dnr[j]
+            cn, cnx, cr, cz, zz = cells.gru_slopes_at(hpr[j], r, z, nn, q, dnj)
+            anr[j] = h * cnx
+            orr[j] = h * cr
+            oz[j] = h * cz
+            oq[j] = h * cn
+            hr[j] = h * zz
 
 
 # ----------------------------------------------------------------------------------------
@@ -110,7 +114,7 @@ def gru_forward(Ha, Wa, X, W_inT, b_in, RZQ, N, DN, has_dn, act, leak, CN, rows)
                     gr[j] = r
                     gz[j] = z
                     nt[j] = n
-                    v = n + z * (hp[j] - n)
+                    v = cells.gru_out(z, n, hp[j])
                     hn[j] = v
                     nb += 0 if abs(v) < _INF else 1
             else:
@@ -125,7 +129,7 @@ def gru_forward(Ha, Wa, X, W_inT, b_in, RZQ, N, DN, has_dn, act, leak, CN, rows)
                     nt[j] = n
                     if has_dn:
                         dn[j] = dphi_given(act, a, n, leak)
-                    v = n + z * (hp[j] - n)
+                    v = cells.gru_out(z, n, hp[j])
                     hn[j] = v
                     nb += 0 if abs(v) < _INF else 1
         if nb:
@@ -156,11 +160,11 @@ def lstm_forward(Ha, Wa, C, A, TC, DG, DT, has_d, act, leak, rows):
                     af[j] = f
                     ao[j] = o
                     ag[j] = g
-                    c = f * cp[j] + i * g
+                    c = cells.lstm_cell(f, cp[j], i, g)
                     cn[j] = c
                     u = tanh_f64(c)
                     tc[j] = u
-                    hn[j] = o * u
+                    hn[j] = cells.lstm_out(o, u)
                     nb += 0 if abs(c) < _INF else 1
             else:
                 dg = DG[t, b] if has_d else DG[0, 0]
@@ -175,11 +179,11 @@ def lstm_forward(Ha, Wa, C, A, TC, DG, DT, has_d, act, leak, rows):
                     af[j] = f
                     ao[j] = o
                     ag[j] = g
-                    c = f * cp[j] + i * g
+                    c = cells.lstm_cell(f, cp[j], i, g)
                     cn[j] = c
                     u = phi_other(act, c, leak)
                     tc[j] = u
-                    hn[j] = o * u
+                    hn[j] = cells.lstm_out(o, u)
                     if has_d:
                         dg[j] = dphi_given(act, pre, g, leak)
                         dt[j] = dphi_given(act, c, u, leak)
@@ -338,7 +342,7 @@ def irnn_tape_inner(z, c, s, g, hp, A, Dp, s_next, e, alpha, sign, act, leak):
             for j in range(D):
                 a = tanh_f64(z[b, j] + c[b, j])
                 A[b, j] = a
-                gv = g[b, j] + e * (a - alpha * s[b, j])
+                gv = cells.irnn_out(g[b, j], s[b, j], a, e, alpha)
                 g[b, j] = gv
                 s_next[b, j] = gv + sign * hp[b, j]
         else:
@@ -348,7 +352,7 @@ def irnn_tape_inner(z, c, s, g, hp, A, Dp, s_next, e, alpha, sign, act, leak):
                 A[b, j] = a
                 if act != 2:
                     Dp[b, j] = dphi_given(act, zz, a, leak)
-                gv = g[b, j] + e * (a - alpha * s[b, j])
+                gv = cells.irnn_out(g[b, j], s[b, j], a, e, alpha)
                 g[b, j] = gv
                 s_next[b, j] = gv + sign * hp[b, j]
 
@@ -366,7 +370,7 @@ def irnn_tape_last(z, c, s, g, A, Dp, h, s_next, e, alpha, sign, prev, act, leak
             for j in range(D):
                 a = tanh_f64(z[b, j] + c[b, j])
                 A[b, j] = a
-                hv = g[b, j] + e * (a - alpha * s[b, j])
+                hv = cells.irnn_out(g[b, j], s[b, j], a, e, alpha)
                 h[b, j] = hv
                 g[b, j] = keep * hv
                 s_next[b, j] = keep * hv + sign * hv
@@ -378,7 +382,7 @@ def irnn_tape_last(z, c, s, g, A, Dp, h, s_next, e, alpha, sign, prev, act, leak
                 A[b, j] = a
                 if act != 2:
                     Dp[b, j] = dphi_given(act, zz, a, leak)
-                hv = g[b, j] + e * (a - alpha * s[b, j])
+                hv = cells.irnn_out(g[b, j], s[b, j], a, e, alpha)
                 h[b, j] = hv
                 g[b, j] = keep * hv
                 s_next[b, j] = keep * hv + sign * hv
@@ -401,14 +405,14 @@ def irnn_back_pre(gb, S, A, Dp, e, zb, act):
                 a = A[b, j]
                 gs += v * S[b, j]
                 ga += v * a
-                zb[b, j] = e * v * (1.0 - a * a)
+                zb[b, j] = e * v * cells.dphi_at(cells.TANH, a, a, 0.0)
         elif act == 2:
             for j in range(D):
                 v = gb[b, j]
                 a = A[b, j]
                 gs += v * S[b, j]
                 ga += v * a
-                zb[b, j] = e * v * (a * (1.0 - a))
+                zb[b, j] = e * v * cells.dphi_at(cells.SIGMOID, a, a, 0.0)
         else:
             for j in range(D):
                 v = gb[b, j]
@@ -476,7 +480,7 @@ def irnn_inner_states(hp, A, eta_m, alpha, sign, prev, Sm, g):
         e = eta_m[k]
         for b in range(B):
             for j in range(D):
-                gv = g[b, j] + e * (A[k, b, j] - alpha * Sm[k, b, j])
+                gv = cells.irnn_out(g[b, j], Sm[k, b, j], A[k, b, j], e, alpha)
                 g[b, j] = gv
                 Sm[k + 1, b, j] = gv + sign * hp[b, j]
 
