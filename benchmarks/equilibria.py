@@ -22,7 +22,8 @@ import time
 import numpy as np
 
 import dynlab as dl
-from dynlab.analysis.implicit import residual, solve, solve_ivp_reference
+from dynlab.analysis.implicit import solve
+from dynlab.backends.reference.implicit import residual, solve_ivp_reference
 
 from .harness import Impl, Workload
 

@@ -197,9 +197,11 @@ def _forward_reused(m, x):
     ws.arena(len(edges) - 2)
     h0 = np.zeros((x.shape[0], m.state_size))
 
+    be = dl.get_backend("numba")
+
     def fwd(i, lo, hi):
-        with bp._arena(ws.arena(i)):
-            return bp.forward(m, x[lo:hi], h0[lo:hi])
+        with be.tape_memory(ws.arena(i)):
+            return bp.forward(m, x[lo:hi], h0[lo:hi], backend=be)
 
     def call():
         ws.start()

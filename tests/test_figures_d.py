@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import dynlab as dl
-from dynlab.analysis.implicit import residual, solve_fixed_point, solve_rk4
+from dynlab.backends.reference.implicit import residual, solve_fixed_point, solve_rk4
 from dynlab.figures import implicit_a2_iterative as a2
 from dynlab.figures import implicit_fig7_size as f7
 from dynlab.figures import implicit_s34_stepsize as s34

@@ -17,16 +17,21 @@ seen; that is deliberate: ``dynlab/__init__`` loads its public names lazily that
 
 Checked:
 
-(a) ``dynlab.plot`` draws only: it imports no analysis, model, kernel, simulation, training,
+(a) ``dynlab.plot`` draws only: it imports no analysis, model, backend, simulation, training,
     sweep, run, spec, io or task module;
-(b) ``dynlab.kernels`` sees arrays and ids only: it imports no model, analysis, simulation,
-    training, sweep, run, plot, spec, io or task module;
-    and, stricter, each of the two imports only its allowed neighbours: ``dynlab.plot`` itself,
-    ``dynlab.errors`` and ``dynlab._dataset``; ``dynlab.kernels`` itself, ``dynlab.config``,
-    ``dynlab.activations`` and ``dynlab.errors``;
+(b) ``dynlab.backends`` sees forms and arrays only: it imports no model class, analysis,
+    simulation, training, sweep, run, plot, spec, io or task module (the forms module and the
+    errors it raises are all it knows of the rest); and, stricter, each of the two imports only
+    its allowed neighbours: ``dynlab.plot`` itself, ``dynlab.errors`` and ``dynlab._dataset``;
+    ``dynlab.backends`` itself, ``dynlab.config``, ``dynlab.activations``, ``dynlab.errors`` and
+    ``dynlab._resources`` (progress);
+(b′) the cells' arithmetic (``dynlab.backends.cells``) imports nothing of dynlab, and the
+    reference backend does not import Numba or another backend; the analyses (``dynlab.analysis``,
+    ``dynlab.simulation``, ``dynlab.train``, ``dynlab.sweep``) import no backend's own modules —
+    only the registry ``dynlab.backends`` and the interface ``dynlab.backends.base``;
 (c) there is no import cycle among dynlab modules, except the one documented pair below;
 (d) at run time, ``import dynlab.plot`` and drawing a saved Dataset load none of
-    ``dynlab.analysis``, ``dynlab.kernels``, ``dynlab.models``, ``dynlab.simulation``.
+    ``dynlab.analysis``, ``dynlab.backends``, ``dynlab.models``, ``dynlab.simulation``.
 """
 from __future__ import annotations
 
@@ -49,16 +54,20 @@ PACKAGE = ROOT / "dynlab"
 # pair, fails.
 ALLOWED_CYCLES = [frozenset({"dynlab.cli", "dynlab.cli.commands"})]
 
-PLOT_FORBIDDEN = ("dynlab.analysis", "dynlab.spec", "dynlab.models", "dynlab.kernels",
+PLOT_FORBIDDEN = ("dynlab.analysis", "dynlab.spec", "dynlab.models", "dynlab.backends",
                   "dynlab.simulation", "dynlab.train", "dynlab.sweep", "dynlab.runs",
                   "dynlab.io", "dynlab.tasks")
-KERNELS_FORBIDDEN = ("dynlab.models", "dynlab.analysis", "dynlab.simulation", "dynlab.train",
-                     "dynlab.sweep", "dynlab.runs", "dynlab.plot", "dynlab.spec", "dynlab.io",
-                     "dynlab.tasks")
+BACKENDS_FORBIDDEN = ("dynlab.models.base", "dynlab.models.cells", "dynlab.models.irnn", "dynlab.models.ctrnn",
+                      "dynlab.models.gru_lstm", "dynlab.models.stack", "dynlab.models.implicit", "dynlab.analysis",
+                      "dynlab.simulation", "dynlab.train", "dynlab.sweep", "dynlab.runs", "dynlab.plot",
+                      "dynlab.spec", "dynlab.io", "dynlab.tasks")
 # What each of the two layers may import at all (besides the standard library and third-party
 # packages): the forbidden lists above are the named rule, these the whole of what is allowed.
 PLOT_ALLOWED = ("dynlab.plot", "dynlab.errors", "dynlab._dataset")
-KERNELS_ALLOWED = ("dynlab.kernels", "dynlab.config", "dynlab.activations", "dynlab.errors")
+BACKENDS_ALLOWED = ("dynlab.backends", "dynlab.config", "dynlab.activations", "dynlab.errors", "dynlab._resources")
+#: The analyses reach a backend only through the registry and the interface.
+ANALYSES = ("dynlab.analysis", "dynlab.simulation", "dynlab.train", "dynlab.sweep")
+BACKEND_OWN = ("dynlab.backends.numba", "dynlab.backends.reference", "dynlab.backends.gpu", "dynlab.backends.cells")
 
 
 def _module_name(path: Path) -> str:
@@ -225,13 +234,29 @@ def test_plot_imports_no_computing_layer():
     assert _violations("dynlab.plot", forbidden=PLOT_FORBIDDEN) == []
 
 
-def test_kernels_see_arrays_and_ids_only():
-    assert _violations("dynlab.kernels", forbidden=KERNELS_FORBIDDEN) == []
+def test_backends_see_forms_and_arrays_only():
+    assert _violations("dynlab.backends", forbidden=BACKENDS_FORBIDDEN) == []
 
 
-@pytest.mark.parametrize("layer, allowed", [("dynlab.plot", PLOT_ALLOWED), ("dynlab.kernels", KERNELS_ALLOWED)])
+@pytest.mark.parametrize("layer, allowed", [("dynlab.plot", PLOT_ALLOWED), ("dynlab.backends", BACKENDS_ALLOWED)])
 def test_layer_imports_only_what_it_may(layer, allowed):
     assert _violations(layer, allowed=allowed) == []
+
+
+@pytest.mark.parametrize("layer", ANALYSES)
+def test_analyses_import_no_backend_internals(layer):
+    assert _violations(layer, forbidden=BACKEND_OWN) == []
+
+
+def test_cells_import_nothing_of_dynlab_and_the_reference_no_numba():
+    assert _violations("dynlab.backends.cells", allowed=("dynlab.backends.cells",)) == []
+    assert _violations("dynlab.backends.reference", forbidden=("dynlab.backends.numba", "dynlab.backends.gpu",
+                                                                "dynlab.backends.cells")) == []
+    for path in (PACKAGE / "backends" / "reference").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not any(m == "numba" or m.startswith("numba.") for m in names), path
 
 
 # -- (c): no cycles ------------------------------------------------------------------------
@@ -271,7 +296,7 @@ from dynlab.plot import draw, save_figure
 with xr.open_dataset(sys.argv[1]) as saved:
     figure = draw(saved.load())
 save_figure(figure, sys.argv[2])
-heavy = ("dynlab.analysis", "dynlab.kernels", "dynlab.models", "dynlab.simulation")
+heavy = ("dynlab.analysis", "dynlab.backends", "dynlab.models", "dynlab.simulation")
 print("LOADED", sorted(m for m in sys.modules if any(m == h or m.startswith(h + ".") for h in heavy)))
 """
 

@@ -47,8 +47,8 @@ import numpy as np
 
 from ..activations import dphi
 from ..backends import get_backend
-from ..backends.reference.implicit import (SOLVER_CODES, _maxabs, residual, solve_fixed_point, solve_ivp_reference,
-                                          solve_newton, solve_rk4, solve_scipy_root)
+#: integer codes of the per-point ``solver`` variable
+SOLVER_CODES = {"rk4": 0, "fixed-point": 1, "anderson": 2, "newton": 3, "scipy": 4, "solve_ivp": 5}
 from ..errors import ParameterError
 from ..models import Model
 from ..models.implicit import Implicit
@@ -64,18 +64,22 @@ def _take(idx, Zn, rn, cn, Z, res, conv, code, which):
     code[pick] = SOLVER_CODES[which]
 
 
-def _rescue(A, C, act, leak, tol, steps, dt, Z, res, conv, code, left):
-    """Fallbacks for the points ``left`` that Picard and Newton did not solve (see solve_stacked)."""
+def _rescue(be, A, C, act, leak, tol, steps, dt, Z, res, conv, code, left):
+    """Fallbacks for the points ``left`` that Picard and Newton did not solve (see solve_stacked),
+    each a method of the backend's ``implicit_solve``."""
+    def run(method, Cs, Z0, **kw):
+        return be.implicit_solve(A, Cs, act, leak, method=method, tol=tol, Z0=Z0, dt=dt, **kw)
+
     stuck = left[~conv[left]]
     if stuck.size:
-        longer = solve_rk4(A, C[stuck], act, leak, steps=10 * int(steps), dt=dt, Z0=Z[stuck])
-        _take(stuck, *_pick3(solve_newton(A, C[stuck], act, leak, Z0=longer, tol=tol)), Z, res, conv, code, "newton")
+        longer = run("rk4", C[stuck], Z[stuck], steps=10 * int(steps))[0]
+        _take(stuck, *_pick3(run("newton", C[stuck], longer)), Z, res, conv, code, "newton")
         stuck = stuck[~conv[stuck]]
     if stuck.size:
         lo, hi = (0.0, 1.0) if act == "sigmoid" else (-1.0, 1.0)
         starts = np.random.default_rng(12345).uniform(lo, hi, (64, stuck.size, C.shape[1]))
         Cs = np.broadcast_to(C[stuck], starts.shape).reshape(-1, C.shape[1])
-        Zn, rn, _, cn = solve_newton(A, Cs, act, leak, Z0=starts.reshape(-1, C.shape[1]), tol=tol)
+        Zn, rn, _, cn, _ = run("newton", Cs, starts.reshape(-1, C.shape[1]))
         rn = rn.reshape(64, stuck.size)
         best = np.argmin(rn, axis=0)
         cols = np.arange(stuck.size)
@@ -83,59 +87,34 @@ def _rescue(A, C, act, leak, tol, steps, dt, Z, res, conv, code, left):
         _take(stuck, Zb, rn[best, cols], rn[best, cols] <= tol, Z, res, conv, code, "newton")
         stuck = stuck[~conv[stuck]]
     if stuck.size:
-        longer = solve_rk4(A, C[stuck], act, leak, steps=100 * int(steps), dt=dt, Z0=Z[stuck])
-        _take(stuck, *_pick3(solve_newton(A, C[stuck], act, leak, Z0=longer, tol=tol)), Z, res, conv, code, "newton")
+        longer = run("rk4", C[stuck], Z[stuck], steps=100 * int(steps))[0]
+        _take(stuck, *_pick3(run("newton", C[stuck], longer)), Z, res, conv, code, "newton")
         stuck = stuck[~conv[stuck]]
         if stuck.size:
-            _take(stuck, *_pick3(solve_scipy_root(A, C[stuck], act, leak, Z0=Z[stuck], tol=tol)),
-                  Z, res, conv, code, "scipy")
+            _take(stuck, *_pick3(run("scipy", C[stuck], Z[stuck])), Z, res, conv, code, "scipy")
 
 
 def _pick3(out):
-    Z, res, _, conv = out
+    Z, res, _, conv = out[:4]
     return Z, res, conv
 
 
 def solve_stacked(A, C, act, leak=0.01, *, method="auto", tol=1e-12, max_iter=None, Z0=None,
                   steps=30, dt=1.0, backend=None):
-    """Dispatch on ``method`` for plain arrays; returns (Z, residual, iterations, converged, solver).
-    ``auto`` runs the backend's ``implicit_solve``, then ``_rescue`` for the points it left."""
+    """The backend's ``implicit_solve`` for plain arrays; returns (Z, residual, iterations,
+    converged, solver).  After ``auto``, ``_rescue`` for the points it left."""
     be = get_backend(backend)
     with be:
-        return _solve_stacked(A, C, act, leak, method=method, tol=tol, max_iter=max_iter, Z0=Z0, steps=steps, dt=dt,
-                              backend=be)
-
-
-def _solve_stacked(A, C, act, leak, *, method, tol, max_iter, Z0, steps, dt, backend):
-    N = C.shape[0]
-    code = np.full(N, SOLVER_CODES.get(method, 2), dtype=np.int8)
-    if method == "rk4":
-        Z = solve_rk4(A, C, act, leak, steps=steps, dt=dt, Z0=Z0)
-        res = _maxabs(residual(A, C, Z, act, leak))
-        return Z, res, np.full(N, int(steps)), res <= tol, code
-    if method in ("fixed-point", "anderson"):
-        out = solve_fixed_point(A, C, act, leak, Z0=Z0, tol=tol, max_iter=max_iter or 1000,
-                                depth=0 if method == "fixed-point" else 5)
-        return (*out, code)
-    if method == "newton":
-        return (*solve_newton(A, C, act, leak, Z0=Z0, tol=tol, max_iter=max_iter or 50), code)
-    if method == "scipy":
-        return (*solve_scipy_root(A, C, act, leak, Z0=Z0, tol=tol), code)
-    if method == "solve_ivp":
-        return (*solve_ivp_reference(A, C, act, leak, tol=tol), code)
-    # auto: Picard while it contracts well; Newton for the points it leaves — from the last Picard
-    # iterate where Picard still contracted (slowly), from the paper's RK4 flow from 0 where it
-    # did not (so that Newton lands on the equilibrium the flow from 0 selects); the backend's
-    Z, res, its, conv, code = backend.implicit_solve(A, C, act, leak, tol=tol, max_iter=max_iter, Z0=Z0, steps=steps,
-                                                     dt=dt)
-    left = np.nonzero(~conv)[0]
-    if left.size:
-        # Newton can stall in a local minimum of ‖G‖ far from a root: where the flow from 0
-        # lingers near an equilibrium that vanished in a fold (its "ghost"; met in training).
-        # Fallbacks, each for the points still left: (1) a longer flow, then Newton; (2) Newton
-        # from 64 seeded random starts in f's range at once, keeping the best; (3) a much
-        # longer flow, then Newton and scipy's hybrid method.
-        _rescue(A, C, act, leak, tol, steps, dt, Z, res, conv, code, left)
+        Z, res, its, conv, code = be.implicit_solve(A, C, act, leak, method=method, tol=tol, max_iter=max_iter,
+                                                    Z0=Z0, steps=steps, dt=dt)
+        left = np.nonzero(~conv)[0]
+        if method == "auto" and left.size:
+            # Newton can stall in a local minimum of ‖G‖ far from a root: where the flow from 0
+            # lingers near an equilibrium that vanished in a fold (its "ghost"; met in training).
+            # Fallbacks, each for the points still left: (1) a longer flow, then Newton; (2) Newton
+            # from 64 seeded random starts in f's range at once, keeping the best; (3) a much
+            # longer flow, then Newton and scipy's hybrid method.
+            _rescue(be, A, C, act, leak, tol, steps, dt, Z, res, conv, code, left)
     return Z, res, its, conv, code
 
 

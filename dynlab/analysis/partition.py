@@ -428,28 +428,26 @@ def _chunks(B: int, per_item: int, parts: int = 1):
     return [(lo, min(B, lo + step)) for lo in range(0, B, step)]
 
 
-def _reverse_threads(B: int, work_per_sequence: int) -> int:
-    """How many threads ``_reverse_chunked`` runs blocks of sequences on: ``config.PARTITION_THREADS``
-    (None: one per CPU this process may use; 1 in a sweep region), 1 below ``config.PARTITION_MIN_WORK_PER_THREAD``
-    flops per block (a thread's start costs ≈ 50 µs)."""
+def _reverse_threads(B: int, work_per_sequence: int, backend=None) -> int:
+    """How many blocks of sequences ``_reverse_chunked`` runs at once: the backend's
+    ``parallel_pieces`` (the numba backend: ``config.PARTITION_THREADS``, None for one per CPU, 1 in
+    a sweep region), none below ``config.PARTITION_MIN_WORK_PER_THREAD`` flops (a thread's start
+    costs ≈ 50 µs)."""
     from .. import config
-    from ..backends.numba.threads import work_threads
 
-    n = work_threads(config.PARTITION_THREADS)
-    return int(max(1, min(n, B, B * work_per_sequence // max(1, config.PARTITION_MIN_WORK_PER_THREAD))))
+    return get_backend(backend).parallel_pieces(B, work_per_sequence, least=config.PARTITION_MIN_WORK_PER_THREAD,
+                                                setting=config.PARTITION_THREADS)
 
 
 def _reverse_chunked(tr: Trace, G) -> dict:
     """``reverse`` over blocks of sequences so the (B, C, T, D) cotangents stay bounded; the
-    blocks run on several threads when the work is large enough (``_reverse_threads``): each is
-    one numba call per layer that releases the GIL, BLAS on one thread."""
-    from ..backends.numba.threads import in_threads
-
+    blocks run at once when the work is large enough (``_reverse_threads``; the numba backend: one
+    jitted call per layer that releases the GIL, BLAS on one thread, per block)."""
     B, T, _ = tr.x.shape
     G = np.asarray(G, dtype=np.float64)
     C = G.shape[-2]
     per = C * T * max(tr.layers[0].hidden, tr.x.shape[2])
-    n = _reverse_threads(B, C * T * sum(2 * m.hidden * m.hidden for m in tr.layers))
+    n = _reverse_threads(B, C * T * sum(2 * m.hidden * m.hidden for m in tr.layers), tr.backend)
     blocks = _chunks(B, per, n)
 
     def run(lo, hi):
@@ -463,7 +461,7 @@ def _reverse_chunked(tr: Trace, G) -> dict:
         parts = []
         for first in range(0, len(blocks), n):   # n blocks at a time: memory stays bounded
             group = blocks[first:first + n]
-            parts += in_threads(lambda i: run(*group[i]), len(group))
+            parts += get_backend(tr.backend).run_pieces(lambda i: run(*group[i]), len(group))
     return {"dx": np.concatenate([p["dx"] for p in parts]),
             "offset": np.concatenate([p["offset"] for p in parts]),
             "dh0": [np.concatenate([p["dh0"][ell] for p in parts]) for ell in range(len(tr.layers))]}

@@ -123,6 +123,52 @@ def stack_tangent(forms, xs) -> TangentBatch:
     return TangentBatch(gated, R, C, eta, K, alpha, sign, g0prev, act, leak)
 
 
+class Workspace:
+    """Tape memory that ``loss_and_grads(..., workspace=ws)`` reuses from one call to the next.
+
+    A tape is a few arrays of T·B·D (·K) floats; allocated afresh at every training step, each is
+    new memory from the OS, zeroed and page-faulted in as it is written.  ``train_model`` passes
+    one workspace to every step, so the tape of step i + 1 is written over that of step i: the
+    arrays of a call's ``info["tape"]`` are valid only until the next call with the same
+    workspace; nothing else returned lives in it.  One arena per block of sequences.  (A backend
+    uses it through its ``tape_memory``; the numba backend does.)"""
+
+    def __init__(self):
+        self.arenas = []
+
+    def arena(self, i: int) -> "Arena":
+        while len(self.arenas) <= i:
+            self.arenas.append(Arena())
+        return self.arenas[i]
+
+    def start(self):
+        """A new call: every arena hands out its arrays again from the first."""
+        for a in self.arenas:
+            a.i = 0
+
+
+class Arena:
+    """The i-th tape array requested in a call is the one requested i-th in the call before,
+    when its shape is the same (the passes request them in a fixed order)."""
+
+    def __init__(self):
+        self.arrays = []
+        self.i = 0
+
+    def empty(self, shape) -> np.ndarray:
+        shape = tuple(int(n) for n in shape)
+        if self.i < len(self.arrays) and self.arrays[self.i].shape == shape:
+            a = self.arrays[self.i]
+        else:
+            a = np.empty(shape)
+            if self.i < len(self.arrays):
+                self.arrays[self.i] = a
+            else:
+                self.arrays.append(a)
+        self.i += 1
+        return a
+
+
 def chunk_steps(B: int, n: int, T: int) -> int:
     """Time steps per chunk of Jacobians: B·m·n² ≤ ``config.JACOBIAN_CHUNK_ENTRIES``."""
     return int(max(1, min(T, config.JACOBIAN_CHUNK_ENTRIES // max(1, B * n * n))))
@@ -153,6 +199,28 @@ class Backend:
         import contextlib
 
         return contextlib.nullcontext()
+
+    def parallel_pieces(self, items: int, work_per_item: float, *, least: float = 0.0, setting=None) -> int:
+        """Into how many pieces, run at once, this backend splits ``items`` independent items of
+        ``work_per_item`` each (no piece with less than ``least`` work; ``setting`` a count the
+        caller's configuration asks for): 1 by default (no splits of its own)."""
+        return 1
+
+    def run_pieces(self, fn, n: int) -> list:
+        """[fn(0), …, fn(n − 1)], at once where the backend splits work (in order by default);
+        every piece is waited for before the first exception is raised."""
+        return [fn(i) for i in range(n)]
+
+    def tape_memory(self, arena):
+        """A context in which the training passes' tape arrays come from ``arena`` (a
+        ``Workspace``'s, reused from one call to the next) — where the backend keeps tapes in
+        host memory it manages; nothing by default."""
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def release_tape_memory(self) -> None:
+        """Let go of tape memory kept for reuse (nothing by default)."""
 
     def supports(self, op: str, form) -> bool:
         """Whether this backend has operation ``op`` for ``form``."""
@@ -205,10 +273,15 @@ class Backend:
         T' steps (``dynlab.backends.reference.bptt``)."""
         raise NotImplementedError(f"{self.name}.train_backward")
 
-    def implicit_solve(self, A, C, act: str, leak: float, *, tol: float, max_iter, Z0, steps: int, dt: float):
-        """Equilibria Z = f(Z A + C) of N stacked implicit systems (``dynlab.analysis.implicit``):
-        A (n, n), C (N, n).  Returns (Z (N, n), residual (N,), converged (N,), method code (N,))."""
-        raise NotImplementedError(f"{self.name}.implicit_solve")
+    def implicit_solve(self, A, C, act: str, leak: float, *, method: str = "auto", tol: float, max_iter=None,
+                       Z0=None, steps: int = 30, dt: float = 1.0):
+        """Equilibria Z = f(Z Aᵀ + C) of N stacked implicit systems by ``method`` (the methods of
+        ``dynlab.analysis.implicit``: auto, anderson, fixed-point, newton, rk4, scipy, solve_ivp):
+        A (U, U), C (N, U).  Returns (Z (N, U), residual (N,), iterations (N,), converged (N,),
+        solver code (N,)).  By default the reference's; a backend overrides what it runs faster."""
+        from .reference.implicit import solve_method
+
+        return solve_method(A, C, act, leak, method=method, tol=tol, max_iter=max_iter, Z0=Z0, steps=steps, dt=dt)
 
     # -------------------------------------------------------------- composites
     def simulate_layers(self, form, x, h0, *, stop: bool = True, dtype=np.float64):

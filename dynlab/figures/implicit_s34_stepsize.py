@@ -69,7 +69,8 @@ def network(units: int, kind: str = "antisymmetric"):
 def _other_family(kind, X):
     """Counts of inputs (rows of X) brought to ``TOL`` by h = 1 (``EVALS`` steps), RK4 (``EVALS``/4 steps of
     size 1) and scipy's root, and max |λ(D W)|, max Re λ(D W) at scipy's points that it solved, on D = LARGE."""
-    from dynlab.analysis.implicit import solve_rk4, solve_stacked
+    from dynlab.analysis.implicit import solve_stacked
+    from dynlab.backends.reference.implicit import solve_rk4
 
     m = network(LARGE, kind)
     A, _ = m.stacked()
@@ -88,7 +89,7 @@ def _other_family(kind, X):
 
 def _histories(A, C, act, evals):
     """Residual after each h = 1 step (``evals`` steps) and each RK4 step of size 1 (``evals``/4 steps)."""
-    from dynlab.analysis.implicit import residual, solve_fixed_point, solve_rk4
+    from dynlab.backends.reference.implicit import residual, solve_fixed_point, solve_rk4
 
     Zp = np.zeros_like(C)
     rp = np.empty((evals, C.shape[0]))
@@ -108,7 +109,8 @@ def compute(quick: bool):
     import xarray as xr
 
     from dynlab._dataset import base_attrs
-    from dynlab.analysis.implicit import solve_rk4, solve_stacked
+    from dynlab.analysis.implicit import solve_stacked
+    from dynlab.backends.reference.implicit import solve_rk4
 
     points = POINTS[quick]
     X = np.random.default_rng(1).standard_normal((points, INPUTS))

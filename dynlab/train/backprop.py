@@ -36,7 +36,7 @@ import dataclasses
 import numpy as np
 
 from ..backends import get_backend
-from ..backends.numba.bptt import Workspace, _arena, release_tape_memory
+from ..backends.base import Workspace
 from ..errors import DivergenceError, ParameterError
 from ..models import Model
 
@@ -278,12 +278,12 @@ def loss_and_grads(model: Model, readout: dict, x, target, *, loss: str, h0=None
     _check_trainable(model)
     be = get_backend(backend)
     xa, h0a = _as_batch(model, x, h0)
-    edges = _train_blocks(model, xa.shape[0])
+    edges = _train_blocks(model, xa.shape[0], be)
     if workspace is not None:
         workspace.start()
     with be:
         if len(edges) == 2:
-            with _arena(None if workspace is None else workspace.arena(0)):
+            with be.tape_memory(None if workspace is None else workspace.arena(0)):
                 return _loss_and_grads_block(model, readout, xa, target, loss, h0a, be)
         return _loss_and_grads_split(model, readout, xa, target, loss, h0a, edges, workspace, be)
 
@@ -317,36 +317,30 @@ def _readout_cotangents(loss, dY, out, readout):
     return ext, gW, gb
 
 
-def _train_blocks(model, B: int) -> list:
-    """Row edges of the blocks ``loss_and_grads`` splits a batch of B into: ``config.TRAIN_THREADS``
-    blocks (None: one per CPU this process may use; 1 in a sweep region: ``_blas.work_threads``),
-    fewer where a block's work per step —
-    its rows times the product's size, rows · hidden · state size — would fall below
+def _train_blocks(model, B: int, backend=None) -> list:
+    """Row edges of the blocks ``loss_and_grads`` splits a batch of B into: as many as the
+    backend runs at once (``parallel_pieces``; the numba backend: ``config.TRAIN_THREADS``, None
+    for one per CPU, 1 in a sweep region), fewer where a block's work per step — its rows times
+    the product's size, rows · hidden · state size — would fall below
     ``config.TRAIN_MIN_WORK_PER_THREAD`` (cells whose time loop runs in Python: below it the
     Python work of a step, which holds the GIL, outweighs what another core gains), or below
     ``config.TRAIN_MIN_WORK_PER_THREAD_JITTED`` for the iRNN, the GRU and the LSTM (and stacks of
-    them), whose whole loops are one numba call each (measured, GRU/LSTM, T = 200: two blocks
-    break even at rows · D · state size ≈ 8192, e.g. D = 32, B = 8, and are 1.5–2× faster from
-    32 768 up)."""
+    them), whose whole loops are one jitted call each."""
     from .. import config
-    from ..backends.numba.threads import work_threads
 
-    n = work_threads(config.TRAIN_THREADS)
     form = model.form()
     kinds = [f.kind for f in form.layers] if form.kind == "stack" else [form.kind]
     jitted = all(k in ("irnn", "gru", "lstm") for k in kinds)
     least = config.TRAIN_MIN_WORK_PER_THREAD_JITTED if jitted else config.TRAIN_MIN_WORK_PER_THREAD
-    per_row = model.hidden * model.state_size
-    n = int(max(1, min(n, B * per_row // max(1, least), B)))
+    n = get_backend(backend).parallel_pieces(B, model.hidden * model.state_size, least=least,
+                                             setting=config.TRAIN_THREADS)
     return [int(e) for e in np.linspace(0, B, n + 1).astype(int)]
 
 
-def _each_block(fn, edges):
-    """[fn(i, lo, hi) for each block i], one thread per block (``_blas.in_threads``).  A
+def _each_block(fn, edges, backend=None):
+    """[fn(i, lo, hi) for each block i], at once (the backend's ``run_pieces``).  A
     ``DivergenceError`` names the batch row in the whole batch; when several blocks diverge,
     the earliest step (then the lowest row) is raised."""
-    from ..backends.numba.threads import in_threads
-
     n = len(edges) - 1
     errors = [None] * n
 
@@ -357,7 +351,7 @@ def _each_block(fn, edges):
         except DivergenceError as err:
             errors[i] = DivergenceError(step=err.step, batch=err.batch + lo, model=err.model)
 
-    out = in_threads(work, n)
+    out = get_backend(backend).run_pieces(work, n)
     div = [e for e in errors if e is not None]
     if div:
         raise min(div, key=lambda e: (e.step, e.batch))
@@ -371,7 +365,7 @@ def _loss_and_grads_split(model, readout, x, target, loss, h0, edges, workspace=
         workspace.arena(len(edges) - 2)   # every block's arena made here, before the threads start
 
     def arena(i):
-        return _arena(None if workspace is None else workspace.arena(i))
+        return backend.tape_memory(None if workspace is None else workspace.arena(i))
 
     def fwd(i, lo, hi):
         with arena(i):
@@ -381,12 +375,12 @@ def _loss_and_grads_split(model, readout, x, target, loss, h0, edges, workspace=
         with arena(i):
             return backward(tapes[i], parts[i][0])
 
-    tapes = _each_block(fwd, edges)
+    tapes = _each_block(fwd, edges, backend)
     outs = [t.outputs for t in tapes]
     Y = np.concatenate([readout_outputs(readout, o, loss) for o in outs], axis=-2)
     L, dY, extra = loss_value(loss, Y, target)
     parts = [_readout_cotangents(loss, dY[..., lo:hi, :], o, readout) for o, lo, hi in zip(outs, edges, edges[1:])]
-    res = _each_block(bwd, edges)
+    res = _each_block(bwd, edges, backend)
     grads = {k: sum(r[0][k] for r in res) for k in res[0][0]}
     grads["W_out"] = sum(p[1] for p in parts)
     grads["b_out"] = sum(p[2] for p in parts)
@@ -425,6 +419,15 @@ def predict(model: Model, readout: dict, x, *, loss: str, h0=None, backend=None)
     """The read-out outputs of ``model`` on x ((B, C), or (T, B, C) for -seq losses)."""
     tape = forward(model, x, h0, backend=backend)
     return readout_outputs(readout, tape.outputs, check_loss(loss))
+
+
+def release_tape_memory():
+    """Let go of the tape arrays the backends keep for reuse by calls without a workspace
+    (the numba backend: ``config.TAPE_POOL_BYTES``); arrays still referred to stay with their users."""
+    from ..backends import _INSTANCES
+
+    for be in list(_INSTANCES.values()):
+        be.release_tape_memory()
 
 
 __all__ = ["BlockTape", "Workspace", "LOSSES", "READOUT", "Tape", "backward", "forward", "init_readout",

@@ -81,6 +81,32 @@ class NumbaBackend(Backend):
         self._limits.pop().__exit__(*exc)
         return False
 
+    def parallel_pieces(self, items: int, work_per_item: float, *, least: float = 0.0, setting=None) -> int:
+        """One piece per CPU this process may use (``setting`` overrides; 1 inside ``region()``),
+        at most one per item, none with less than ``least`` work."""
+        from .threads import work_threads
+
+        n = work_threads(setting)
+        if least > 0:
+            n = min(n, int(items * work_per_item // least))
+        return int(max(1, min(n, items)))
+
+    def run_pieces(self, fn, n: int) -> list:
+        """On dynlab's threads, BLAS on one thread (``threads.in_threads``)."""
+        from .threads import in_threads
+
+        return in_threads(fn, n) if n > 1 else [fn(0)]
+
+    def tape_memory(self, arena):
+        from .bptt import _arena
+
+        return _arena(arena)
+
+    def release_tape_memory(self) -> None:
+        from .bptt import _POOL
+
+        _POOL.clear()
+
     def region(self):
         """dynlab's own thread splits off (``threads.serial``): a sweep's workers are its parallelism."""
         from .threads import serial
@@ -348,17 +374,18 @@ class NumbaBackend(Backend):
                           batch.act, batch.leak, logs, M, J, bad)
         return logs, M, J, bad
 
-    def implicit_solve(self, A, C, act: str, leak: float, *, tol: float, max_iter, Z0, steps: int, dt: float):
-        """Per point, jitted, up to ``config.IMPLICIT_NUMBA_MAX_UNITS`` stacked units (a Newton step
-        on a few units costs about one Picard step: it hands over early); the reference's batched
-        form past it (one BLAS product per Picard step over all points wins)."""
+    def implicit_solve(self, A, C, act: str, leak: float, *, method: str = "auto", tol: float, max_iter=None,
+                       Z0=None, steps: int = 30, dt: float = 1.0):
+        """``auto`` per point, jitted, up to ``config.IMPLICIT_NUMBA_MAX_UNITS`` stacked units (a
+        Newton step on a few units costs about one Picard step: it hands over early); the
+        reference's batched form past it (one BLAS product per Picard step over all points wins),
+        and for every other method."""
         from ...activations import ACTIVATION_IDS
 
-        if C.shape[1] <= config.IMPLICIT_NUMBA_MAX_UNITS and act in ACTIVATION_IDS:
+        if method == "auto" and C.shape[1] <= config.IMPLICIT_NUMBA_MAX_UNITS and act in ACTIVATION_IDS:
             return implicit_auto(A, C, act, leak, tol, max_iter or 10, steps, dt, Z0)
-        from ..reference.implicit import auto_solve
-
-        return auto_solve(A, C, act, leak, tol, max_iter or 200, steps, dt, Z0)
+        return super().implicit_solve(A, C, act, leak, method=method, tol=tol, max_iter=max_iter, Z0=Z0,
+                                      steps=steps, dt=dt)
 
     def reverse_cotangents(self, form, S, lam, incoming):
         from .partition import gated_reverse

@@ -33,6 +33,7 @@ import numpy as np
 from ...activations import ACTIVATION_IDS, dphi, phi
 from ...errors import DivergenceError
 from . import train as kernels
+from ..base import Arena, Workspace  # noqa: F401  (Workspace: the public one, dynlab.train.backprop's)
 from ._arrays import gemm_rows, readonly
 from .threads import small_gemm
 
@@ -55,57 +56,6 @@ def backward(tape, ext):
 
 
 # ============================================================================ tape memory
-class Workspace:
-    """Tape memory that ``loss_and_grads(..., workspace=ws)`` reuses from one call to the next.
-
-    A tape is a few arrays of T·B·D (·K) floats; allocated afresh at every training step, each
-    is new memory from the OS, zeroed and page-faulted in as it is written — which measured
-    10–40 % of a step (more, and more erratic, once other allocations have fragmented memory:
-    issue 20, BENCHMARKS.md).  ``train_model`` passes one workspace to every step, so the tape
-    of step i + 1 is written over that of step i.  The arrays of a call's ``info["tape"]`` are
-    therefore valid only until the next call with the same workspace; nothing else returned
-    (gradients, ∂L/∂h_0, ∂L/∂h_1, outputs) lives in it.  One arena per block of sequences.
-    (Without a workspace, a tape's arrays come from a pool of arrays that nothing refers to any
-    more, ``config.TAPE_POOL_BYTES``: the same reuse, but only once the caller has let go of
-    the previous tape.)
-    """
-
-    def __init__(self):
-        self.arenas = []
-
-    def arena(self, i: int) -> "_Arena":
-        while len(self.arenas) <= i:
-            self.arenas.append(_Arena())
-        return self.arenas[i]
-
-    def start(self):
-        """A new call: every arena hands out its arrays again from the first."""
-        for a in self.arenas:
-            a.i = 0
-
-
-class _Arena:
-    """The i-th tape array requested in a call is the one requested i-th in the call before,
-    when its shape is the same (the passes request them in a fixed order)."""
-
-    def __init__(self):
-        self.arrays = []
-        self.i = 0
-
-    def empty(self, shape) -> np.ndarray:
-        shape = tuple(int(n) for n in shape)
-        if self.i < len(self.arrays) and self.arrays[self.i].shape == shape:
-            a = self.arrays[self.i]
-        else:
-            a = np.empty(shape)
-            if self.i < len(self.arrays):
-                self.arrays[self.i] = a
-            else:
-                self.arrays.append(a)
-        self.i += 1
-        return a
-
-
 _CURRENT = threading.local()
 
 

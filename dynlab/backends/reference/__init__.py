@@ -77,11 +77,13 @@ class ReferenceBackend(Backend):
 
         return backward(tape, ext)
 
-    def implicit_solve(self, A, C, act: str, leak: float, *, tol: float, max_iter, Z0, steps: int, dt: float):
-        """The ``auto`` method's batched Picard → RK4 flow → Newton (``implicit.auto_solve``)."""
-        from .implicit import auto_solve
+    def implicit_solve(self, A, C, act: str, leak: float, *, method: str = "auto", tol: float, max_iter=None, Z0=None,
+                       steps: int = 30, dt: float = 1.0):
+        """Every method of ``dynlab.analysis.implicit`` in NumPy/SciPy (``implicit.solve_method``);
+        ``auto``: batched Picard → RK4 flow → Newton."""
+        from .implicit import solve_method
 
-        return auto_solve(A, C, act, leak, tol, max_iter or 200, steps, dt, Z0)
+        return solve_method(A, C, act, leak, method=method, tol=tol, max_iter=max_iter, Z0=Z0, steps=steps, dt=dt)
 
 
 __all__ = ["ReferenceBackend"]

@@ -312,3 +312,24 @@ def auto_solve(A, C, act, leak, tol, max_iter, steps, dt, Z0):
     return Z, res, its, conv, code
 
 
+
+
+def solve_method(A, C, act, leak, *, method, tol, max_iter, Z0, steps, dt):
+    """One of the methods on the stacked systems: (Z, residual, iterations, converged, solver code)."""
+    N = C.shape[0]
+    code = np.full(N, SOLVER_CODES.get(method, SOLVER_CODES["newton"]), dtype=np.int8)
+    if method == "rk4":
+        Z = solve_rk4(A, C, act, leak, steps=steps, dt=dt, Z0=Z0)
+        res = _maxabs(residual(A, C, Z, act, leak))
+        return Z, res, np.full(N, int(steps)), res <= tol, code
+    if method in ("fixed-point", "anderson"):
+        out = solve_fixed_point(A, C, act, leak, Z0=Z0, tol=tol, max_iter=max_iter or 1000,
+                                depth=0 if method == "fixed-point" else 5)
+        return (*out, code)
+    if method == "newton":
+        return (*solve_newton(A, C, act, leak, Z0=Z0, tol=tol, max_iter=max_iter or 50), code)
+    if method == "scipy":
+        return (*solve_scipy_root(A, C, act, leak, Z0=Z0, tol=tol), code)
+    if method == "solve_ivp":
+        return (*solve_ivp_reference(A, C, act, leak, tol=tol), code)
+    return auto_solve(A, C, act, leak, tol, max_iter or 200, steps, dt, Z0)
