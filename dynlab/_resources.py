@@ -264,7 +264,7 @@ def check_spectrum(model, B: int, T: int, step: bool = True) -> None:
 def check_gradients(model, B: int, T: int, lyapunov: bool = False) -> None:
     """Refuse a gradient-flow run whose work is absurd: the products of T step Jacobians and
     their norms (at least 6 D³ per step), or the QR of the Lyapunov spectrum (at least 2 D³ per
-    step); the memory is chunked (``irnn_reverse_norms``), the states are B×T×D.  The factors are
+    step); the memory is chunked (the backend's ``backward_norms``), the states are B×T×D.  The factors are
     lower bounds of measured times (D = 300, T = 1000: 21 s and 11 s on 2 cores, estimated 16 s
     and 5.4 s), so a refusal is of a run that would take longer still."""
     B, T, D = int(B), int(T), int(model.state_size)

@@ -431,8 +431,7 @@ def _chunks(B: int, per_item: int, parts: int = 1):
 def _reverse_threads(B: int, work_per_sequence: int, backend=None) -> int:
     """How many blocks of sequences ``_reverse_chunked`` runs at once: the backend's
     ``parallel_pieces`` (the numba backend: ``config.PARTITION_THREADS``, None for one per CPU, 1 in
-    a sweep region), none below ``config.PARTITION_MIN_WORK_PER_THREAD`` flops (a thread's start
-    costs ≈ 50 µs)."""
+    a sweep region), none below ``config.PARTITION_MIN_WORK_PER_THREAD`` flops of work per thread."""
     from .. import config
 
     return get_backend(backend).parallel_pieces(B, work_per_sequence, least=config.PARTITION_MIN_WORK_PER_THREAD,

@@ -472,7 +472,7 @@ def _verify_store(ctx, path: str) -> None:
         ctx.exit(1)
 
 
-# ------------------------------------------------- equilibria, spectrum, converge (issue 4)
+# ------------------------------------------------- equilibria, spectrum, converge
 from .options import K_max_option, equilibria_options, spectrum_at_option  # noqa: E402
 
 

@@ -415,7 +415,7 @@ sweep_options = _stack(
     click.option("--region-size", "region_size", type=IntRangeAscii(min=1), default=None, metavar="N",
                  help="Points per region (the store's chunk)."),
 )
-# ------------------------------------------------- equilibria, spectrum, converge (issue 4)
+# ------------------------------------------------- equilibria, spectrum, converge
 # ("method" is left out: it is also the ctrnn's integration setting, given with --set method=…;
 # the solver's --method is a click Choice, checked before the library sees it)
 OPTION_OF.update({"tol": "--tol", "n_starts": "--fixed-points", "over": "--continue-over",

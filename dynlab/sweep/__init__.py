@@ -9,7 +9,7 @@ and ``dl.sweep.TARGETS`` lists the analyses.  Pieces:
 * ``store``   — the Zarr store written region by region, the ``done`` mask, resume;
 * ``driver``  — ``sweep`` itself: regions in process or as Dask tasks;
 * ``specfile`` — ``dynlab sweep SPEC.toml``: TOML → the same call;
-* batched kernels in ``dynlab.kernels.sweep_batched`` (numba prange; array namespace for CuPy).
+* batched kernels in ``dynlab.backends.numba.batched`` (numba prange; array namespace for CuPy).
 """
 from __future__ import annotations
 

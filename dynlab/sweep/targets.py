@@ -322,7 +322,7 @@ register_target(Target(
                 "residual, iterations, converged, distance of h_m from the equilibrium"))
 
 
-# ------------------------------------------------------------- convergence, spectrum (issue 4)
+# ------------------------------------------------------------- convergence, spectrum
 _CONV_VARS = {
     "rate": Var("fitted linear rate of e_k = ‖g_k − h_eq‖ (worst over the sequence's inputs where it is defined; "
                 "NaN where at no input 3 errors lie above the rounding floor: no line to fit)"),
@@ -393,7 +393,7 @@ register_target(Target(
     description="dynlab.spectrum along the trajectory: largest real part, fraction stable, step radius"))
 
 
-# ------------------------------------------------------------------------ partition (issue 5)
+# ------------------------------------------------------------------------ partition
 _PART_VARS = {
     "regions": Var("distinct partition codes seen by the last step"),
     "prefix_regions": Var("distinct prefix codes c_1..c_T over the batch"),

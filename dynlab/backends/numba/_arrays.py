@@ -1,12 +1,7 @@
-"""How a system evolves: kernels on plain arrays, no Datasets, no validation.
+"""Array helpers the numba backend's host code shares: rows per BLAS call of a per-step loop
+(``gemm_rows``) and read-only views (``readonly``: one compiled signature per dtype).
 
-* ``numpy_ref``  – the NumPy reference: the update written as plainly as possible.
-* ``numba_cpu``  – @njit(cache=True) scalar loops, the default for small per-step work.
-* ``vectorised`` – the same updates written once against an array namespace ``xp``
-  (NumPy or CuPy) with preallocated buffers: one BLAS product and in-place ufuncs per
-  inner step over the whole batch.
-
-Every simulation kernel takes the precomputed input drive and returns ``(H, bad)``:
+Every simulation kernel of this backend takes the precomputed input drive and returns ``(H, bad)``:
 H (B, T, D) the states h_1..h_T, and ``bad`` (B,) the 0-based step at which each sequence
 first had a non-finite entry (T when it never did).  With ``stop=True`` a sequence is not
 advanced past that step and the rest of its H is left unset.
@@ -19,7 +14,7 @@ from ... import config
 
 def gemm_rows(M: int, K: int, N: int, small: bool) -> int:
     """Rows per ``np.dot``/``matmul`` call for the product (M × K)·(K × N) of a per-step loop:
-    M (one call), or, with ``small`` (``dynlab._blas.small_gemm()``: the BLAS has a small-matrix
+    M (one call), or, with ``small`` (``threads.small_gemm()``: the BLAS has a small-matrix
     path) and M·K·N > ``config.SMALL_GEMM_MNK``, the rows of the fewest calls (M halved until
     each has at most that many multiply-adds), if that leaves at least
     ``config.SMALL_GEMM_MIN_ROWS`` rows a call."""

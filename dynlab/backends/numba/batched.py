@@ -162,9 +162,9 @@ class UfuncOps:
 
 
 class FusedOps:
-    """The ``ops`` above as single fused numba passes of ``dynlab.kernels.numba_cpu`` (NumPy
+    """The ``ops`` above as single fused numba passes of ``loops.py`` (NumPy
     arrays on the CPU; φ evaluated in float64, also for float32 arrays) that also report
-    finiteness.  numba_cpu is imported on first construction, so this module loads without
+    finiteness.  loops is imported on first construction, so this module loads without
     numba (CuPy, or NumPy's ufuncs)."""
 
     def __init__(self):
@@ -173,7 +173,7 @@ class FusedOps:
         self._k = numba_cpu
 
     def phi(self, z, act, leak, xp, tmp):
-        """z ← φ(z): numba_cpu's vectorised float64 tanh/sigmoid, NumPy's ufuncs otherwise."""
+        """z ← φ(z): loops.py's vectorised float64 tanh/sigmoid, NumPy's ufuncs otherwise."""
         if z.dtype == np.float64 and z.flags.c_contiguous and act in (0, 2):
             (self._k.tanh_inplace if act == 0 else self._k.sigmoid_inplace)(z)
         else:
@@ -262,7 +262,7 @@ def _run(step, x, h0, H, stop, check_every, xp):
 
 
 def _matmul_rows(xp, rows):
-    """matmul(a, b, out=out) in calls of ``rows`` rows of a each on the CPU (``kernels.gemm_rows``:
+    """matmul(a, b, out=out) in calls of ``rows`` rows of a each on the CPU (``_arrays.gemm_rows``:
     the BLAS's small-matrix path, where it has one), in one call otherwise."""
     def matmul(a, b, out):
         if xp is not np or rows >= a.shape[0]:
@@ -316,7 +316,7 @@ def irnn(U, W, b, x, h0, eta, alpha, K, g0prev, sign, act, leak, stop=True, chec
     d = W.shape[1]
     AT, buf = _augmented(U, W, b, B, x.dtype, xp)
     H, given = _output(H, (B, T, D), x.dtype, xp)
-    hp = xp.array(h0, dtype=x.dtype, order="C")  # h_{t−1}, kept apart from H (see numba_cpu.irnn_last)
+    hp = xp.array(h0, dtype=x.dtype, order="C")  # h_{t−1}, kept apart from H (see loops.irnn_last)
     z = xp.empty((B, D), dtype=x.dtype)
     tmp = xp.empty((B, D), dtype=x.dtype)
     eta = np.asarray(eta, dtype=np.float64)
@@ -406,7 +406,7 @@ def _chunk_steps(B, T, G):
 
 
 def _jitted_loop(W_ih, bias, x, state_args, H, lstm, act, leak, stop, small=False):
-    """The whole time loop as one numba call (``numba_cpu.gated_batch``: the
+    """The whole time loop as one numba call (``loops.gated_batch``: the
     same drive chunks, products and fused pass as the per-step path below, so the same
     numbers, without Python between the steps — which, holding the GIL, kept two blocks of
     sequences on two threads from running side by side).  Returns bad as ``_run`` does."""
@@ -457,7 +457,7 @@ def gru(W_ih, W_hh, b_ih, b_hh, x, h0, act, leak, stop=True, check_every=1, xp=n
     bias[:2 * D] += b_hh[:2 * D]                               # b_hr, b_hz fold into the drive
     bhn = xp.ascontiguousarray(b_hh[2 * D:])                   # b_hn sits inside r ⊙ (…)
     if xp is np:
-        bhn = readonly(bhn)                                    # one compile of gru_finish (kernels.readonly)
+        bhn = readonly(bhn)                                    # one compile of gru_finish (_arrays.readonly)
     W_hhT = xp.ascontiguousarray(W_hh.T)                       # (D, 3D)
     H = xp.empty((B, T, D), dtype=x.dtype) if H is None else H
     h = xp.array(h0, dtype=x.dtype, order="C")

@@ -151,7 +151,7 @@ class Tape:
     (``S`` is None: the backward pass recomputes s_0 … s_{K−1} of each step from h_{m−1} and
     ``act`` by the forward pass's own operations, so bitwise equal) nor, for tanh and sigmoid,
     ``dphi`` (None: φ' = 1 − a², a(1 − a) from ``act``): each saves a (T, K, B, D) array
-    written and read back, the memory traffic that bounded the training step (issue 20)."""
+    written and read back, the memory traffic that bounds the training step."""
 
     form: object
     x: np.ndarray
@@ -540,7 +540,7 @@ def _backward_map(tape: MapTape, ext):
 
 #: Steps per weight-gradient product in the GRU/LSTM backward pass (``kernels._weight_chunk``, the
 #: size of the cotangent buffer):
-#: 8 steps of a 64-row block measured 50 GFLOP/s on one thread, the whole sequence at once 42.
+#: a few steps' rows stay in cache for the product (BENCHMARKS.md, ``train-step``).
 WEIGHT_CHUNK_STEPS = 8
 
 

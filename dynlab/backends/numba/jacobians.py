@@ -279,7 +279,7 @@ def lstm(W_ih, W_hh, gi, gh, act, leak, hprev, J, Jx, snew):
 # A_k = (1 − η_k α) I + diag(η_k φ'(z_k)) U, kept as (D, q·D) for a block of q points so that
 # every inner step after the first is ONE BLAS product U · Π (through ``np.dot``) and one fused
 # pass Π ← keep·Π + scale ⊙ (U Π); the first inner step needs no product (Π_1 = A_1 itself).
-# Measured (issue 20): ≈ 2× the NumPy form it replaces at D = 128, K = 5, which did K products
+# (BENCHMARKS.md: faster than the batched NumPy form, which does K products
 # and three separate passes per inner step.
 
 from .loops import _VEC, dphi_given, phi_f64  # noqa: E402

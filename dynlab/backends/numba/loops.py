@@ -7,6 +7,7 @@ integer ids of ``dynlab.activations``.  Wrappers live in ``dynlab.simulation``.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 from llvmlite import ir as llvm_ir
@@ -203,7 +204,7 @@ _VEC = dict(cache=NUMBA_CACHE, error_model="numpy", fastmath={"contract"})
 @njit(inline="always", **_VEC)
 def dot_rows(A, B, out, rows):
     """out = A B by ``np.dot`` (BLAS), in calls of ``rows`` rows of A each (the last may have
-    fewer): ``dynlab.kernels.gemm_rows`` picks rows so that each call takes the BLAS's
+    fewer): ``_arrays.gemm_rows`` picks rows so that each call takes the BLAS's
     small-matrix path where it has one; rows ≥ len(A) is one call."""
     M = A.shape[0]
     if rows >= M:
@@ -249,10 +250,8 @@ def exp_f64(y):
     instead of Horner's thirteen, and the last two steps as Horner's, so as accurate (against
     80-bit exp over [−708, 708]: max 0.88 ulp, mean 0.26, Horner 0.84 and 0.26; Estrin all the
     way to the constant term: 2.1 ulp).  Where the vectors are narrow the passes are bound by
-    that dependency chain.  Per pass over 128 × 128 entries on the AMD EPYC, Horner → this
-    (two alternating runs; BENCHMARKS.md, issue 20, sixth session): AVX2 code, tanh 49 → 41 µs,
-    the LSTM step's pass 237 → 203–221, the GRU's 137 → 115; SSE4.2 code, 117 → 90, 701 → 530,
-    356 → 271; AVX-512, tanh 23.7 µs either way, LSTM 130 → 123, GRU 86 → 72."""
+    that dependency chain (Horner → this, per pass over 128 × 128 entries with AVX2 code:
+    tanh ≈ 15 % faster, the gated steps' passes 10–15 %; with AVX-512 about even)."""
     n = np.floor(y * _LOG2E + 0.5)
     r = (y - n * _LN2_HI) - n * _LN2_LO
     r2 = r * r
@@ -270,7 +269,7 @@ def exp_f64(y):
 
 
 @njit(inline="always", **_VEC)
-def tanh_f64(x):
+def _tanh_vectorised(x):
     """tanh(x), branch-free (see the comment above); ≤ 2 ulp from libm."""
     a = abs(x)
     a2 = a * a
@@ -283,6 +282,11 @@ def tanh_f64(x):
     v = (num_small if small else e - 1.0) / (q if small else e + 1.0)
     v = v if a == a else a  # NaN in, NaN out
     return math.copysign(v, x)
+
+
+@njit(inline="always", **_VEC)
+def _tanh_libm(x):
+    return math.tanh(x)
 
 
 @njit(**_VEC)
@@ -315,13 +319,21 @@ def sigmoid_inplace(z):
 
 
 @njit(inline="always", **_VEC)
-def sigmoid_f64(x):
+def _sigmoid_vectorised(x):
     """σ(x) = 1/(1 + e^{−x}), branch-free (see above); ≤ 3 ulp from the two-sided form."""
     a = abs(x)
     E = exp_f64(a if a < 708.0 else 708.0)
     v = (E if x >= 0.0 else 1.0) / (E + 1.0)
     v = v if (x >= 0.0 or a <= 708.0) else 0.0
     return v if x == x else x  # NaN in, NaN out
+
+
+#: The batched and training passes' tanh and sigmoid: the vectorisable ones above, unless
+#: ``DYNLAB_NUMBA_FAST_ACTIVATIONS=0`` at import (the A/B of ``benchmarks/ab.py``: the cells'
+#: libm-based φ instead; set with a fresh ``NUMBA_CACHE_DIR``, since Numba's cache does not see it).
+FAST_ACTIVATIONS = os.environ.get("DYNLAB_NUMBA_FAST_ACTIVATIONS", "1") != "0"
+tanh_f64 = _tanh_vectorised if FAST_ACTIVATIONS else _tanh_libm
+sigmoid_f64 = _sigmoid_vectorised if FAST_ACTIVATIONS else cells.sigmoid
 
 
 @njit(inline="always", **_VEC)
@@ -358,16 +370,15 @@ def sigmoid_exact_inplace(z):
 
 # ----------------------------------------------------------------------------------------
 # Fused element-wise passes for the vectorised one-line and iRNN kernels
-# (dynlab.kernels.vectorised).  After each product z = [s, x_t, 1]·[U W b]ᵀ ONE pass applies φ
+# (below).  After each product z = [s, x_t, 1]·[U W b]ᵀ ONE pass applies φ
 # and the update together (φ(z) is never stored), over the state block s = buf[:, :D] of the
 # C-contiguous operand buf, indexing buf itself so that the unit loop is unit-stride.  The
 # passes that end a time step write h_t into H (B, T, D) by index — never through the strided
 # view H[:, t], whose 'A' layout keeps LLVM from vectorising — read h_{t−1} the same way, and
 # count non-finite entries in an integer (a float accumulator is a reduction LLVM may not
 # reorder, which keeps the loop scalar).  The activation is dispatched once per row, outside
-# the unit loop, with tanh written out.  Measured (BENCHMARKS.md, issue 20): the old separate
-# φ pass plus a scalar finishing pass cost 45 + 30–130 µs per (256 × 128) block; fused and
-# vectorised, ≈ 45 µs in all.  ``nogil``: the batch may be split between threads
+# the unit loop, with tanh written out (a separate φ pass plus a scalar finishing pass cost
+# twice to four times as much per (256 × 128) block).  ``nogil``: the batch may be split between threads
 # (``dynlab.simulation._split_batch``).
 
 @njit(nogil=True, **_VEC)

@@ -22,7 +22,7 @@ compute on plain float64 arrays.  The pieces:
 * ``irnn_reverse_chunk`` / ``block_stack_norms`` – the iRNN's curve in reverse mode: the rows
   of P_t pulled back through the K inner steps, one block of rows per thread (``prange``), then
   the blocks put on one scale and every P_t's ``top_sv`` taken in parallel.  The clustered
-  matrices ``top_sv`` cannot certify go to ``dynlab.kernels.lapack_numba``.
+  matrices ``top_sv`` cannot certify go to ``lapack.py``.
 """
 from __future__ import annotations
 

@@ -4,8 +4,8 @@
 sequence), from the top of the sequence down, with the input cotangents (c λ_t ⊙ s_t) W and the
 offset terms (c λ_t ⊙ s_t)·b of every step.  Per step one product (B·C, D)·(D, D) and one
 (B·C, D)·(D, d+1) (W and b side by side) through ``np.dot`` (BLAS), and two element-wise passes;
-no Python between the steps, and the GIL released.  Measured (issue 20, BENCHMARKS.md
-``templates``): the NumPy loop it replaces spent most of each step outside the product.
+no Python between the steps, and the GIL released (a NumPy loop spends most of each step outside
+the product: ``python -m benchmarks.ab``).
 """
 from __future__ import annotations
 

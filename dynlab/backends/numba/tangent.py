@@ -197,7 +197,7 @@ __all__ = ["tangent_numba", "top_singular"]
 
 def run_tangent_numba(*args):
     """``tangent_numba`` made safe to call from several threads (Dask workers with threads):
-    ``dynlab.kernels.parallel.launch``."""
+    ``parallel.launch``."""
     from .parallel import launch
 
     return launch(tangent_numba, *args)

@@ -15,7 +15,7 @@ How a limit is shared between Python threads depends on the release, and is deci
 * threadpoolctl ≥ 3.8 lets one Python thread at a time change OpenBLAS's process-wide
   (pthreads) limit and silently ignores the others, so a limit is always set and given back
   **by the thread that holds it**; limits nest per thread (a block asking for the limit its
-  thread already holds sets nothing, ≈ 1 µs; a different one inside is set and restored on its
+  thread already holds sets nothing; a different one inside is set and restored on its
   own).  The same holds wherever BLAS keeps one limit per thread (OpenMP).
 * threadpoolctl < 3.8 lets any thread change the process-wide limit, so the threads that hold
   the same limit share it: the first to enter sets it, the last to leave gives it back (a
@@ -149,7 +149,7 @@ def has_small_path(libs) -> bool:
 def blas_thread_count() -> int | None:
     """How many threads BLAS would use now in this thread (the fewest over the loaded BLAS
     libraries: 1 inside a family limited to one thread, or where the user set
-    OPENBLAS_NUM_THREADS=1); None when threadpoolctl finds no BLAS.  ≈ 2 µs."""
+    OPENBLAS_NUM_THREADS=1); None when threadpoolctl finds no BLAS."""
     counts = [lib["num_threads"] for lib in _blas_info() if lib.get("num_threads") is not None]
     return min(counts) if counts else None
 

@@ -1,7 +1,7 @@
 """The BPTT tape's jitted loops (``dynlab.train.backprop``): the iRNN's, the GRU's and the LSTM's
 taped forward and backward passes, each ONE numba call over the whole sequence with the GIL
 released — per step the product (BLAS, through ``np.dot``; in calls of ``rows`` rows each,
-``numba_cpu.dot_rows`` / ``kernels.gemm_rows``) and one fused element-wise pass, no Python
+``loops.dot_rows`` / ``_arrays.gemm_rows``) and one fused element-wise pass, no Python
 between the steps.  Arrays only (no models); each kernel reads and writes the arrays as
 documented; the rules are those of ``dynlab.backends.reference.bptt`` and the per-element
 arithmetic (the updates, the Jacobian coefficients whose transposes carry the cotangents back)
@@ -23,7 +23,7 @@ _INF = float("inf")
 # The step kernels below, like the forward loops further down, address each gate block through
 # its own 1-D row view: with the blocks indexed in one array at a run-time offset D the unit
 # loop does not vectorise (LLVM cannot rule out that the stores at j and D + j overlap the loads
-# at 2D + j; measured 251 µs against 38 per (64 × 128) GRU forward step).
+# at 2D + j, and the pass runs several times slower).
 
 @njit(nogil=True, **_VEC)
 def lstm_backward(a, tc, c_prev, hb, cb, dg, dt, tanh, out):
@@ -87,8 +87,8 @@ def gru_backward(g, n, h_prev, hb, dn, tanh, out, an):
 # gates' pre-activations, then one pass per row that forms the gates, the state and its tape
 # entries.  Backward, per step: the step kernel above and the product that carries h̄ back; the
 # weight-gradient product Σ_t [h_{t−1} | x_t | 1]ᵀ ḡ_t is taken over chunks of ``chunk`` steps
-# as soon as their cotangents are written, while the rows are still in cache (measured, one
-# thread: 50 GFLOP/s for 8 steps of 64 rows against 42 for the whole sequence at once).
+# as soon as their cotangents are written, while the rows are still in cache (faster than one
+# product over the whole sequence at once).
 
 
 @njit(nogil=True, **_VEC)
@@ -320,9 +320,8 @@ def lstm_backward_all(Ha, C, A, TC, DG, DT, has_d, W, W_ih, eh, has_eh, ec, has_
 # input drive c = W x_m + b added, a = φ(z + c) and φ' stored on the tape, g updated, and the
 # next step's s written straight into its tape slot — and backwards two passes bracket the
 # product z̄ U: one forms z̄ and the two inner products η̄, ⟨ḡ, s⟩ need, one updates ḡ and h̄.
-# φ is dynlab.kernels.numba_cpu's vectorised tanh/sigmoid (≤ 2–3 ulp), dispatched once per
-# call, outside the loops.  Measured (issue 20, BENCHMARKS.md): the iRNN train step with
-# these passes against NumPy's ufuncs.
+# φ is loops.py's vectorised tanh/sigmoid (≤ 2–3 ulp), dispatched once per call, outside the
+# loops.
 
 
 # The two kernels below repeat their unit loop, once with tanh written out and once per the
@@ -530,7 +529,7 @@ def irnn_backward(U, H, A, Dp, has_dp, eta, ext, X, alpha, sign, prev, act, Zm, 
             irnn_back_post(sb, gb, hpb, alpha * e, sign)
         np.dot(Zm.reshape(K * B, D).T, Sm.reshape(K * B, D), part)
         _add_into(Ubar, part)
-        for b in range(B):              # row by row, k outside j: 1.4 ms per 64-row block against 3.3
+        for b in range(B):              # row by row, k outside j: the row stays in cache
             cr, z0 = Cc[m - lo, b], Zm[0, b]
             for j in range(D):
                 cr[j] = z0[j]
