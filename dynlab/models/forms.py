@@ -45,6 +45,18 @@ class _Form:
     leak: float
 
     kind = "form"
+    #: the array multiplying the previous state (its columns are the hidden units)
+    recurrent = ""
+    #: the array multiplying the input (its columns are the input features)
+    input_weights = "W"
+
+    @property
+    def hidden(self) -> int:
+        return int(getattr(self, self.recurrent).shape[1])
+
+    @property
+    def inputs(self) -> int:
+        return int(getattr(self, self.input_weights).shape[1])
 
     @property
     def act_id(self) -> int:
@@ -78,16 +90,7 @@ class CellForm(_Form):
     gain: float
 
     kind = "cell"
-    #: the array multiplying the previous state inside φ
     recurrent = "R"
-
-    @property
-    def hidden(self) -> int:
-        return int(self.R.shape[0])
-
-    @property
-    def inputs(self) -> int:
-        return int(self.W.shape[1])
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -106,14 +109,6 @@ class IRNNForm(_Form):
 
     kind = "irnn"
     recurrent = "U"
-
-    @property
-    def hidden(self) -> int:
-        return int(self.U.shape[0])
-
-    @property
-    def inputs(self) -> int:
-        return int(self.W.shape[1])
 
     def eta_rows(self, t: np.ndarray) -> np.ndarray:
         """η for 0-based time indices ``t``: an (N, K) table."""
@@ -141,14 +136,6 @@ class CTRNNForm(_Form):
     recurrent = "U"
 
     @property
-    def hidden(self) -> int:
-        return int(self.U.shape[0])
-
-    @property
-    def inputs(self) -> int:
-        return int(self.W.shape[1])
-
-    @property
     def fixed_step(self) -> bool:
         """Euler or RK4 with fixed steps (else scipy's adaptive ``solve_ivp``)."""
         return self.method in ("euler", "rk4")
@@ -164,14 +151,7 @@ class _GatedForm(_Form):
     b_hh: np.ndarray
 
     recurrent = "W_hh"
-
-    @property
-    def hidden(self) -> int:
-        return int(self.W_hh.shape[1])
-
-    @property
-    def inputs(self) -> int:
-        return int(self.W_ih.shape[1])
+    input_weights = "W_ih"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -235,10 +215,8 @@ class ImplicitForm(_Form):
     A: np.ndarray
 
     kind = "implicit"
-
-    @property
-    def hidden(self) -> int:
-        return int(self.A.shape[0])
+    recurrent = "A"
+    input_weights = ""
 
 
 #: Every sequence form, by kind.

@@ -336,8 +336,22 @@ def _augmented(xt, h0, D):
     return Ha
 
 
+class _AugmentedTape:
+    """A gated layer's tape whose rows Ha (T+1, B, D+d+1) hold [h_t | x_{t+1} | 1]."""
+
+    @property
+    def H(self) -> np.ndarray:
+        """Outputs h_0..h_T, (T+1, B, D) (a view)."""
+        return self.Ha[:, :, :self.hidden]
+
+    @property
+    def x(self) -> np.ndarray:
+        """The layer's inputs x_1..x_T, (T, B, d) (a view)."""
+        return self.Ha[:-1, :, self.hidden:-1]
+
+
 @dataclasses.dataclass
-class GRUTape:
+class GRUTape(_AugmentedTape):
     """A GRU layer's forward pass (time-major): the augmented rows Ha (T+1, B, D+d+1) =
     [h_t | x_{t+1} | 1], per step [r | z | q] (T, B, 3D) with q = W_hn h + b_hn, the candidate
     n (T, B, D), and φ'(a_n) (T, B, D; None for tanh: 1 − n² is formed in the backward pass)."""
@@ -349,15 +363,8 @@ class GRUTape:
     DN: np.ndarray | None
 
     @property
-    def H(self) -> np.ndarray:
-        """States h_0..h_T, (T+1, B, D) (a view)."""
-        return self.Ha[:, :, :self.N.shape[2]]
-
-    @property
-    def x(self) -> np.ndarray:
-        """The layer's inputs x_1..x_T, (T, B, d) (a view)."""
-        D = self.N.shape[2]
-        return self.Ha[:-1, :, D:-1]
+    def hidden(self) -> int:
+        return int(self.N.shape[2])
 
     @property
     def S(self) -> np.ndarray:
@@ -365,7 +372,7 @@ class GRUTape:
 
 
 @dataclasses.dataclass
-class LSTMTape:
+class LSTMTape(_AugmentedTape):
     """An LSTM layer's forward pass (time-major): the augmented rows Ha (T+1, B, D+d+1) =
     [h_t | x_{t+1} | 1], cells C (T+1, B, D), the activated gates A (T, B, 4D) in the order
     [i | f | o | g] (not PyTorch's i, f, g, o: the three sigmoids side by side), TC = φ(c_t)
@@ -380,14 +387,8 @@ class LSTMTape:
     DT: np.ndarray | None
 
     @property
-    def H(self) -> np.ndarray:
-        """Outputs h_0..h_T, (T+1, B, D) (a view)."""
-        return self.Ha[:, :, :self.C.shape[2]]
-
-    @property
-    def x(self) -> np.ndarray:
-        D = self.C.shape[2]
-        return self.Ha[:-1, :, D:-1]
+    def hidden(self) -> int:
+        return int(self.C.shape[2])
 
     @property
     def S(self) -> np.ndarray:

@@ -153,6 +153,22 @@ def _cot(ext, t, T):
     return ext[t - t0] if t >= t0 else None
 
 
+def _arrive(sb, ext, above, t, T):
+    """∂L/∂s_t at step t (0-based) once the explicit cotangent of that step (of the outputs, the
+    first columns, or of the whole state) and the cotangent through the layer above (outputs) are
+    added to the one carried back from step t + 1; and at t = 0 the carried-plus-explicit part
+    before the layer above's (∂L/∂s_1 as the caller reports it), else None."""
+    e = _cot(ext, t, T)
+    if e is not None:
+        sb = sb.copy()
+        sb[:, :e.shape[1]] += e
+    first = sb.copy() if t == 0 else None
+    if above is not None:
+        sb = sb.copy()
+        sb[:, :above.shape[2]] += above[t]
+    return sb, first
+
+
 def _backward_layer(f, rec, ext, above, need_x):
     """One layer backwards; ext (T', B, w) explicit cotangents of its outputs (w = hidden) or of
     its state (w = n), or None; above (T, B, hidden) cotangents through the layer above, or None.
@@ -170,13 +186,8 @@ def _backward_layer(f, rec, ext, above, need_x):
         if f.kind == "cell":
             g = {"R": np.zeros((D, D)), "W": np.zeros((D, d)), "b": np.zeros(D), "a": 0.0, "gain": 0.0}
             for t in range(T - 1, -1, -1):
-                e = _cot(ext, t, T)
-                if e is not None:
-                    sb = sb + e
-                if t == 0:
-                    dh1 = sb.copy()
-                if above is not None:
-                    sb = sb + above[t]
+                sb, first = _arrive(sb, ext, above, t, T)
+                dh1 = dh1 if first is None else first
                 hp = S[t]
                 z = rec["Z"][t]
                 g["a"] += float(np.sum(sb * hp))
@@ -193,13 +204,8 @@ def _backward_layer(f, rec, ext, above, need_x):
             g = {"U": np.zeros((D, D)), "W": np.zeros((D, d)), "b": np.zeros(D), "eta": np.zeros_like(f.eta),
                  "alpha": 0.0}
             for t in range(T - 1, -1, -1):
-                e = _cot(ext, t, T)
-                if e is not None:
-                    sb = sb + e
-                if t == 0:
-                    dh1 = sb.copy()
-                if above is not None:
-                    sb = sb + above[t]
+                sb, first = _arrive(sb, ext, above, t, T)
+                dh1 = dh1 if first is None else first
                 row = t if f.eta.shape[0] > 1 else 0
                 eta = f.eta[row]
                 gb = sb
@@ -229,13 +235,8 @@ def _backward_layer(f, rec, ext, above, need_x):
                  "b_hh": np.zeros_like(f.b_hh)}
             GI, GH = rec["GI"], rec["GH"]
             for t in range(T - 1, -1, -1):
-                e = _cot(ext, t, T)
-                if e is not None:
-                    sb = sb + e
-                if t == 0:
-                    dh1 = sb.copy()
-                if above is not None:
-                    sb = sb + above[t]
+                sb, first = _arrive(sb, ext, above, t, T)
+                dh1 = dh1 if first is None else first
                 hp = S[t]
                 r = _sig(GI[t, :, :D] + GH[t, :, :D])
                 z = _sig(GI[t, :, D:2 * D] + GH[t, :, D:2 * D])
@@ -260,16 +261,8 @@ def _backward_layer(f, rec, ext, above, need_x):
              "b_hh": np.zeros_like(f.b_hh)}
         A, C = rec["A"], rec["C"]
         for t in range(T - 1, -1, -1):
-            e = _cot(ext, t, T)
-            if e is not None:
-                if e.shape[1] == n:
-                    sb = sb + e
-                else:
-                    sb[:, :D] += e
-            if t == 0:
-                dh1 = sb.copy()
-            if above is not None:
-                sb[:, :D] += above[t]
+            sb, first = _arrive(sb, ext, above, t, T)
+            dh1 = dh1 if first is None else first
             hbar, cbar = sb[:, :D], sb[:, D:]
             i, fg = _sig(A[t, :, :D]), _sig(A[t, :, D:2 * D])
             a_g = A[t, :, 2 * D:3 * D]
