@@ -171,12 +171,14 @@ class Tape:
         """What the read-out reads, (T+1, B, D): the states themselves."""
         return self.H
 
+
 def _forward_cell(form, xt, h0a) -> Tape:
     """The taped forward pass of a one-line cell or an iRNN on time-major inputs xt (T, B, d)."""
     T, B, d = xt.shape
     D = form.hidden
-    cin = np.matmul(xt, form.W.T, out=_tape_empty((T, B, D)))    # (T, B, D)
-    cin += form.b
+    with np.errstate(over="ignore", invalid="ignore"):               # non-finite input: the pass reports it
+        cin = np.matmul(xt, form.W.T, out=_tape_empty((T, B, D)))    # (T, B, D)
+        cin += form.b
     H = _tape_empty((T + 1, B, D))
     H[0] = h0a
     name, leak = form.act, float(form.leak)
