@@ -242,7 +242,6 @@ def gradient_norms(model, x, h0=None, *, backend=None, dL_dhT=None, step_norms=T
     be = get_backend(backend)
     from ..simulation import check_input, check_model
     model = check_model(model)
-    be.require("gradient_flow", model.form())
     xa, batched = check_input(x, model.inputs)
     B, T, _ = xa.shape
     if T < 2:
@@ -250,6 +249,7 @@ def gradient_norms(model, x, h0=None, *, backend=None, dL_dhT=None, step_norms=T
     D = model.state_size
     from .._resources import check_gradients
     check_gradients(model, B, T)  # before simulating: refuses what cannot fit or finish
+    be.require("gradient_flow", model.form())  # after: an absurd K would build an absurd η table
     g = _check_cotangent(dL_dhT, B, D, batched)
     step_norms = _check_flag(step_norms, "step_norms")
     with be:

@@ -212,12 +212,12 @@ def lyapunov(model, x, h0=None, *, k=None, transient=0, backend=None, Q0=None, c
 
     be = get_backend(backend)
     model = check_model(model)
-    be.require("lyapunov_logr", model.form())
     xa, _ = check_input(x, model.inputs)
     B, T, _ = xa.shape
     D = model.state_size
     from .._resources import check_gradients
     check_gradients(model, B, T, lyapunov=True)  # before simulating: refuses what cannot fit or finish
+    be.require("lyapunov_logr", model.form())  # after: an absurd K would build an absurd η table
     Q = check_frame(Q0, B, D, k)
     k = Q.shape[2]
     transient = _check_transient(transient, T)
