@@ -175,7 +175,7 @@ class NumbaBackend(Backend):
         h0x = np.asarray(h0, dtype=dtype)
         W = np.asarray(form.W, dtype=dtype)
         b = np.asarray(form.b, dtype=dtype)
-        common = dict(stop=stop, check_every=1, xp=np)
+        common = dict(stop=stop)
         small = small_gemm()                    # products by rows for OpenBLAS's small-matrix path
         if form.kind == "irnn":
             U = np.asarray(form.U, dtype=dtype)
@@ -227,7 +227,7 @@ class NumbaBackend(Backend):
         fn = batched.lstm if form.kind == "lstm" else batched.gru
         W_ih, W_hh, b_ih, b_hh = (np.asarray(a, dtype=dtype) for a in (form.W_ih, form.W_hh, form.b_ih, form.b_hh))
         xs, s0 = np.asarray(x, dtype=dtype), np.asarray(h0, dtype=dtype)
-        common = dict(stop=stop, check_every=1, xp=np, small=small_gemm())
+        common = dict(stop=stop, small=small_gemm())
         parts = batch_parts(B, config.GATED_SIMULATION_THREADS, config.GATED_MIN_ROWS_PER_THREAD)
 
         def kernel(lo, hi, Hb):

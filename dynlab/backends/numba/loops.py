@@ -379,7 +379,7 @@ def sigmoid_exact_inplace(z):
 # reorder, which keeps the loop scalar).  The activation is dispatched once per row, outside
 # the unit loop, with tanh written out (a separate φ pass plus a scalar finishing pass cost
 # twice to four times as much per (256 × 128) block).  ``nogil``: the batch may be split between threads
-# (``dynlab.simulation._split_batch``).
+# (``backend.run_blocks``).
 
 @njit(nogil=True, **_VEC)
 def irnn_inner(buf, D, z, a, e, act, leak):
@@ -416,6 +416,20 @@ def irnn_last(buf, D, z, a, e, hp, H, t, sign, start, act, leak):
                 buf[b, j] = start * v
                 nb += 0 if abs(v) < _INF else 1
     return nb == 0
+
+
+@njit(nogil=True, **_VEC)
+def ctrnn_rate_pass(out, v, ct, tau, alpha, act, leak):
+    """out ← (φ(out + c) − α v)/τ, the CTRNN's vector field at v once out holds v Uᵀ and ct the
+    input drive c = W x + b (``cells.ctrnn_rate``), φ in float64."""
+    for b in range(out.shape[0]):
+        if act == 0:
+            for j in range(out.shape[1]):
+                out[b, j] = cells.ctrnn_out(float(v[b, j]), tanh_f64(float(out[b, j]) + float(ct[b, j])), tau, alpha)
+        else:
+            for j in range(out.shape[1]):
+                out[b, j] = cells.ctrnn_out(float(v[b, j]), phi_other(act, float(out[b, j]) + float(ct[b, j]), leak),
+                                            tau, alpha)
 
 
 @njit(nogil=True, **_VEC)
@@ -546,7 +560,7 @@ def lstm_finish(gi, gh, h, c, H, t, act, leak):
 @njit(nogil=True, **_VEC)
 def _drive_chunk(xT, W_ihT, bias, t, gi):
     """gi[:m] = x_t … x_{t+m−1} W_ihᵀ + bias for the next m = min(n, T − t) steps (gi (n, B, G)):
-    one product over the chunk, as ``vectorised._drive_chunks``."""
+    one product over the chunk."""
     T, B, d = xT.shape
     G = gi.shape[2]
     m = min(gi.shape[0], T - t)
@@ -559,7 +573,7 @@ def _drive_chunk(xT, W_ihT, bias, t, gi):
 
 @njit(nogil=True, **_VEC)
 def gated_batch(xT, W_ihT, bias, W_hhT, bhn, h, c, H, lstm, act, leak, stop, gi, gh, rows):
-    """The vectorised GRU's or LSTM's whole time loop in one call (``vectorised.gru`` /
+    """The batched GRU's or LSTM's whole time loop in one call (``batched.gru`` /
     ``lstm``; no Python between the steps, the GIL released): the input drive a chunk of steps
     at a time (``_drive_chunk``), per step gh = h W_hhᵀ (``dot_rows``: calls of ``rows`` rows)
     and ``gru_finish``'s or ``lstm_finish``'s pass.  xT (T, B, d) time-major; h (B, D) and, for
