@@ -63,7 +63,6 @@ def _cases(quick: bool) -> dict:
 
     s = 4 if quick else 1
     rng = np.random.default_rng(0)
-    out = {}
 
     def forward_large():
         m = dl.make_model("irnn", 128, 8, K=5, eta=0.5, seed=0)

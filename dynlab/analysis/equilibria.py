@@ -16,14 +16,18 @@ continuation of ``equilibrium_curve``, where each solve starts from the previous
 """
 from __future__ import annotations
 
-from ..backends import get_backend
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._dataset import eigenvalues_from, finish  # noqa: F401  (eigenvalues_from: public, dl.eigenvalues_from)
-from ..activations import dphi, phi
 from .._resources import check_fixed_points, progress
+from ..activations import dphi, phi
+from ..backends import get_backend
 from ..errors import ParameterError
+
+if TYPE_CHECKING:
+    from ..models import IRNN
 
 METHODS = ("newton", "euler", "scipy")
 

@@ -38,7 +38,7 @@ from .._resources import progress
 from ..backends import get_backend
 from ..backends.base import chunk_steps
 from ..errors import ParameterError
-from .jacobians import jacobian_blocks, prepared_states
+from .jacobians import prepared_states
 
 
 # ============================================================================ lower layer

@@ -380,8 +380,6 @@ class NumbaBackend(Backend):
         Newton step on a few units costs about one Picard step: it hands over early); the
         reference's batched form past it (one BLAS product per Picard step over all points wins),
         and for every other method."""
-        from ...activations import ACTIVATION_IDS
-
         if method == "auto" and C.shape[1] <= config.IMPLICIT_NUMBA_MAX_UNITS and act in ACTIVATION_IDS:
             return implicit_auto(A, C, act, leak, tol, max_iter or 10, steps, dt, Z0)
         return super().implicit_solve(A, C, act, leak, method=method, tol=tol, max_iter=max_iter, Z0=Z0,
@@ -431,7 +429,6 @@ class NumbaBackend(Backend):
 
 
 def implicit_auto(A, C, act, leak, tol, max_iter, steps, dt, Z0):
-    from ...activations import ACTIVATION_IDS
     from ..reference.implicit import auto_solve as reference
     from .implicit import auto_solve
 

@@ -33,7 +33,7 @@ import numpy as np
 from ...activations import ACTIVATION_IDS, dphi, phi
 from ...errors import DivergenceError
 from . import train as kernels
-from ..base import Arena, Workspace  # noqa: F401  (Workspace: the public one, dynlab.train.backprop's)
+from ..base import Workspace  # noqa: F401  (Workspace: the public one, dynlab.train.backprop's)
 from ._arrays import gemm_rows, readonly
 from .threads import small_gemm
 

@@ -28,7 +28,6 @@ under it with every release.
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 
 from ... import config

@@ -35,6 +35,7 @@ import numpy as np
 
 from ...activations import dphi, phi
 from ...errors import DivergenceError
+from .simulate import cell_step, gru_step, irnn_step, lstm_step
 
 
 @dataclasses.dataclass
@@ -81,8 +82,7 @@ def _forward_layer(f, x, s0) -> dict:
             H[0] = s0
             Z = np.empty((T, B, D))
             for t in range(T):
-                Z[t] = H[t] @ f.R.T + x[t] @ f.W.T + f.b
-                H[t + 1] = f.a * H[t] + f.gain * phi(act, Z[t], leak)
+                H[t + 1], Z[t] = cell_step(f.R, f.a, f.gain, H[t], x[t] @ f.W.T + f.b, act, leak)
                 _finite(H[t + 1], t)
             rec.update(S=H, out=H, Z=Z)
         elif f.kind == "irnn":
@@ -92,13 +92,8 @@ def _forward_layer(f, x, s0) -> dict:
             Z = np.empty((T, f.K, B, D))
             for t in range(T):
                 e = f.eta[t] if f.eta.shape[0] > 1 else f.eta[0]
-                c = x[t] @ f.W.T + f.b
-                g = H[t].copy() if f.g0prev else np.zeros((B, D))
-                for k in range(f.K):
-                    Ss[t, k] = g + f.sign * H[t]
-                    Z[t, k] = Ss[t, k] @ f.U.T + c
-                    g = g + e[k] * (phi(act, Z[t, k], leak) - f.alpha * Ss[t, k])
-                H[t + 1] = g
+                H[t + 1] = irnn_step(f.U, H[t], x[t] @ f.W.T + f.b, e, f.alpha, f.K, f.g0prev, f.sign, act, leak,
+                                     S=Ss[t], Z=Z[t])
                 _finite(H[t + 1], t)
             rec.update(S=H, out=H, Ss=Ss, Z=Z)
         elif f.kind == "gru":
@@ -107,11 +102,7 @@ def _forward_layer(f, x, s0) -> dict:
             GI = x @ f.W_ih.T + f.b_ih
             GH = np.empty((T, B, 3 * D))
             for t in range(T):
-                GH[t] = H[t] @ f.W_hh.T + f.b_hh
-                r = _sig(GI[t, :, :D] + GH[t, :, :D])
-                z = _sig(GI[t, :, D:2 * D] + GH[t, :, D:2 * D])
-                n = phi(act, GI[t, :, 2 * D:] + r * GH[t, :, 2 * D:], leak)
-                H[t + 1] = (1.0 - z) * n + z * H[t]
+                H[t + 1], GH[t] = gru_step(f.W_hh, f.b_hh, GI[t], H[t], act, leak)
                 _finite(H[t + 1], t)
             rec.update(S=H, out=H, GI=GI, GH=GH)
         else:  # lstm
@@ -121,10 +112,7 @@ def _forward_layer(f, x, s0) -> dict:
             A = np.empty((T, B, 4 * D))
             for t in range(T):
                 A[t] = x[t] @ f.W_ih.T + f.b_ih + Hh[t] @ f.W_hh.T + f.b_hh
-                i, fg = _sig(A[t, :, :D]), _sig(A[t, :, D:2 * D])
-                g, o = phi(act, A[t, :, 2 * D:3 * D], leak), _sig(A[t, :, 3 * D:])
-                C[t + 1] = fg * C[t] + i * g
-                Hh[t + 1] = o * phi(act, C[t + 1], leak)
+                Hh[t + 1], C[t + 1] = lstm_step(A[t], C[t], act, leak)
                 _finite(np.concatenate([Hh[t + 1], C[t + 1]], axis=1), t)
             rec.update(S=np.concatenate([Hh, C], axis=2), out=Hh, C=C, A=A)
     return rec

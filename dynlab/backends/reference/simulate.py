@@ -29,6 +29,55 @@ def _record(H, bad, t, h, stop, alive):
     return alive
 
 
+# ------------------------------------------------------------------ one step of each rule
+# The update rules, once for the reference: the simulation below and the taped forward pass of
+# ``bptt`` both step through these (the latter keeping what they return besides the state).
+
+def cell_step(R, a, gain, h, c_t, act, leak):
+    """h' = a h + γ φ(z), z = R h + c_t (c_t = W x_t + b): (h', z)."""
+    z = h @ R.T + c_t
+    return a * h + gain * phi(act, z, leak), z
+
+
+def irnn_step(U, h, c_t, eta, alpha, K, g0prev, sign, act, leak, S=None, Z=None):
+    """One iRNN step (eq. 5), K Euler steps from g_0 ∈ {0, h}: s_k = g_{k−1} + σ h,
+    g_k = g_{k−1} + η_k (φ(U s_k + c_t) − α s_k), h' = g_K.  S, Z (K, B, D), when given, receive
+    every s_k and U s_k + c_t."""
+    g = h.copy() if g0prev else np.zeros_like(h)
+    for k in range(K):
+        s = g + sign * h
+        z = s @ U.T + c_t
+        if S is not None:
+            S[k], Z[k] = s, z
+        g = g + float(eta[k]) * (phi(act, z, leak) - alpha * s)
+    return g
+
+
+def gru_step(W_hh, b_hh, gi_t, h, act, leak):
+    """PyTorch's GRU step from gi_t = W_ih x_t + b_ih: (h', gh = W_hh h + b_hh)."""
+    D = h.shape[1]
+    gh = h @ W_hh.T + b_hh
+    r = _sig(gi_t[:, :D] + gh[:, :D])
+    z = _sig(gi_t[:, D:2 * D] + gh[:, D:2 * D])
+    n = phi(act, gi_t[:, 2 * D:] + r * gh[:, 2 * D:], leak)
+    return (1 - z) * n + z * h, gh
+
+
+def lstm_step(a_t, c, act, leak):
+    """PyTorch's LSTM step from the gates' pre-activations a_t = W_ih x + b_ih + W_hh h + b_hh
+    (order i, f, g, o): (h', c')."""
+    D = c.shape[1]
+    i, f = _sig(a_t[:, :D]), _sig(a_t[:, D:2 * D])
+    g, o = phi(act, a_t[:, 2 * D:3 * D], leak), _sig(a_t[:, 3 * D:])
+    c = f * c + i * g
+    return o * phi(act, c, leak), c
+
+
+def _sig(z):
+    return phi("sigmoid", z)
+
+
+
 def gated(R, c, h0, a, gain, act, leak, stop=True):
     """h_t = a h_{t-1} + gain φ(R h_{t-1} + c_t), c_t = W x_t + b precomputed, c (B, T, D)."""
     B, T, D = c.shape
@@ -38,7 +87,7 @@ def gated(R, c, h0, a, gain, act, leak, stop=True):
     h = h0.copy()
     with np.errstate(all="ignore"):
         for t in range(T):
-            h = a * h + gain * phi(act, h @ R.T + c[:, t], leak)
+            h, _ = cell_step(R, a, gain, h, c[:, t], act, leak)
             alive = _record(H, bad, t, h, stop, alive)
             if stop and not alive.any():
                 break
@@ -54,12 +103,7 @@ def irnn(U, c, h0, eta, alpha, K, g0prev, sign, act, leak, stop=True):
     h = h0.copy()
     with np.errstate(all="ignore"):
         for t in range(T):
-            e = eta[t] if eta.shape[0] > 1 else eta[0]
-            g = h.copy() if g0prev else np.zeros_like(h)
-            for k in range(K):
-                s = g + sign * h
-                g = g + float(e[k]) * (phi(act, s @ U.T + c[:, t], leak) - alpha * s)
-            h = g
+            h = irnn_step(U, h, c[:, t], eta[t] if eta.shape[0] > 1 else eta[0], alpha, K, g0prev, sign, act, leak)
             alive = _record(H, bad, t, h, stop, alive)
             if stop and not alive.any():
                 break
@@ -131,10 +175,6 @@ def ctrnn_scipy(U, c, h0, tau, alpha, dt, method, rtol, atol, act, leak, stop=Tr
     return H, bad
 
 
-def _sig(z):
-    return phi("sigmoid", z)
-
-
 def gru(W_ih, W_hh, b_ih, b_hh, x, h0, act, leak, stop=True):
     """PyTorch's GRU (gates r, z, n stacked in W_ih (3D, d), W_hh (3D, D), b_ih, b_hh):
 
@@ -150,12 +190,7 @@ def gru(W_ih, W_hh, b_ih, b_hh, x, h0, act, leak, stop=True):
     h = h0.copy()
     with np.errstate(all="ignore"):
         for t in range(T):
-            gi = x[:, t] @ W_ih.T + b_ih
-            gh = h @ W_hh.T + b_hh
-            r = _sig(gi[:, :D] + gh[:, :D])
-            z = _sig(gi[:, D:2 * D] + gh[:, D:2 * D])
-            n = phi(act, gi[:, 2 * D:] + r * gh[:, 2 * D:], leak)
-            h = (1 - z) * n + z * h
+            h, _ = gru_step(W_hh, b_hh, x[:, t] @ W_ih.T + b_ih, h, act, leak)
             alive = _record(H, bad, t, h, stop, alive)
             if stop and not alive.any():
                 break
@@ -178,13 +213,7 @@ def lstm(W_ih, W_hh, b_ih, b_hh, x, s0, act, leak, stop=True):
     h, c = s0[:, :D].copy(), s0[:, D:].copy()
     with np.errstate(all="ignore"):
         for t in range(T):
-            a = x[:, t] @ W_ih.T + b_ih + h @ W_hh.T + b_hh
-            i = _sig(a[:, :D])
-            f = _sig(a[:, D:2 * D])
-            g = phi(act, a[:, 2 * D:3 * D], leak)
-            o = _sig(a[:, 3 * D:])
-            c = f * c + i * g
-            h = o * phi(act, c, leak)
+            h, c = lstm_step(x[:, t] @ W_ih.T + b_ih + h @ W_hh.T + b_hh, c, act, leak)
             alive = _record(H, bad, t, np.concatenate([h, c], axis=1), stop, alive)
             if stop and not alive.any():
                 break
