@@ -151,6 +151,13 @@ class Backend:
         """Whether this backend has operation ``op`` for ``form``."""
         return op in OPERATIONS
 
+    def sweep_region_size(self, hidden: int, steps: int, inner: int = 1):
+        """Settings per region of a batched sweep whose largest setting has state size
+        ``hidden``, ``steps`` steps and ``inner`` inner steps, or None for the sweep driver's
+        default (``dynlab.sweep.driver.REGION_SIZE_BATCHED``): a backend whose batches are cheaper
+        the larger they are (a GPU) answers from its memory."""
+        return None
+
     def require(self, op: str, form) -> None:
         """A ParameterError naming ``backend`` when ``op`` is not available for ``form`` here."""
         if not self.supports(op, form):

@@ -335,16 +335,20 @@ class GPUBackend(Backend):
         return log1, logT, to_host(bad)
 
     def sweep_region_size(self, hidden: int, steps: int, inner: int = 1):
-        """Settings per sweep region from the device's free memory: each setting of a batched
-        sweep holds its drive (T·D), recurrent matrix, M̃_T and J_T (3·D²), the tangents' scratch
-        (6·D²) and their σ₁ Gram scratch (2·D²), float64, on the device, and about as much again
-        on the host while the batch is stacked; ``SWEEP_MEMORY_FRACTION`` of the free memory
-        divided by that, at most ``SWEEP_MAX_REGION``.  None under the simulator (the driver's
-        default then)."""
+        """Settings per sweep region from the device's free memory (``region_from_memory``); None
+        under the simulator (the driver's default then: it runs on the CPU, slowly)."""
         if runtime().simulator:
             return None
+        return self.region_from_memory(free_bytes(), hidden, steps, inner)
+
+    @classmethod
+    def region_from_memory(cls, free: float, hidden: int, steps: int, inner: int = 1) -> int:
+        """Each setting of a batched sweep holds on the device its drive (T·D), recurrent matrix,
+        M̃_T and J_T (3·D²), the tangents' global scratch (6·D²), the σ₁ Gram scratch (2·D²) and
+        its η row (K), float64 — and about as much again on the host while the batch is stacked:
+        ``SWEEP_MEMORY_FRACTION`` of ``free`` bytes over that, between 1 and ``SWEEP_MAX_REGION``."""
         per_point = 2 * 8 * (steps * hidden + 11 * hidden * hidden + inner + 16)
-        return int(max(1, min(self.SWEEP_MAX_REGION, free_bytes() * self.SWEEP_MEMORY_FRACTION // per_point)))
+        return int(max(1, min(cls.SWEEP_MAX_REGION, free * cls.SWEEP_MEMORY_FRACTION // per_point)))
 
     # ---------------------------------------------------------- partition
     def partition_trace(self, forms, x, h0s):

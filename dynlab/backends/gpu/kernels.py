@@ -37,13 +37,14 @@ import types
 
 import numpy as np
 from numba import cuda  # a module global: the simulator swaps it for its own in the kernels' globals
+from numba.extending import register_jitable  # device helpers: compiled into each kernel, no device query
 
 from .. import cells
 from .device import runtime
 
 
 def _device_functions():
-    @cuda.jit(device=True)
+    @register_jitable
     def block_sum(red, v):
         """Σ of v over the block's threads (blockDim a power of two); every thread gets it."""
         tid = cuda.threadIdx.x
@@ -63,12 +64,19 @@ def _device_functions():
     return block_sum
 
 
+#: The kernels ``kernels(dtype)`` builds.
+KERNEL_NAMES = ("sim_cell", "sim_irnn", "sim_ctrnn", "sim_gated", "jac_cell", "jac_irnn", "jac_ctrnn", "jac_gated",
+                "tangent", "products", "top_sv", "qr_steps", "reverse", "picard", "flow_rk4")
+
+
 @functools.lru_cache(maxsize=None)
 def kernels(dtype) -> types.SimpleNamespace:
     """The kernels for one floating type (float32 or float64)."""
     import numba
 
     FT = numba.float32 if np.dtype(dtype) == np.float32 else numba.float64
+    NINF = FT(-math.inf)   # constants in the kernel's own type (a float64 literal would promote)
+    NAN = FT(math.nan)
     block_sum = _device_functions()
     phi, dphi, one, zero = cells.phi, cells.dphi, cells.one, cells.zero
     cell_update, cell_slope = cells.cell_update, cells.cell_slope
@@ -77,7 +85,7 @@ def kernels(dtype) -> types.SimpleNamespace:
     jit = cuda.jit
 
     # ======================================================================== simulate
-    @cuda.jit(device=True)
+    @register_jitable
     def _flags(fl, st, bad, b0, nb, t, T, stop):
         """After a step: record the first non-finite step of each sequence of the slice."""
         tid = cuda.threadIdx.x
@@ -406,7 +414,7 @@ def kernels(dtype) -> types.SimpleNamespace:
                     Jx[pt, i, e - i * d] = sl[i] * W[i, e - i * d]
             cuda.syncthreads()
 
-    @cuda.jit(device=True)
+    @register_jitable
     def _tangent_update(U, W, M, Mn, sl, keep, w, D, tid, nt):
         """Mn = keep·M + diag(sl)(U M + [0 | W]) over the columns of M (D × w, w = D or D + d;
         the columns past D carry the input tangent, which gets + W)."""
@@ -758,9 +766,9 @@ def kernels(dtype) -> types.SimpleNamespace:
         ze = zero(a_)
         for i in range(tid, D, nt):
             h[i] = ze
-        for e in range(tid, D * W2, nt):
-            i = e // W2
-            A[e] = o if i == e - i * W2 else ze
+        for e in range(tid, D * D, nt):      # M_1 = I, row stride D until the last step
+            i = e // D
+            A[e] = o if i == e - i * D else ze
         cuda.syncthreads()
         lg = ze
         bad = 0
@@ -845,9 +853,9 @@ def kernels(dtype) -> types.SimpleNamespace:
                 if ok:
                     lg += math.log(f)
                 elif f == ze:
-                    lg = -math.inf
+                    lg = NINF
                 else:
-                    lg = math.nan
+                    lg = NAN
                 inv = o / f if ok else o
                 for e in range(tid, D * D, nt):
                     i = e // D
@@ -861,13 +869,13 @@ def kernels(dtype) -> types.SimpleNamespace:
             cuda.syncthreads()
         if tid == 0:
             diverged[n] = bad
-            logs[n] = math.nan if bad > 0 else lg
+            logs[n] = NAN if bad > 0 else lg
         if bad > 0 or T < 2:
             for e in range(tid, D * D, nt):
                 i = e // D
                 j = e - i * D
-                M_out[n, i, j] = math.nan if bad > 0 else (o if i == j else ze)
-                J_out[n, i, j] = math.nan if bad > 0 else ze
+                M_out[n, i, j] = NAN if bad > 0 else (o if i == j else ze)
+                J_out[n, i, j] = NAN if bad > 0 else ze
 
     # ======================================================================== norms, QR
     @jit
@@ -907,7 +915,7 @@ def kernels(dtype) -> types.SimpleNamespace:
                     q += gp[k] * gp[k]
                 q = block_sum(red, q)
                 if tid == 0:
-                    glog[b, j] = lg + (math.log(q) / (one(q) + one(q)) if q > ze else -math.inf)
+                    glog[b, j] = lg + (math.log(q) / (one(q) + one(q)) if q > ze else NINF)
             f2 = ze
             for e in range(tid, n * n, nt):
                 i = e // n
@@ -922,9 +930,9 @@ def kernels(dtype) -> types.SimpleNamespace:
             if good:
                 lg += math.log(f)
             elif f == ze:
-                lg = -math.inf
+                lg = NINF
             else:
-                lg = math.nan
+                lg = NAN
             inv = one(f) / f if good else one(f)
             for e in range(tid, n * n, nt):
                 Ps[e] = Pn[e] * inv
@@ -937,13 +945,14 @@ def kernels(dtype) -> types.SimpleNamespace:
     @jit
     def top_sv(M, scratch, gsh, tol, max_sweeps, out):
         """σ₁ of every matrix of M (N, n, n) (grid-stride over the matrices): the largest
-        eigenvalue of the Gram matrix G = MᵀM by the cyclic Jacobi method, n/2 disjoint
-        rotations at a time in the round-robin order (Brent–Luk), column then row updates,
-        sweeps until every |G_pq| ≤ tol·√(G_pp G_qq); σ₁ = √max G_ii.  Exact to rounding: the
-        eigenvalues of a symmetric matrix move by at most ‖ΔG‖₂ ≈ n·ε·σ₁² under the rounding of
-        G and of the rotations, so σ₁ carries a relative error of about n·ε/2 (NaN for a
-        non-finite matrix).  Shared: the rotations (c, s, p, q of n/2 pairs), the flag; G (n²)
-        in shared memory when ``gsh`` else in ``scratch`` (blocks, n²)."""
+        eigenvalue of the Gram matrix G = MᵀM by the threshold cyclic Jacobi method — n/2
+        disjoint rotations at a time in the round-robin (Brent–Luk) order, column then row
+        updates — rotating every pair with |G_pq| > tol·max_i G_ii and stopping after a sweep
+        that rotated none; σ₁ = √max_i G_ii.  The off-diagonal left is then below tol·λ_max per
+        entry, which moves λ_max by at most n·tol·λ_max (Gershgorin), and the rounding of G and
+        of the rotations about as much: σ₁ to a relative n·ε or so, i.e. exact to rounding (NaN
+        for a non-finite matrix).  Shared: the rotations (c, s of n/2 pairs), the reduction; G
+        (n²) in shared memory when ``gsh`` else in the block's slice of ``scratch``."""
         buf = cuda.shared.array(0, FT)
         N, n, _ = M.shape
         tid = cuda.threadIdx.x
@@ -956,40 +965,53 @@ def kernels(dtype) -> types.SimpleNamespace:
         G = scratch[min(cuda.blockIdx.x, scratch.shape[0] - 1)]
         if gsh:
             G = buf[2 * half + nt:2 * half + nt + n * n]
+        o = one(tol)
+        ze = zero(tol)
         for pt in range(cuda.blockIdx.x, N, cuda.gridDim.x):
-            nf = zero(tol)
+            nf = ze
             for e in range(tid, n * n, nt):
                 i = e // n
                 j = e - i * n
-                v = zero(tol)
+                v = ze
                 for l in range(n):
                     v += M[pt, l, i] * M[pt, l, j]
                 G[e] = v
                 if not math.isfinite(v):
-                    nf = one(tol)
-            if block_sum(red, nf) > zero(tol):
+                    nf = o
+            if block_sum(red, nf) > ze:
                 if tid == 0:
-                    out[pt] = math.nan
+                    out[pt] = NAN
                 continue
             for sweep in range(max_sweeps):
+                top = ze
+                for i in range(tid, n, nt):
+                    top = max(top, G[i * n + i])
+                red[tid] = top
+                cuda.syncthreads()
+                if tid == 0:
+                    for i in range(1, nt):
+                        top = max(top, red[i])
+                    red[0] = top
+                cuda.syncthreads()
+                thr = tol * red[0]
+                cuda.syncthreads()
+                rotated = ze
                 for rnd in range(mm - 1):
                     for k in range(tid, half, nt):
-                        if k == 0:
-                            p = 0
-                        else:
-                            p = (rnd + k - 1) % (mm - 1) + 1
+                        p = 0 if k == 0 else (rnd + k - 1) % (mm - 1) + 1
                         q = (rnd + mm - 2 - k) % (mm - 1) + 1
-                        c = one(tol)
-                        s_ = zero(tol)
+                        c = o
+                        s_ = ze
                         if p < n and q < n:
                             gpq = G[p * n + q]
-                            if gpq != zero(tol):
+                            if abs(gpq) > thr:
                                 tau = (G[q * n + q] - G[p * n + p]) / (gpq + gpq)
-                                tt = one(tol) / (abs(tau) + math.sqrt(one(tol) + tau * tau))
-                                if tau < zero(tol):
+                                tt = o / (abs(tau) + math.sqrt(o + tau * tau))
+                                if tau < ze:
                                     tt = -tt
-                                c = one(tol) / math.sqrt(one(tol) + tt * tt)
+                                c = o / math.sqrt(o + tt * tt)
                                 s_ = tt * c
+                                rotated = o
                         cs[k] = c
                         sn[k] = s_
                     cuda.syncthreads()
@@ -998,7 +1020,7 @@ def kernels(dtype) -> types.SimpleNamespace:
                         i = e - k * n
                         p = 0 if k == 0 else (rnd + k - 1) % (mm - 1) + 1
                         q = (rnd + mm - 2 - k) % (mm - 1) + 1
-                        if p < n and q < n and sn[k] != zero(tol):
+                        if p < n and q < n and sn[k] != ze:
                             x = G[i * n + p]
                             y = G[i * n + q]
                             G[i * n + p] = cs[k] * x - sn[k] * y
@@ -1009,21 +1031,15 @@ def kernels(dtype) -> types.SimpleNamespace:
                         j = e - k * n
                         p = 0 if k == 0 else (rnd + k - 1) % (mm - 1) + 1
                         q = (rnd + mm - 2 - k) % (mm - 1) + 1
-                        if p < n and q < n and sn[k] != zero(tol):
+                        if p < n and q < n and sn[k] != ze:
                             x = G[p * n + j]
                             y = G[q * n + j]
                             G[p * n + j] = cs[k] * x - sn[k] * y
                             G[q * n + j] = sn[k] * x + cs[k] * y
                     cuda.syncthreads()
-                off = zero(tol)
-                for e in range(tid, n * n, nt):
-                    i = e // n
-                    j = e - i * n
-                    if i < j and abs(G[e]) > tol * math.sqrt(abs(G[i * n + i] * G[j * n + j])):
-                        off = one(tol)
-                if block_sum(red, off) == zero(tol):
+                if block_sum(red, rotated) == ze:
                     break
-            top = zero(tol)
+            top = ze
             for i in range(tid, n, nt):
                 top = max(top, G[i * n + i])
             red[tid] = top
@@ -1082,7 +1098,7 @@ def kernels(dtype) -> types.SimpleNamespace:
                     q += A[i * kq + c] * A[i * kq + c]
                 nrm = math.sqrt(block_sum(red, q))
                 if tid == 0:
-                    out[b, t, c] = math.log(nrm) if nrm > zero(nrm) else -math.inf
+                    out[b, t, c] = math.log(nrm) if nrm > zero(nrm) else NINF
                 inv = one(nrm) / nrm
                 for i in range(tid, n, nt):
                     Qs[i * kq + c] = A[i * kq + c] * inv
@@ -1267,4 +1283,4 @@ def kernels(dtype) -> types.SimpleNamespace:
                                  reverse=reverse, picard=picard, flow_rk4=flow_rk4)
 
 
-__all__ = ["kernels"]
+__all__ = ["kernels", "KERNEL_NAMES"]
