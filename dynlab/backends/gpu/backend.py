@@ -15,9 +15,8 @@ import math
 
 import numpy as np
 
-from ..._resources import progress
 from ...errors import ParameterError
-from ..base import Backend, chunk_steps, previous_states, stack_tangent
+from ..base import Backend, previous_states, stack_tangent
 from .device import free_bytes, runtime, to_device, to_host
 
 
@@ -221,8 +220,11 @@ class GPUBackend(Backend):
                              bool(want_x), scratch, bool(msh), J, Jx)
         return J, (Jx if want_x else None), snew
 
-    def _trajectory_dev(self, form, x, h0, H, lo, hi):
-        """J_t for t = lo+1 … hi along a trajectory, on the device: (B, hi − lo, n, n)."""
+    def flow_jacobians(self, form, x, h0, H, lo, hi):
+        """J_t for t = lo+1 … hi along a trajectory, left on the device for this backend's own
+        accumulators (``_Backward``, ``_QR``): the base class's ``gradient_flow`` and
+        ``lyapunov_logr`` then make, multiply and measure every J_t there; only the per-time logs
+        come back.  (B, hi − lo, n, n)."""
         B, _, d = x.shape
         n = form.state_size
         m = hi - lo
@@ -263,38 +265,6 @@ class GPUBackend(Backend):
 
     def tangent_qr(self, batch: int, size: int, Q):
         return _QR(self, Q)
-
-    def gradient_flow(self, form, x, h0, H, *, dL_dhT=None, step_norms: bool = True):
-        """The backward pass with every J_t made, multiplied and measured on the device, a chunk of
-        steps at a time; only the per-time logs come back."""
-        self.require("gradient_flow", form)
-        B, T, _ = x.shape
-        n = form.state_size
-        acc = self.backward_norms(B, n, dL_dhT=dL_dhT, step_norms=step_norms)
-        m = chunk_steps(B, n, T)
-        out = {}
-        hi = T
-        while hi > 0:
-            lo = max(0, hi - m)
-            for k, v in acc.feed(self._trajectory_dev(form, x, h0, H, lo, hi)).items():
-                out.setdefault(k, np.empty((B, T)))[:, lo:hi] = v
-            hi = lo
-            progress("gradient flow (steps)", T - lo, T)
-        return out, acc.path
-
-    def lyapunov_logr(self, form, x, h0, H, Q):
-        self.require("lyapunov_logr", form)
-        B, T, _ = x.shape
-        n = form.state_size
-        qr = self.tangent_qr(B, n, Q)
-        m = chunk_steps(B, n, T)
-        logr = np.empty((B, T, Q.shape[2]))
-        for lo in range(0, T, m):
-            hi = min(T, lo + m)
-            logr[:, lo:hi] = qr.feed(self._trajectory_dev(form, x, h0, H, lo, hi))
-            progress("Lyapunov spectrum (steps)", hi, T)
-        Q[...] = qr.Q
-        return logr, qr.path
 
     # ------------------------------------------------------------- sweeps
     def forward_tangent(self, batch):
@@ -395,7 +365,7 @@ class GPUBackend(Backend):
         points Picard leaves runs on the host (``reference.implicit.solve_newton``: batched
         LAPACK solves with a per-point line search)."""
         from ...activations import ACTIVATION_IDS
-        from ..reference.implicit import SOLVER_CODES, auto_solve, solve_newton
+        from ..reference.implicit import auto_newton, auto_solve
 
         max_iter = max_iter or 200
         if act not in ACTIVATION_IDS:
@@ -405,35 +375,22 @@ class GPUBackend(Backend):
 
         kn = kernels(np.float64)
         N, U = C.shape
-        Cd = to_device(C)
         Ad = to_device(A)
         Zd = to_device(np.zeros((N, U)) if Z0 is None else Z0).copy()
         res, its, rate = xp.empty(N), xp.empty(N, dtype=np.int64), xp.empty(N)
-        blocks = self._blocks(N)
         threads = self._threads(U)
-        self._launch(kn.picard, blocks, threads, 8 * (2 * U + threads), Ad, Cd, ACTIVATION_IDS[act], float(leak),
-                     float(tol), int(max_iter), 0.9, Zd, res, its, rate)
-        Z, res, its, rate = to_host(Zd), to_host(res), to_host(its), to_host(rate)
-        conv = res <= tol
-        code = np.full(N, SOLVER_CODES["fixed-point"], dtype=np.int8)
-        left = np.nonzero(~conv)[0]
-        if left.size:
-            start = Z[left].copy()
-            flow = ~(rate[left] < 1.0) | ~np.isfinite(res[left])
-            if flow.any():
-                rows = left[flow]
-                Zf = to_device(np.zeros((rows.size, U)) if Z0 is None else np.asarray(Z0)[rows])
-                Zf = Zf.copy()
-                self._launch(kn.flow_rk4, self._blocks(rows.size), threads, 8 * 4 * U, Ad, to_device(C[rows]),
-                             ACTIVATION_IDS[act], float(leak), int(steps), float(dt), Zf)
-                start[flow] = to_host(Zf)
-            Zn, rn, itn, cn = solve_newton(A, C[left], act, leak, Z0=start, tol=tol, max_iter=50)
-            better = rn < res[left]
-            pick = left[better]
-            Z[pick], res[pick], conv[pick] = Zn[better], rn[better], cn[better]
-            its[left] += itn + np.where(flow, int(steps), 0)
-            code[left] = SOLVER_CODES["newton"]
-        return Z, res, its, conv, code
+        self._launch(kn.picard, self._blocks(N), threads, 8 * (2 * U + threads), Ad, to_device(C), ACTIVATION_IDS[act],
+                     float(leak), float(tol), int(max_iter), 0.9, Zd, res, its, rate)
+
+        def flow(C_rows, Z0_rows):
+            Zf = to_device(np.zeros(C_rows.shape) if Z0_rows is None else Z0_rows).copy()
+            self._launch(kn.flow_rk4, self._blocks(C_rows.shape[0]), threads, 8 * 4 * U, Ad, to_device(C_rows),
+                         ACTIVATION_IDS[act], float(leak), int(steps), float(dt), Zf)
+            return to_host(Zf)
+
+        res = to_host(res)
+        return auto_newton(A, C, act, leak, tol, steps, dt, Z0, to_host(Zd), res, to_host(its), res <= tol,
+                           to_host(rate), flow=flow)
 
 
 class _Backward:

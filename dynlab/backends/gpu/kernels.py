@@ -99,6 +99,41 @@ def kernels(dtype) -> types.SimpleNamespace:
             fl[p] = 0
         cuda.syncthreads()
 
+    @register_jitable
+    def _slice_start(buf, Wg, nw, wsh, h0, col, h, st, fl, bad, b0, nb, D, T):
+        """The start of a simulation block: the weights copied to the front of shared memory
+        when ``wsh`` (the kernel then reads them there: a device function cannot return a view
+        of shared memory), h ← h0[:, col:col + D] of the slice, every sequence alive, ``bad`` = T."""
+        tid = cuda.threadIdx.x
+        nt = cuda.blockDim.x
+        if wsh:
+            for p in range(tid, nw, nt):
+                buf[p] = Wg[p]
+        for p in range(tid, nb * D, nt):
+            b = p // D
+            h[p] = h0[b0 + b, col + p - b * D]
+        for p in range(tid, nb, nt):
+            st[p] = 1
+            fl[p] = 0
+            bad[b0 + p] = T
+        cuda.syncthreads()
+
+    @register_jitable
+    def _record(g, h, H, st, fl, b0, nb, D, t):
+        """After a step: h ← g and H[:, t] ← g for the live sequences, a flag for a non-finite
+        entry; then ``_flags`` (the caller) reads the flags."""
+        tid = cuda.threadIdx.x
+        nt = cuda.blockDim.x
+        for p in range(tid, nb * D, nt):
+            b = p // D
+            if st[b] != 0:
+                v = g[p]
+                h[p] = v
+                H[b0 + b, t, p - b * D] = v
+                if not math.isfinite(v):
+                    fl[b] = 1
+        cuda.syncthreads()
+
     @jit
     def sim_cell(RT, C, h0, a, gain, act, leak, stop, per, wsh, H, Z, bad):
         """h_t = a h_{t−1} + γ φ(R h_{t−1} + c_t) for a slice of ``per`` sequences; Z (B, T, D)
@@ -110,26 +145,14 @@ def kernels(dtype) -> types.SimpleNamespace:
         nt = cuda.blockDim.x
         b0 = cuda.blockIdx.x * per
         nb = min(per, B - b0)
-        W = RT
-        off = 0
-        if wsh:
-            for p in range(tid, D * D, nt):
-                buf[p] = RT[p]
-            W = buf[0:D * D]
-            off = D * D
+        off = D * D if wsh else 0
         h = buf[off:off + per * D]
         hn = buf[off + per * D:off + 2 * per * D]
         st = buf[off + 2 * per * D:off + 2 * per * D + per]
         fl = buf[off + 2 * per * D + per:off + 2 * per * D + 2 * per]
         wantz = Z.shape[0] == B
-        for p in range(tid, nb * D, nt):
-            b = p // D
-            h[p] = h0[b0 + b, p - b * D]
-        for p in range(tid, nb, nt):
-            st[p] = 1
-            fl[p] = 0
-            bad[b0 + p] = T
-        cuda.syncthreads()
+        W = buf[0:D * D] if wsh else RT
+        _slice_start(buf, RT, D * D, wsh, h0, 0, h, st, fl, bad, b0, nb, D, T)
         for t in range(T):
             for p in range(tid, nb * D, nt):
                 b = p // D
@@ -161,27 +184,15 @@ def kernels(dtype) -> types.SimpleNamespace:
         nt = cuda.blockDim.x
         b0 = cuda.blockIdx.x * per
         nb = min(per, B - b0)
-        W = UT
-        off = 0
-        if wsh:
-            for p in range(tid, D * D, nt):
-                buf[p] = UT[p]
-            W = buf[0:D * D]
-            off = D * D
+        off = D * D if wsh else 0
         h = buf[off:off + per * D]
         g = buf[off + per * D:off + 2 * per * D]
         s = buf[off + 2 * per * D:off + 3 * per * D]
         st = buf[off + 3 * per * D:off + 3 * per * D + per]
         fl = buf[off + 3 * per * D + per:off + 3 * per * D + 2 * per]
         rows = eta.shape[0]
-        for p in range(tid, nb * D, nt):
-            b = p // D
-            h[p] = h0[b0 + b, p - b * D]
-        for p in range(tid, nb, nt):
-            st[p] = 1
-            fl[p] = 0
-            bad[b0 + p] = T
-        cuda.syncthreads()
+        W = buf[0:D * D] if wsh else UT
+        _slice_start(buf, UT, D * D, wsh, h0, 0, h, st, fl, bad, b0, nb, D, T)
         for t in range(T):
             r = t if rows > 1 else 0
             for p in range(tid, nb * D, nt):
@@ -201,15 +212,7 @@ def kernels(dtype) -> types.SimpleNamespace:
                             z += W[j * D + i] * s[b * D + j]
                         g[p] = irnn_inner(g[p], s[p], z, e, alpha, act, leak)
                 cuda.syncthreads()
-            for p in range(tid, nb * D, nt):
-                b = p // D
-                if st[b] != 0:
-                    v = g[p]
-                    h[p] = v
-                    H[b0 + b, t, p - b * D] = v
-                    if not math.isfinite(v):
-                        fl[b] = 1
-            cuda.syncthreads()
+            _record(g, h, H, st, fl, b0, nb, D, t)
             _flags(fl, st, bad, b0, nb, t, T, stop)
 
     @jit
@@ -222,13 +225,7 @@ def kernels(dtype) -> types.SimpleNamespace:
         nt = cuda.blockDim.x
         b0 = cuda.blockIdx.x * per
         nb = min(per, B - b0)
-        W = UT
-        off = 0
-        if wsh:
-            for p in range(tid, D * D, nt):
-                buf[p] = UT[p]
-            W = buf[0:D * D]
-            off = D * D
+        off = D * D if wsh else 0
         n = per * D
         g = buf[off:off + n]
         ya = buf[off + n:off + 2 * n]
@@ -236,52 +233,41 @@ def kernels(dtype) -> types.SimpleNamespace:
         acc = buf[off + 3 * n:off + 4 * n]
         st = buf[off + 4 * n:off + 4 * n + per]
         fl = buf[off + 4 * n + per:off + 4 * n + 2 * per]
-        half = step / (one(step) + one(step))
-        sixth = step / (one(step) + one(step) + one(step) + one(step) + one(step) + one(step))
         two = one(step) + one(step)
-        for p in range(tid, nb * D, nt):
-            b = p // D
-            g[p] = h0[b0 + b, p - b * D]
-        for p in range(tid, nb, nt):
-            st[p] = 1
-            fl[p] = 0
-            bad[b0 + p] = T
-        cuda.syncthreads()
+        half = step / two
+        sixth = step / (two + two + two)
+        W = buf[0:D * D] if wsh else UT
+        _slice_start(buf, UT, D * D, wsh, h0, 0, g, st, fl, bad, b0, nb, D, T)
         for t in range(T):
             for _ in range(substeps):
                 nstage = 4 if rk4 else 1
                 for stage in range(nstage):
                     # stage input y: g, ya, yb, ya; output: ya, yb, ya, g (Euler: ya, then copied)
+                    y = g
+                    if stage == 2:
+                        y = yb
+                    elif stage != 0:
+                        y = ya
                     for p in range(tid, nb * D, nt):
                         b = p // D
                         i = p - b * D
                         if st[b] != 0:
                             z = C[b0 + b, t, i]
-                            if stage == 0:
-                                for j in range(D):
-                                    z += W[j * D + i] * g[b * D + j]
-                                k = ctrnn_rate(g[p], z, tau, alpha, act, leak)
-                                if rk4:
-                                    acc[p] = k
-                                    ya[p] = g[p] + half * k
-                                else:
-                                    ya[p] = g[p] + step * k
+                            for j in range(D):
+                                z += W[j * D + i] * y[b * D + j]
+                            k = ctrnn_rate(y[p], z, tau, alpha, act, leak)
+                            if not rk4:
+                                ya[p] = g[p] + step * k
+                            elif stage == 0:
+                                acc[p] = k
+                                ya[p] = g[p] + half * k
                             elif stage == 1:
-                                for j in range(D):
-                                    z += W[j * D + i] * ya[b * D + j]
-                                k = ctrnn_rate(ya[p], z, tau, alpha, act, leak)
                                 acc[p] += two * k
                                 yb[p] = g[p] + half * k
                             elif stage == 2:
-                                for j in range(D):
-                                    z += W[j * D + i] * yb[b * D + j]
-                                k = ctrnn_rate(yb[p], z, tau, alpha, act, leak)
                                 acc[p] += two * k
                                 ya[p] = g[p] + step * k
                             else:
-                                for j in range(D):
-                                    z += W[j * D + i] * ya[b * D + j]
-                                k = ctrnn_rate(ya[p], z, tau, alpha, act, leak)
                                 acc[p] += k
                                 g[p] = g[p] + sixth * acc[p]
                     cuda.syncthreads()
@@ -289,14 +275,7 @@ def kernels(dtype) -> types.SimpleNamespace:
                     for p in range(tid, nb * D, nt):
                         g[p] = ya[p]
                     cuda.syncthreads()
-            for p in range(tid, nb * D, nt):
-                b = p // D
-                if st[b] != 0:
-                    v = g[p]
-                    H[b0 + b, t, p - b * D] = v
-                    if not math.isfinite(v):
-                        fl[b] = 1
-            cuda.syncthreads()
+            _record(g, g, H, st, fl, b0, nb, D, t)
             _flags(fl, st, bad, b0, nb, t, T, stop)
 
     @jit
@@ -313,29 +292,16 @@ def kernels(dtype) -> types.SimpleNamespace:
         nt = cuda.blockDim.x
         b0 = cuda.blockIdx.x * per
         nb = min(per, B - b0)
-        W = WT
-        off = 0
-        if wsh:
-            for p in range(tid, GD * D, nt):
-                buf[p] = WT[p]
-            W = buf[0:GD * D]
-            off = GD * D
+        off = GD * D if wsh else 0
         h = buf[off:off + per * D]
         hn = buf[off + per * D:off + 2 * per * D]
         c = buf[off + 2 * per * D:off + 3 * per * D]
         st = buf[off + 3 * per * D:off + 3 * per * D + per]
         fl = buf[off + 3 * per * D + per:off + 3 * per * D + 2 * per]
-        for p in range(tid, nb * D, nt):
-            b = p // D
-            i = p - b * D
-            h[p] = h0[b0 + b, i]
-            if lstm:
-                c[p] = h0[b0 + b, D + i]
-        for p in range(tid, nb, nt):
-            st[p] = 1
-            fl[p] = 0
-            bad[b0 + p] = T
-        cuda.syncthreads()
+        if lstm:
+            _slice_start(buf, WT, GD * D, False, h0, D, c, st, fl, bad, b0, nb, D, T)
+        W = buf[0:GD * D] if wsh else WT
+        _slice_start(buf, WT, GD * D, wsh, h0, 0, h, st, fl, bad, b0, nb, D, T)
         for t in range(T):
             for p in range(tid, nb * D, nt):
                 b = p // D
@@ -543,23 +509,21 @@ def kernels(dtype) -> types.SimpleNamespace:
             for _ in range(substeps):
                 for stage in range(nstage):
                     # stage inputs (y, Y): (g, G), (ya, Ya), (yb, Yb), (ya, Ya)
+                    y = g
+                    Y = G
+                    if stage == 2:
+                        y = yb
+                        Y = Yb
+                    elif stage != 0:
+                        y = ya
+                        Y = Ya
                     for i in range(tid, D, nt):
                         z = zero(tau)
-                        if stage == 0:
-                            for l in range(D):
-                                z += U[i, l] * g[l]
-                            yi = g[i]
-                        elif stage == 2:
-                            for l in range(D):
-                                z += U[i, l] * yb[l]
-                            yi = yb[i]
-                        else:
-                            for l in range(D):
-                                z += U[i, l] * ya[l]
-                            yi = ya[i]
+                        for l in range(D):
+                            z += U[i, l] * y[l]
                         z += c[i]
                         dp[i] = dphi(act, z, leak)
-                        k = ctrnn_rate(yi, z, tau, alpha, act, leak)
+                        k = ctrnn_rate(y[i], z, tau, alpha, act, leak)
                         if not rk4:
                             yo[i] = g[i] + step * k
                         elif stage == 0:
@@ -579,18 +543,9 @@ def kernels(dtype) -> types.SimpleNamespace:
                         i = e // w
                         j = e - i * w
                         u = zero(tau)
-                        if stage == 0:
-                            for l in range(D):
-                                u += U[i, l] * G[l * w + j]
-                            ye = G[e]
-                        elif stage == 2:
-                            for l in range(D):
-                                u += U[i, l] * Yb[l * w + j]
-                            ye = Yb[e]
-                        else:
-                            for l in range(D):
-                                u += U[i, l] * Ya[l * w + j]
-                            ye = Ya[e]
+                        for l in range(D):
+                            u += U[i, l] * Y[l * w + j]
+                        ye = Y[e]
                         if j >= D:
                             u += W[i, j - D]
                         kk = (dp[i] * u - alpha * ye) / tau
