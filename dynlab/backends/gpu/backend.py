@@ -1,7 +1,7 @@
 """``GPUBackend``: the host side of the GPU backend — which kernel runs, on which arrays, with
 which launch shape (the kernels are in ``kernels``; the runtime in ``device``).
 
-Launch shapes (``threads``, ``per_block``): a block has a power of two of threads, at most
+Launch shapes (``_threads``, ``_blocks``): a block has a power of two of threads, at most
 ``MAX_THREADS`` (``SIM_MAX_THREADS`` under the simulator, where every CUDA thread is a Python
 thread), enough for one item each where there are fewer items; a simulation block takes as many
 sequences as fill its threads with (sequence, unit) pairs.  Shared memory: the kernels' vectors
@@ -10,8 +10,6 @@ always, the weights and the D×D iterates while the block's total stays within
 from global memory (weights) or a per-block global scratch (iterates).
 """
 from __future__ import annotations
-
-import math
 
 import numpy as np
 

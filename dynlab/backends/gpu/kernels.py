@@ -40,7 +40,6 @@ from numba import cuda  # a module global: the simulator swaps it for its own in
 from numba.extending import register_jitable  # device helpers: compiled into each kernel, no device query
 
 from .. import cells
-from .device import runtime
 
 
 def _device_functions():
@@ -685,9 +684,9 @@ def kernels(dtype) -> types.SimpleNamespace:
         the state and A = ∂h_m/∂h_1 (Frobenius-normalised, log scale in ``logs``) through the
         same update; at the last step A = [M_{T−1} | I] so that the same pass gives J_T.
         iRNN: St = G + σA, G ← G + η_k φ'(z) ⊙ (U St) − η_k α St (``cells.irnn_slope``);
-        cells: G = a A + γ φ'(z) ⊙ (R A) (``cells.cell_slope``).  Shared: R (D²) when ``wsh`` is
-        implied by ``msh`` ≥ 2, h, g, s, z-slopes (D), the reduction (blockDim); A, G, St
-        (D × 2D each) in shared memory when ``msh`` ≥ 1, else in ``scratch`` (S, 3, 2D²)."""
+        cells: G = a A + γ φ'(z) ⊙ (R A) (``cells.cell_slope``).  Shared: h, g, s, the slopes (D),
+        the reduction (blockDim); A, G, St (D × 2D each) when ``msh`` ≥ 1, else the setting's
+        slice of ``scratch`` (S, 3, 2D²); Rᵀ (D²) too when ``msh`` = 2."""
         buf = cuda.shared.array(0, FT)
         S, T, D = C.shape
         n = cuda.blockIdx.x
