@@ -1,5 +1,9 @@
 """Run benchmark workloads: ``python -m benchmarks.run [NAME ...] [--repeat N] [--quick] [--markdown FILE] [--isa LEVEL]``.
 
+``python -m benchmarks.run --gpu [--quick] [--repeat N]`` prints the GPU table instead
+(``benchmarks/gpu.py``: dynlab's cupy backend, its numba backend on all cores and two, JAX and
+torch on the same GPU); without a GPU it refuses in one line.
+
 Prints, per workload, every implementation's median and best time and its speed relative to
 the baseline, all measured in this one run, after checking each result against the
 reference.  ``--markdown FILE`` appends the tables (with the machine and versions) to FILE.
@@ -67,7 +71,22 @@ def machine() -> str:
             f"{' (' + blas + ')' if blas else ''}, Numba {nb}, dynlab {dynlab.__version__}")
 
 
+def gpu_main(argv) -> int:
+    """``--gpu``: the GPU table alone (it needs none of the CPU workloads' modules)."""
+    p = argparse.ArgumentParser(prog="python -m benchmarks.run --gpu")
+    p.add_argument("--gpu", action="store_true")
+    p.add_argument("--quick", action="store_true", help="reduced sizes (a smoke run)")
+    p.add_argument("--repeat", type=int, default=3, help="timed calls per implementation")
+    args = p.parse_args(argv)
+    from . import gpu
+
+    return gpu.main(quick=args.quick, repeat=args.repeat)
+
+
 def main(argv=None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if "--gpu" in args_in:
+        return gpu_main(args_in)
     known = all_workloads()
     grouped = groups()
     p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
@@ -78,6 +97,7 @@ def main(argv=None) -> int:
     p.add_argument("--markdown", metavar="FILE", help="append the result tables to FILE")
     p.add_argument("--isa", choices=["native", *isa.LEVELS], default="native",
                    help="hold Numba, BLAS, NumPy, torch and XLA to this x86 level (benchmarks/isa.py)")
+    p.add_argument("--gpu", action="store_true", help="the GPU table (benchmarks/gpu.py) instead of the workloads")
     args = p.parse_args(argv)
     names = [n for name in (args.names or list(known)) for n in grouped.get(name, [name])]
     unknown = [n for n in names if n not in known]

@@ -117,9 +117,9 @@ def simulate(model: Model, x, h0=None, *, backend: str | None = None, dtype=np.f
     h0 : (D,) or (B, D) array, optional
         Initial state h_0 (zeros by default).
     backend : "numpy" | "numba" | "cupy", optional
-        numba (default) runs jitted loops for small per-step work and the vectorised BLAS
-        kernel for large batches; numpy is the plain reference; cupy runs the vectorised
-        kernel on a GPU.
+        numba (default) runs jitted loops for small per-step work and its batched BLAS
+        kernels for large batches; numpy is the plain reference; cupy runs the whole time loop
+        as one fused kernel on a GPU (``dynlab.backends.gpu``).
     dtype : float64 (default) or float32
     on_divergence : "raise" (default) or "flag"
         "raise": a non-finite state raises ``DivergenceError`` naming the step and batch,

@@ -259,6 +259,13 @@ def test_cells_import_nothing_of_dynlab_and_the_reference_no_numba():
         assert not any(m == "numba" or m.startswith("numba.") for m in names), path
 
 
+def test_the_compiled_backends_do_not_import_each_other():
+    """numba and the GPU share ``cells`` (and the reference, for what they hand over), never each
+    other's kernels."""
+    assert _violations("dynlab.backends.numba", forbidden=("dynlab.backends.gpu",)) == []
+    assert _violations("dynlab.backends.gpu", forbidden=("dynlab.backends.numba",)) == []
+
+
 # -- (c): no cycles ------------------------------------------------------------------------
 
 

@@ -209,7 +209,7 @@ def gradient_norms(model, x, h0=None, *, backend=None, dL_dhT=None, step_norms=T
     model : dynlab model
     x : (T, d) or (B, T, d) array, T ≥ 2 ((T,) when d = 1)
     h0 : (D,) or (B, D) array, optional (zeros)
-    backend : "numpy" | "numba" (default) | "cupy" (the Jacobians on the GPU, the products on CPU)
+    backend : "numpy" | "numba" (default) | "cupy" (Jacobians, products and norms on the GPU)
     dL_dhT : (D,) or (B, D) array, optional — a loss gradient ∂L/∂h_T; adds ‖∂L/∂h_t‖
     step_norms : bool — also ‖∂h_t/∂h_{t-1}‖₂ for every t (default).  False leaves
         ``step_norm`` out and, for an iRNN with D > ``config.GRADIENT_NUMBA_MAX_HIDDEN`` under

@@ -185,7 +185,7 @@ def lyapunov(model, x, h0=None, *, k=None, transient=0, backend=None, Q0=None, c
     h0 : (D,) or (B, D) array, optional (zeros)
     k : int, optional — the first k ≤ D exponents (default all D, or Q0's k)
     transient : int — initial steps discarded (default 0); must be < T
-    backend : "numpy" | "numba" (default) | "cupy" (the Jacobians on the GPU)
+    backend : "numpy" | "numba" (default) | "cupy" (Jacobians and QR steps on the GPU)
     Q0 : (D, k) or (B, D, k) array with orthonormal columns, optional — the starting frame of
         the k tangent vectors (default: the first k columns of a seed-0 random orthogonal
         matrix, ``initial_frame(D, k)``; module docstring)

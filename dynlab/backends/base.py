@@ -226,6 +226,13 @@ class Backend:
         """Whether this backend has operation ``op`` for ``form``."""
         return op in OPERATIONS
 
+    def sweep_region_size(self, hidden: int, steps: int, inner: int = 1):
+        """Settings per region of a batched sweep whose largest setting has state size
+        ``hidden``, ``steps`` steps and ``inner`` inner steps, or None for the sweep driver's
+        default (``dynlab.sweep.driver.REGION_SIZE_BATCHED``): a backend whose batches are cheaper
+        the larger they are (a GPU) answers from its memory."""
+        return None
+
     def require(self, op: str, form) -> None:
         """A ParameterError naming ``backend`` when ``op`` is not available for ``form`` here."""
         if not self.supports(op, form):
@@ -340,6 +347,12 @@ class Backend:
         J, _, _ = self.jacobians(form, np.ascontiguousarray(x[:, lo:hi]).reshape(B * m, d), hprev, eta=eta)
         return J.reshape(B, m, n, n)
 
+    def flow_jacobians(self, form, x, h0, H, lo: int, hi: int):
+        """The J_t the composites below feed to ``backward_norms``/``tangent_qr`` accumulators:
+        ``trajectory_jacobians``, or a backend's own arrays that its accumulators take (a GPU's
+        stay on the device)."""
+        return self.trajectory_jacobians(form, x, h0, H, lo, hi)
+
     def gradient_flow(self, form, x, h0, H, *, dL_dhT=None, step_norms: bool = True):
         """The backward pass of the gradient flow over a trajectory: per-time (B, T) arrays
         ``log_jac_norm`` (and ``step_norm``, ``log_dL_dh_norm``), and the path that ran."""
@@ -351,7 +364,7 @@ class Backend:
         hi = T
         while hi > 0:
             lo = max(0, hi - m)
-            part = acc.feed(self.trajectory_jacobians(form, x, h0, H, lo, hi))
+            part = acc.feed(self.flow_jacobians(form, x, h0, H, lo, hi))
             for k, v in part.items():
                 out.setdefault(k, np.empty((B, T)))[:, lo:hi] = v
             hi = lo
@@ -368,7 +381,7 @@ class Backend:
         logr = np.empty((B, T, Q.shape[2]))
         for lo in range(0, T, m):
             hi = min(T, lo + m)
-            logr[:, lo:hi] = qr.feed(self.trajectory_jacobians(form, x, h0, H, lo, hi))
+            logr[:, lo:hi] = qr.feed(self.flow_jacobians(form, x, h0, H, lo, hi))
             progress("Lyapunov spectrum (steps)", hi, T)
         Q[...] = qr.Q
         return logr, qr.path

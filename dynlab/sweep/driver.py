@@ -27,6 +27,28 @@ REGION_SIZE_BATCHED = 64
 REGION_SIZE = 8
 
 
+def default_region_size(spec: SweepSpec, target, backend: str, batched: bool = True) -> int:
+    """Points per region when the caller gives none: for a target with a batched kernel the
+    backend's own answer (``Backend.sweep_region_size`` for the grid's largest hidden size,
+    steps and K — a GPU fills a share of its free memory, so one region is one launch), else
+    ``REGION_SIZE_BATCHED``; ``REGION_SIZE`` for per-point targets."""
+    if not (batched and target.batched is not None):
+        return REGION_SIZE
+    from ..backends import get_backend
+
+    settings = spec.point((0,) * len(spec.axes))
+    for axis in spec.axes:
+        for name, vals in zip(axis.names, axis.values):
+            if name in ("hidden", "steps", "K") and all(isinstance(v, (int, np.integer)) for v in vals):
+                settings[name] = max(vals)
+    try:
+        model, x = model_and_input(split_settings(settings, target)[0])
+    except ParameterError:  # a bad setting: validate_points names it, with where it was given
+        return REGION_SIZE_BATCHED
+    size = get_backend(backend).sweep_region_size(model.state_size, x.shape[0], int(getattr(model, "K", 1)))
+    return REGION_SIZE_BATCHED if size is None else int(max(1, size))
+
+
 def split_settings(settings: dict, target) -> tuple[dict, dict]:
     """(run settings for ``model_and_input``, the target's own options)."""
     opts = {k: v for k, v in settings.items() if k in target.options}
@@ -174,10 +196,12 @@ def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=Non
         and verified on resume: regions whose chunks are unreadable, missing or fail their
         checksums are recomputed (listed in the attr ``regions_repaired``).
     backend : "numba" (default) | "numpy" | "cupy"
-        Batched kernels: numba's prange kernel, or the array-namespace kernel on NumPy/CuPy;
-        targets without one call the public analysis with this backend per point.
+        Batched kernels: numba's prange kernel, the reference's NumPy loops, or the GPU's fused
+        kernels; targets without one call the public analysis with this backend per point.
     scheduler : None (in process) | "local" (a distributed.LocalCluster) | address | Client
-    region_size : int — points per region (chunk); default 64 for batched targets, else 8.
+    region_size : int — points per region (chunk); default: the backend's for batched targets
+        (``default_region_size``: the GPU backend sizes it from its free memory, the CPU ones 64),
+        else 8.
     batched : bool — False computes every point through the target's per-point function.
     progress : callable(done, total, computed_now), optional — called after every region.
     dask_options : dict, optional — keyword arguments of the LocalCluster for "local".
@@ -204,7 +228,7 @@ def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=Non
                "×".join(str(n) for n in spec.shape) or "1")
     backend = resolve_backend(backend)
     if region_size is None:
-        region_size = REGION_SIZE_BATCHED if (batched and target.batched is not None) else REGION_SIZE
+        region_size = default_region_size(spec, target, backend, batched)
     if isinstance(region_size, bool) or not isinstance(region_size, (int, np.integer)) or region_size < 1:
         raise ParameterError("region_size", f"must be a positive integer, got {region_size!r}")
     if progress is not None and not callable(progress):

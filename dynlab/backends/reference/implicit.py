@@ -291,27 +291,37 @@ def solve_ivp_reference(A, C, act, leak=0.01, *, t_max=60.0, rtol=1e-8, atol=1e-
 
 
 def auto_solve(A, C, act, leak, tol, max_iter, steps, dt, Z0):
-    N = C.shape[0]
-    code = np.full(N, SOLVER_CODES["fixed-point"], dtype=np.int8)
-    rate = np.zeros(N)
+    rate = np.zeros(C.shape[0])
     Z, res, its, conv = solve_fixed_point(A, C, act, leak, Z0=Z0, tol=tol, max_iter=max_iter, depth=0,
                                           max_rate=0.9, rate_out=rate)
+    return auto_newton(A, C, act, leak, tol, steps, dt, Z0, Z, res, its, conv, rate)
+
+
+def auto_newton(A, C, act, leak, tol, steps, dt, Z0, Z, res, its, conv, rate, flow=None):
+    """The ``auto`` method after its Picard pass (Z, res, its, conv and the last contraction
+    ``rate`` per point): Newton for the points Picard left — from the last Picard iterate where
+    it still contracted, from the RK4 flow of ``steps`` steps of ``dt`` from Z0 (0) where it did
+    not; a point keeps Newton's answer where its residual is smaller.  ``flow(C_rows, Z0_rows or
+    None)`` runs that flow (``solve_rk4`` by default; a backend passes its own kernel).
+    Returns (Z, residual, iterations, converged, solver code)."""
+    N = C.shape[0]
+    code = np.full(N, SOLVER_CODES["fixed-point"], dtype=np.int8)
     left = np.nonzero(~conv)[0]
     if left.size:
         start = Z[left].copy()
-        flow = ~(rate[left] < 1.0) | ~np.isfinite(res[left])
-        if flow.any():
-            start[flow] = solve_rk4(A, C[left[flow]], act, leak, steps=steps, dt=dt,
-                                    Z0=None if Z0 is None else np.asarray(Z0)[left[flow]])
+        flows = ~(rate[left] < 1.0) | ~np.isfinite(res[left])
+        if flows.any():
+            rows = left[flows]
+            z0 = None if Z0 is None else np.asarray(Z0)[rows]
+            start[flows] = flow(C[rows], z0) if flow is not None else solve_rk4(A, C[rows], act, leak, steps=steps,
+                                                                                dt=dt, Z0=z0)
         Zn, rn, itn, cn = solve_newton(A, C[left], act, leak, Z0=start, tol=tol, max_iter=50)
         better = rn < res[left]
         pick = left[better]
         Z[pick], res[pick], conv[pick] = Zn[better], rn[better], cn[better]
-        its[left] += itn + np.where(flow, int(steps), 0)
+        its[left] += itn + np.where(flows, int(steps), 0)
         code[left] = SOLVER_CODES["newton"]
     return Z, res, its, conv, code
-
-
 
 
 def solve_method(A, C, act, leak, *, method, tol, max_iter, Z0, steps, dt):

@@ -1,0 +1,458 @@
+"""``GPUBackend``: the host side of the GPU backend — which kernel runs, on which arrays, with
+which launch shape (the kernels are in ``kernels``; the runtime in ``device``).
+
+Launch shapes (``_threads``, ``_blocks``): a block has a power of two of threads, at most
+``MAX_THREADS`` (``SIM_MAX_THREADS`` under the simulator, where every CUDA thread is a Python
+thread), enough for one item each where there are fewer items; a simulation block takes as many
+sequences as fill its threads with (sequence, unit) pairs.  Shared memory: the kernels' vectors
+always, the weights and the D×D iterates while the block's total stays within
+``SHARED_BYTES`` (the static limit every CUDA GPU grants without opting in), else they are read
+from global memory (weights) or a per-block global scratch (iterates).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ParameterError
+from ..base import Backend, previous_states, stack_tangent
+from .device import free_bytes, runtime, to_device, to_host
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+class GPUBackend(Backend):
+    """The GPU backend (``dynlab.backends.gpu``'s docstring: arrays, kernels, fallbacks)."""
+
+    name = "cupy"
+    description = "a GPU: CuPy arrays and fused CUDA kernels (Numba), the time loop on the device"
+    #: threads per block on a device, and under the simulator
+    MAX_THREADS = 256
+    SIM_MAX_THREADS = 16
+    #: shared memory a block may use (bytes): the static limit of every CUDA GPU
+    SHARED_BYTES = 48 * 1024
+    #: blocks of a grid-stride launch (Jacobians, σ₁, implicit points) on a device / the simulator
+    MAX_BLOCKS = 8192
+    SIM_MAX_BLOCKS = 2
+    #: the fraction of free device memory a sweep region may fill (``sweep_region_size``)
+    SWEEP_MEMORY_FRACTION = 0.5
+    #: the most settings in one sweep region
+    SWEEP_MAX_REGION = 1 << 20
+
+    @property
+    def norm_method(self):
+        return ("σ₁ as the square root of the largest eigenvalue of the Gram matrix MᵀM by the cyclic Jacobi "
+                "method on the device (exact to rounding)", 0.0)
+
+    # ------------------------------------------------------------------ policy
+    def check_available(self) -> None:
+        problem = runtime().problem
+        if problem is not None:
+            raise ParameterError("backend", f"cupy (the GPU backend) cannot run here: {problem}")
+
+    @property
+    def device(self) -> str:
+        """What the kernels run on, in words."""
+        return runtime().device
+
+    def supports(self, op: str, form) -> bool:
+        if op in ("train_forward", "train_backward"):
+            return False
+        if form.kind == "stack":
+            return all(self.supports(op, f) for f in form.layers)
+        if form.kind == "ctrnn" and not form.fixed_step:
+            return False                       # scipy's adaptive solvers run on the host only
+        if op in ("partition_trace", "reverse_cotangents"):
+            return form.kind == "cell"
+        if op == "sweep_gradients":
+            return form.kind in ("cell", "irnn")
+        return super().supports(op, form)
+
+    def _threads(self, work: int) -> int:
+        cap = self.SIM_MAX_THREADS if runtime().simulator else self.MAX_THREADS
+        return int(min(cap, _pow2(max(1, work))))
+
+    def _blocks(self, n: int) -> int:
+        cap = self.SIM_MAX_BLOCKS if runtime().simulator else self.MAX_BLOCKS
+        return int(max(1, min(cap, n)))
+
+    def _fits(self, nbytes: int) -> bool:
+        return nbytes <= self.SHARED_BYTES
+
+    @staticmethod
+    def _launch(kernel, blocks, threads, shared_bytes, *args):
+        kernel[int(blocks), int(threads), 0, int(shared_bytes)](*args)
+
+    # --------------------------------------------------------------- simulate
+    def simulate(self, form, x, h0, *, stop: bool = True, dtype=np.float64):
+        self.require("simulate", form)
+        dt = np.dtype(dtype)
+        if form.kind == "stack":
+            H, bad = self._stack_dev(form, to_device(x), to_device(h0), stop, dt)
+        else:
+            H, bad, _ = self._simulate_dev(form, to_device(x), to_device(h0), stop, dt, False)
+        return to_host(H), to_host(bad), "fused"
+
+    def _stack_dev(self, form, x, h0, stop, dt):
+        """A stack layer by layer (``Backend.simulate_layers``), every layer's states on the device."""
+        xp = runtime().xp
+        o = form.offsets
+        inp = x
+        Hs, bad = [], None
+        for ell, layer in enumerate(form.layers):
+            H, b, _ = self._simulate_dev(layer, inp, xp.ascontiguousarray(h0[:, int(o[ell]):int(o[ell + 1])]), stop,
+                                         dt, False)
+            Hs.append(H)
+            bad = b if bad is None else xp.minimum(bad, b)
+            inp = xp.ascontiguousarray(H[:, :, layer.output], dtype=np.float64)
+        return xp.concatenate(Hs, axis=2), bad
+
+    def _simulate_dev(self, form, x, h0, stop, dt, want_z):
+        """States of a one-layer form on the device: (H (B, T, n), bad (B,), Z or None)."""
+        xp = runtime().xp
+        from .kernels import kernels
+
+        kn = kernels(dt)
+        ft = dt.type
+        B, T, _ = x.shape
+        D = form.hidden
+        n = form.state_size
+        H = xp.empty((B, T, n), dtype=dt)
+        bad = xp.empty(B, dtype=np.int64)
+        Z = xp.full((B, T, D), np.nan, dtype=dt) if want_z else xp.empty((1, 1, 1), dtype=dt)
+        h0c = xp.ascontiguousarray(h0, dtype=dt)
+        nvec = {"cell": 2, "irnn": 3, "ctrnn": 4, "gru": 3, "lstm": 3}[form.kind]
+        G = 1 if form.kind in ("cell", "irnn", "ctrnn") else form.gates
+        per = max(1, min(B, (self.SIM_MAX_THREADS if runtime().simulator else self.MAX_THREADS) // D))
+        threads = self._threads(per * D)
+        vec_bytes = dt.itemsize * (nvec * per * D + 2 * per)
+        w_bytes = dt.itemsize * G * D * D
+        wsh = self._fits(vec_bytes + w_bytes)
+        shared = vec_bytes + (w_bytes if wsh else 0)
+        blocks = -(-B // per)
+        if form.kind in ("gru", "lstm"):
+            GI = xp.ascontiguousarray(xp.matmul(x.astype(dt), to_device(form.W_ih, dt).T) + to_device(form.b_ih, dt))
+            WT = to_device(np.ascontiguousarray(form.W_hh.T).ravel(), dt)
+            self._launch(kn.sim_gated, blocks, threads, shared, WT, GI, to_device(form.b_hh, dt), h0c,
+                         form.kind == "lstm", form.act_id, ft(form.leak), bool(stop), per, wsh, H, bad)
+        else:
+            C = xp.ascontiguousarray((xp.matmul(x, to_device(form.W).T) + to_device(form.b)).astype(dt))
+            if form.kind == "cell":
+                RT = to_device(np.ascontiguousarray(form.R.T).ravel(), dt)
+                self._launch(kn.sim_cell, blocks, threads, shared, RT, C, h0c, ft(form.a), ft(form.gain), form.act_id,
+                             ft(form.leak), bool(stop), per, wsh, H, Z, bad)
+            elif form.kind == "irnn":
+                UT = to_device(np.ascontiguousarray(form.U.T).ravel(), dt)
+                self._launch(kn.sim_irnn, blocks, threads, shared, UT, C, h0c, to_device(form.eta, dt), ft(form.alpha),
+                             int(form.K), bool(form.g0prev), ft(form.sign), form.act_id, ft(form.leak), bool(stop),
+                             per, wsh, H, bad)
+            else:
+                UT = to_device(np.ascontiguousarray(form.U.T).ravel(), dt)
+                self._launch(kn.sim_ctrnn, blocks, threads, shared, UT, C, h0c, ft(form.tau), ft(form.alpha),
+                             ft(form.dt / form.substeps), int(form.substeps), form.method == "rk4", form.act_id,
+                             ft(form.leak), bool(stop), per, wsh, H, bad)
+        if stop:  # rows from a sequence's failure on stay NaN, as the reference leaves them
+            H[xp.arange(T)[None, :] >= bad[:, None]] = np.nan
+        return H, bad, (Z if want_z else None)
+
+    # -------------------------------------------------------------- jacobians
+    def jacobians(self, form, x, hprev, *, eta=None, inputs: bool = False):
+        self.require("jacobians", form)
+        J, Jx, _ = self._layer_host(form, x, hprev, eta, inputs)
+        return J, Jx, "fused"
+
+    def _layer_host(self, form, x, s, eta, want_x):
+        """(J, Jx or None, s') of one form at N points as NumPy arrays (a stack composed from its
+        layers' kernels by ``reference.jacobians.stack``)."""
+        if form.kind == "stack":
+            from ..reference.jacobians import stack
+
+            return stack(form, x, s, want_x, lambda f, xx, ss, e, w: self._layer_host(f, xx, ss, e, w))
+        J, Jx, snew = self._jac_dev(form, to_device(x), to_device(s), eta, want_x)
+        return to_host(J), (to_host(Jx) if want_x else None), (None if snew is None else to_host(snew))
+
+    def _jac_dev(self, form, X, Hp, eta, want_x):
+        """(J, Jx, s' or None) of a one-layer form at the N points (X (N, d), Hp (N, n)) on the device."""
+        xp = runtime().xp
+        from .kernels import kernels
+
+        kn = kernels(np.float64)
+        N, n = Hp.shape
+        D = form.hidden
+        d = form.inputs
+        J = xp.empty((N, n, n))
+        Jx = xp.empty((N, n, d)) if want_x else xp.empty((1, 1, 1))
+        snew = None
+        blocks = self._blocks(N)
+        threads = self._threads(n * n)
+        f64 = np.float64
+        if form.kind == "cell":
+            snew = xp.empty((N, D))
+            self._launch(kn.jac_cell, blocks, threads, 8 * 2 * D, to_device(form.R), to_device(form.W),
+                         to_device(form.b), f64(form.a), f64(form.gain), form.act_id, f64(form.leak), X, Hp,
+                         bool(want_x), J, Jx, snew)
+        elif form.kind in ("gru", "lstm"):
+            snew = xp.empty((N, n))
+            GI = xp.ascontiguousarray(xp.matmul(X, to_device(form.W_ih).T) + to_device(form.b_ih))
+            if form.kind == "lstm":
+                J[...] = 0.0
+            self._launch(kn.jac_gated, blocks, threads, 8 * 6 * D, to_device(form.W_ih), to_device(form.W_hh), GI,
+                         to_device(form.b_hh), form.kind == "lstm", form.act_id, f64(form.leak), Hp, bool(want_x),
+                         J, Jx, snew)
+        else:
+            w = D + d if want_x else D
+            nmat, nvec = (2, 5) if form.kind == "irnn" else (4, 7)
+            msh = self._fits(8 * (nvec * D + nmat * D * w))
+            shared = 8 * (nvec * D + (nmat * D * w if msh else 0))
+            scratch = xp.empty((1, nmat, 1)) if msh else xp.empty((blocks, nmat, D * w))
+            if form.kind == "irnn":
+                E = to_device(np.broadcast_to(form.eta[0], (N, form.K)) if eta is None else eta)
+                self._launch(kn.jac_irnn, blocks, threads, shared, to_device(form.U), to_device(form.W),
+                             to_device(form.b), E, f64(form.alpha), int(form.K), bool(form.g0prev), f64(form.sign),
+                             form.act_id, f64(form.leak), X, Hp, bool(want_x), scratch, bool(msh), J, Jx)
+            else:
+                self._launch(kn.jac_ctrnn, blocks, threads, shared, to_device(form.U), to_device(form.W),
+                             to_device(form.b), f64(form.tau), f64(form.alpha), f64(form.dt / form.substeps),
+                             int(form.substeps), form.method == "rk4", form.act_id, f64(form.leak), X, Hp,
+                             bool(want_x), scratch, bool(msh), J, Jx)
+        return J, (Jx if want_x else None), snew
+
+    def flow_jacobians(self, form, x, h0, H, lo, hi):
+        """J_t for t = lo+1 … hi along a trajectory, left on the device for this backend's own
+        accumulators (``_Backward``, ``_QR``): the base class's ``gradient_flow`` and
+        ``lyapunov_logr`` then make, multiply and measure every J_t there; only the per-time logs
+        come back.  (B, hi − lo, n, n)."""
+        B, _, d = x.shape
+        n = form.state_size
+        m = hi - lo
+        hprev = previous_states(h0, H, lo, hi).reshape(B * m, n)
+        X = np.ascontiguousarray(x[:, lo:hi]).reshape(B * m, d)
+        if form.kind == "stack":
+            J = to_device(self._layer_host(form, X, hprev, None, False)[0])
+        else:
+            eta = None
+            if form.kind == "irnn" and form.eta.shape[0] > 1:
+                eta = form.eta_rows(np.tile(np.arange(lo, hi, dtype=np.int64), B))
+            J = self._jac_dev(form, to_device(X), to_device(hprev), eta, False)[0]
+        return J.reshape(B, m, n, n)
+
+    # ------------------------------------------------------- norms, QR steps
+    def top_singular(self, M):
+        """σ₁ of every matrix of a device stack M (N, n, n) (``kernels.top_sv``); a device array."""
+        xp = runtime().xp
+        from .kernels import kernels
+
+        N, n, _ = M.shape
+        dt = np.dtype(M.dtype)
+        out = xp.empty(N, dtype=dt)
+        if N == 0:
+            return out
+        blocks = self._blocks(N)
+        threads = self._threads(n * n)
+        half = (n + n % 2) // 2
+        gsh = self._fits(dt.itemsize * (2 * half + threads + n * n))
+        shared = dt.itemsize * (2 * half + threads + (n * n if gsh else 0))
+        scratch = xp.empty((1, 1), dtype=dt) if gsh else xp.empty((blocks, n * n), dtype=dt)
+        self._launch(kernels(dt).top_sv, blocks, threads, shared, xp.ascontiguousarray(M), scratch, bool(gsh),
+                     dt.type(np.finfo(dt).eps), 40, out)
+        return out
+
+    def backward_norms(self, batch: int, size: int, *, dL_dhT=None, step_norms: bool = True):
+        return _Backward(self, batch, size, dL_dhT, step_norms)
+
+    def tangent_qr(self, batch: int, size: int, Q):
+        return _QR(self, Q)
+
+    # ------------------------------------------------------------- sweeps
+    def forward_tangent(self, batch):
+        logs, M, J, bad = self._tangent_dev(batch)
+        return to_host(logs), to_host(M), to_host(J), to_host(bad)
+
+    def _tangent_dev(self, batch):
+        xp = runtime().xp
+        from .kernels import kernels
+
+        dt = np.dtype(batch.C.dtype)
+        S, T, D = batch.C.shape
+        threads = self._threads(D * D)
+        logs = xp.empty(S, dtype=dt)
+        M = xp.empty((S, D, D), dtype=dt)
+        J = xp.empty((S, D, D), dtype=dt)
+        bad = xp.empty(S, dtype=np.int64)
+        vec = dt.itemsize * (4 * D + threads)
+        mats = dt.itemsize * 3 * D * 2 * D
+        weights = dt.itemsize * D * D
+        msh = 2 if self._fits(vec + mats + weights) else (1 if self._fits(vec + mats) else 0)
+        shared = vec + (mats if msh >= 1 else 0) + (weights if msh >= 2 else 0)
+        scratch = xp.empty((1, 3, 1), dtype=dt) if msh else xp.empty((S, 3, 2 * D * D), dtype=dt)
+        RT = to_device(np.ascontiguousarray(np.swapaxes(batch.R, 1, 2)).reshape(S, D * D), dt)
+        self._launch(kernels(dt).tangent, S, threads, shared, bool(batch.gated), RT, to_device(batch.C, dt),
+                     to_device(batch.eta, dt), to_device(batch.K, np.int64), to_device(batch.alpha, dt),
+                     to_device(batch.sign, dt), to_device(batch.g0prev, np.bool_), to_device(batch.act, np.int64),
+                     to_device(batch.leak, dt), scratch, int(msh), logs, M, J, bad)
+        return logs, M, J, bad
+
+    def sweep_gradients(self, forms, xs):
+        """``forward_tangent`` and σ₁ of M̃_T and J_T on the device (``top_singular``)."""
+        xp = runtime().xp
+        logs, M, J, bad = self._tangent_dev(stack_tangent(forms, xs))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log1 = to_host(logs + xp.log(self.top_singular(M)))
+            logT = to_host(xp.log(self.top_singular(J)))
+        return log1, logT, to_host(bad)
+
+    def sweep_region_size(self, hidden: int, steps: int, inner: int = 1):
+        """Settings per sweep region from the device's free memory (``region_from_memory``); None
+        under the simulator (the driver's default then: it runs on the CPU, slowly)."""
+        if runtime().simulator:
+            return None
+        return self.region_from_memory(free_bytes(), hidden, steps, inner)
+
+    @classmethod
+    def region_from_memory(cls, free: float, hidden: int, steps: int, inner: int = 1) -> int:
+        """Each setting of a batched sweep holds on the device its drive (T·D), recurrent matrix,
+        M̃_T and J_T (3·D²), the tangents' global scratch (6·D²), the σ₁ Gram scratch (2·D²) and
+        its η row (K), float64 — and about as much again on the host while the batch is stacked:
+        ``SWEEP_MEMORY_FRACTION`` of ``free`` bytes over that, between 1 and ``SWEEP_MAX_REGION``."""
+        per_point = 2 * 8 * (steps * hidden + 11 * hidden * hidden + inner + 16)
+        return int(max(1, min(cls.SWEEP_MAX_REGION, free * cls.SWEEP_MEMORY_FRACTION // per_point)))
+
+    # ---------------------------------------------------------- partition
+    def partition_trace(self, forms, x, h0s):
+        """Layer by layer on the device; the pre-activations Z are the kernel's own z_t (the
+        values whose signs are the partition codes)."""
+        for f in forms:
+            self.require("partition_trace", f)
+        out = []
+        inp = to_device(x)
+        for f, h0 in zip(forms, h0s):
+            H, bad, Z = self._simulate_dev(f, inp, to_device(h0), True, np.dtype(np.float64), True)
+            Hh, bh = to_host(H), to_host(bad)
+            out.append((Hh, bh, to_host(Z)))
+            if int(bh.min()) < Hh.shape[1]:
+                break
+            inp = H
+        return out
+
+    def reverse_cotangents(self, form, S, lam, incoming):
+        self.require("reverse_cotangents", form)
+        xp = runtime().xp
+        from .kernels import kernels
+
+        B, T, D = S.shape
+        C = lam.shape[0] // B
+        din = form.inputs
+        out = xp.empty((B, C, T, din))
+        offset = xp.empty(B * C)
+        lam_d = to_device(lam)
+        has = incoming is not None
+        inc = to_device(incoming) if has else xp.empty((1, 1, 1, 1))
+        threads = self._threads(max(D, din))
+        self._launch(kernels(np.float64).reverse, B * C, threads, 8 * (3 * D + threads), to_device(form.R),
+                     to_device(form.W), to_device(form.b), to_device(S), np.float64(form.a), np.float64(form.gain),
+                     lam_d, inc, has, C, out, offset)
+        lam[...] = to_host(lam_d)
+        return to_host(out), to_host(offset)
+
+    # ---------------------------------------------------------- implicit
+    def implicit_solve(self, A, C, act: str, leak: float, *, method: str = "auto", tol: float, max_iter=None,
+                       Z0=None, steps: int = 30, dt: float = 1.0):
+        """``auto`` as the reference's (Picard while it contracts, then Newton) with the Picard
+        iterations and the RK4 flow as device kernels (one block per point); Newton for the
+        points Picard leaves runs on the host (``reference.implicit.solve_newton``: batched
+        LAPACK solves with a per-point line search).  The other methods are the reference's."""
+        from ...activations import ACTIVATION_IDS
+        from ..reference.implicit import auto_newton, auto_solve, solve_method
+
+        if method != "auto":
+            return solve_method(A, C, act, leak, method=method, tol=tol, max_iter=max_iter, Z0=Z0, steps=steps, dt=dt)
+        max_iter = max_iter or 200
+        if act not in ACTIVATION_IDS:
+            return auto_solve(A, C, act, leak, tol, max_iter, steps, dt, Z0)
+        xp = runtime().xp
+        from .kernels import kernels
+
+        kn = kernels(np.float64)
+        N, U = C.shape
+        Ad = to_device(A)
+        Zd = to_device(np.zeros((N, U)) if Z0 is None else Z0).copy()
+        res, its, rate = xp.empty(N), xp.empty(N, dtype=np.int64), xp.empty(N)
+        threads = self._threads(U)
+        self._launch(kn.picard, self._blocks(N), threads, 8 * (2 * U + threads), Ad, to_device(C), ACTIVATION_IDS[act],
+                     float(leak), float(tol), int(max_iter), 0.9, Zd, res, its, rate)
+
+        def flow(C_rows, Z0_rows):
+            Zf = to_device(np.zeros(C_rows.shape) if Z0_rows is None else Z0_rows).copy()
+            self._launch(kn.flow_rk4, self._blocks(C_rows.shape[0]), threads, 8 * 4 * U, Ad, to_device(C_rows),
+                         ACTIVATION_IDS[act], float(leak), int(steps), float(dt), Zf)
+            return to_host(Zf)
+
+        res = to_host(res)
+        return auto_newton(A, C, act, leak, tol, steps, dt, Z0, to_host(Zd), res, to_host(its), res <= tol,
+                           to_host(rate), flow=flow)
+
+
+class _Backward:
+    """The gradient flow's backward pass on the device (``kernels.products``, ``top_singular``)."""
+
+    path = "fused"
+
+    def __init__(self, be, batch, size, dL_dhT, step_norms):
+        xp = runtime().xp
+        self.be = be
+        self.B, self.n = int(batch), int(size)
+        self.step_norms = bool(step_norms)
+        self.P = to_device(np.broadcast_to(np.eye(self.n).ravel(), (self.B, self.n * self.n)))
+        self.logs = xp.zeros(self.B)
+        self.g = None if dL_dhT is None else to_device(np.reshape(dL_dhT, (self.B, self.n)))
+
+    def feed(self, J) -> dict:
+        xp = runtime().xp
+        from .kernels import kernels
+
+        J = to_device(J)
+        B, m, n, _ = J.shape
+        S = xp.empty((B, m, n, n))
+        Slog = xp.empty((B, m))
+        wantg = self.g is not None
+        glog = xp.empty((B, m)) if wantg else xp.empty((1, 1))
+        threads = self.be._threads(n * n)
+        self.be._launch(kernels(np.float64).products, B, threads, 8 * (2 * n * n + n + threads), J, self.P, self.logs,
+                        self.g if wantg else xp.empty((1, 1)), wantg, S, Slog, glog)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = {"log_jac_norm": to_host(Slog + xp.log(self.be.top_singular(S.reshape(B * m, n, n)).reshape(B, m)))}
+        if self.step_norms:
+            out["step_norm"] = to_host(self.be.top_singular(J.reshape(B * m, n, n)).reshape(B, m))
+        if wantg:
+            out["log_dL_dh_norm"] = to_host(glog)
+        return out
+
+
+class _QR:
+    """Benettin's QR steps on the device (``kernels.qr_steps``); ``Q`` the carried frames (host)."""
+
+    path = "fused"
+
+    def __init__(self, be, Q):
+        self.be = be
+        self._Q = to_device(Q).copy()
+
+    @property
+    def Q(self) -> np.ndarray:
+        return to_host(self._Q)
+
+    def feed(self, J) -> np.ndarray:
+        xp = runtime().xp
+        from .kernels import kernels
+
+        J = to_device(J)
+        B, m, n, _ = J.shape
+        k = self._Q.shape[2]
+        out = xp.empty((B, m, k))
+        threads = self.be._threads(max(n * k, n))
+        self.be._launch(kernels(np.float64).qr_steps, B, threads, 8 * (2 * n * k + k + threads), J, self._Q, out)
+        return to_host(out)
+
+
+__all__ = ["GPUBackend"]

@@ -1,0 +1,301 @@
+"""Every GPU-backend operation × every kernel form, as cases both sides of the comparison build
+alike: ``run(backend, case)`` returns a dict of NumPy arrays for a backend object.
+
+``tests/test_gpu_backend.py`` runs each case on the NumPy reference in the test process and on the
+GPU backend — in that process when it can run there (a GPU, or a session already under the
+simulator), else in a child started as ``python gpu_cases.py OUT`` with ``NUMBA_ENABLE_CUDASIM=1``
+(Numba reads that variable once, when it is first imported, so the rest of the test session never
+sees the simulator).  The child also records the argument types of every kernel launch, so that
+the parent can compile each kernel for a real device (``cuda.compile_ptx``) with the very types
+the simulator ran.
+
+Sizes are tiny (D = 3, an LSTM's state 6, B = 2, T = 5): the simulator runs one Python thread per
+CUDA thread.  Inputs are drawn from a generator seeded by the case's name, so both sides see the
+same numbers.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import traceback
+import zlib
+
+import numpy as np
+
+D, DIN, B, T = 3, 2, 2, 5
+
+
+def _models():
+    import dynlab as dl
+
+    rng = np.random.default_rng(7)
+    return {
+        "rnn-tanh": lambda: dl.make_model("rnn", D, DIN, seed=1, weight_scale=0.5),
+        "fastrnn-sigmoid": lambda: dl.make_model("fastrnn", D, DIN, seed=2, weight_scale=0.5, activation="sigmoid",
+                                                 alpha=-1.0, beta=2.0),
+        "antisymmetric-leaky": lambda: dl.make_model("antisymmetric", D, DIN, seed=4, weight_scale=0.5,
+                                                     activation="leaky-relu", eps=0.2, gamma=0.05),
+        "rin-abs": lambda: dl.make_model("rin", D, DIN, seed=5, weight_scale=0.1, activation="abs"),
+        "irnn-K3-previous-minus": lambda: dl.make_model("irnn", D, DIN, seed=3, weight_scale=0.5, K=3, eta=0.5,
+                                                        g0="previous", sign=-1),
+        "irnn-K2-zero-etaTK-relu": lambda: dl.make_model("irnn", D, DIN, seed=3, weight_scale=0.5, K=2,
+                                                         activation="relu", eta=rng.uniform(0.2, 1.0, (T, 2))),
+        "irnn-K1-identity": lambda: dl.make_model("irnn", D, DIN, seed=9, weight_scale=0.5, K=1, eta=0.7,
+                                                  activation="identity"),
+        "ctrnn-euler": lambda: dl.make_model("ctrnn", D, DIN, seed=6, weight_scale=0.5, method="euler", substeps=2,
+                                             dt=0.3),
+        "ctrnn-rk4": lambda: dl.make_model("ctrnn", D, DIN, seed=6, weight_scale=0.5, method="rk4", substeps=2,
+                                           dt=0.3),
+        "gru": lambda: dl.make_model("gru", D, DIN, seed=7),
+        "lstm": lambda: dl.make_model("lstm", D, DIN, seed=8),
+        "stack-gru": lambda: dl.make_model("stack", D, DIN, cell="gru", layers=2, seed=10),
+        "stack-lstm": lambda: dl.make_model("stack", D, DIN, cell="lstm", layers=2, seed=11),
+    }
+
+
+#: every form above: simulate (float64, float32), jacobians, gradient flow, Lyapunov
+MODEL_OPS = ("simulate-f64", "simulate-f32", "jacobians", "gradient_flow", "lyapunov")
+#: the operations on their own forms
+OTHER_CASES = ("simulate-diverge-stop", "simulate-diverge-flag", "backward_norms-2chunks", "tangent_qr-2chunks",
+               "sweep-irnn-f64", "sweep-irnn-f32", "sweep-cell-f64", "sweep-cell-f32", "sweep-diverge",
+               "partition-2layers", "reverse", "implicit-contracting", "implicit-newton")
+#: the public functions end to end with ``backend=be.name`` (Datasets, sweeps, the driver)
+API_CASES = ("api-simulate", "api-gradient_norms", "api-lyapunov", "api-partition", "api-templates",
+             "api-implicit", "api-sweep-gradient_norms", "api-sweep-irnn_equilibrium")
+#: refusals: the GPU side only (a CTRNN with a scipy method, the training passes)
+GPU_ONLY = ("refuse-scipy-ctrnn",)
+
+
+def case_ids() -> list:
+    return [f"{op}/{m}" for op in MODEL_OPS for m in _models()] + list(OTHER_CASES) + list(API_CASES) \
+        + list(GPU_ONLY)
+
+
+def _rng(case: str):
+    """The case's generator; a float32 case draws what its float64 twin draws."""
+    return np.random.default_rng(zlib.crc32(case.replace("-f32", "-f64").encode()))
+
+
+def run(be, case: str) -> dict:
+    """The arrays of one case on backend ``be``."""
+    import dynlab as dl
+    from dynlab.backends.base import stack_tangent
+
+    rng = _rng(case)
+    if "/" in case:
+        op, name = case.split("/")
+        f = _models()[name]().form()
+        n = f.state_size
+        x = 0.7 * rng.standard_normal((B, T, DIN))
+        h0 = 0.3 * rng.standard_normal((B, n))
+        if op.startswith("simulate"):
+            H, bad, _ = be.simulate(f, x, h0, dtype=np.float32 if op.endswith("f32") else np.float64)
+            return {"H": H, "bad": bad}
+        if op == "jacobians":
+            N = 4
+            X = rng.standard_normal((N, DIN))
+            Hp = 0.5 * rng.standard_normal((N, n))
+            eta = f.eta_rows(np.arange(N)) if f.kind == "irnn" and f.eta.shape[0] > 1 else None
+            J, Jx, _ = be.jacobians(f, X, Hp, eta=eta, inputs=True)
+            J1, _, _ = be.jacobians(f, X, Hp, eta=eta, inputs=False)
+            return {"J": J, "Jx": Jx, "J_only": J1}
+        from dynlab.backends.reference import ReferenceBackend
+
+        H, _, _ = ReferenceBackend().simulate(f, x, h0)    # one trajectory for both sides
+        if op == "gradient_flow":
+            out, _ = be.gradient_flow(f, x, h0, H, dL_dhT=rng.standard_normal((B, n)))
+            return out
+        Q = np.linalg.qr(rng.standard_normal((B, n, 2)))[0]
+        logr, _ = be.lyapunov_logr(f, x, h0, H, Q)
+        return {"logr": logr, "absQ": np.abs(Q)}          # the frames agree up to column signs
+    if case.startswith("simulate-diverge"):
+        m = dl.make_model("rnn", D, DIN, seed=1, weight_scale=1e9, activation="identity")
+        x = rng.standard_normal((B, 40, DIN))
+        h0 = np.zeros((B, D))
+        h0[1] = 1e200                                      # sequence 1 overflows many steps earlier
+        H, bad, _ = be.simulate(m.form(), x, h0, stop=case.endswith("stop"))
+        with np.errstate(all="ignore"):
+            return {"H": np.where(np.isfinite(H), H, np.nan) / np.nanmax(np.abs(H)), "finite": np.isfinite(H),
+                    "bad": bad}
+    if case.startswith("backward_norms"):
+        J = rng.standard_normal((B, 6, D, D))
+        acc = be.backward_norms(B, D, dL_dhT=rng.standard_normal((B, D)), step_norms=True)
+        late, early = acc.feed(J[:, 3:]), acc.feed(J[:, :3])
+        return {k: np.concatenate([early[k], late[k]], axis=1) for k in late}
+    if case.startswith("tangent_qr"):
+        J = rng.standard_normal((B, 6, D, D))
+        qr = be.tangent_qr(B, D, np.linalg.qr(rng.standard_normal((B, D, D)))[0])
+        return {"logr": np.concatenate([qr.feed(J[:, :2]), qr.feed(J[:, 2:])], axis=1), "absQ": np.abs(qr.Q)}
+    if case.startswith("sweep"):
+        kind = "cell" if "cell" in case else "irnn"
+        forms, xs = [], []
+        for s, K in enumerate((1, 3, 2)):
+            if kind == "irnn":
+                m = dl.make_model("irnn", D, 1, seed=s, K=K, eta=0.4, g0="previous" if s == 1 else "zero",
+                                  sign=-1 if s == 2 else 1, weight_scale=1e80 if "diverge" in case and s == 1 else 0.5,
+                                  activation="identity" if "diverge" in case else "tanh")
+            else:
+                m = dl.make_model("fastrnn" if s == 1 else "rnn", D, 1, seed=s, weight_scale=0.6 + 0.1 * s)
+            forms.append(m.form())
+            xs.append(rng.standard_normal((6, 1)) * (50.0 if "diverge" in case else 1.0))
+        if "diverge" in case:   # a diverged setting has its step and NaN logs; its J_T is not defined
+            log1, logT, bad = be.sweep_gradients(forms, xs)
+            return {"log1": log1, "logT": np.where(bad == 0, logT, np.nan), "bad": bad}
+        tb = stack_tangent(forms, xs)
+        if case.endswith("f32"):
+            import dataclasses
+
+            tb = dataclasses.replace(tb, **{k: getattr(tb, k).astype(np.float32)
+                                           for k in ("R", "C", "eta", "alpha", "sign", "leak")})
+        logs, M, J, bad = be.forward_tangent(tb)
+        out = {"logs": logs, "M": M, "J": J, "bad": bad}
+        if case.endswith("f64"):
+            out.update(zip(("log1", "logT", "bad1"), be.sweep_gradients(forms, xs)))
+        return out
+    if case.startswith("partition"):
+        from dynlab.analysis.partition import piece
+
+        layers = [dl.make_model("rnn", D, DIN, seed=1, weight_scale=0.7, activation="relu").form(),
+                  dl.make_model("rnn", D, D, seed=2, weight_scale=0.7, activation="leaky-relu").form()]
+        x = rng.standard_normal((B, T, DIN))
+        out = {}
+        for ell, (H, bad, Z) in enumerate(be.partition_trace(layers, x, [np.zeros((B, D)), 0.1 * np.ones((B, D))])):
+            out.update({f"H{ell}": H, f"bad{ell}": bad, f"Z{ell}": Z, f"codes{ell}": piece("relu", Z)})
+        return out
+    if case == "reverse":
+        f = dl.make_model("fastrnn", D, DIN, seed=2, weight_scale=0.5, activation="relu", alpha=-1.0, beta=2.0).form()
+        C = 2
+        S = (rng.random((B, T, D)) > 0.4).astype(float)
+        lam = rng.standard_normal((B * C, D))
+        out, offset = be.reverse_cotangents(f, S, lam, rng.standard_normal((B, C, T, D)))
+        lam2 = rng.standard_normal((B * C, D))
+        out2, offset2 = be.reverse_cotangents(f, S, lam2, None)
+        return {"out": out, "offset": offset, "lam0": lam, "out_top": out2, "offset_top": offset2, "lam0_top": lam2}
+    if case.startswith("implicit"):
+        U, N = 3, 4
+        A = (3.0 if case.endswith("newton") else 0.4) * rng.standard_normal((U, U))
+        C = rng.standard_normal((N, U))
+        Z, res, its, conv, code = be.implicit_solve(A, C, "tanh", 0.01, tol=1e-12, max_iter=None, Z0=None, steps=30,
+                                                    dt=1.0)
+        return {"Z": Z, "residual": res, "iterations": its, "converged": conv, "code": code}
+    if case.startswith("api-"):
+        return _api(be.name, case, rng)
+    if case == "refuse-scipy-ctrnn":
+        from dynlab.errors import ParameterError
+
+        m = dl.make_model("ctrnn", D, DIN, seed=6, method="RK45")
+        out = {}
+        for name, call in (("simulate", lambda: dl.simulate(m, np.zeros((T, DIN)), backend=be.name)),
+                           ("gradient_norms", lambda: dl.gradient_norms(m, np.zeros((T, DIN)), backend=be.name)),
+                           ("jacobians", lambda: dl.jacobians(m, np.zeros((T, DIN)), backend=be.name))):
+            try:
+                call()
+            except ParameterError as err:
+                out[name] = np.array([err.param, str(err)])
+            else:
+                out[name] = np.array(["", "no error"])
+        out["supports_train"] = np.array([be.supports("train_forward", dl.make_model("rnn", D, DIN).form())])
+        return out
+    raise KeyError(case)
+
+
+def _api(backend: str, case: str, rng) -> dict:
+    """The public functions on ``backend``: their Datasets' numbers."""
+    import dynlab as dl
+
+    m = dl.make_model("irnn", D, DIN, seed=3, K=2, eta=0.5, weight_scale=0.5)
+    x = 0.7 * rng.standard_normal((B, T, DIN))
+    if case == "api-simulate":
+        ds = dl.simulate(m, x, backend=backend, dtype=np.float32)
+        return {"h": ds["h"].values}
+    if case == "api-gradient_norms":
+        ds = dl.gradient_norms(dl.make_model("gru", D, DIN, seed=7), x, backend=backend)
+        return {k: ds[k].values for k in ("log_jac_norm", "step_norm", "ratio")}
+    if case == "api-lyapunov":
+        ds = dl.lyapunov(m, x, k=2, backend=backend)
+        return {"lyapunov": ds["lyapunov"].values}
+    if case in ("api-partition", "api-templates"):
+        from dynlab.analysis.partition import partition_codes, templates
+
+        r = dl.make_model("rnn", D, DIN, seed=1, weight_scale=0.7, activation="relu")
+        if case == "api-partition":
+            return {"codes": partition_codes(r, x, backend=backend)}
+        ds = templates(r, x, rng.standard_normal((2, D)), backend=backend)
+        return {k: ds[k].values for k in ds.data_vars if np.asarray(ds[k].values).dtype.kind == "f"}
+    if case == "api-implicit":
+        from dynlab.analysis.implicit import solve_stacked
+
+        A = 0.6 * rng.standard_normal((D, D))
+        Z, res, its, conv, code = solve_stacked(A, rng.standard_normal((5, D)), "tanh", backend=backend)
+        return {"Z": Z, "converged": conv, "code": code}
+    if case == "api-sweep-gradient_norms":
+        out = {}
+        for model, grid in (("irnn", {"K": [1, 2], "eta": [0.3, 0.6]}), ("rnn", {"weight_scale": [0.3, 0.6]}),
+                            ("gru", {"weight_scale": [0.3, 0.6]})):   # batched (irnn, rnn) and per point (gru)
+            res = dl.sweep("gradient_norms", grid, fixed={"model": model, "hidden": D, "steps": T}, backend=backend)
+            out.update({f"{model}:{k}": res[k].values for k in ("log_jac_norm_1", "log_step_norm_T", "diverged_at")})
+        return out
+    res = dl.sweep("irnn_equilibrium", {"eta": [0.3, 0.6]}, fixed={"hidden": D, "steps": T, "K": 2}, backend=backend)
+    return {k: res[k].values for k in ("residual", "converged", "h_gap")}
+
+
+def _describe(a):
+    """A picklable description of one kernel argument's Numba type: ('array', dtype, ndim) or
+    ('scalar', dtype)."""
+    if isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__"):
+        return ("array", np.dtype(a.dtype).str, int(a.ndim))
+    if isinstance(a, (bool, np.bool_)):
+        return ("scalar", "bool")
+    if isinstance(a, (int, np.integer)) and not isinstance(a, np.floating):
+        return ("scalar", "<i8")
+    return ("scalar", np.dtype(type(a) if isinstance(a, np.generic) else np.float64).str)
+
+
+def run_all(be, cases, launches=None) -> dict:
+    """{case: arrays or the traceback text}; ``launches`` collects (kernel name, dtype, argument
+    types) of every kernel launch when given."""
+    if launches is not None:
+        real = type(be)._launch
+
+        def recording(kernel, blocks, threads, shared, *args):
+            name = getattr(kernel, "py_func", kernel).__name__
+            floats = [a.dtype for a in args if hasattr(a, "dtype") and np.dtype(a.dtype).kind == "f"]
+            launches.add((name, np.dtype(floats[0]).str, tuple(_describe(a) for a in args)))
+            return real(kernel, blocks, threads, shared, *args)
+
+        be._launch = recording
+    out = {}
+    with np.errstate(all="ignore"):
+        for case in cases:
+            try:
+                out[case] = run(be, case)
+            except Exception:
+                out[case] = traceback.format_exc()
+    if launches is not None:
+        del be._launch
+    return out
+
+
+def main(path: str) -> None:
+    """The child: every case on the GPU backend, pickled to ``path`` with the launches."""
+    sys.setswitchinterval(1e-4)  # the simulator's barriers hand the GIL round its threads: ≈15× faster
+    import numpy
+
+    try:
+        from dynlab.backends import get_backend
+
+        be = get_backend("cupy")
+    except Exception as exc:
+        with open(path, "wb") as fh:
+            pickle.dump({"unavailable": f"{type(exc).__name__}: {exc} (NumPy {numpy.__version__})"}, fh)
+        return
+    launches = set()
+    results = run_all(be, case_ids(), launches)
+    with open(path, "wb") as fh:
+        pickle.dump({"results": results, "launches": sorted(launches), "device": be.device,
+                     "simulator": bool(os.environ.get("NUMBA_ENABLE_CUDASIM") == "1")}, fh)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
