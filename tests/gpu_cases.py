@@ -67,6 +67,35 @@ API_CASES = ("api-simulate", "api-gradient_norms", "api-lyapunov", "api-partitio
 GPU_ONLY = ("refuse-scipy-ctrnn",)
 
 
+def float32_case(case: str) -> bool:
+    """Whether the case runs in float32 (judged against its float64 twin of the reference)."""
+    return case.startswith("simulate-f32/") or case.startswith("sweep-") and case.endswith("-f32") \
+        or case == "api-simulate"
+
+
+def close(got, want, rtol, where):
+    """``got`` equals ``want``: integers exactly, non-finite entries in the same places, finite ones to
+    |Δ| ≤ rtol·max(1, |want|)."""
+    got = np.asarray(got)
+    want = np.asarray(want)
+    assert got.shape == want.shape, (where, got.shape, want.shape)
+    if want.dtype.kind not in "fc":
+        np.testing.assert_array_equal(got, want, err_msg=where)
+        return
+    g = got.astype(np.float64)
+    w = want.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=f"{where}: NaN positions")
+    np.testing.assert_array_equal(np.isinf(g) & (g > 0), np.isinf(w) & (w > 0), err_msg=f"{where}: +inf positions")
+    np.testing.assert_array_equal(np.isinf(g) & (g < 0), np.isinf(w) & (w < 0), err_msg=f"{where}: -inf positions")
+    ok = np.isfinite(w)
+    err = np.abs(g[ok] - w[ok]) / np.maximum(1.0, np.abs(w[ok]))
+    assert err.size == 0 or err.max() <= rtol, f"{where}: relative error {err.max():.3g} > {rtol:g}"
+
+
+def as_float64_case(case: str) -> str:
+    return case.replace("simulate-f32/", "simulate-f64/").replace("-f32", "-f64")
+
+
 def case_ids() -> list:
     return [f"{op}/{m}" for op in MODEL_OPS for m in _models()] + list(OTHER_CASES) + list(API_CASES) \
         + list(GPU_ONLY)

@@ -86,30 +86,7 @@ def _reference(case):
         return gpu_cases.run(ReferenceBackend(), case)
 
 
-def _float32(case: str) -> bool:
-    return case.startswith("simulate-f32/") or case.startswith("sweep-") and case.endswith("-f32") \
-        or case == "api-simulate"
-
-
-def _close(got, want, rtol, where):
-    got = np.asarray(got)
-    want = np.asarray(want)
-    assert got.shape == want.shape, (where, got.shape, want.shape)
-    if want.dtype.kind not in "fc":
-        np.testing.assert_array_equal(got, want, err_msg=where)
-        return
-    g = got.astype(np.float64)
-    w = want.astype(np.float64)
-    np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=f"{where}: NaN positions")
-    np.testing.assert_array_equal(np.isinf(g) & (g > 0), np.isinf(w) & (w > 0), err_msg=f"{where}: +inf positions")
-    np.testing.assert_array_equal(np.isinf(g) & (g < 0), np.isinf(w) & (w < 0), err_msg=f"{where}: -inf positions")
-    ok = np.isfinite(w)
-    err = np.abs(g[ok] - w[ok]) / np.maximum(1.0, np.abs(w[ok]))
-    assert err.size == 0 or err.max() <= rtol, f"{where}: relative error {err.max():.3g} > {rtol:g}"
-
-
-def _as_float64_case(case: str) -> str:
-    return case.replace("simulate-f32/", "simulate-f64/").replace("-f32", "-f64")
+_float32, _close, _as_float64_case = gpu_cases.float32_case, gpu_cases.close, gpu_cases.as_float64_case
 
 
 REFERENCE_CASES = [c for c in gpu_cases.case_ids() if c not in gpu_cases.GPU_ONLY]

@@ -138,11 +138,10 @@ class NumbaBackend(Backend):
             H, bad = self._loops(form, x, h0, stop, dtype)
         else:
             H, bad = self._batched(form, x, h0, stop, dtype)
-        if stop:  # rows past a sequence's failure were never written
-            if path == "loops":
-                for i in np.flatnonzero(bad < T):
-                    H[i, bad[i] + 1:] = np.nan
-            elif bad.min() < T:
+        if stop:  # as the reference: a failed sequence's row is NaN from its failure on
+            for i in np.flatnonzero(bad < T):
+                H[i, bad[i]:] = np.nan
+            if path != "loops" and bad.min() < T:  # a batch stops whole at its first failure
                 H[:, int(bad.min()) + 1:] = np.nan
         return H, bad, path
 
@@ -366,13 +365,16 @@ class NumbaBackend(Backend):
         from .tangent import run_tangent_numba
 
         S, D = batch.R.shape[0], batch.R.shape[1]
+        dtype = batch.R.dtype            # a float32 batch is widened: the tangents run in float64 here
+        wide = [np.asarray(a, dtype=np.float64) for a in (batch.R, batch.C, batch.eta, batch.alpha, batch.sign,
+                                                          batch.leak)]
+        R, C, eta, alpha, sign, leak = wide
         logs = np.empty(S)
         M = np.full((S, D, D), np.nan)
         J = np.full((S, D, D), np.nan)
         bad = np.zeros(S, dtype=np.int64)
-        run_tangent_numba(batch.gated, batch.R, batch.C, batch.eta, batch.K, batch.alpha, batch.sign, batch.g0prev,
-                          batch.act, batch.leak, logs, M, J, bad)
-        return logs, M, J, bad
+        run_tangent_numba(batch.gated, R, C, eta, batch.K, alpha, sign, batch.g0prev, batch.act, leak, logs, M, J, bad)
+        return logs, M.astype(dtype, copy=False), J.astype(dtype, copy=False), bad
 
     def implicit_solve(self, A, C, act: str, leak: float, *, method: str = "auto", tol: float, max_iter=None,
                        Z0=None, steps: int = 30, dt: float = 1.0):
