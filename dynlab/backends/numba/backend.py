@@ -327,10 +327,10 @@ class NumbaBackend(Backend):
 
         N, D = hprev.shape
         U = _plain(form.U)
-        UT = np.ascontiguousarray(U.T)
-        c = np.ascontiguousarray(x @ form.W.T + form.b, dtype=np.float64)
-        hprev = np.ascontiguousarray(hprev, dtype=np.float64)
-        eta = np.ascontiguousarray(np.broadcast_to(eta, (N, form.K)), dtype=np.float64)
+        UT = readonly(U.T)                 # read-only inputs: one compiled signature (``readonly``)
+        c = readonly(x @ form.W.T + form.b, np.float64)
+        hprev = readonly(hprev, np.float64)
+        eta = readonly(np.broadcast_to(eta, (N, form.K)), np.float64)
         J = np.empty((N, D, D))
         n = int(max(1, min(work_threads(config.JACOBIAN_THREADS), N // max(1, config.JACOBIAN_MIN_POINTS_PER_THREAD))))
         edges = np.linspace(0, N, n + 1).astype(int)
