@@ -105,7 +105,7 @@ def test_model_settings_table_equals_the_models_own_defaults():
 
 def test_command_defaults_equal_the_library_constants():
     """Where the library has the same default for its own callers, the two agree."""
-    from dynlab.runs import partition as rp, phase as rph
+    from dynlab.commands import partition as rp, phase as rph
     from dynlab.sweep import driver
     from dynlab.tasks import make_task
     from dynlab.train import loop

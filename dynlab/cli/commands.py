@@ -1,5 +1,5 @@
 """The commands: each body fills the defaults, refuses options that do not apply, builds the spec
-and calls the library (``dynlab.runs`` computes, ``dynlab.plot.draw`` draws).
+and calls the library (``dynlab.commands`` computes, ``dynlab.plot.draw`` draws).
 
 Every command follows the same steps, in this order, so nothing is computed before every user
 error is found: click parses the options (paths are checked writable then, ``options.py``);
@@ -166,7 +166,7 @@ def simulate(ctx, out, data, **options):
 
     Example: dynlab simulate --model irnn --K 5 --steps 1000 --data run.nc --out run.png
     """
-    from ..runs import simulate_spec, simulate_summary
+    from ..commands import simulate_spec, simulate_summary
 
     options = _prepare(ctx, options)
     with keep_partial(data), stage_progress(ctx):
@@ -200,7 +200,7 @@ def phase(ctx, out, data, field, **options):
 
     Example: dynlab phase --model irnn --K 5 --compare rnn,fastrnn --out phase.png
     """
-    from ..runs import phase_dataset, phase_summary
+    from ..commands import phase_dataset, phase_summary
 
     options = _prepare(ctx, options)
     with keep_partial(data), stage_progress(ctx):
@@ -231,7 +231,7 @@ def gradients(ctx, out, data, K, lyapunov, step_norms, **options):
 
     Example: dynlab gradients --model irnn --K 1,5,10 --compare rnn,fastrnn --out grad.png
     """
-    from ..runs import gradients_dataset, gradients_summary
+    from ..commands import gradients_dataset, gradients_summary
     from ..spec import GradientSpec
 
     options = _prepare(ctx, dict(options, K=K))
@@ -498,7 +498,7 @@ def equilibria(ctx, out, data, method, tol, n_starts, continue_over, param_range
 
     Example: dynlab equilibria --model ctrnn --hidden 1 --continue-over b --range -10,2 --out bif.png
     """
-    from ..runs import equilibria_dataset, equilibria_summary, not_converged
+    from ..commands import equilibria_dataset, equilibria_summary, not_converged
     from ..spec import EquilibriaSpec
 
     mode = dict(method=method, tol=tol, n_starts=n_starts, continue_over=continue_over, param_range=param_range)
@@ -532,7 +532,7 @@ def spectrum(ctx, out, data, at, **options):
 
     Example: dynlab spectrum --model irnn --K 5 --hidden 32 --batch 8 --out fig7.png
     """
-    from ..runs import spectrum_dataset, spectrum_summary
+    from ..commands import spectrum_dataset, spectrum_summary
     from ..spec import SpectrumSpec
 
     options = _prepare(ctx, dict(options, at=at))
@@ -561,8 +561,8 @@ def converge(ctx, out, data, K_max, **options):
 
     Example: dynlab converge --model irnn --hidden 16 --eta 0.5 --K-max 60 --out fig6.png
     """
-    from ..runs import converge_dataset, converge_summary
-    from ..runs.stability import reference_failed
+    from ..commands import converge_dataset, converge_summary
+    from ..commands.stability import reference_failed
     from ..spec import ConvergeSpec
 
     options = _prepare(ctx, options)
@@ -599,7 +599,7 @@ def partition(ctx, out, data, layers, embed, tsne, dataset, **options):
 
     Example: dynlab partition --dataset digits --hidden 32 --batch 300 --embed --out codes.png
     """
-    from ..runs import partition_dataset, partition_summary
+    from ..commands import partition_dataset, partition_summary
     from ..spec import PartitionSpec
 
     maso = dict(layers=layers, embed=embed, tsne=tsne, dataset=dataset)
@@ -635,7 +635,7 @@ def train(ctx, out, data, **options):
     PyTorch's cells: --model gru, --model lstm (the read-out reads h, not c), and stacks of
     them: --model stack --set cell=lstm --set layers=2.
     """
-    from ..runs import implicit_train_summary, train_spec, train_summary
+    from ..commands import implicit_train_summary, train_spec, train_summary
     from ..train.loop import ImplicitTrainResult, TrainSpec
 
     options = _prepare(ctx, options)

@@ -208,9 +208,9 @@ TRAIN_LR, IMPLICIT_LR = 1e-3, 1e-2
 TASK_INPUTS = {"adding": 2, "adding-ternary": 2, "copy": 10, "digits-pixels": 1, "digits-rows": 8, "flipflop": 3}
 #: ``--steps`` of the tasks that take one (``make_task``; digits fix their own).
 TASK_STEPS = {"adding": 100, "adding-ternary": 100, "copy": 100, "flipflop": 100}
-#: ``--batch`` of ``dynlab partition --dataset`` (``dynlab.runs.partition.DATASET_BATCH``; a test checks).
+#: ``--batch`` of ``dynlab partition --dataset`` (``dynlab.commands.partition.DATASET_BATCH``; a test checks).
 PARTITION_DATASET_BATCH = 500
-#: ``dynlab phase``'s input variance (the iRNN paper's Fig. 2; ``dynlab.runs.phase.DEFAULT_VARIANCE``).
+#: ``dynlab phase``'s input variance (the iRNN paper's Fig. 2; ``dynlab.commands.phase.DEFAULT_VARIANCE``).
 PHASE_VARIANCE = 10.0
 
 

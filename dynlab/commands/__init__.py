@@ -1,11 +1,11 @@
-"""Runs of the commands: one frozen spec → models → analyses → one Dataset (and its text).
+"""What each ``dynlab`` command computes: one frozen spec → models → analyses → one Dataset (and its text).
 
 Each ``dynlab`` command is a few lines in ``dynlab.cli`` that build a spec (``dynlab.spec``),
 call the ``*_dataset(spec)`` function here, and hand the Dataset to ``dynlab.plot`` and to
 ``*_summary(ds)`` for the printed text.  Scripts can call them directly:
 
 >>> from dynlab.spec import RunSpec
->>> from dynlab.runs import phase_dataset
+>>> from dynlab.commands import phase_dataset
 >>> ds = phase_dataset(RunSpec(model="irnn", K=5, compare=("rnn", "fastrnn")))
 >>> dynlab.plot.draw(ds)
 
