@@ -293,7 +293,8 @@ _REPORTER = _contextvars.ContextVar("dynlab_progress", default=None)
 @_contextlib.contextmanager
 def reporting(callback):
     """Within this block, ``progress(stage, done, total)`` calls ``callback(stage, done, total)``.
-    The library is quiet by default (no reporter); the CLI installs its stderr bar here."""
+    The library is quiet without a reporter; ``dynlab.progress.meter`` installs one for every long
+    public call (a bar, the caller's meter, or a silent one)."""
     token = _REPORTER.set(callback)
     try:
         yield callback
@@ -302,13 +303,17 @@ def reporting(callback):
 
 
 def listening() -> bool:
-    """Whether a reporter listens (``reporting``): a computation may then report its progress."""
-    return _REPORTER.get() is not None
+    """Whether a reporter listens: a computation may then report its progress (and, where that
+    costs something, e.g. running in chunks, it pays it only then).  A silent reporter does not."""
+    cb = _REPORTER.get()
+    return cb is not None and not getattr(cb, "silent", False)
 
 
-def progress(stage: str, done: int, total: int) -> None:
-    """Report that ``done`` of ``total`` units of ``stage`` are finished (a no-op without a reporter)."""
+def progress(stage: str, done: int, total: int, note: str | None = None) -> None:
+    """Report that ``done`` of ``total`` units of ``stage`` are finished (a no-op without a
+    reporter); ``note`` (e.g. the current loss) goes to a reporter's ``note`` method, if it has one."""
     cb = _REPORTER.get()
     if cb is not None:
+        if note is not None and hasattr(cb, "note"):
+            cb.note(note)
         cb(stage, int(done), int(total))
-

@@ -57,7 +57,7 @@ KERNELS_FORBIDDEN = ("dynlab.models", "dynlab.analysis", "dynlab.simulation", "d
                      "dynlab.tasks")
 # What each of the two layers may import at all (besides the standard library and third-party
 # packages): the forbidden lists above are the named rule, these the whole of what is allowed.
-PLOT_ALLOWED = ("dynlab.plot", "dynlab.errors", "dynlab._dataset")
+PLOT_ALLOWED = ("dynlab.plot", "dynlab.errors", "dynlab._dataset", "dynlab._palette")
 KERNELS_ALLOWED = ("dynlab.kernels", "dynlab.config", "dynlab.activations", "dynlab.errors")
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._palette import PHASE
 from ..errors import ParameterError
 from .labels import entries, entry_attr, entry_data, entry_title
 from .style import COLORS, new_figure, styled
@@ -97,15 +98,15 @@ def _panel(ds, name: str, ax, batch: int):
         # d = 1: a smooth curve over the input's range, drawn wide so the s_m dots sit on it;
         # d > 1: the equilibria along the (jumpy) input path, drawn thin.
         wide = ds.sizes["unit_in"] == 1
-        ax.plot(curve[:, 0], curve[:, 1], color=COLORS["blue"], lw=4.0 if wide else 0.7,
+        ax.plot(curve[:, 0], curve[:, 1], color=COLORS[PHASE["curve"]], lw=4.0 if wide else 0.7,
                 alpha=0.45, solid_capstyle="round", zorder=2,
                 label=r"equilibria $\alpha s = \phi(Us + Wx + b)$")
         sign = "+" if int(entry_attr(ds, name, "sign", 1)) > 0 else "-"
-        ax.scatter(s[:, 0], s[:, 1], s=3, color=COLORS["vermillion"], edgecolors="none", zorder=3,
+        ax.scatter(s[:, 0], s[:, 1], s=3, color=COLORS[PHASE["s"]], edgecolors="none", zorder=3,
                    label=rf"$s_m = h_m {sign} h_{{m-1}}$")
     if "field_F1" in ds and name == entries(ds)[0]:
         _draw_field(ds, ax)
-    ax.plot(traj[0, 0], traj[0, 1], "o", color=COLORS["black"], ms=5, zorder=4, label=r"start $h_0$")
+    ax.plot(traj[0, 0], traj[0, 1], "o", color=COLORS[PHASE["start"]], ms=5, zorder=4, label=r"start $h_0$")
     title = entry_title(ds, name)
     if "diverged_at" in ds:
         at = int(np.ravel(entry_data(ds, name, "diverged_at").values)[0 if "batch" not in ds["diverged_at"].dims
