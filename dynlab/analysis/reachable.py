@@ -87,7 +87,7 @@ def _cell_box(model, x_lo, x_hi):
     U_f = model.W_hh[D:2 * D]
     b_f = model.b_ih[D:2 * D] + model.b_hh[D:2 * D]
     mid, rad = 0.5 * (x_lo + x_hi), 0.5 * (x_hi - x_lo)
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         pre = b_f + W_f @ mid + np.abs(W_f) @ rad + np.abs(U_f).sum(axis=1) * Hb
         f_max = _sigmoid(pre)
         c_lo = np.where(f_max < 1.0, min(0.0, pl) / (1.0 - f_max), -np.inf) if pl < 0 else np.zeros(D)

@@ -8,6 +8,8 @@ deviation) shown as error bars, or in the cells of a heat map.
 """
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
 from ..errors import ParameterError
@@ -115,13 +117,13 @@ def plot_sweep(ds, ax=None, *, variables=None):
             a.errorbar([0.0], np.ravel(mean), yerr=None if not seeds else np.ravel(spread), fmt="o",
                        color=COLORS["blue"], capsize=3)
             a.set_xticks([])
-            a.set_ylabel(label)
+            a.set_ylabel(name)
         elif len(dims) == 1:
             x = _ticks(a, "x", ds[dims[0]].values)
             a.errorbar(x, mean, yerr=spread if seeds else None, fmt="o-", ms=3, capsize=2, lw=1.0,
                        color=COLORS["blue"], ecolor=COLORS["sky"])
             a.set_xlabel(dims[0])
-            a.set_ylabel(label)
+            a.set_ylabel(name)
         else:  # one cell per grid point, labelled by its setting (grids are often log-spaced)
             mesh = a.imshow(mean, origin="lower", aspect="auto", cmap="viridis", interpolation="nearest")
             _label_cells(a, "x", ds[dims[1]].values)
@@ -139,10 +141,10 @@ def plot_sweep(ds, ax=None, *, variables=None):
             a.set_xlabel(dims[1])
             a.set_ylabel(dims[0])
         extra = [d for d in ds[name].dims if d not in ds["done"].dims]
-        title = name + (f" ({', '.join(f'{d}={v}' for d, v in fixed.items())})" if fixed else "")
+        title = label + (f" ({', '.join(f'{d}={v}' for d, v in fixed.items())})" if fixed else "")
         if extra:
             title += f", {', '.join(f'{d} first' for d in extra)}"
-        a.set_title(title)
+        a.set_title(textwrap.fill(title, 48), fontsize=7)
     how = f"; mean ± s.d. over {seeds} seeds" if seeds else ""
     fig.suptitle(f"sweep of {ds.attrs.get('analysis', '')}: {int(done.sum())}/{done.size} points done{how}",
                  fontsize=8, color=CYCLE[-1])
