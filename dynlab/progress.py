@@ -5,7 +5,7 @@ Every long public call — ``train_model``, ``sweep``, ``gradient_norms``, ``lya
 ``progress=``, a *meter* passed in (as diffrax's ``progress_meter``):
 
 ``None`` (default)
-    the session's default: a bar on stderr (tqdm) that appears only once the call has run for
+    the session's default: a bar on stderr (tqdm) for each stage of the call that runs longer than
     ``DELAY_S`` seconds, so short calls print nothing; nothing at all when quiet (below).
 ``False``
     nothing for this call (and for the calls it makes).
@@ -88,7 +88,7 @@ class TqdmMeter:
 
     Parameters
     ----------
-    delay : seconds after the meter is made before anything is drawn (``DELAY_S`` by default)
+    delay : seconds a stage runs before its bar is drawn (``DELAY_S`` by default)
     file : the stream (stderr by default)
     leave : keep each finished stage's bar on screen (default False: it is cleared)
     """
@@ -96,13 +96,9 @@ class TqdmMeter:
     BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}, ETA {remaining}, {rate_fmt}{postfix}]"
 
     def __init__(self, *, delay: float | None = None, file=None, leave: bool = False):
-        import time
-
         self.delay = DELAY_S if delay is None else float(delay)
         self.file = file
         self.leave = leave
-        self._t0 = time.monotonic()
-        self._clock = time.monotonic
         self._bar = None
         self._stage = None
         self._note = ""
@@ -122,10 +118,10 @@ class TqdmMeter:
             from tqdm import tqdm
 
             desc, unit = _split(stage)
-            left = max(0.0, self.delay - (self._clock() - self._t0))
-            # a resumed stage (a sweep's regions already done) starts at ``done``: the rate counts
+            # each stage's bar waits ``delay`` seconds: a stage that ends sooner is never drawn; a
+            # resumed stage (a sweep's regions already done) starts at ``done``, so the rate counts
             # only what this call computes
-            self._bar = tqdm(total=int(total), initial=int(done), desc=desc, unit=unit, delay=left,
+            self._bar = tqdm(total=int(total), initial=int(done), desc=desc, unit=unit, delay=self.delay,
                              file=self.file if self.file is not None else sys.stderr, leave=self.leave,
                              bar_format=self.BAR_FORMAT, dynamic_ncols=False, ncols=100)
             if self._note:
@@ -135,7 +131,7 @@ class TqdmMeter:
         step = int(done) - bar.n
         if step:
             bar.update(step)
-        if int(done) >= int(total):
+        if int(done) >= int(total) and bar.format_dict["elapsed"] >= self.delay:
             bar.refresh()   # the finished count is shown, however soon after the last update it came
 
     def _close_bar(self) -> None:
