@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-#: the expected duration quoted in the notice: measured cold runs of the README's commands with an
+#: the expected duration quoted in the notice: measured cold runs of the commands with an
 #: empty cache (BENCHMARKS.md, ``cli``) take from a few seconds to about a minute on two cores
 EXPECTED = "a few seconds to about a minute, once"
 

@@ -286,7 +286,7 @@ def _load_model(path, model=None, *, activation=None, prefix=None, param: str = 
 
 
 def model_from_dataset(ds, prefix: str = "", *, entry: str | None = None) -> Model:
-    """Rebuild the model whose parameters and settings a Dataset stores (README, *Datasets*).
+    """Rebuild the model whose parameters and settings a Dataset stores (docs/design.md, *Data contract*).
 
     ``entry``: in a result of several entries along ``model`` (``dynlab phase``, ``dynlab
     gradients``), the entry to rebuild (its parameters are stored under ``<entry>__``);
