@@ -317,3 +317,21 @@ def progress(stage: str, done: int, total: int, note: str | None = None) -> None
         if note is not None and hasattr(cb, "note"):
             cb.note(note)
         cb(stage, int(done), int(total))
+
+
+#: ``dynlab.progress.quiet()`` blocks (None: no block; the environment decides).
+_QUIET = _contextvars.ContextVar("dynlab_quiet", default=None)
+
+
+def is_quiet() -> bool:
+    """Whether the default meter is silent: inside ``dynlab.progress.quiet()``, else ``DYNLAB_QUIET``
+    set to 1/true/yes/on."""
+    inner = _QUIET.get()
+    if inner is not None:
+        return inner
+    return os.environ.get("DYNLAB_QUIET", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def notice_wanted() -> bool:
+    """Whether the compile notice may talk: not quiet, and ``DYNLAB_COMPILE_NOTICE`` not 0."""
+    return not is_quiet() and os.environ.get("DYNLAB_COMPILE_NOTICE", "1").strip() != "0"

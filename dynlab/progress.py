@@ -33,7 +33,6 @@ calls report to the meter of the outermost one.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import functools
 import inspect
 import os
@@ -44,30 +43,23 @@ from . import _resources
 #: Seconds a call runs before the default bar appears.
 DELAY_S = 2.0
 
-_QUIET = contextvars.ContextVar("dynlab_quiet", default=None)
-
 #: ``progress=`` as the docstrings of the long calls state it.
 PARAMETER_DOC = ("progress : None, bool or callable(stage, done, total), optional\n"
                  "    A progress meter (``dynlab.progress``): None shows a bar on stderr once the call has run\n"
                  "    a few seconds (nothing when quiet), False nothing, True a bar at once.")
 
-
-def is_quiet() -> bool:
-    """Whether the default is silent: inside ``quiet()``, else ``DYNLAB_QUIET`` set to 1/true/yes/on."""
-    inner = _QUIET.get()
-    if inner is not None:
-        return inner
-    return os.environ.get("DYNLAB_QUIET", "").strip().lower() in ("1", "true", "yes", "on")
+is_quiet = _resources.is_quiet
+notice_wanted = _resources.notice_wanted
 
 
 @contextlib.contextmanager
 def quiet(on: bool = True):
     """Within this block the default meter is silent (``on=False``: it talks again)."""
-    token = _QUIET.set(bool(on))
+    token = _resources._QUIET.set(bool(on))
     try:
         yield
     finally:
-        _QUIET.reset(token)
+        _resources._QUIET.reset(token)
 
 
 def _split(stage: str) -> tuple[str, str]:
@@ -171,11 +163,6 @@ class _Silent:
 
 
 _SILENT = _Silent()
-
-
-def notice_wanted() -> bool:
-    """Whether the compile notice may talk: not quiet, and ``DYNLAB_COMPILE_NOTICE`` not 0."""
-    return not is_quiet() and os.environ.get("DYNLAB_COMPILE_NOTICE", "1").strip() != "0"
 
 
 @contextlib.contextmanager

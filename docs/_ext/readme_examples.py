@@ -19,6 +19,8 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PICTURES = os.path.join(ROOT, "docs", "_static", "readme")
+#: Pictures wider than this (pixels) are written at half size.
+WIDE = 1400
 
 
 def examples(text: str) -> list:
@@ -51,11 +53,14 @@ def run(blocks, folder: str, env=None) -> list:
 
 
 def halve(src: str, dst: str) -> None:
-    """Write the picture ``src`` at half its size (each 2×2 block of pixels averaged): the README
-    shows it at about a screen's width, and the file stays small."""
+    """Write the picture ``src`` at half its size (each 2×2 block of pixels averaged) when it is
+    wider than ``WIDE`` pixels: the README shows it at about a screen's width, the file stays small."""
     from matplotlib import image
 
     img = image.imread(src)
+    if img.shape[1] <= WIDE:
+        shutil.copyfile(src, dst)
+        return
     h, w = (img.shape[0] // 2) * 2, (img.shape[1] // 2) * 2
     img = img[:h, :w].reshape(h // 2, 2, w // 2, 2, -1).mean(axis=(1, 3))
     image.imsave(dst, img)

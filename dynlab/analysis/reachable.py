@@ -48,10 +48,6 @@ class StateBox:
     hi: np.ndarray
     rule: str
 
-    @property
-    def bounded(self) -> bool:
-        return bool(np.any(np.isfinite(self.lo)) or np.any(np.isfinite(self.hi)))
-
     def contains(self, Y) -> np.ndarray:
         """(N,) bool: which rows of Y (N, n) lie in the box (with the slack above)."""
         Y = np.asarray(Y, dtype=np.float64).reshape(-1, self.lo.size)
