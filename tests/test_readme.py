@@ -62,6 +62,11 @@ def test_example_1_the_irnn_stays_on_its_curve_and_the_others_do_not(ran):
     assert (folder / "phase.png").exists()
     assert float(ds["eq_residual"].max()) < 1e-3                                 # "below 10⁻³"
     assert f"max {float(ds['eq_residual'].max()):.3g}" in done[0].stdout          # "the command prints it"
+    fig = dl.plot.draw(ds)                                                       # "(the zoomed inset)"
+    irnn, rnn = fig.axes[0], fig.axes[1]
+    insets = [a for a in irnn.child_axes]
+    assert len(insets) == 1 and not rnn.child_axes
+    np.testing.assert_array_equal(insets[0].collections[0].get_offsets(), ds["s"].values)
     x = ds["x"].values
     for name in ("rnn", "fastrnn"):                                              # "follow no such curve"
         m = dl.model_from_dataset(ds, entry=name)
