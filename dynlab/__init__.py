@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import importlib
 
+from . import _cache
 from ._version import __version__
+
+_cache.prepare()  # before any dynlab module imports Numba: the per-user kernel cache (dynlab._cache)
 
 _EXPORTS = {
     # models
@@ -85,8 +88,12 @@ _EXPORTS = {
     "save_checkpoint": "dynlab.train.loop",
     "load_checkpoint": "dynlab.train.loop",
 }
+#: The long calls: their public names take ``progress=`` and talk (``dynlab.progress.reports``).
+#: (``train_model`` and ``sweep`` take it in their own signature.)
+_LONG = ("simulate", "gradient_norms", "lyapunov", "jacobians", "equilibrium", "fixed_points", "spectrum",
+         "continuation", "partition", "templates", "train_implicit")
 _SUBMODULES = ("tasks", "models", "activations", "analysis", "backends", "io", "plot", "errors")
-_SUBMODULES += ("sweep",)  # dynlab.sweep is a callable package: dl.sweep(analysis, grid, ...)
+_SUBMODULES += ("sweep", "progress")  # dynlab.sweep is a callable package: dl.sweep(analysis, grid, ...)
 
 __all__ = sorted(_EXPORTS) + list(_SUBMODULES) + ["__version__"]
 
@@ -94,6 +101,10 @@ __all__ = sorted(_EXPORTS) + list(_SUBMODULES) + ["__version__"]
 def __getattr__(name):
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        if name in _LONG:
+            from .progress import reports
+
+            value = reports(value)
         globals()[name] = value
         return value
     if name in _SUBMODULES:

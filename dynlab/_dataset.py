@@ -1,4 +1,4 @@
-"""Wrapping results into xarray Datasets that follow the data contract (README, *Datasets*).
+"""Wrapping results into xarray Datasets that follow the data contract (docs/design.md, *Data contract*).
 
 Dimensions: ``batch``, ``time``, ``unit``, ``unit_in``; matrices mapping units to units use
 (``unit``, ``unit_from``) — U[i, j] is the weight from unit j to unit i; the low-rank

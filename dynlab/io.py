@@ -184,15 +184,18 @@ def load_model(path, model: str | None = None, *, activation: str | None = None,
         The recurrent module's prefix in a whole network's state_dict (``'rnn.'``); None
         finds the one recurrent module in the file.
 
-    Every problem is one ``ParameterError`` naming the file and the tensor: missing and
-    unexpected tensors (listed, as ``load_state_dict(strict=True)`` does), a wrong shape
-    (expected vs got), a complex or integer dtype, bidirectional (``*_reverse``) and
-    ``proj_size`` (``weight_hr_l0``) tensors, a ``torch.save`` pickle.  A dynlab file is
-    checked entry by entry the same way: ``__model__`` a model name, every ``__setting__…`` a
-    single number or string, every parameter a real floating-point array (complex, integer,
-    boolean, text and object arrays refused), no unknown entries; a value the model refuses
-    (``K`` = 0, an unknown activation) is reported against its entry — ``net.npz: field
-    '__setting__K': must be ≥ 1, got 0`` — never against the option that would set it.
+    Raises
+    ------
+    ParameterError
+        Every problem is one ``ParameterError`` naming the file and the tensor: missing and
+        unexpected tensors (listed, as ``load_state_dict(strict=True)`` does), a wrong shape
+        (expected vs got), a complex or integer dtype, bidirectional (``*_reverse``) and
+        ``proj_size`` (``weight_hr_l0``) tensors, a ``torch.save`` pickle.  A dynlab file is
+        checked entry by entry the same way: ``__model__`` a model name, every ``__setting__…`` a
+        single number or string, every parameter a real floating-point array (complex, integer,
+        boolean, text and object arrays refused), no unknown entries; a value the model refuses
+        (``K`` = 0, an unknown activation) is reported against its entry — ``net.npz: field
+        '__setting__K': must be ≥ 1, got 0`` — never against the option that would set it.
 
     Example
     -------
@@ -283,7 +286,7 @@ def _load_model(path, model=None, *, activation=None, prefix=None, param: str = 
 
 
 def model_from_dataset(ds, prefix: str = "", *, entry: str | None = None) -> Model:
-    """Rebuild the model whose parameters and settings a Dataset stores (README, *Datasets*).
+    """Rebuild the model whose parameters and settings a Dataset stores (docs/design.md, *Data contract*).
 
     ``entry``: in a result of several entries along ``model`` (``dynlab phase``, ``dynlab
     gradients``), the entry to rebuild (its parameters are stored under ``<entry>__``);

@@ -14,9 +14,16 @@ import dataclasses
 
 #: The model a spec builds when ``model`` is not given.
 DEFAULT_MODEL = "irnn"
-#: Sizes used when neither the options nor a weights file give them (the iRNN paper's Fig. 2).
-DEFAULT_HIDDEN = 2
+#: Sizes used when neither the options nor a weights file give them.  D = 32: a size the papers'
+#: smaller networks use (the MASO and iRNN experiments run 32–128 units; the flip-flop example 16–64),
+#: small enough for every analysis to answer in seconds on two cores.  The phase portrait keeps
+#: the iRNN paper's 2-D cells (Fig. 2; ``dynlab.commands.phase.PHASE_HIDDEN``).
+DEFAULT_HIDDEN = 32
 DEFAULT_INPUTS = 1
+#: The input kind used when none is given: i.i.d. N(0, variance) noise, whose size does not grow with
+#: T (a random walk's |x| grows like √(variance·T) and saturates every bounded cell within a few
+#: hundred steps).  ``random-walk`` stays available (the iRNN paper's Fig. 2 input).
+DEFAULT_INPUT = "noise"
 #: Input kinds that take a ``variance``.
 VARIANCE_INPUTS = ("random-walk", "noise")
 #: Model settings with a field of their own (the rest go through ``settings``).
@@ -32,7 +39,7 @@ class RunSpec:
     model : str or None
         Registry name (``dynlab.MODELS``); None means ``DEFAULT_MODEL`` (or the weights file's).
     hidden, inputs : int or None
-        D and d; None means 2 and 1 (or the weights file's).
+        D and d; None means ``DEFAULT_HIDDEN`` (32) and 1 (or the weights file's).
     activation, K, eta, alpha, g0 : optional model settings; None means the model's default.
     weight_scale : float or None
         Scale of the random recurrent weights; None means the model's default.
@@ -47,7 +54,7 @@ class RunSpec:
     steps, batch : int, int or None
         Sequence length T and number of sequences B (None: one unbatched sequence).
     input : str
-        Input kind (``dynlab.tasks.INPUTS``); ``variance`` (None: the generator's default)
+        Input kind (``dynlab.tasks.INPUTS``; ``DEFAULT_INPUT``, bounded noise, when not given); ``variance`` (None: the generator's default)
         applies to ``random-walk`` and ``noise``.
     backend : str or None
         ``numpy``, ``numba`` or ``cupy``; None means the library default.
@@ -71,7 +78,7 @@ class RunSpec:
     weights: str | None = None
     steps: int = 1000
     batch: int | None = None
-    input: str = "random-walk"
+    input: str = DEFAULT_INPUT
     variance: float | None = None
     backend: str | None = None
     compare: tuple = ()
@@ -229,7 +236,13 @@ class EquilibriaSpec:
     run : RunSpec (one sequence: ``batch`` None)
     method : "newton", "euler", "rk4" or "scipy" (``dynlab.equilibrium``)
     tol : residual tolerance ‖F‖∞
-    n_starts : int or None — multi-start search (``dynlab.fixed_points``) at the first input
+    n_starts : int or None — multi-start search (``dynlab.fixed_points``) at ``constant_input``
+    constant_input : tuple of float or None — the constant input of the search: one value for every
+        input unit, or d values; None means 0
+    task : str or None — the search starts from the states the network visits on this task's test
+        inputs (``dynlab.make_task(task, steps)``); None: from the trajectory of the run's input for
+        gru, lstm and stack, from random states run along the dynamics for the others
+    keep_unreachable : keep the points outside the states a trajectory can reach (flagged)
     continue_over : str or None — continuation (``dynlab.continuation``) over x, x<j>, b, b<i>, alpha
     param_range : (lo, hi) of the continuation
     """
@@ -238,6 +251,9 @@ class EquilibriaSpec:
     method: str = "newton"
     tol: float = 1e-12
     n_starts: int | None = None
+    constant_input: tuple | None = None
+    task: str | None = None
+    keep_unreachable: bool = False
     continue_over: str | None = None
     param_range: tuple | None = None
 

@@ -38,6 +38,9 @@ sys.path.insert(0, os.path.dirname(__file__))  # so tests can `import naive`
 # output is the same with a cold Numba cache (a fresh CI install) and a warm one;
 # tests/test_compile_notice.py turns it on where it is tested.
 os.environ["DYNLAB_COMPILE_NOTICE"] = "0"
+# Long library calls are quiet in the tests (no progress bars, dynlab.progress); the tests of the
+# bars lift it where they test them.
+os.environ["DYNLAB_QUIET"] = "1"
 
 import dynlab  # noqa: E402
 import dynlab.config  # noqa: E402

@@ -119,7 +119,7 @@ def test_simulate_from_weights(tmp_path):
     ok("simulate", "--weights", w, "--steps", "50", "--seed", "3", "--data", nc)
     ds = dynlab.read_dataset(nc)
     assert ds.attrs["model"] == "fastrnn" and float(ds["beta"]) == 1.5
-    expect = dynlab.simulate(dynlab.load_model(w), dynlab.tasks.random_walk(50, 2, seed=3),
+    expect = dynlab.simulate(dynlab.load_model(w), dynlab.tasks.noise(50, 2, seed=3),  # the default input
                              backend=ds.attrs["backend"])
     np.testing.assert_array_equal(ds["h"].values, expect["h"].values)
     for args, option in ((["--K", "5"], "--K"), (["--model", "rnn"], "--model"), (["--hidden", "4"], "--hidden")):
@@ -159,7 +159,8 @@ def test_phase_divergence_keeps_every_model(tmp_path):
 
 def test_phase_irnn_writes_png_and_dataset(tmp_path):
     png, nc = tmp_path / "p.png", tmp_path / "p.nc"
-    result = ok("phase", "--model", "irnn", "--K", "5", "--steps", "200", "--out", png, "--data", nc)
+    result = ok("phase", "--model", "irnn", "--K", "5", "--steps", "200", "--input", "random-walk", "--out", png,
+                "--data", nc)
     width, height = png_size(png)
     assert width > 0 and height > 0
     ds = dynlab.read_dataset(nc)
@@ -167,7 +168,7 @@ def test_phase_irnn_writes_png_and_dataset(tmp_path):
     assert ds["h"].dims == ("model", "time", "unit") and ds["x"].dims == ("time", "unit_in")
     assert ds.attrs["irnn__K"] == 5 and ds.attrs["variance"] == 10.0 and ds.attrs["input_seed"] == 0
     assert "K" not in ds.attrs  # nothing at the top level describes one entry only
-    # the inputs are the paper's: a random walk with variance 10
+    # the paper's input, asked for: a random walk with variance 10 (its default variance there)
     np.testing.assert_array_equal(ds["x"].values, dynlab.tasks.random_walk(200, 1, variance=10.0, seed=0))
     # s_m = h_m + h_{m-1} with h_0 = 0, and eq_residual is its equation's residual
     h = ds["h"].sel(model="irnn").values

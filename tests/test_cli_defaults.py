@@ -55,7 +55,7 @@ def test_every_option_of_every_command_has_a_table_entry():
 
 def test_every_option_without_a_default_is_a_flag_path_argument_or_mode():
     """NO_DEFAULT is kept for what has none: flags (False), paths, --set, arguments, mode switches."""
-    modes = {"n_starts", "continue_over", "param_range", "settings", "version"}
+    modes = {"n_starts", "continue_over", "param_range", "settings", "version", "task"}
     for key, cmd in COMMANDS.items():
         for p in cmd.params:
             if DEFAULTS[key][p.name] is not NO_DEFAULT:
@@ -105,7 +105,7 @@ def test_model_settings_table_equals_the_models_own_defaults():
 
 def test_command_defaults_equal_the_library_constants():
     """Where the library has the same default for its own callers, the two agree."""
-    from dynlab.runs import partition as rp, phase as rph
+    from dynlab.commands import partition as rp, phase as rph
     from dynlab.sweep import driver
     from dynlab.tasks import make_task
     from dynlab.train import loop
@@ -287,14 +287,13 @@ PROBES = {
 CAPS = {("partition", "batch"): lambda ds: (len(dynlab.tasks.labelled.labelled_sequences(ds.attrs["dataset"])[1])
                                             if "label" in ds else math.inf)}
 #: Defaults stated in words only (``DESCRIBED``), each measured by its own test below.
-DESCRIBED_TESTS = {("sweep", "region_size"): "test_sweep_region_size_default_is_the_stated_one"}
+DESCRIBED_TESTS = {("sweep", "region_size"): "test_sweep_region_size_default_is_the_stated_one",
+                   ("equilibria", "constant_input"): "test_fixed_points_search_at_zero_input_by_default"}
 #: Extra arguments a value of a key option needs (the implicit networks train on xor, oscillator).
 NEEDS = {("train", "model", "implicit"): {"task": "xor"}, ("train", "task", "xor"): {"model": "implicit"},
          ("train", "task", "oscillator"): {"model": "implicit"}}
 #: The models each command takes (the "otherwise" model of a per-model default is one of them).
-COMMAND_MODELS = {"simulate": D.SEQUENCE_MODELS, "phase": D.SEQUENCE_MODELS, "gradients": D.SEQUENCE_MODELS,
-                  "equilibria": D.EQUILIBRIA_MODELS, "spectrum": D.SPECTRUM_MODELS,
-                  "converge": ("irnn",), "partition": D.PARTITION_MODELS, "train": D.TRAIN_MODELS}
+COMMAND_MODELS = D.COMMAND_MODELS
 #: A value to give an option when checking that it is refused where its default says it does not apply.
 SAMPLE = {"K": "1", "eta": "1", "alpha": "1", "g0": "zero", "variance": "1", "steps": "5", "inputs": "2",
           "input": "noise"}
@@ -419,10 +418,23 @@ def test_sweep_region_size_default_is_the_stated_one(tmp_path, monkeypatch):
     assert re.search(r"\b64 for batched targets, 8 otherwise", text)
 
 
+def test_fixed_points_search_at_zero_input_by_default(tmp_path):
+    """--fixed-points searches at x = 0 unless --constant-input gives one value (every unit) or d."""
+    ds = _run_to_dataset(tmp_path, "equilibria", ["--fixed-points", "4", "--hidden", "3", "--inputs", "2"])
+    assert ds.attrs["result"] == "fixed_points" and ds["x"].values.tolist() == [0.0, 0.0]
+    ds = _run_to_dataset(tmp_path, "equilibria", ["--fixed-points", "4", "--hidden", "3", "--inputs", "2",
+                                                  "--constant-input", "0.5"])
+    assert ds["x"].values.tolist() == [0.5, 0.5]
+    ds = _run_to_dataset(tmp_path, "equilibria", ["--fixed-points", "4", "--hidden", "3", "--inputs", "2",
+                                                  "--constant-input", "0.5,-1"])
+    assert ds["x"].values.tolist() == [0.5, -1.0]
+    assert "0 for every input unit" in DEFAULTS["equilibria"]["constant_input"].render()
+
+
 def test_partition_and_train_defaults_are_what_the_issue_found_wrong(tmp_path, monkeypatch):
     """The two cases the issue names: partition says rnn/relu and runs them; train says 64 units."""
     shown = _normal(ok("partition", "--help").stdout)
-    assert _normal("--model [rnn|fastrnn|antisymmetric|rin|irnn|ctrnn|implicit|gru|lstm|stack] Model kind (see `dynlab models`). "
+    assert _normal("--model [rnn|fastrnn|antisymmetric|rin] Model kind (see `dynlab models`). "
                    "[default: rnn]") in shown
     assert _normal("Activation φ. [default: relu]") in shown
     ds = _run_to_dataset(tmp_path, "partition", ["--steps", "5"])

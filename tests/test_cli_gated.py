@@ -7,6 +7,7 @@ import pytest
 import dynlab as dl
 from conftest import cli_ok as ok, cli_run as run
 from dynlab.train.loop import train_model
+from dynlab.spec import DEFAULT_INPUT
 
 STACK = ("--set", "cell=lstm", "--set", "layers=2")
 
@@ -16,7 +17,7 @@ def _model(name, D, d=1, seed=0, **kw):
 
 
 def _input(T, seed=0, variance=1.0):
-    return dl.tasks.make_input("random-walk", T, 1, seed=seed, variance=variance)
+    return dl.tasks.make_input(DEFAULT_INPUT, T, 1, seed=seed, variance=variance)  # the commands' default input
 
 
 @pytest.mark.parametrize("name,args,kw", [("gru", (), {}), ("lstm", (), {}),
@@ -42,7 +43,7 @@ def test_phase_compares_gru_lstm_stack_and_rnn_on_their_outputs(tmp_path):
     data = tmp_path / "p.nc"
     ok("phase", "--model", "lstm", "--compare", "rnn,gru,stack", "--hidden", 3, "--steps", 12, "--data", data)
     ds = dl.read_dataset(data)
-    x = _input(12, variance=10.0)        # phase's default variance
+    x = _input(12, variance=1.0)         # phase's default input: noise of variance 1
     np.testing.assert_array_equal(ds["x"].values, x)
     for entry in ("lstm", "rnn", "gru", "stack"):
         m = dl.model_from_dataset(ds, entry=entry)
@@ -140,5 +141,6 @@ def test_fixed_points_of_a_map_start_on_its_trajectory(tmp_path):
     m = _model("gru", 8)
     x = _input(ds.attrs["steps"] if "steps" in ds.attrs else 1000, seed=0)
     H = dl.simulate(m, x)["h"].values[:-1]
-    want = dl.fixed_points(m, x[0], n_starts=64, seed=0, trajectories=H)
+    want = dl.fixed_points(m, np.zeros(1), n_starts=64, seed=0, trajectories=H)   # at x = 0 by default
+    np.testing.assert_array_equal(ds["x"].values, [0.0])
     np.testing.assert_allclose(ds["h_eq"].values, want["h_eq"].values, rtol=0, atol=1e-12)

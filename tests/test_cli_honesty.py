@@ -18,10 +18,10 @@ import dynlab
 from conftest import cli_ok as ok, cli_run as run
 from dynlab.cli.checks import FIXED_BY_CHECKPOINT, NOT_IMPLICIT
 
-#: The calls through which the commands compute (``dynlab.runs``, the sweep, the figures).
-COMPUTE = ["dynlab.runs.simulate_spec", "dynlab.runs.phase_dataset", "dynlab.runs.gradients_dataset",
-           "dynlab.runs.equilibria_dataset", "dynlab.runs.spectrum_dataset", "dynlab.runs.converge_dataset",
-           "dynlab.runs.partition_dataset", "dynlab.runs.train_spec", "dynlab.sweep.sweep_from_file",
+#: The calls through which the commands compute (``dynlab.commands``, the sweep, the figures).
+COMPUTE = ["dynlab.commands.simulate_spec", "dynlab.commands.phase_dataset", "dynlab.commands.gradients_dataset",
+           "dynlab.commands.equilibria_dataset", "dynlab.commands.spectrum_dataset", "dynlab.commands.converge_dataset",
+           "dynlab.commands.partition_dataset", "dynlab.commands.train_spec", "dynlab.sweep.sweep_from_file",
            "dynlab.figures._recipe.run_recipe"]
 
 
@@ -272,8 +272,8 @@ def test_unwritable_data_is_found_before_a_long_run(tmp_path, monkeypatch):
     if not os.path.isdir("/proc"):
         pytest.skip("no /proc here")
     calls = []
-    real = dynlab.runs.gradients_dataset
-    monkeypatch.setattr("dynlab.runs.gradients_dataset", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = dynlab.commands.gradients_dataset
+    monkeypatch.setattr("dynlab.commands.gradients_dataset", lambda *a, **k: calls.append(1) or real(*a, **k))
     _one_line_error(run("gradients", "--steps", "100000", "--data", PROC + ".nc"), "--data")
     assert calls == []
 
@@ -292,8 +292,8 @@ QUIET_RUNS = {
 @pytest.mark.parametrize("command", list(QUIET_RUNS))
 def test_quiet_prints_nothing_and_still_writes(command, where, files, tmp_path, monkeypatch):
     progress = []
-    real_train = dynlab.runs.train_spec
-    monkeypatch.setattr("dynlab.runs.train_spec", lambda spec: progress.append(spec.progress) or real_train(spec))
+    real_train = dynlab.commands.train_spec
+    monkeypatch.setattr("dynlab.commands.train_spec", lambda spec: progress.append(spec.progress) or real_train(spec))
     data, out = tmp_path / "q.nc", tmp_path / "q.png"
     args = _fill(QUIET_RUNS[command], files) + ["--data", str(data)]
     if command != "sweep":
@@ -309,8 +309,8 @@ def test_quiet_prints_nothing_and_still_writes(command, where, files, tmp_path, 
     assert data.exists() and dynlab.read_dataset(data).sizes
     if command != "sweep":
         assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    if command == "train":
-        assert (tmp_path / "q.npz").exists() and progress == [None, False]
+    if command == "train":  # the quiet run is quiet by dynlab.progress.quiet(), not by a setting of its own
+        assert (tmp_path / "q.npz").exists() and progress == [None, None]
 
 
 def test_quiet_keeps_the_errors(tmp_path):
@@ -323,7 +323,11 @@ def test_quiet_keeps_the_errors(tmp_path):
     _one_line_error(run("simulate", "--quiet", "--steps", "0"), "--steps")
 
 
-def test_quiet_silences_the_sweep_progress_bar(files):
+def test_quiet_silences_the_sweep_progress_bar(files, monkeypatch):
+    from dynlab import progress
+
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)   # a long run, and the tests' quiet lifted
+    monkeypatch.delenv("DYNLAB_QUIET")
     loud = ok("sweep", files["SPEC"])
     assert "points/s" in loud.stderr
     assert ok("sweep", files["SPEC"], "-q").stderr == ""

@@ -194,10 +194,25 @@ def test_plot_gradients_and_equilibria_draw_direct_results():
     np.testing.assert_array_equal(_drawn_axes(fig)[0].lines[0].get_ydata(), eq["max_real"].values)
 
 
-def test_moved_command_functions_still_resolve_from_plot_with_a_warning():
-    from dynlab.runs import phase_dataset
+def test_removed_command_functions_say_where_they_are_and_plot_reaches_no_higher():
+    """The command functions' old names under dynlab.plot are gone (deprecated a release ago): the
+    error names dynlab.commands, and asking for them imports nothing above dynlab.plot."""
+    import sys
 
-    with pytest.warns(DeprecationWarning, match="dynlab.runs"):
-        assert dl.plot.phase_dataset is phase_dataset
-    with pytest.raises(AttributeError):
+    before = set(sys.modules)
+    with pytest.raises(AttributeError, match=r"use dynlab\.commands\.phase_dataset"):
+        dl.plot.phase_dataset  # noqa: B018
+    assert not {m for m in set(sys.modules) - before if m.startswith("dynlab.")}
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         dl.plot.no_such_name  # noqa: B018
+
+
+def test_the_old_command_layer_path_warns_and_resolves():
+    from dynlab.commands import phase_dataset, stability
+
+    with pytest.warns(DeprecationWarning, match="dynlab.commands.phase_dataset"):
+        from dynlab.runs import phase_dataset as old
+    assert old is phase_dataset
+    with pytest.warns(DeprecationWarning):
+        from dynlab.runs import stability as old_module
+    assert old_module is stability

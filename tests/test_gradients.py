@@ -393,7 +393,7 @@ def test_lanczos_and_its_cholesky_certificate():
 def test_reverse_mode_is_safe_from_several_threads(layer):
     """Two threads computing curves at once (as Dask workers with threads do) get the serial
     answers.  Numba's ``workqueue`` layer aborts the process on concurrent parallel launches;
-    ``dynlab.kernels.parallel.launch`` serialises them there — run in a subprocess with that
+    ``dynlab.backends.numba.parallel.launch`` serialises them there — run in a subprocess with that
     layer forced, where an abort would show as a non-zero exit."""
     import subprocess
     import sys

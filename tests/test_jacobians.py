@@ -372,7 +372,8 @@ def test_jacobians_reports_divergence():
 
 
 def test_exported():
-    assert dynlab.jacobians is jacobians and dynlab.jacobian_at is jacobian_at
+    # dl.jacobians is the analysis function, wrapped to take progress= (dynlab.progress.reports)
+    assert dynlab.jacobians.__wrapped__ is jacobians and dynlab.jacobian_at is jacobian_at
 
 
 # ------------------------------------------------------------------------------ bad input

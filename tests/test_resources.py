@@ -59,7 +59,7 @@ def refused(args, option, *words, max_alloc=128 * 1024 ** 2):
     (["spectrum", "--batch", 10 ** 9], "--batch", ["the spectra", "TiB"]),
     (["partition", "--batch", 10 ** 8], "--batch", ["the input x"]),
     (["train", "--batch", 10 ** 9, "--iterations", 1], "--batch", ["BPTT tapes"]),
-    (["simulate", "--inputs", 10 ** 11], "--inputs", ["W 2×1e+11"]),
+    (["simulate", "--inputs", 10 ** 11], "--inputs", ["W 32×1e+11"]),
     (["simulate", "--hidden", 99999999999999999999999], "--hidden", ["1e+23×1e+23"]),
     (["gradients", "--hidden", 99999999999999999999999], "--hidden", ["1e+23", "EiB"]),
     (["simulate", "--K", 10 ** 9], "--K", ["h", "limit"]),
@@ -216,10 +216,12 @@ def test_available_memory_reads_meminfo():
     (["partition", "--hidden", 4, "--steps", 20, "--batch", 4], "partition trace"),
 ])
 def test_progress_shown_for_long_runs_and_not_with_quiet(monkeypatch, args, stage):
-    """A patched threshold (0 s instead of a few seconds) stands in for a long run."""
-    from dynlab.cli import commands
+    """A patched delay (0 s instead of a few seconds) stands in for a long run; the tests' own
+    quiet (DYNLAB_QUIET, tests/conftest.py) is lifted here."""
+    from dynlab import progress
 
-    monkeypatch.setattr(commands, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)
+    monkeypatch.delenv("DYNLAB_QUIET")
     r = run(*args)
     assert r.exit_code == 0, r.output
     assert stage in r.stderr and "ETA" in r.stderr, r.stderr
@@ -228,7 +230,8 @@ def test_progress_shown_for_long_runs_and_not_with_quiet(monkeypatch, args, stag
     assert quiet.exit_code == 0 and quiet.stderr == ""
 
 
-def test_no_progress_for_short_runs():
+def test_no_progress_for_short_runs(monkeypatch):
+    monkeypatch.delenv("DYNLAB_QUIET")
     r = run("gradients", "--hidden", 4, "--steps", 50)
     assert r.exit_code == 0 and "ETA" not in r.stderr
 
@@ -250,7 +253,7 @@ def test_a_long_run_asks_for_force_on_the_command_line_and_runs_with_it(monkeypa
     the estimate and the way to go on; ``--force`` runs it; the library itself does not ask."""
     from dynlab import config
 
-    out = refused(["simulate", "--K", 10 ** 9, "--steps", 10], "--K", "--force", "112 s")
+    out = refused(["simulate", "--K", 10 ** 9, "--steps", 10, "--hidden", 2], "--K", "--force", "112 s")
     assert "K×T×B = 1000000000×10×1" in out
     monkeypatch.setattr(config, "CLI_CONFIRM_SECONDS", 1e-9)  # every run is "long" now
     refused(["simulate", "--steps", 20], ("--steps", "--K", "--hidden"), "--force")

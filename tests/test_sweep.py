@@ -26,6 +26,7 @@ from click.testing import CliRunner
 
 import dynlab as dl
 from dynlab.cli import main
+from dynlab.spec import DEFAULT_INPUT
 from dynlab.errors import DivergenceError, ParameterError
 from dynlab.sweep import Target, Var, register_target
 from dynlab.sweep.grid import region_chunks, regions
@@ -40,7 +41,7 @@ def _run(settings):
     s = dict(settings)
     name = s.pop("model", "irnn")
     hidden, steps, seed = s.pop("hidden", 2), s.pop("steps", 1000), s.pop("seed", 0)
-    kind, variance = s.pop("input", "random-walk"), s.pop("variance", None)
+    kind, variance = s.pop("input", DEFAULT_INPUT), s.pop("variance", None)
     m = dl.make_model(name, hidden, 1, seed=seed, **s)
     opts = {} if variance is None else {"variance": variance}
     x = dl.tasks.make_input(kind, steps, 1, seed=seed, **opts)
@@ -274,7 +275,7 @@ def test_store_equals_memory_and_is_never_overwritten(tmp_path):
     (dict(grid={"k": [1, 2]}, analysis="lyapunov"), "grid.k", "cannot be swept"),
     (dict(grid={"K": [1, 2]}, fixed={"k": 9}, analysis="lyapunov"), "fixed.k", "between 1 and hidden"),
     (dict(zipped={"z": {"K": [1, 2], "eta": [0.5]}}), "zip.z", "one length"),
-    (dict(grid={"K": [1, 2]}, progress=True), "progress", "callable"),
+    (dict(grid={"K": [1, 2]}, progress="yes"), "progress", "callable"),
 ])
 def test_bad_specs_name_the_setting(kwargs, param, match):
     kw = dict(kwargs)
@@ -338,7 +339,11 @@ seeds = {seeds}
 """
 
 
-def test_spec_file_equals_python_call(tmp_path):
+def test_spec_file_equals_python_call(tmp_path, monkeypatch):
+    from dynlab import progress
+
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)   # the bar at once, and the tests' quiet lifted
+    monkeypatch.delenv("DYNLAB_QUIET")
     spec = tmp_path / "g.toml"
     spec.write_text(SPEC.format(steps=20, seeds=2))
     out = str(tmp_path / "g.zarr")
@@ -496,7 +501,7 @@ def test_xarray_region_writes_equal_the_direct_zarr_writes(tmp_path):
 def test_simulate_target_reports_divergence_like_simulate():
     fixed = {"model": "rnn", "hidden": 3, "steps": 900, "activation": "identity", "weight_scale": 3.0}
     res = dl.sweep("simulate", {"seed": [0, 2]}, fixed=fixed)
-    assert res.attrs["input"] == "random-walk" and res.attrs["inputs"] == 1
+    assert res.attrs["input"] == DEFAULT_INPUT == "noise" and res.attrs["inputs"] == 1
     for settings, idx in _points(res):
         m, x = _run({**fixed, **settings})
         with pytest.raises(DivergenceError) as err:

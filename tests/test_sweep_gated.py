@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import dynlab as dl
+from dynlab.spec import DEFAULT_INPUT
 from dynlab.errors import ParameterError
 
 MAPS = {"model": ["gru", "lstm", "stack"]}
@@ -15,7 +16,7 @@ FIXED = {"hidden": 3, "steps": 12, "cell": "lstm", "layers": 2}
 def _run(name, seed, steps=12):
     kw = {"cell": "lstm", "layers": 2} if name == "stack" else {}
     m = dl.make_model(name, 3, 1, seed=seed, **kw)
-    return m, dl.tasks.make_input("random-walk", steps, 1, seed=seed)
+    return m, dl.tasks.make_input(DEFAULT_INPUT, steps, 1, seed=seed)  # the sweep's default input
 
 
 def _sweep(analysis, fixed=FIXED, **kw):

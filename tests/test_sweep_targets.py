@@ -2,6 +2,7 @@
 import numpy as np
 
 import dynlab as dl
+from dynlab.spec import DEFAULT_INPUT
 from dynlab.analysis.convergence import convergence
 from dynlab.analysis.spectra import spectrum
 
@@ -11,7 +12,7 @@ def test_convergence_target_equals_public_call():
     res = dl.sweep("convergence", {"eta": [0.3, 0.6]}, fixed=fixed)
     for eta in (0.3, 0.6):
         m = dl.make_model("irnn", hidden=8, inputs=1, eta=eta, weight_scale=0.4, seed=0)
-        x = dl.tasks.random_walk(steps=4, inputs=1, seed=0)
+        x = dl.tasks.make_input(DEFAULT_INPUT, 4, 1, seed=0)   # the sweep's default input
         cv = convergence(m, x, K_max=25)
         pt = res.sel(eta=eta)
         assert float(pt.rate) == float(cv.rate.max())
@@ -24,7 +25,7 @@ def test_spectrum_target_equals_public_call():
     res = dl.sweep("spectrum", {"K": [1, 5]}, fixed={"model": "irnn", "hidden": 6, "steps": 15})
     for K in (1, 5):
         m = dl.make_model("irnn", hidden=6, inputs=1, K=K, seed=0)
-        x = dl.tasks.random_walk(steps=15, inputs=1, seed=0)
+        x = dl.tasks.make_input(DEFAULT_INPUT, 15, 1, seed=0)
         sp = spectrum(m, x)
         pt = res.sel(K=K)
         assert float(pt.max_real) == float(sp.max_real.max())
@@ -47,7 +48,7 @@ def test_partition_target_equals_public_call_and_refuses_tanh():
     res = dl.sweep("partition", {"hidden": [4, 8]}, fixed={"model": "rnn", "activation": "relu", "steps": 30})
     for D in (4, 8):
         m = dl.make_model("rnn", hidden=D, inputs=1, activation="relu", seed=0)
-        ds = partition(m, dl.tasks.random_walk(steps=30, inputs=1, seed=0))
+        ds = partition(m, dl.tasks.make_input(DEFAULT_INPUT, 30, 1, seed=0))
         pt = res.sel(hidden=D)
         assert float(pt.regions) == float(ds.regions[-1])
         assert float(pt.reconstruction_error) == float(ds.reconstruction_error.max()) < 1e-10

@@ -57,7 +57,7 @@ def test_equilibria_command_solves_implicit_nets_like_the_library(tmp_path):
     assert res.exit_code == 0, res.output
     ds = read_dataset(tmp_path / "e.nc")
     m = dl.make_model("implicit", hidden=6, inputs=3, seed=0)
-    x = dl.tasks.random_walk(steps=20, inputs=3, seed=0)
+    x = dl.tasks.noise(steps=20, inputs=3, seed=0)   # the command's default input
     ref = implicit_equilibrium(m, x, method="newton")
     assert np.array_equal(ds["h_eq"].values, ref["h_eq"].values)
     assert ds["residual"].max() <= 1e-12 and ds["converged"].all()

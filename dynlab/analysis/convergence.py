@@ -18,7 +18,7 @@ tends to h_eq with s* = h_eq + σh solving α s* = φ(U s* + W x + b).  ``conver
   paper's ρ = 1 − αη + η‖U‖₂.  Since s_k − s* = (1 − αη)(s_{k-1} − s*) + η(φ(U s_{k-1} + c) −
   φ(U s* + c)), every step contracts the error by at least ρ, so **e_k ≤ ρ^k e_0** for every k
   (the corrected Prop. 2).  The printed form e_K ≤ ρ^K e_1 is false: at K = 1 it says e_1 ≤ ρ e_1,
-  which fails whenever ρ < 1 and e_1 > 0 (README, errata).
+  which fails whenever ρ < 1 and e_1 > 0 (docs/background/errata.md).
 """
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ from .._resources import check_fixed_points, progress
 from ..activations import dphi, phi
 from ..backends import get_backend
 from ..errors import ParameterError
+from .reachable import state_box, task_states
 
 if TYPE_CHECKING:
     from ..models import IRNN
@@ -749,7 +750,7 @@ _EQUATIONS = {"irnn": "α s = φ(U s + W x + b), s = h_eq + sign·h_prev",
 def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 50, spread: float = 2.0,
                  starts=None, trajectories=None, start_noise: float = 0.0, n_components: int = 3, seed: int = 0,
                  tol: float = 1e-12, slow_tol: float = 1e-6, dedup_tol: float = 1e-6, max_iter: int = 200,
-                 stability_tol: float = 1e-9, command=None):
+                 stability_tol: float = 1e-9, keep_unreachable: bool = False, command=None):
     """All the equilibria a multi-start search finds at one constant input, each certified and
     linearised (eigenvalues; eigenvectors of the unstable modes, so saddles are told apart).
 
@@ -768,6 +769,13 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
     q ≤ ``slow_tol`` are kept as slow points (``kind`` 0).  A second pass starts halfway between
     every pair of distinct minima of the first, where saddles usually lie.
 
+    Only points a trajectory can reach are answers: outside the box of states the dynamics keep a
+    trajectory in (``dynlab.analysis.reachable.state_box``: |h| ≤ 1 for a tanh GRU's h, h = φ(·) for
+    the Elman cells, …) the search finds "fixed points" where a gate has saturated in floating
+    point and slow points on flat plateaus that no trajectory visits.  They are left out of the
+    result (attr ``n_unreachable`` counts them) unless ``keep_unreachable``, which keeps them with
+    ``reachable`` = 0.  Random starts are drawn inside the box.
+
     For the iRNN the roots are those of the step equation α s = φ(U s + W x + b) in s (with
     h_prev = 0, h_eq = s); for the CTRNN the zeros of the flow; for the cells the fixed points of
     the map; for gru, lstm and stack the fixed points s = step(s, x) of the whole state (an
@@ -775,12 +783,14 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
 
     Parameters
     ----------
-    model : dynlab model;  x : (d,) constant input (zeros by default)
+    model : dynlab model;  x : (d,) constant input, any value (zeros by default)
     starts : (n, D) array, optional — extra starting points (in the solve's variable y)
-    trajectories : (B, T, D) or (N, D) states of the network's own trajectories, optional: the
+    trajectories : (B, T, D) or (N, D) states of the network's own trajectories, or a ``Task``
+        (``dynlab.make_task``: the states the model visits on its test inputs), optional: the
         random starts are drawn from them, and the Dataset gets their top ``n_components``
         principal components with every point, unstable direction and trajectory projected
         (what ``dynlab.plot.plot_fixed_points`` draws)
+    keep_unreachable : keep the points outside the reachable states (flagged), see above
     start_noise : standard deviation of the noise added to starts drawn from ``trajectories``
 
     Returns
@@ -793,12 +803,15 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
     ``unstable_eig_real``/``unstable_eig_imag`` (point, mode) and ``unstable_vectors`` /
     ``unstable_vectors_imag`` (point, mode, unit): their eigenvalues and unit eigenvectors, most
     unstable first, NaN beyond a point's ``n_unstable``; for the maps also ``step_eig_real`` /
-    ``step_eig_imag`` (the step Jacobian's eigenvalues μ = λ + 1) and ``step_radius``; ``x``; with
+    ``step_eig_imag`` (the step Jacobian's eigenvalues μ = λ + 1) and ``step_radius``; ``reachable``
+    (1 inside the reachable box; 0 only with ``keep_unreachable``); ``x``; with
     ``trajectories`` also ``pc_axes`` (pc, unit), ``pc_mean``, ``pc_explained``, ``h_pc``
     (point, pc), ``unstable_pc`` (point, mode, pc), ``trajectory_pc`` (trajectory, time, pc).
     Roots come first, ordered by their first coordinate.  attrs ``n_roots``, ``n_slow``,
     ``n_stable`` (stable roots), ``n_saddles`` (roots with exactly one unstable mode),
-    ``certificate`` (what certifies the roots, or why none is claimed).
+    ``n_unreachable`` (points outside the reachable box: left out, or kept and flagged),
+    ``state_box`` (the rule of that box), ``certificate`` (what certifies the roots, or why none
+    is claimed).  The counts are of the points in the result.
 
     Example
     -------
@@ -819,7 +832,10 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
         D = model.state_size
         check_fixed_points(max(int(n_starts), 0) + (0 if starts is None else len(starts)), D)  # before allocating
         rng = np.random.default_rng(seed)
+        box = state_box(model, xa[0])
         traj = None
+        if trajectories is not None and hasattr(trajectories, "batch"):  # a Task: the states on its test inputs
+            trajectories = task_states(model, trajectories)
         if trajectories is not None:
             traj = np.asarray(trajectories, dtype=np.float64)
             if traj.ndim == 2:
@@ -835,7 +851,7 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
             y = flat[rng.integers(0, flat.shape[0], int(n_starts))]
             Y.append(y + float(start_noise) * rng.standard_normal(y.shape))
         elif int(n_starts) > 0:
-            y = rng.standard_normal((int(n_starts), D)) * float(spread)
+            y = box.clip(rng.standard_normal((int(n_starts), D)) * float(spread))
             c = system.c_rows(xa, y.shape[0])
             # where along its trajectory each start is taken: early points (where the dynamics is
             # still far from the attractors, near saddles and slow regions) are favoured
@@ -888,6 +904,11 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
                 kinds.append(0)
                 iters.append(it)
         P = np.array(pts).reshape(-1, D)
+        reach = box.contains(P)
+        n_unreachable = int((~reach).sum())
+        if not keep_unreachable:  # left out: an answer no trajectory can reach is no answer
+            hits, kinds, iters = ([v for v, r in zip(lst, reach) if r] for lst in (hits, kinds, iters))
+            P, reach = P[reach], reach[reach]
         n = P.shape[0]
         cP = system.c_rows(xa, n)
         FP = system.F(P, cP) if n else np.empty((0, D))
@@ -921,6 +942,8 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
                                     {"long_name": "largest real part of the eigenvalues", "units": "1"}),
             "stability": xr.Variable(("point",), stab, dict(STABILITY_ATTRS)),
             "x": xr.Variable(("unit_in",), xa[0], {"long_name": "constant input x", "units": "1"}),
+            "reachable": xr.Variable(("point",), reach.astype(np.int8),
+                                     {"long_name": "inside the states a trajectory can reach", "units": "1"}),
             **_unstable_modes(eigs, vecs, growth, system.discrete, stability_tol, lab),
             **model_variables(model),
         }
@@ -939,6 +962,7 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
                  "search_seed": int(seed), "n_roots": int((kinds == 1).sum()), "n_slow": int((kinds == 0).sum()),
                  "n_stable": int(((kinds == 1) & (stab == STABLE)).sum()),
                  "n_saddles": int(((kinds == 1) & (n_unst == 1)).sum()),
+                 "n_unreachable": n_unreachable, "state_box": box.rule,
                  "certificate": _certificate_note(system),
                  "system": system.kind, "equation": _EQUATIONS[system.kind]}
         ds = xr.Dataset(data, attrs=attrs)

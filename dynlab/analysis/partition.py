@@ -636,8 +636,8 @@ def random_h0_regulariser(model, x, y, W_out, b_out=None, *, sigma: float, loss:
     cross-entropy σ²/(2N) Σ_n ‖diag(p_n,i (1 − p_n,i)) 𝒜_h‖²_F.  Both omit W_out; the
     cross-entropy form is defined only when the number of classes C equals D (the paper's 𝒜_h
     stands where W_out 𝒜_h belongs) and, even with W_out = I, it squares the diagonal of the
-    softmax Jacobian and drops the −ppᵀ coupling, so it does not equal E[L̃] − L (README,
-    errata).
+    softmax Jacobian and drops the −ppᵀ coupling, so it does not equal E[L̃] − L
+    (docs/background/errata.md).
 
     Returns dict: ``value`` ℛ, ``per_sequence`` (N,) the summands σ²/2·(…), ``loss`` L.
     """

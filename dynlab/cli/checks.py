@@ -20,7 +20,7 @@ import click
 
 from ..errors import ParameterError
 from ..spec import VARIANCE_INPUTS
-from .defaults import IMPLICIT_TASKS
+from .defaults import IMPLICIT_TASKS, MAP_MODELS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,16 +72,38 @@ def _eq_mode(v) -> str | None:
 _OWN_SOLVER = {"--fixed-points": "a multi-start Levenberg–Marquardt search, polished by Newton",
                "--continue-over": "pseudo-arclength continuation with a Newton corrector"}
 
+def _fp_from_input(v) -> bool:
+    """Whether ``--fixed-points`` starts from the trajectory of the input sequence: no --task, and a
+    model given by its step map (gru, lstm, stack; a --weights file's kind is known only later)."""
+    model = str(v.get("model") or "").lower()
+    return v.get("task") is None and (model in MAP_MODELS or (not model and v.get("weights") is not None))
+
+
+def _fp_starts(v) -> str:
+    return ("the states of the --task trajectories" if v.get("task") is not None else
+            "random states run along the dynamics (the input sequence is used only by gru, lstm and stack, "
+            "or with --task)")
+
+
 EQUILIBRIA = [
     Rule("param_range", lambda v, g: "param_range" in g and v.get("continue_over") is None,
          "applies only with --continue-over NAME (it is the range of that parameter)"),
     Rule("n_starts", lambda v, g: v.get("n_starts") is not None and v.get("continue_over") is not None,
          "and --continue-over are two modes; give one of them"),
+    *(Rule(name, lambda v, g, name=name: name in g and v.get("n_starts") is None,
+           "applies only with --fixed-points N (the multi-start search)")
+      for name in ("constant_input", "task", "keep_unreachable")),
     Rule("method", lambda v, g: "method" in g and _eq_mode(v) is not None,
          lambda v: f"chooses the solver of the equilibria along the sequence; {_eq_mode(v)} runs its own "
                    f"({_OWN_SOLVER[_eq_mode(v)]}): leave --method out"),
-    Rule("steps", lambda v, g: "steps" in g and _eq_mode(v) is not None,
-         lambda v: f"{_eq_mode(v)} uses only the first input x_1; leave --steps out"),
+    Rule("steps", lambda v, g: "steps" in g and v.get("continue_over") is not None,
+         "--continue-over uses only the first input x_1; leave --steps out"),
+    Rule("steps", lambda v, g: "steps" in g and v.get("n_starts") is not None and v.get("task") is None
+         and not _fp_from_input(v),
+         lambda v: f"--fixed-points starts here from {_fp_starts(v)}; leave --steps out"),
+    *(Rule(name, lambda v, g, name=name: name in g and v.get("n_starts") is not None and not _fp_from_input(v),
+           lambda v, name=name: f"--fixed-points starts here from {_fp_starts(v)}; leave --{name} out")
+      for name in ("input", "variance")),
     Rule("backend", lambda v, g: "backend" in g and (_eq_mode(v) is not None
                                                     or str(v.get("model") or "").lower() == "implicit"),
          lambda v: "is where the trajectory h_(m-1) of the equilibria along the sequence is simulated; "

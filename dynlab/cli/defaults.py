@@ -143,6 +143,11 @@ EQUILIBRIA_MODELS = tuple(MODEL_NAMES)
 SPECTRUM_MODELS = SEQUENCE_MODELS
 PARTITION_MODELS = ("rnn", "fastrnn", "antisymmetric", "rin")
 TRAIN_MODELS = ("rnn", "fastrnn", "antisymmetric", "rin", "irnn", "implicit", "gru", "lstm", "stack")
+#: The models each command takes: its --help lists them (a test runs every one and checks that the
+#: library refuses every other with one line naming --model).
+COMMAND_MODELS = {"simulate": SEQUENCE_MODELS, "phase": SEQUENCE_MODELS, "gradients": SEQUENCE_MODELS,
+                  "equilibria": EQUILIBRIA_MODELS, "spectrum": SPECTRUM_MODELS, "converge": ("irnn",),
+                  "partition": PARTITION_MODELS, "train": TRAIN_MODELS}
 
 
 def per_model(setting: str, models, overrides=None) -> By | object:
@@ -187,7 +192,7 @@ def model_defaults(models, *, model=spec.DEFAULT_MODEL, model_fill=False, hidden
 def input_defaults(steps: int, *, variance=None, variance_fill=False, batch=True) -> dict:
     """Rows for ``input_options``: T, the kind, and the variance of the kinds that take one."""
     variance = variance if variance is not None else {k: 1.0 for k in spec.VARIANCE_INPUTS}
-    rows = {"steps": Default(steps), "input": Default("random-walk"),
+    rows = {"steps": Default(steps), "input": Default(spec.DEFAULT_INPUT),
             "variance": Default(By("input", variance), fill=variance_fill)}
     if batch:
         rows["batch"] = Default(None, fill=False, text="one sequence (unbatched)")
@@ -208,10 +213,12 @@ TRAIN_LR, IMPLICIT_LR = 1e-3, 1e-2
 TASK_INPUTS = {"adding": 2, "adding-ternary": 2, "copy": 10, "digits-pixels": 1, "digits-rows": 8, "flipflop": 3}
 #: ``--steps`` of the tasks that take one (``make_task``; digits fix their own).
 TASK_STEPS = {"adding": 100, "adding-ternary": 100, "copy": 100, "flipflop": 100}
-#: ``--batch`` of ``dynlab partition --dataset`` (``dynlab.runs.partition.DATASET_BATCH``; a test checks).
+#: ``--batch`` of ``dynlab partition --dataset`` (``dynlab.commands.partition.DATASET_BATCH``; a test checks).
 PARTITION_DATASET_BATCH = 500
-#: ``dynlab phase``'s input variance (the iRNN paper's Fig. 2; ``dynlab.runs.phase.DEFAULT_VARIANCE``).
-PHASE_VARIANCE = 10.0
+#: ``dynlab phase``'s input variance per input kind (``dynlab.commands.phase.DEFAULT_VARIANCE``: the iRNN
+#: paper's Fig. 2 walk has variance 10) and hidden size (``PHASE_HIDDEN``: Fig. 2's 2-D cells).
+PHASE_VARIANCE = {"random-walk": 10.0, "noise": 1.0}
+PHASE_HIDDEN = 2
 
 
 #: ``dynlab partition --dataset`` choices: labelled sequences replace the drawn input.
@@ -232,9 +239,8 @@ DEFAULTS = {
     "dynlab": {"version": NO_DEFAULT, "quiet": NO_DEFAULT},
     "models": {"quiet": NO_DEFAULT},
     "simulate": {**model_defaults(SEQUENCE_MODELS), **input_defaults(1000), **_BACKEND, **_OUTPUTS},
-    "phase": {**model_defaults(SEQUENCE_MODELS),
-              **input_defaults(1000, variance={k: PHASE_VARIANCE for k in spec.VARIANCE_INPUTS},
-                               variance_fill=True, batch=False),
+    "phase": {**model_defaults(SEQUENCE_MODELS, hidden=PHASE_HIDDEN),
+              **input_defaults(1000, variance=PHASE_VARIANCE, variance_fill=True, batch=False),
               "compare": Default((), fill=False),
               "field": Default(By("model", {"ctrnn": By("input", {"constant": True}, False)}, False), fill=False,
                                text="on for a 2-D ctrnn with --input constant, off otherwise"),
@@ -244,7 +250,9 @@ DEFAULTS = {
                   **_BACKEND, **_OUTPUTS},
     "equilibria": {**model_defaults(EQUILIBRIA_MODELS), **input_defaults(100, batch=False),
                    "method": Default("newton"), "tol": Default(1e-12),
-                   "n_starts": NO_DEFAULT, "continue_over": NO_DEFAULT, "param_range": NO_DEFAULT,
+                   "n_starts": NO_DEFAULT, "constant_input": Default(DESCRIBED, fill=False, text="0 for every input unit"),
+                   "task": NO_DEFAULT, "keep_unreachable": NO_DEFAULT,
+                   "continue_over": NO_DEFAULT, "param_range": NO_DEFAULT,
                    **_BACKEND, **_OUTPUTS},
     "spectrum": {**model_defaults(SPECTRUM_MODELS), **input_defaults(200), "at": Default("trajectory"),
                  **_BACKEND, **_OUTPUTS},

@@ -1,9 +1,11 @@
-"""Shared click options, bundled as decorators so that ``--model`` means the same everywhere.
+"""Every option of every command, in one table (``OPTIONS``), so that ``--model`` means the same everywhere.
 
-Every option here becomes a field of ``dynlab.spec.RunSpec`` under the same name (``--K`` →
-``K``, ``--weight-scale`` → ``weight_scale``, ``--set`` → ``settings``); ``make_spec`` turns
-a command's keyword arguments into that one frozen spec.  An option left unset is ``None``,
-so the model's own default applies.  Nothing heavy is imported here: ``--help`` stays fast.
+The commands are built from ``dynlab.cli.commands.COMMANDS``, which names the option ids each
+command takes; ``dynlab.cli.defaults.DEFAULTS`` states every default.  The model and input
+options become fields of ``dynlab.spec.RunSpec`` under the same name (``--K`` → ``K``,
+``--weight-scale`` → ``weight_scale``, ``--set`` → ``settings``); ``make_spec`` turns a command's
+keyword arguments into that one frozen spec.  An option left unset is ``None``, so the model's
+own default applies.  Nothing heavy is imported here: ``--help`` stays fast.
 """
 from __future__ import annotations
 
@@ -257,46 +259,12 @@ force_option = click.option("--force", is_flag=True, default=False, expose_value
 
 _CHOICE = dict(case_sensitive=False)
 
-#: The shared model options by parameter name, in --help order.  Defaults are stated from
-#: ``dynlab.cli.defaults.DEFAULTS`` (per command), never written here.
-_MODEL_OPTIONS = {
-    "model": click.option("--model", type=click.Choice(MODEL_NAMES, **_CHOICE), default=None,
-                          help="Model kind (see `dynlab models`)."),
-    "hidden": click.option("--hidden", type=INT, default=None, metavar="D", help="Hidden-state size D."),
-    "inputs": click.option("--inputs", type=INT, default=None, metavar="d", help="Input size d."),
-    "activation": click.option("--activation", type=click.Choice(ACTIVATION_NAMES, **_CHOICE), default=None,
-                               help="Activation φ."),
-    "K": click.option("--K", "K", type=INT, default=None,
-                      help="irnn: number of inner Euler steps K (K=1 is SiRNN)."),
-    "eta": click.option("--eta", type=FLOAT, default=None, help="irnn: inner step size η > 0."),
-    "alpha": click.option("--alpha", type=FLOAT, default=None,
-                          help="irnn, ctrnn: the leak α ≥ 0; fastrnn: its raw gate α."),
-    "g0": click.option("--g0", type=click.Choice(G0_CHOICES, **_CHOICE), default=None,
-                       help="irnn: inner start g_0 = 0 or h_{m-1}."),
-    "weight_scale": click.option("--weight-scale", "weight_scale", type=FLOAT, default=None, metavar="S",
-                                 help="Scale of the random recurrent weights, U ~ N(0, S²/D)."),
-    "settings": click.option("--set", "settings", multiple=True, metavar="NAME=VALUE", callback=_parse_settings,
-                             help="Any other model setting listed by `dynlab models` (beta, eps, rank, …); "
-                                  "repeatable.  leak needs --activation leaky-relu."),
-    "seed": click.option("--seed", type=INT, default=None, metavar="N",
-                         help="Seed of the random weights and of the input sequence."),
-    "weights": click.option("--weights", type=str, default=None, metavar="FILE",
-                            help="Load the model from a dynlab.save_model .npz instead of drawing random weights; "
-                                 "the file fixes the model, its sizes and settings (the model options above "
-                                 "may not be given with it).  Also a PyTorch network's parameters under PyTorch's "
-                                 "names (.safetensors or .npz of a state_dict): --model rnn|gru|lstm checks the "
-                                 "kind, --activation relu gives an RNN's nonlinearity."),
-}
-#: Settings of the iRNN alone (commands whose models include no iRNN leave their options out).
-IRNN_ONLY = ("K", "eta", "g0")
 
-
-def model_options_without(*names):
-    """``model_options`` less the named options (``dynlab partition`` takes no iRNN)."""
-    return _stack(*(opt for name, opt in _MODEL_OPTIONS.items() if name not in names))
-
-
-model_options = model_options_without()
+def model_option(models=MODEL_NAMES):
+    """``--model``: any registry name parses (so a model a command refuses gets the library's own
+    one-line reason), and the help lists the models this command takes (``dynlab.cli.defaults``)."""
+    return click.option("--model", type=click.Choice(MODEL_NAMES, **_CHOICE), default=None,
+                        metavar="[" + "|".join(models) + "]", help="Model kind (see `dynlab models`).")
 
 
 def _parse_K_list(ctx, param, value):
@@ -322,108 +290,6 @@ def _parse_K_list(ctx, param, value):
     return tuple(out)
 
 
-_K_LIST_OPTION = click.option("--K", "K", type=str, default=None, metavar="K1,K2,…", callback=_parse_K_list,
-                              help="irnn: inner Euler steps K, one model per value, e.g. 1,5,10.")
-#: ``model_options`` with ``--K`` taking a comma-separated list (commands that compare K values).
-model_options_K_list = _stack(*(_K_LIST_OPTION if name == "K" else opt for name, opt in _MODEL_OPTIONS.items()))
-
-
-def input_options(*, batch: bool = True):
-    """The input-sequence options (their defaults, per command, are in ``dynlab.cli.defaults``).
-
-    ``--variance`` stays None when not given, so it never clashes with an input kind that
-    takes no variance; the command or the library fills in the default.
-    """
-    opts = [click.option("--steps", type=INT, default=None, metavar="T", help="Sequence length T.")]
-    if batch:
-        opts.append(click.option("--batch", type=INT, default=None, metavar="B",
-                                 help="Number of independent sequences B."))
-    opts += [
-        click.option("--input", "input", type=click.Choice(INPUT_KINDS, **_CHOICE), default=None,
-                     help="Input sequence kind."),
-        click.option("--variance", type=FLOAT, default=None, metavar="V",
-                     help="Step variance of random-walk, variance of noise."),
-    ]
-    return _stack(*opts)
-
-
-backend_option = click.option("--backend", type=click.Choice(BACKEND_NAMES, **_CHOICE), default=None,
-                              help="Where the kernels run.")
-out_option = click.option("--out", type=str, default=None, metavar="FILE", callback=_parse_out,
-                          help="Write the picture (.png, .pdf or .svg, by suffix).")
-data_option = click.option("--data", type=str, default=None, metavar="FILE.nc", callback=_parse_data,
-                           help="Write the results as a NetCDF Dataset (.nc).")
-lyapunov_option = click.option("--lyapunov", is_flag=True, default=False,
-                               help="Also compute the full finite-time Lyapunov spectrum and draw it.")
-step_norms_option = click.option("--step-norms/--no-step-norms", default=True,
-                                 help="Also ‖∂h_t/∂h_(t-1)‖ for every t. --no-step-norms leaves them out "
-                                      "(an iRNN with --hidden > 32 then runs the curve in reverse mode, "
-                                      "≈ 3× faster).")
-compare_option = click.option("--compare", type=str, default=None, metavar="NAMES", callback=_parse_compare,
-                              help="Comma-separated models drawn beside --model on the same input "
-                                   "(same seed, sizes, activation), e.g. rnn,fastrnn.")
-
-
-def announce_compilation(ctx: click.Context) -> None:
-    """Unless ``--quiet``: say once on stderr when dynlab's Numba kernels are being compiled (a
-    first run), and how long it took (``dynlab._compile_notice``).  Called by every command that
-    computes, after its options are parsed (so ``--help`` and bad input import no Numba).
-    ``DYNLAB_COMPILE_NOTICE=0`` in the environment turns it off (the test suite does)."""
-    import os
-
-    if not is_quiet(ctx) and os.environ.get("DYNLAB_COMPILE_NOTICE", "1").strip() != "0":
-        from .._compile_notice import install
-
-        install()
-
-
-def make_spec(ctx: click.Context, options: dict):
-    """The frozen ``RunSpec`` of a command's options (unknown keys are a bug, not a user error)."""
-    from ..spec import RunSpec
-
-    argv = (ctx.obj or {}).get("argv")
-    command = None if argv is None else "dynlab " + shlex.join(argv)
-    spec = RunSpec(command=command, **options)
-    announce_compilation(ctx)  # after the options are valid: bad input imports no Numba
-    return spec
-
-
-# ---------------------------------------------------------------- dynlab sweep
-OPTION_OF.update({"store": "--out", "scheduler": "--scheduler", "region_size": "--region-size",
-                  "spec": "SPEC.toml", "analysis": "SPEC.toml analysis"})
-
-
-def _parse_store(ctx, param, value):
-    """A ``.zarr`` store path whose folder exists and can take (or whose store can take) new files."""
-    if value is None:
-        return None
-    value = value.rstrip("/")
-    if not value.endswith(".zarr"):
-        _fail(ctx, param, f"must be a Zarr store path ending in .zarr, got {value!r}")
-    _check_parent(value, ctx, param)
-    return check_writable_dir(value, ctx, param)
-
-
-sweep_options = _stack(
-    click.option("--out", "store", type=str, default=None, metavar="STORE.zarr", callback=_parse_store,
-                 help="The Zarr store, written region by region as points finish (never overwritten)."),
-    click.option("--resume", is_flag=True, default=False,
-                 help="Continue the sweep in --out (killed or interrupted): compute only the missing points "
-                      "(the store fixes the regions: no --region-size then)."),
-    click.option("--scheduler", type=str, default=None, metavar="local|ADDRESS",
-                 help="Run regions as Dask tasks: `local` (a LocalCluster) or a scheduler address."),
-    click.option("--region-size", "region_size", type=IntRangeAscii(min=1), default=None, metavar="N",
-                 help="Points per region (the store's chunk)."),
-)
-# ------------------------------------------------- equilibria, spectrum, converge
-# ("method" is left out: it is also the ctrnn's integration setting, given with --set method=…;
-# the solver's --method is a click Choice, checked before the library sees it)
-OPTION_OF.update({"tol": "--tol", "n_starts": "--fixed-points", "over": "--continue-over",
-                  "continue_over": "--continue-over", "range": "--range", "param_range": "--range",
-                  "K_max": "--K-max", "at": "--at", "field": "--field"})
-EQ_METHOD_NAMES = ("newton", "euler", "rk4", "scipy")
-
-
 def _parse_range(ctx, param, value):
     """``--range LO,HI`` → (lo, hi) with lo < hi."""
     if value is None:
@@ -438,50 +304,33 @@ def _parse_range(ctx, param, value):
     return (lo, hi)
 
 
-equilibria_options = _stack(
-    click.option("--method", type=click.Choice(EQ_METHOD_NAMES, **_CHOICE), default=None,
-                 help="Solver of the equilibria along the sequence: Newton with the analytic Jacobian, the "
-                      "Euler (iRNN) recursion, fixed-step RK4 on the flow, or scipy's root (the reference).  "
-                      "--fixed-points and --continue-over run their own solvers and refuse it."),
-    click.option("--tol", type=FLOAT, default=None, help="Residual tolerance ‖F‖∞ (every mode)."),
-    click.option("--fixed-points", "n_starts", type=INT, default=None, metavar="N",
-                 help="Instead: a multi-start search for every equilibrium at the first input x_1, from N "
-                      "starts (uses x_1 only: no --steps, --method or --backend)."),
-    click.option("--continue-over", "continue_over", type=str, default=None, metavar="NAME",
-                 help="Instead: continue the equilibria at x_1 over x, x<j>, b, b<i> or alpha (pseudo-arclength; "
-                      "bifurcation diagram with folds); needs --range; no --steps, --method or --backend."),
-    click.option("--range", "param_range", type=str, default=None, metavar="LO,HI", callback=_parse_range,
-                 help="Range of the --continue-over parameter (only with it)."),
-)
-spectrum_at_option = click.option("--at", "at", type=click.Choice(("trajectory", "equilibrium"), **_CHOICE),
-                                  default=None,
-                                  help="Spectra at the simulated states, or at each input's equilibrium.")
-K_max_option = click.option("--K-max", "K_max", type=INT, default=None,
-                            help="Last inner iteration k of the recursion.")
-# --- dynlab partition (MASO) ------------------------------------------------------------------
-OPTION_OF.update({"layers": "--layers", "embed": "--embed", "dataset": "--dataset", "tsne": "--tsne"})
-layers_option = click.option("--layers", type=INT, default=None, metavar="L",
-                             help="Stacked rnn layers; layer ℓ > 1 reads layer ℓ−1's state at the same step.")
-embed_option = click.option("--embed", is_flag=True, default=False,
-                            help="Embed the batch's partition codes in 2-D at four time slices (PCA).")
-tsne_option = click.option("--tsne", is_flag=True, default=False,
-                           help="With --embed (only), also a t-SNE embedding (needs scikit-learn; slow for large "
-                                "batches).")
-dataset_option = click.option("--dataset", type=click.Choice(("auto", "digits", "patterns"), case_sensitive=False),
-                              default=None, help="Labelled sequences instead of --input: scikit-learn's 8×8 "
-                                                 "digits as pixel sequences, or a synthetic pattern task "
-                                                 "(auto: digits when scikit-learn is installed).  The data "
-                                                 "fix the sequences: no --steps, --input or --variance.")
-# ---------------------------------------------------------------- dynlab train
-#: Task names of ``dynlab train`` (tests check this equals ``dynlab.tasks.TASKS``), and the
-#: implicit-network tasks (``--model implicit``).
-TASK_NAMES = ("adding", "adding-ternary", "copy", "digits-pixels", "digits-rows", "flipflop")
-IMPLICIT_TASK_NAMES = ("xor", "oscillator")
-OPTIMISER_NAMES = ("adam", "rmsprop", "sgd")
-OPTION_OF.update({"task": "--task", "iterations": "--iterations", "lr": "--lr", "optimiser": "--optimiser",
-                  "clip": "--clip", "sigma_eps": "--sigma-eps", "record_every": "--record-every",
-                  "resume": "--resume", "save_weights": "--save-weights", "eta_per_k": "--eta-per-k",
-                  "pad": "--pad"})
+def _parse_numbers(ctx, param, value):
+    """``--constant-input 0`` or ``0.5,-1,0`` → a tuple of finite floats (ASCII digits)."""
+    if value is None:
+        return None
+    out = []
+    for v in (s.strip() for s in value.split(",")):
+        try:
+            if not v.isascii():
+                raise ValueError
+            out.append(float(v))
+        except ValueError:
+            raise click.BadParameter(f"expected one number or comma-separated numbers, got {value!r}",
+                                     ctx, param) from None
+        if out[-1] != out[-1] or out[-1] in (float("inf"), float("-inf")):
+            raise click.BadParameter(f"must be finite, got {value!r}", ctx, param)
+    return tuple(out)
+
+
+def _parse_store(ctx, param, value):
+    """A ``.zarr`` store path whose folder exists and can take (or whose store can take) new files."""
+    if value is None:
+        return None
+    value = value.rstrip("/")
+    if not value.endswith(".zarr"):
+        _fail(ctx, param, f"must be a Zarr store path ending in .zarr, got {value!r}")
+    _check_parent(value, ctx, param)
+    return check_writable_dir(value, ctx, param)
 
 
 def _parse_npz_out(ctx, param, value):
@@ -502,29 +351,210 @@ def _parse_npz_in(ctx, param, value):
     return value
 
 
-train_options = _stack(
-    click.option("--task", type=click.Choice(TASK_NAMES + IMPLICIT_TASK_NAMES, **_CHOICE), default=None,
-                 help="Training task (xor, oscillator: with --model implicit)."),
-    click.option("--steps", type=INT, default=None, metavar="T",
-                 help="Task length T (adding: sequence length; copy: the delay)."),
-    click.option("--pad", type=INT, default=None, metavar="P",
-                 help="Noise padding: append P steps of N(0, 1) noise to every input (end-of-sequence tasks)."),
-    click.option("--iterations", type=INT, default=None, metavar="N",
-                 help="Training iterations (with --resume: further iterations)."),
-    click.option("--lr", type=FLOAT, default=None, help="Learning rate."),
-    click.option("--optimiser", type=click.Choice(OPTIMISER_NAMES, **_CHOICE), default=None, help="Optimiser."),
-    click.option("--batch", type=INT, default=None, metavar="B", help="Sequences per iteration."),
-    click.option("--clip", type=FLOAT, default=None, metavar="C", help="Clip the gradients to global norm C."),
-    click.option("--sigma-eps", "sigma_eps", type=FLOAT, default=None, metavar="σ",
-                 help="Random initial state h_0 = ε ~ N(0, σ² I), drawn afresh every iteration."),
-    click.option("--record-every", "record_every", type=INT, default=None, metavar="N",
-                 help="Record the loss and gradient diagnostics every N iterations."),
-    click.option("--eta-per-k", "eta_per_k", is_flag=True, default=False,
-                 help="irnn: one learnable η per inner step k."),
-    click.option("--resume", type=str, default=None, metavar="FILE.npz", callback=_parse_npz_in,
-                 help="Continue the run saved with --save-weights (bit-for-bit): the checkpoint fixes the model, "
-                      "the task and the optimiser, so only --iterations and the outputs may be given with it."),
-    click.option("--save-weights", "save_weights", type=str, default=None, metavar="FILE.npz",
-                 callback=_parse_npz_out,
-                 help="Write the trained model with the training state (readable by --weights and --resume)."),
-)
+def _parse_out_dir(ctx, param, value):
+    """A directory we can write into (made when missing), checked before any figure runs."""
+    return None if value is None else check_writable_dir(value, ctx, param)
+
+
+#: Settings of the iRNN alone (commands whose models include no iRNN leave their options out).
+IRNN_ONLY = ("K", "eta", "g0")
+#: Solvers of ``dynlab equilibria --method``.
+EQ_METHOD_NAMES = ("newton", "euler", "rk4", "scipy")
+#: Task names of ``dynlab train`` (tests check this equals ``dynlab.tasks.TASKS``), and the
+#: implicit-network tasks (``--model implicit``).
+TASK_NAMES = ("adding", "adding-ternary", "copy", "digits-pixels", "digits-rows", "flipflop")
+IMPLICIT_TASK_NAMES = ("xor", "oscillator")
+OPTIMISER_NAMES = ("adam", "rmsprop", "sgd")
+
+O = click.option
+#: Every option (and argument) of every command, by id, in --help order within a command: the one
+#: table the commands are built from (``dynlab.cli.commands.COMMANDS`` lists the ids each command
+#: takes; ``dynlab.cli.defaults.DEFAULTS`` states each default).  ``model`` is made per command
+#: (``model_option``), listing the models that command takes.
+OPTIONS = {
+    # ------------------------------------------------------------ the model
+    "hidden": O("--hidden", type=INT, default=None, metavar="D", help="Hidden-state size D."),
+    "inputs": O("--inputs", type=INT, default=None, metavar="d", help="Input size d."),
+    "activation": O("--activation", type=click.Choice(ACTIVATION_NAMES, **_CHOICE), default=None,
+                    help="Activation φ."),
+    "K": O("--K", "K", type=INT, default=None, help="irnn: number of inner Euler steps K (K=1 is SiRNN)."),
+    "K_list": O("--K", "K", type=str, default=None, metavar="K1,K2,…", callback=_parse_K_list,
+                help="irnn: inner Euler steps K, one model per value, e.g. 1,5,10."),
+    "eta": O("--eta", type=FLOAT, default=None, help="irnn: inner step size η > 0."),
+    "alpha": O("--alpha", type=FLOAT, default=None, help="irnn, ctrnn: the leak α ≥ 0; fastrnn: its raw gate α."),
+    "g0": O("--g0", type=click.Choice(G0_CHOICES, **_CHOICE), default=None, help="irnn: inner start g_0 = 0 or h_{m-1}."),
+    "weight_scale": O("--weight-scale", "weight_scale", type=FLOAT, default=None, metavar="S",
+                      help="Scale of the random recurrent weights, U ~ N(0, S²/D)."),
+    "settings": O("--set", "settings", multiple=True, metavar="NAME=VALUE", callback=_parse_settings,
+                  help="Any other model setting listed by `dynlab models` (beta, eps, rank, …); repeatable.  "
+                       "leak needs --activation leaky-relu."),
+    "seed": O("--seed", type=INT, default=None, metavar="N", help="Seed of the random weights and of the input sequence."),
+    "weights": O("--weights", type=str, default=None, metavar="FILE",
+                 help="Load the model from a dynlab.save_model .npz instead of drawing random weights; the file "
+                      "fixes the model, its sizes and settings (the model options above may not be given with it).  "
+                      "Also a PyTorch network's parameters under PyTorch's names (.safetensors or .npz of a "
+                      "state_dict): --model rnn|gru|lstm checks the kind, --activation relu gives an RNN's "
+                      "nonlinearity."),
+    # ------------------------------------------------------------ the input sequence
+    "steps": O("--steps", type=INT, default=None, metavar="T", help="Sequence length T."),
+    "batch": O("--batch", type=INT, default=None, metavar="B", help="Number of independent sequences B."),
+    "input": O("--input", "input", type=click.Choice(INPUT_KINDS, **_CHOICE), default=None,
+               help="Input sequence kind: " + ", ".join(INPUT_KINDS) + "."),
+    "variance": O("--variance", type=FLOAT, default=None, metavar="V",
+                  help="Step variance of random-walk, variance of noise."),
+    # ------------------------------------------------------------ where it runs, what it writes
+    "backend": O("--backend", type=click.Choice(BACKEND_NAMES, **_CHOICE), default=None, help="Where the kernels run."),
+    "out": O("--out", type=str, default=None, metavar="FILE", callback=_parse_out,
+             help="Write the picture (.png, .pdf or .svg, by suffix)."),
+    "data": O("--data", type=str, default=None, metavar="FILE.nc", callback=_parse_data,
+              help="Write the results as a NetCDF Dataset (.nc)."),
+    "quiet": quiet_option,
+    "force": force_option,
+    # ------------------------------------------------------------ phase, gradients
+    "compare": O("--compare", type=str, default=None, metavar="NAMES", callback=_parse_compare,
+                 help="Comma-separated models drawn beside --model on the same input (same seed, sizes, "
+                      "activation), e.g. rnn,fastrnn."),
+    "field": O("--field/--no-field", "field", default=None,
+               help="Draw the vector field (streamlines), nullclines and equilibria (by stability) of a 2-D ctrnn "
+                    "or cell (not irnn) at a constant input (--input constant)."),
+    "lyapunov": O("--lyapunov", is_flag=True, default=False,
+                  help="Also compute the full finite-time Lyapunov spectrum and draw it."),
+    "step_norms": O("--step-norms/--no-step-norms", default=True,
+                    help="Also ‖∂h_t/∂h_(t-1)‖ for every t. --no-step-norms leaves them out (an iRNN with "
+                         "--hidden > 32 then runs the curve in reverse mode, ≈ 3× faster)."),
+    # ------------------------------------------------------------ equilibria, spectrum, converge
+    "method": O("--method", type=click.Choice(EQ_METHOD_NAMES, **_CHOICE), default=None,
+                help="Solver of the equilibria along the sequence: Newton with the analytic Jacobian, the Euler "
+                     "(iRNN) recursion, fixed-step RK4 on the flow, or scipy's root (the reference).  "
+                     "--fixed-points and --continue-over run their own solvers and refuse it."),
+    "tol": O("--tol", type=FLOAT, default=None, help="Residual tolerance ‖F‖∞ (every mode)."),
+    "n_starts": O("--fixed-points", "n_starts", type=INT, default=None, metavar="N",
+                  help="Instead: a multi-start search for every fixed point at the constant input "
+                       "--constant-input, from N starts; points outside the states a trajectory can reach are "
+                       "left out (--keep-unreachable keeps them, flagged)."),
+    "constant_input": O("--constant-input", "constant_input", type=str, default=None, metavar="X[,X…]",
+                        callback=_parse_numbers,
+                        help="With --fixed-points: the constant input x (one number for every input unit, or d "
+                             "numbers)."),
+    "starts_task": O("--task", "task", type=click.Choice(TASK_NAMES, **_CHOICE), default=None,
+                     help="With --fixed-points: start from the states the network visits on this task's test "
+                          "inputs (and draw those trajectories), as for a network trained on it."),
+    "keep_unreachable": O("--keep-unreachable", "keep_unreachable", is_flag=True, default=False,
+                          help="With --fixed-points: keep the points outside the states a trajectory can reach "
+                               "(flagged in `reachable`)."),
+    "continue_over": O("--continue-over", "continue_over", type=str, default=None, metavar="NAME",
+                       help="Instead: continue the equilibria at x_1 over x, x<j>, b, b<i> or alpha (pseudo-arclength; "
+                            "bifurcation diagram with folds); needs --range; no --steps, --method or --backend."),
+    "param_range": O("--range", "param_range", type=str, default=None, metavar="LO,HI", callback=_parse_range,
+                     help="Range of the --continue-over parameter (only with it)."),
+    "at": O("--at", "at", type=click.Choice(("trajectory", "equilibrium"), **_CHOICE), default=None,
+            help="Spectra at the simulated states, or at each input's equilibrium."),
+    "K_max": O("--K-max", "K_max", type=INT, default=None, help="Last inner iteration k of the recursion."),
+    # ------------------------------------------------------------ partition (MASO)
+    "layers": O("--layers", type=INT, default=None, metavar="L",
+                help="Stacked rnn layers; layer ℓ > 1 reads layer ℓ−1's state at the same step."),
+    "embed": O("--embed", is_flag=True, default=False,
+               help="Embed the batch's partition codes in 2-D at four time slices (PCA)."),
+    "tsne": O("--tsne", is_flag=True, default=False,
+              help="With --embed (only), also a t-SNE embedding (needs scikit-learn; slow for large batches)."),
+    "dataset": O("--dataset", type=click.Choice(("auto", "digits", "patterns"), case_sensitive=False), default=None,
+                 help="Labelled sequences instead of --input: scikit-learn's 8×8 digits as pixel sequences, or a "
+                      "synthetic pattern task (auto: digits when scikit-learn is installed).  The data fix the "
+                      "sequences: no --steps, --input or --variance."),
+    # ------------------------------------------------------------ train
+    "task": O("--task", type=click.Choice(TASK_NAMES + IMPLICIT_TASK_NAMES, **_CHOICE), default=None,
+              help="Training task (xor, oscillator: with --model implicit)."),
+    "task_steps": O("--steps", type=INT, default=None, metavar="T",
+                    help="Task length T (adding: sequence length; copy: the delay)."),
+    "pad": O("--pad", type=INT, default=None, metavar="P",
+             help="Noise padding: append P steps of N(0, 1) noise to every input (end-of-sequence tasks)."),
+    "iterations": O("--iterations", type=INT, default=None, metavar="N",
+                    help="Training iterations (with --resume: further iterations)."),
+    "lr": O("--lr", type=FLOAT, default=None, help="Learning rate."),
+    "optimiser": O("--optimiser", type=click.Choice(OPTIMISER_NAMES, **_CHOICE), default=None, help="Optimiser."),
+    "train_batch": O("--batch", type=INT, default=None, metavar="B", help="Sequences per iteration."),
+    "clip": O("--clip", type=FLOAT, default=None, metavar="C", help="Clip the gradients to global norm C."),
+    "sigma_eps": O("--sigma-eps", "sigma_eps", type=FLOAT, default=None, metavar="σ",
+                   help="Random initial state h_0 = ε ~ N(0, σ² I), drawn afresh every iteration."),
+    "record_every": O("--record-every", "record_every", type=INT, default=None, metavar="N",
+                      help="Record the loss and gradient diagnostics every N iterations."),
+    "eta_per_k": O("--eta-per-k", "eta_per_k", is_flag=True, default=False, help="irnn: one learnable η per inner step k."),
+    "resume": O("--resume", type=str, default=None, metavar="FILE.npz", callback=_parse_npz_in,
+                help="Continue the run saved with --save-weights (bit-for-bit): the checkpoint fixes the model, the "
+                     "task and the optimiser, so only --iterations and the outputs may be given with it."),
+    "save_weights": O("--save-weights", "save_weights", type=str, default=None, metavar="FILE.npz",
+                      callback=_parse_npz_out,
+                      help="Write the trained model with the training state (readable by --weights and --resume)."),
+    # ------------------------------------------------------------ sweep
+    "spec_file": click.argument("spec_file", metavar="SPEC.toml", type=str, required=False),
+    "store": O("--out", "store", type=str, default=None, metavar="STORE.zarr", callback=_parse_store,
+               help="The Zarr store, written region by region as points finish (never overwritten)."),
+    "sweep_resume": O("--resume", is_flag=True, default=False,
+                      help="Continue the sweep in --out (killed or interrupted): compute only the missing points "
+                           "(the store fixes the regions: no --region-size then)."),
+    "scheduler": O("--scheduler", type=str, default=None, metavar="local|ADDRESS",
+                   help="Run regions as Dask tasks: `local` (a LocalCluster) or a scheduler address."),
+    "region_size": O("--region-size", "region_size", type=IntRangeAscii(min=1), default=None, metavar="N",
+                     help="Points per region (the store's chunk)."),
+    "verify_store": O("--verify", "verify_store", type=str, default=None, metavar="STORE.zarr",
+                      help="Check a store's health instead of running a sweep: every region marked done is read and "
+                           "its checksums compared; exit 1 when a region is damaged (--resume recomputes it)."),
+    # ------------------------------------------------------------ figures
+    "names": click.argument("names", nargs=-1, required=True),
+    "out_dir": O("--out", "out_dir", type=str, default=None, metavar="DIR", callback=_parse_out_dir,
+                 help="Directory for the pictures, the NetCDF data and claims.json (made when missing)."),
+    "quick": O("--quick", is_flag=True, default=False, help="Reduced sizes (a few seconds per figure; scaling printed on each)."),
+    "fmt": O("--format", "fmt", type=click.Choice(["png", "pdf", "svg"]), default=None, help="Picture format."),
+}
+del O
+
+#: Option ids shared by several commands, in --help order.
+MODEL = ("model", "hidden", "inputs", "activation", "K", "eta", "alpha", "g0", "weight_scale", "settings", "seed",
+         "weights")
+INPUT = ("steps", "batch", "input", "variance")
+RUNS = ("backend", "out", "data", "quiet", "force")
+
+#: Python parameter name (as a ``ParameterError`` spells it) → the option that sets it, for the
+#: options above whose spelling is not ``--`` + the name.
+OPTION_OF.update({"store": "--out", "scheduler": "--scheduler", "region_size": "--region-size",
+                  "spec": "SPEC.toml", "analysis": "SPEC.toml analysis",
+                  "tol": "--tol", "n_starts": "--fixed-points", "over": "--continue-over",
+                  "continue_over": "--continue-over", "range": "--range", "param_range": "--range",
+                  "K_max": "--K-max", "at": "--at", "field": "--field", "constant_input": "--constant-input",
+                  "keep_unreachable": "--keep-unreachable",
+                  "layers": "--layers", "embed": "--embed", "dataset": "--dataset", "tsne": "--tsne",
+                  "task": "--task", "iterations": "--iterations", "lr": "--lr", "optimiser": "--optimiser",
+                  "clip": "--clip", "sigma_eps": "--sigma-eps", "record_every": "--record-every",
+                  "resume": "--resume", "save_weights": "--save-weights", "eta_per_k": "--eta-per-k",
+                  "pad": "--pad"})
+# ("method" is left out: it is also the ctrnn's integration setting, given with --set method=…;
+# the solver's --method is a click Choice, checked before the library sees it)
+
+
+def options(ids, models=MODEL_NAMES):
+    """One decorator applying the options ``ids`` (keys of ``OPTIONS``, and ``model``) in that order."""
+    return _stack(*(model_option(models) if i == "model" else OPTIONS[i] for i in ids))
+
+
+def announce_compilation(ctx: click.Context) -> None:
+    """Unless ``--quiet``: say once on stderr when dynlab's Numba kernels are being compiled (a
+    first run), and how long it took at the end (``dynlab._compile_notice``).  Called by every
+    command that computes, after its options are parsed (so ``--help`` and bad input import no
+    Numba).  ``DYNLAB_COMPILE_NOTICE=0`` or ``DYNLAB_QUIET=1`` in the environment turns it off."""
+    from ..progress import is_quiet as quiet_default
+
+    if not is_quiet(ctx) and not quiet_default() and os.environ.get("DYNLAB_COMPILE_NOTICE", "1").strip() != "0":
+        from .._compile_notice import install
+
+        install()
+
+
+def make_spec(ctx: click.Context, options: dict):
+    """The frozen ``RunSpec`` of a command's options (unknown keys are a bug, not a user error)."""
+    from ..spec import RunSpec
+
+    argv = (ctx.obj or {}).get("argv")
+    command = None if argv is None else "dynlab " + shlex.join(argv)
+    spec = RunSpec(command=command, **options)
+    announce_compilation(ctx)  # after the options are valid: bad input imports no Numba
+    return spec

@@ -35,7 +35,7 @@ def compute(quick: bool):
 
     import dynlab as dl
     from ..io import model_from_dataset
-    from ..runs import phase_dataset
+    from ..commands import phase_dataset
     from ..spec import RunSpec
 
     T = 300 if quick else 1000

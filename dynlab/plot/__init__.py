@@ -20,10 +20,10 @@
 ``save_figure``             write a Figure as png, pdf or svg (chosen by suffix)
 
 Layering: this package reads Datasets only; it imports no model, analysis, kernel, simulation,
-training, sweep or command (``dynlab.runs``) module (a test checks it).  matplotlib is imported
+training, sweep or command (``dynlab.commands``) module (a test checks it).  matplotlib is imported
 only when something is drawn.  The command-level computations that used to live here
-(``phase_dataset``, ``gradients_dataset``, …) are in ``dynlab.runs``; the old names still
-resolve here, with a ``DeprecationWarning``.
+(``phase_dataset``, ``gradients_dataset``, …) are in ``dynlab.commands``; their old names here
+were deprecated a release ago and are gone (an AttributeError names the new place).
 """
 from __future__ import annotations
 
@@ -45,18 +45,14 @@ __all__ = ["COLORS", "PANEL_WIDTH", "PICTURES", "draw", "new_figure", "plot_conv
            "plot_phase", "plot_spectrum", "plot_states", "plot_sweep", "plot_templates", "plot_training",
            "result_kind", "save_figure"]
 
-#: Names that moved to ``dynlab.runs`` (the command layer); resolved with a DeprecationWarning.
-_MOVED = ("phase_dataset", "phase_summary", "gradients_dataset", "gradients_summary", "equilibria_dataset",
-          "equilibria_summary", "spectrum_dataset", "spectrum_summary", "converge_dataset", "converge_summary",
-          "partition_dataset", "partition_summary", "simulate_summary")
+#: Names that were moved to the command layer and then removed from here: an AttributeError says where
+#: they are (by name only: dynlab.plot imports nothing above it).
+_REMOVED = ("phase_dataset", "phase_summary", "gradients_dataset", "gradients_summary", "equilibria_dataset",
+            "equilibria_summary", "spectrum_dataset", "spectrum_summary", "converge_dataset", "converge_summary",
+            "partition_dataset", "partition_summary", "simulate_summary")
 
 
 def __getattr__(name):
-    if name in _MOVED:
-        import importlib
-        import warnings
-
-        warnings.warn(f"dynlab.plot.{name} moved to dynlab.runs.{name} (dynlab.plot only draws)",
-                      DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module("dynlab.runs"), name)
+    if name in _REMOVED:
+        raise AttributeError(f"dynlab.plot.{name} was removed (dynlab.plot only draws): use dynlab.commands.{name}")
     raise AttributeError(f"module 'dynlab.plot' has no attribute {name!r}")

@@ -20,6 +20,13 @@ MAX_TRAJECTORIES = 64
 ARROW_FRACTION = 0.12
 
 
+def _count(n: int, word: str) -> str:
+    """"1 trajectory", "8 trajectories", "2 slow points": the number with the word it counts."""
+    if n == 1:
+        return f"1 {word}"
+    return f"{n} {word[:-1]}ies" if word.endswith("y") and word[-2:-1] not in "aeiou" else f"{n} {word}s"
+
+
 def _index_name(k: int) -> str:
     return {0: "stable", 1: "saddle, 1 unstable mode"}.get(k, f"{k} unstable modes")
 
@@ -105,10 +112,17 @@ def _pc_panel(ds, ax, three, max_traj):
         ax.scatter(*_coords(P[sel], three), **kw)
     slow = ds["kind"].values == 0
     if slow.any():
-        kw = dict(s=36, facecolors="none", edgecolors=COLORS["sky"], label=f"slow point ({int(slow.sum())})")
+        kw = dict(s=36, facecolors="none", edgecolors=COLORS["sky"], label=_count(int(slow.sum()), "slow point"))
         if three:
             kw["depthshade"] = False
         ax.scatter(*_coords(P[slow], three), **kw)
+    far = ds["reachable"].values == 0 if "reachable" in ds else np.zeros(P.shape[0], bool)
+    if far.any():  # kept with keep_unreachable: marked, so they are not read as answers
+        kw = dict(s=60, marker="s", facecolors="none", edgecolors="0.5", linewidths=0.8,
+                  label=_count(int(far.sum()), "point") + " outside the reachable states")
+        if three:
+            kw["depthshade"] = False
+        ax.scatter(*_coords(P[far], three), **kw)
     ex = ds["pc_explained"].values
     ax.set_xlabel(f"PC 1 ({100 * ex[0]:.0f}%)")
     if ex.size > 1:
@@ -117,8 +131,11 @@ def _pc_panel(ds, ax, three, max_traj):
         ax.set_zlabel(f"PC 3 ({100 * ex[2]:.0f}%)", labelpad=4)
         ax.view_init(elev=22, azim=-55)
     name = entry_title(ds, entries(ds)[0])
+    n_traj = ds.sizes["trajectory"]
+    drawn = min(n_traj, max_traj)
+    shown = _count(n_traj, "trajectory") if drawn == n_traj else f"{drawn} of {n_traj} trajectories"
     ax.set_title(f"fixed points of the {name} (x = {np.array2string(ds['x'].values, precision=2)}), "
-                 f"{ds.sizes['trajectory']} trajectories", fontsize=7)
+                 f"{shown}", fontsize=7)
     ax.legend(frameon=False, fontsize=6, loc="upper left")
 
 
@@ -132,8 +149,11 @@ def _eig_panel(ds, ax):
     for p in np.flatnonzero(roots):
         col = COLORS["black"] if nu[p] == 0 else COLORS["vermillion"]
         ax.scatter(ev[p].real, ev[p].imag, s=6, color=col, alpha=0.6, edgecolors="none")
-    ax.scatter([], [], s=6, color=COLORS["black"], label="at stable points")
-    ax.scatter([], [], s=6, color=COLORS["vermillion"], label="at unstable points")
+    n_stable, n_unstable = int((roots & (nu == 0)).sum()), int((roots & (nu > 0)).sum())
+    if n_stable:
+        ax.scatter([], [], s=6, color=COLORS["black"], label=f"at {_count(n_stable, 'stable point')}")
+    if n_unstable:
+        ax.scatter([], [], s=6, color=COLORS["vermillion"], label=f"at {_count(n_unstable, 'unstable point')}")
     th = np.linspace(0, 2 * np.pi, 400)
     if name == "step_eig":
         ax.plot(np.cos(th), np.sin(th), color="0.4", lw=0.8, ls=":", label="unit circle")

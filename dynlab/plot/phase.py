@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._palette import PHASE
 from ..errors import ParameterError
 from .labels import entries, entry_attr, entry_data, entry_title
 from .style import COLORS, new_figure, styled
@@ -73,6 +74,37 @@ def _plane(ds, name: str, traj: np.ndarray):
     return (lambda a: (np.asarray(a, dtype=np.float64) - mean) @ comps.T), labels
 
 
+#: The iRNN's curve and s_m get a zoomed inset when they span less than this fraction of the trajectory.
+ZOOM_BELOW = 0.25
+
+
+def _zoom_on_the_curve(ax, curve, s, traj, wide):
+    """An inset on the equilibrium curve and the s_m dots when they are a speck beside the trajectory
+    h_m (the iRNN's h_m = s_m − h_(m-1) wanders while s_m stays on the curve): the claim, visible."""
+    pts = np.vstack([curve, s])
+    pts = pts[np.all(np.isfinite(pts), axis=1)]
+    tr = traj[np.all(np.isfinite(traj), axis=1)]
+    if pts.size == 0 or tr.size == 0:
+        return
+    span = float(np.max(np.ptp(pts, axis=0)))
+    if not span < ZOOM_BELOW * float(np.max(np.ptp(tr, axis=0))):
+        return
+    lo, hi = tr.min(axis=0)[:2], tr.max(axis=0)[:2]
+    unit = (tr[:, :2] - lo) / np.where(hi > lo, hi - lo, 1.0)   # the trajectory in axes-like [0, 1]²
+    size = 0.38
+    corners = [(x0, y0) for y0 in (0.09, 0.56) for x0 in (0.60, 0.13)]   # room for the inset's tick labels
+    crowd = [int(np.sum((unit[:, 0] >= x0 - 0.05) & (unit[:, 0] <= x0 + size + 0.05) & (unit[:, 1] >= y0 - 0.05)
+                        & (unit[:, 1] <= y0 + size + 0.05))) for x0, y0 in corners]
+    x0, y0 = corners[int(np.argmin(crowd))]   # the emptiest corner
+    inset = ax.inset_axes([x0, y0, size, size])
+    inset.plot(curve[:, 0], curve[:, 1], color=COLORS[PHASE["curve"]], lw=3.0 if wide else 0.7, alpha=0.45,
+               solid_capstyle="round")
+    inset.scatter(s[:, 0], s[:, 1], s=2, color=COLORS[PHASE["s"]], edgecolors="none")
+    inset.set_title("zoom: s_m on the curve", fontsize=6, pad=2)
+    inset.tick_params(labelsize=5, length=2, pad=1)
+    inset.set_aspect("equal", adjustable="datalim")
+
+
 def _panel(ds, name: str, ax, batch: int):
     """Draw one entry into ``ax``; returns the time-coloured trajectory (for the colour bar)."""
     from matplotlib.ticker import MaxNLocator
@@ -97,15 +129,16 @@ def _panel(ds, name: str, ax, batch: int):
         # d = 1: a smooth curve over the input's range, drawn wide so the s_m dots sit on it;
         # d > 1: the equilibria along the (jumpy) input path, drawn thin.
         wide = ds.sizes["unit_in"] == 1
-        ax.plot(curve[:, 0], curve[:, 1], color=COLORS["blue"], lw=4.0 if wide else 0.7,
+        ax.plot(curve[:, 0], curve[:, 1], color=COLORS[PHASE["curve"]], lw=4.0 if wide else 0.7,
                 alpha=0.45, solid_capstyle="round", zorder=2,
                 label=r"equilibria $\alpha s = \phi(Us + Wx + b)$")
         sign = "+" if int(entry_attr(ds, name, "sign", 1)) > 0 else "-"
-        ax.scatter(s[:, 0], s[:, 1], s=3, color=COLORS["vermillion"], edgecolors="none", zorder=3,
+        ax.scatter(s[:, 0], s[:, 1], s=3, color=COLORS[PHASE["s"]], edgecolors="none", zorder=3,
                    label=rf"$s_m = h_m {sign} h_{{m-1}}$")
+        _zoom_on_the_curve(ax, curve, s, traj, wide)
     if "field_F1" in ds and name == entries(ds)[0]:
         _draw_field(ds, ax)
-    ax.plot(traj[0, 0], traj[0, 1], "o", color=COLORS["black"], ms=5, zorder=4, label=r"start $h_0$")
+    ax.plot(traj[0, 0], traj[0, 1], "o", color=COLORS[PHASE["start"]], ms=5, zorder=4, label=r"start $h_0$")
     title = entry_title(ds, name)
     if "diverged_at" in ds:
         at = int(np.ravel(entry_data(ds, name, "diverged_at").values)[0 if "batch" not in ds["diverged_at"].dims

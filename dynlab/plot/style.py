@@ -8,20 +8,10 @@ from __future__ import annotations
 
 import os
 
+from .._palette import COLORS  # noqa: F401  (Okabe & Ito's palette; the help texts name its colours)
 from ..errors import ParameterError
 from .labels import PRETTY  # noqa: F401  (display names; kept importable from here)
 
-#: Okabe & Ito (2008) colour-blind-safe palette.
-COLORS = {
-    "black": "#000000",
-    "orange": "#E69F00",
-    "sky": "#56B4E9",
-    "green": "#009E73",
-    "yellow": "#F0E442",
-    "blue": "#0072B2",
-    "vermillion": "#D55E00",
-    "purple": "#CC79A7",
-}
 #: Line colours in order, for series without a fixed meaning.
 CYCLE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 

@@ -17,6 +17,8 @@ import time
 import numpy as np
 
 from .._resources import check_grid
+from .._resources import progress as report_progress
+from ..progress import reports
 from ..errors import ParameterError
 from . import store as _store
 from .grid import RUN_SETTINGS, SweepSpec, make_sweep_spec, region_chunks, region_points, regions
@@ -169,6 +171,11 @@ def _client(scheduler, dask_options):
         raise ParameterError("scheduler", f"cannot connect to {scheduler!r} ({type(exc).__name__}: {exc})") from None
 
 
+#: The stage the sweep reports (``dynlab.progress``).
+STAGE = "sweep (points)"
+
+
+@reports
 def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=None, resume=False, backend=None,
           scheduler=None, region_size=None, batched=True, progress=None, dask_options=None, command=None):
     """Compute one analysis target over a grid of settings; one dimension per swept setting.
@@ -203,7 +210,10 @@ def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=Non
         (``default_region_size``: the GPU backend sizes it from its free memory, the CPU ones 64),
         else 8.
     batched : bool — False computes every point through the target's per-point function.
-    progress : callable(done, total, computed_now), optional — called after every region.
+    progress : None, bool or callable(stage, done, total), optional — a progress meter
+        (``dynlab.progress``), told the points done after every region (stage "sweep (points)";
+        a resumed sweep starts at the points already done).  None: a bar on stderr once the
+        sweep has run a few seconds (nothing when quiet); False: nothing; True: a bar at once.
     dask_options : dict, optional — keyword arguments of the LocalCluster for "local".
 
     Returns
@@ -231,8 +241,6 @@ def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=Non
         region_size = default_region_size(spec, target, backend, batched)
     if isinstance(region_size, bool) or not isinstance(region_size, (int, np.integer)) or region_size < 1:
         raise ParameterError("region_size", f"must be a positive integer, got {region_size!r}")
-    if progress is not None and not callable(progress):
-        raise ParameterError("progress", f"must be None or a callable(done, total, computed_now), got {progress!r}")
     path = None if store is None else os.fspath(store)
     fingerprint = spec.fingerprint()
     lock = None
@@ -282,11 +290,9 @@ def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=Non
             npts = int(np.prod([s.stop - s.start for s in region]))
             n_done += npts
             computed += npts
-            if progress is not None:
-                progress(n_done, total, computed)
+            report_progress(STAGE, n_done, total)
 
-        if progress is not None:
-            progress(n_done, total, 0)
+        report_progress(STAGE, n_done, total)
         if scheduler is None:
             for region in todo:
                 values = compute_region(spec, region, backend, batched)

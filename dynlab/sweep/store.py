@@ -200,7 +200,9 @@ def template(spec, target, chunks, attrs: dict):
                                    {"long_name": "CRC-32 of the point's stored values (every data variable and "
                                                  "computed_at, in name order); -1 before it is computed",
                                     "units": "1"})
-    ds = xr.Dataset(data, coords=coords, attrs={**attrs, "result": "sweep"})
+    # the analysis' own variables, in the target's order: what a picture of the sweep draws
+    # (``dynlab.plot.plot_sweep``), the same from memory, NetCDF or Zarr
+    ds = xr.Dataset(data, coords=coords, attrs={**attrs, "result": "sweep", "sweep_variables": ",".join(variables)})
     return ds, {name: tuple(chunks) + tuple(n for _, n in v.dims) for name, v in variables.items()}
 
 

@@ -18,6 +18,7 @@ import dataclasses
 
 import numpy as np
 
+from .._resources import progress as report_progress
 from ..errors import ConvergenceError, ParameterError
 
 RECURRENT = ("W", "W2", "R")
@@ -170,6 +171,7 @@ def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: s
                 if k in grads:
                     grads[k] = np.zeros_like(grads[k])
             loss_h[it], res_h[it] = loss, float(res.max())
+            report_progress("training (iterations)", it + 1, iterations, note=f"loss {loss:.4g}")
             gnorm_h[it] = float(np.sqrt(sum(float(np.sum(g * g)) for g in grads.values())))
             if it % eval_every == 0:
                 val_it.append(it)

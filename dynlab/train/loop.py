@@ -42,18 +42,20 @@ except an iRNN's α (a fixed hyper-parameter in the iRNN paper); ``freeze`` chan
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import os
-import sys
 import time
 
 import numpy as np
 
+from .._resources import progress as report_progress
 from .._validate import as_bool
 from ..errors import DivergenceError, ParameterError
 from ..models import Model
+from ..progress import meter
 from . import backprop as bp
 from .optim import Plateau, clip_by_global_norm, make_optimiser
 
@@ -241,18 +243,8 @@ def jacobian_diagnostics(model, x, h0=None) -> dict:
             "ratio": np.exp(lj[:, 1] - lj[:, T - 1])}
 
 
-def _progress_on(progress):
-    if progress is not None:
-        return bool(progress)
-    return sys.stderr.isatty() and "PYTEST_CURRENT_TEST" not in os.environ
-
-
-def _bar(i, n, loss, start):
-    width = 24
-    done = int(width * i / max(n, 1))
-    rate = i / max(time.perf_counter() - start, 1e-9)
-    sys.stderr.write(f"\r[{'#' * done}{'.' * (width - done)}] {i}/{n}  loss {loss:.4g}  {rate:.1f} it/s ")
-    sys.stderr.flush()
+#: The stage training reports (``dynlab.progress``), with the batch loss as its note.
+STAGE = "training (iterations)"
 
 
 # ============================================================================ the loop
@@ -286,7 +278,10 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
     learn_h0 : also learn a shared initial state h0 (added to ε; ``state_size`` entries)
     diag_batch : validation sequences the Jacobian diagnostics are averaged over
     plateau : patience (in records) of a reduce-on-plateau schedule on ``val_loss``; None: off
-    progress : draw a progress bar on stderr (default: only when stderr is a terminal)
+    progress : None, bool or callable(stage, done, total), optional — a progress meter
+        (``dynlab.progress``) told every iteration, with the batch loss as a note: None shows a bar
+        on stderr once training has run a few seconds (nothing when quiet), False nothing, True a
+        bar at once
     penalty : L2 weight penalties added to the batch loss, ``{name: λ}`` or ``{name: (λ, c)}``:
         λ‖θ − C‖²_F for the model parameter ``name``, with C = 0 (``λ`` alone) or C = c·I (a
         square matrix parameter; e.g. ``{"U": (λ, -1.0)}`` on a RIN penalises V = U + I, while
@@ -350,7 +345,9 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
     xd, _ = task.batch("val", np.arange(min(diag_batch, task.size("val"))))
     records = {k: [] for k in HISTORY_VARS}
     its = []
-    show = _progress_on(progress)
+    talk = contextlib.ExitStack()
+    talk.enter_context(meter(progress))
+    report_progress(STAGE, 0, iterations)
     t0 = time.perf_counter()
     end = start + iterations
     loss = math.nan
@@ -397,15 +394,13 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
                     records[k].append(rec[k])
                 if sched is not None and it % record_every == 0:  # not the extra record at a run's end,
                     sched.update(ev["loss"])                      # so a resumed run sees the same schedule
-            if show:
-                _bar(it - start, iterations, loss, t0)
+            report_progress(STAGE, it - start, iterations, note=f"loss {loss:.4g}")
     except DivergenceError as err:
         hist = _history(model, readout, task, records, its, past, config, command)
         raise DivergenceError(step=err.step, batch=err.batch, model=f"{model.name} (training iteration {it})",
                               partial=hist) from None
     finally:
-        if show:
-            sys.stderr.write("\n")
+        talk.close()
     hist = _history(model, readout, task, records, its, past, config, command)
     hist.attrs["seconds"] = round(time.perf_counter() - t0, 3)
     return TrainResult(model, readout, opt, end, hist, config, h0, sched)

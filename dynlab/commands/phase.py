@@ -16,8 +16,11 @@ from ._entries import add_entries, entry_coords
 
 #: Number of input values at which the equilibrium curve is solved when d = 1.
 CURVE_POINTS = 400
-#: Input variance when none is given (random-walk and noise inputs): the iRNN paper's Fig. 2.
-DEFAULT_VARIANCE = 10.0
+#: Input variance when none is given: the iRNN paper's Fig. 2 drives its random walk with variance 10;
+#: noise (the default input) keeps unit variance, where W x has unit scale and the cells do not saturate.
+DEFAULT_VARIANCE = {"random-walk": 10.0, "noise": 1.0}
+#: Hidden size when neither the spec nor a weights file gives one: the 2-D cells of the paper's Fig. 2.
+PHASE_HIDDEN = 2
 #: Number of principal components kept for D > 2.
 N_PC = 2
 #: Grid points per axis of the stored vector field (streamlines and nullcline contours).
@@ -51,8 +54,8 @@ def phase_dataset(spec, field=None):
     Parameters
     ----------
     spec : dynlab.spec.RunSpec
-        ``spec.batch`` must be None (one sequence); D = hidden must be ≥ 2.  An unset
-        ``variance`` is 10 (Fig. 2) for the random-walk and noise inputs.
+        ``spec.batch`` must be None (one sequence); D = hidden must be ≥ 2 (unset: 2, the
+        paper's Fig. 2).  An unset ``variance`` is 10 for the random walk (Fig. 2), 1 for noise.
     field : bool or None
         Also the primary model's vector field, nullclines and equilibria (``add_field``);
         None means: on for a 2-D ctrnn with a constant input, off otherwise.
@@ -96,7 +99,9 @@ def phase_dataset(spec, field=None):
     from ..spec import VARIANCE_INPUTS, build_input, build_model, input_attrs, input_kind
 
     if spec.variance is None and input_kind(spec) in VARIANCE_INPUTS:
-        spec = dataclasses.replace(spec, variance=DEFAULT_VARIANCE)
+        spec = dataclasses.replace(spec, variance=DEFAULT_VARIANCE[input_kind(spec)])
+    if spec.hidden is None and spec.weights is None:
+        spec = dataclasses.replace(spec, hidden=PHASE_HIDDEN)
     if spec.batch is not None:
         raise ParameterError("batch", "a phase portrait draws one sequence; leave batch unset")
     backend = resolve_backend(spec.backend)

@@ -48,7 +48,7 @@ def equilibria_dataset(spec):
     Default: ``dynlab.equilibrium`` at every input x_m of the sequence with h_prev = h_{m-1}
     of the simulated trajectory (for the iRNN the step equilibrium; for the others the fixed
     point at the constant input x_m, Newton started from h_{m-1}), along ``time``;
-    ``n_starts``: ``dynlab.fixed_points`` at x_1; ``continue_over``: ``dynlab.continuation``
+    ``n_starts``: ``dynlab.fixed_points`` at ``constant_input`` (``_fixed_points``); ``continue_over``: ``dynlab.continuation``
     from x_1 over the named input/parameter; an implicit net: ``dynlab.implicit_equilibrium``
     at every input.  ``attrs["result"]`` names the call that made it.
     """
@@ -66,20 +66,55 @@ def equilibria_dataset(spec):
         lo, hi = spec.param_range
         ds = continuation(model, spec.continue_over, lo, hi, x=x[0], tol=spec.tol, command=run.command)
     elif spec.n_starts is not None:
-        # the maps given by their step (gru, lstm, stack): starts from the states the network
-        # visits on the command's input (the FixedPointFinder workflow) — random states far
-        # outside that set end in saturated slow points that no trajectory reaches
-        traj = _previous_states(model, x, run.backend)[1:] if getattr(model, "MAP", False) else None
-        ds = fixed_points(model, x[0], n_starts=spec.n_starts, seed=run.seed, tol=spec.tol,
-                          trajectories=traj, command=run.command)
-        if traj is not None:
-            ds.attrs["starts"] = "states of the network's trajectory on the input"
+        ds = _fixed_points(spec, model, x)
     else:
         hp = _previous_states(model, x, run.backend)
         ds = equilibrium(model, x, hp, method=spec.method, tol=spec.tol, command=run.command)
         ds = _along_time(ds, x.shape[0])
         ds.attrs["trajectory_backend"] = _resolved(run.backend)
     ds.attrs.update(input_attrs(run, x.shape[0]))
+    return ds
+
+
+def constant_input(spec, model) -> np.ndarray:
+    """The (d,) constant input of the fixed-point search: ``spec.constant_input`` (one value for every
+    input unit, or d values), zeros when not given."""
+    given = spec.constant_input
+    if given is None:
+        return np.zeros(model.inputs)
+    values = np.asarray(given, dtype=np.float64).reshape(-1)
+    if values.size == 1:
+        return np.full(model.inputs, float(values[0]))
+    if values.size != model.inputs:
+        raise ParameterError("constant_input", f"needs 1 or {model.inputs} values (the model has {model.inputs} "
+                                               f"input(s)), got {values.size}")
+    return values
+
+
+#: Test sequences of a --task whose states start the fixed-point search.
+TASK_SEQUENCES = 200
+
+
+def _fixed_points(spec, model, x):
+    """``dynlab.fixed_points`` at the spec's constant input, started from the states the network
+    visits: on the task's test inputs (``spec.task``), else for the maps given by their step (gru,
+    lstm, stack) on the command's input sequence — random states far outside that set end in
+    saturated slow points that no trajectory reaches — else random states run along the dynamics."""
+    from ..analysis.equilibria import fixed_points
+    from ..tasks import make_task
+
+    run = spec.run
+    if spec.task is not None:
+        steps = None if spec.task.startswith("digits") else run.steps   # the digits fix their own length
+        task = make_task(spec.task, steps, seed=run.seed, n_test=TASK_SEQUENCES)
+        traj, starts = task, f"states of the network on the {task.name} task's test inputs"
+    elif getattr(model, "MAP", False):
+        traj, starts = _previous_states(model, x, run.backend)[1:], "states of the network's trajectory on the input"
+    else:
+        traj, starts = None, "random states run along the dynamics"
+    ds = fixed_points(model, constant_input(spec, model), n_starts=spec.n_starts, seed=run.seed, tol=spec.tol,
+                      trajectories=traj, keep_unreachable=spec.keep_unreachable, command=run.command)
+    ds.attrs["starts"] = starts
     return ds
 
 
@@ -104,6 +139,11 @@ def _implicit_equilibria(spec, model, x):
     return ds
 
 
+def _count(n, word: str) -> str:
+    """"1 root", "3 roots"."""
+    return f"{int(n)} {word}{'' if int(n) == 1 else 's'}"
+
+
 def equilibria_summary(ds) -> str:
     """The text ``dynlab equilibria`` prints for its Dataset (any of its results)."""
     result = ds.attrs.get("result")
@@ -120,10 +160,16 @@ def equilibria_summary(ds) -> str:
         lines.append(f"{n_unst} of {ds.sizes['arc']} branch points unstable")
         return "\n".join(lines)
     if result == "fixed_points":
-        lines = [f"multi-start search ({ds.attrs['n_starts']} starts) for equilibria of {name}: "
-                 f"{ds.attrs['n_roots']} roots, {ds.attrs['n_slow']} slow points"]
+        far = int(ds.attrs.get("n_unreachable", 0))
+        kept = "reachable" in ds and int((ds["reachable"] == 0).sum()) > 0
+        lines = [f"multi-start search ({ds.attrs['n_starts']} starts) for equilibria of {name} at x = "
+                 f"{np.array2string(ds['x'].values, precision=4)}: {_count(ds.attrs['n_roots'], 'root')}, "
+                 f"{_count(ds.attrs['n_slow'], 'slow point')}"
+                 + (f"; {_count(far, 'point')} outside the states a trajectory can reach "
+                    f"({'kept, flagged' if kept else 'left out; --keep-unreachable keeps them'})" if far else "")]
         for i in range(ds.sizes["point"]):
-            kind = "root" if int(ds["kind"][i]) == 1 else "slow point"
+            kind = ("root" if int(ds["kind"][i]) == 1 else "slow point") + (
+                " (unreachable)" if "reachable" in ds and not int(ds["reachable"][i]) else "")
             cert = "certified" if int(ds["certified"][i]) else "not certified"
             modes = f", {int(ds['n_unstable'][i])} unstable modes" if "n_unstable" in ds else ""
             lines.append(f"  {kind}: h = {np.array2string(ds['h_eq'].values[i], precision=6)}, residual "

@@ -45,3 +45,12 @@ def implicit_train_summary(ds) -> str:
     return "\n".join(lines)
 
 
+
+
+def train_result_summary(result) -> str:
+    """The text ``dynlab train`` prints for the result of ``train_spec``: ``train_summary`` of its
+    history, or ``implicit_train_summary`` for an implicit network."""
+    from ..train.loop import ImplicitTrainResult
+
+    summary = implicit_train_summary if isinstance(result, ImplicitTrainResult) else train_summary
+    return summary(result.history)
