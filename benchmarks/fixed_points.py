@@ -148,7 +148,8 @@ def jax_adam(m, S0, *, lr=ADAM_LR, iters=ADAM_ITERS, q_target=Q_TARGET):
 
 
 def build(quick: bool):
-    from dynlab.analysis.equilibria import System, _search, newton_batched
+    from dynlab.analysis.equilibria import System, newton_batched
+    from dynlab.analysis.fixed_points import _search
 
     m, _ = load_gru()
     n = 256 if quick else N_STARTS

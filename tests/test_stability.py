@@ -10,7 +10,8 @@ import pytest
 from scipy.optimize import brentq
 
 import dynlab as dl
-from dynlab.analysis.equilibria import System, eigenvalues_from, equilibrium, fixed_points
+from dynlab.analysis.equilibria import System, eigenvalues_from, equilibrium
+from dynlab.analysis.fixed_points import fixed_points
 from dynlab.errors import ConvergenceError, ParameterError
 from dynlab.models import CTRNN, IRNN
 

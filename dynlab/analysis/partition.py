@@ -23,10 +23,12 @@ What this module computes
 * ``affine_form``: A_RNN, B_RNN per sequence (materialised; for small T·D).
 * ``templates``: dz/dx for z = W_out h_T + b_out by reverse-mode products (never the
   (T·D)×(T·d) matrix), with z_c = ⟨template_c, x⟩ + bias_c exactly.
-* ``initial_state_jacobian`` 𝒜_h = ∂h_T/∂h_0 (= ∏ A_σ W_r), ``loss_gradient_h0``,
-  ``random_h0_regulariser`` (Theorem 3, corrected and as printed) and
-  ``random_h0_monte_carlo`` (antithetic Monte-Carlo estimate of E[L̃] − L).
-* ``hamming_distances``, ``embed_codes`` (PCA, t-SNE), ``knn_accuracy`` (numpy k-NN).
+* ``hamming_distances``, ``count_regions``.
+
+Beside it: ``partition_h0`` (``initial_state_jacobian`` 𝒜_h = ∂h_T/∂h_0 (= ∏ A_σ W_r),
+``loss_gradient_h0``, ``random_h0_regulariser`` (Theorem 3, corrected and as printed),
+``random_h0_monte_carlo`` (antithetic Monte-Carlo estimate of E[L̃] − L)) and ``partition_codes``
+(``embed_codes`` (PCA, t-SNE), ``knn_accuracy`` (numpy k-NN)); their names are reached from here too.
 
 Models: ``rnn``, ``rin``, ``fastrnn``, ``antisymmetric`` (all of the gated form above) and
 ``Stack`` of one-line layers (L ``rnn`` layers); activations relu, leaky-relu, abs, identity.  A smooth
@@ -51,9 +53,6 @@ LOSSES = ("mse", "ce")
 MATERIALISE_MAX_ENTRIES = 1 << 24
 #: Entries of the (B, C, T, D) cotangent block held at once by the multi-layer reverse pass.
 REVERSE_CHUNK_ENTRIES = 1 << 24
-#: ``embed_codes`` uses ``projection.pca`` (a full SVD) when min(N, F) is at most this, else the
-#: two leading eigenvectors of the Gram/scatter matrix (same projection, far cheaper).
-PCA_SVD_MAX = 400
 
 
 # ============================================================================ validation
@@ -529,337 +528,6 @@ def templates(model, x, W_out, b_out=None, h0=None, *, backend=None, command=Non
         return finish(_wrap(model, tr, data, command, backend), "templates")
 
 
-# ============================================================================ random initial state
-def initial_state_jacobian(model, x, h0=None, *, backend=None) -> np.ndarray:
-    """𝒜_h = ∂h_T/∂h_0 = ∏_{s=T}^{1} A_σ^(s) W_r (MASO §6) for each sequence.
-
-    For a gated cell the factor is J_s = a I + c diag(φ'(z_s)) R.  For L layers h_0 is the
-    concatenation of every layer's initial state and 𝒜_h = ∂h^(L)_T/∂[h^(1)_0, …, h^(L)_0].
-
-    Returns (…, D, L·D) (leading (B,) only for a batched x).
-    """
-    with get_backend(backend):
-        tr = forward(model, x, h0, backend=backend)
-        D = tr.layers[-1].hidden
-        r = _reverse_chunked(tr, np.eye(D))
-        Ah = np.concatenate(r["dh0"], axis=-1)
-        return Ah if tr.batched else Ah[0]
-
-
-def _check_targets(y, N: int, C: int, loss: str) -> np.ndarray:
-    if loss == "mse":
-        arr = np.asarray(y, dtype=np.float64)
-        if arr.ndim == 1 and C == 1:
-            arr = arr[:, None]
-        if arr.shape != (N, C):
-            raise ParameterError("y", f"½-MSE targets must have shape ({N}, {C}), got {np.shape(y)}")
-        if not np.all(np.isfinite(arr)):
-            raise ParameterError("y", "contains a non-finite value")
-        return arr
-    arr = np.asarray(y)
-    if arr.shape != (N,) or not np.issubdtype(arr.dtype, np.integer):
-        raise ParameterError("y", f"cross-entropy targets must be {N} integer class labels, got shape "
-                                  f"{np.shape(y)}, dtype {arr.dtype}")
-    if arr.min() < 0 or arr.max() >= C:
-        raise ParameterError("y", f"class labels must lie in 0..{C - 1}")
-    return arr.astype(np.int64)
-
-
-def _check_loss(loss: str) -> str:
-    key = str(loss).strip().lower()
-    if key not in LOSSES:
-        raise ParameterError("loss", f"must be 'mse' (½‖z − y‖²) or 'ce' (softmax cross-entropy), got {loss!r}")
-    return key
-
-
-def _softmax(z):
-    e = np.exp(z - z.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def losses(z, y, loss: str) -> np.ndarray:
-    """Per-sequence losses: ½‖z − y‖² (``mse``) or −log softmax(z)_y (``ce``); (…, C) → (…)."""
-    if loss == "mse":
-        return 0.5 * np.sum((z - y) ** 2, axis=-1)
-    zmax = z.max(axis=-1, keepdims=True)
-    lse = zmax[..., 0] + np.log(np.sum(np.exp(z - zmax), axis=-1))
-    return lse - np.take_along_axis(z, y[..., None], axis=-1)[..., 0]
-
-
-def _prepare(model, x, y, W_out, b_out, loss, h0, backend):
-    loss = _check_loss(loss)
-    tr = forward(model, x, h0, backend=backend)
-    Wo, bo = _check_readout(W_out, b_out, tr.layers[-1].hidden)
-    yy = _check_targets(y, tr.x.shape[0], Wo.shape[0], loss)
-    return loss, tr, Wo, bo, yy
-
-
-def loss_gradient_h0(model, x, y, W_out, b_out=None, *, loss: str = "mse", h0=None, backend=None) -> dict:
-    """∂L/∂h_0 = (∂L/∂z) W_out 𝒜_h for L = (1/N) Σ_n ℓ(z_n, y_n), z_n = W_out h_T + b_out (eq. 10).
-
-    Parameters
-    ----------
-    model, x (N sequences), h0, backend : as ``forward``
-    y : (N, C) targets (``mse``) or (N,) integer labels (``ce``)
-    W_out (C, D), b_out (C,) : the read-out;  loss : "mse" (½‖z − y‖²) or "ce"
-
-    Returns dict: ``dL_dh0`` (N, L·D), ``dL_dz`` (N, C), ``M`` (N, C, L·D) = ∂z/∂h_0 = W_out 𝒜_h,
-    ``loss`` (the mean loss L).
-    """
-    with get_backend(backend):
-        loss, tr, Wo, bo, yy = _prepare(model, x, y, W_out, b_out, loss, h0, backend)
-        N = tr.x.shape[0]
-        z = tr.H[-1][:, -1] @ Wo.T + bo
-        if loss == "mse":
-            dz = (z - yy) / N
-        else:
-            dz = _softmax(z)
-            dz[np.arange(N), yy] -= 1.0
-            dz /= N
-        M = np.concatenate(_reverse_chunked(tr, Wo)["dh0"], axis=-1)
-        return {"dL_dh0": np.einsum("nc,ncj->nj", dz, M), "dL_dz": dz, "M": M,
-                "loss": float(np.mean(losses(z, yy, loss)))}
-
-
-def random_h0_regulariser(model, x, y, W_out, b_out=None, *, sigma: float, loss: str = "mse", h0=None,
-                          printed: bool = False, backend=None) -> dict:
-    """The regulariser ℛ = E_ε[L̃] − L of a random initial state h_0 + ε, ε ~ N(0, σ² I) (MASO Thm. 3).
-
-    Corrected forms (M_n = ∂z_n/∂h_0 = W_out 𝒜_h, the output layer included):
-
-    * ½-MSE:  ℛ = σ²/(2N) Σ_n ‖M_n‖²_F — exact for a piecewise-linear network as long as ε
-      leaves the partition unchanged (z is then affine in ε);
-    * cross-entropy:  ℛ ≈ σ²/(2N) Σ_n Tr(M_nᵀ (diag p_n − p_n p_nᵀ) M_n), p_n = softmax(z_n):
-      the second-order term (the Hessian of log Σ exp is diag p − ppᵀ); error O(σ⁴).
-
-    ``printed=True`` evaluates the theorem as printed: ½-MSE σ²/(2N) Σ ‖𝒜_h‖²_F and
-    cross-entropy σ²/(2N) Σ_n ‖diag(p_n,i (1 − p_n,i)) 𝒜_h‖²_F.  Both omit W_out; the
-    cross-entropy form is defined only when the number of classes C equals D (the paper's 𝒜_h
-    stands where W_out 𝒜_h belongs) and, even with W_out = I, it squares the diagonal of the
-    softmax Jacobian and drops the −ppᵀ coupling, so it does not equal E[L̃] − L
-    (docs/background/errata.md).
-
-    Returns dict: ``value`` ℛ, ``per_sequence`` (N,) the summands σ²/2·(…), ``loss`` L.
-    """
-    with get_backend(backend):
-        sigma = float(sigma)
-        if not np.isfinite(sigma) or sigma < 0:
-            raise ParameterError("sigma", f"must be a finite number ≥ 0, got {sigma}")
-        loss, tr, Wo, bo, yy = _prepare(model, x, y, W_out, b_out, loss, h0, backend)
-        N = tr.x.shape[0]
-        z = tr.H[-1][:, -1] @ Wo.T + bo
-        p = _softmax(z)
-        if printed:
-            D = tr.layers[-1].hidden
-            Ah = np.concatenate(_reverse_chunked(tr, np.eye(D))["dh0"], axis=-1)
-            if loss == "mse":
-                per = np.sum(Ah ** 2, axis=(1, 2))
-            else:
-                if Wo.shape[0] != D:
-                    raise ParameterError("W_out", f"the printed cross-entropy form ‖diag(p(1−p)) 𝒜_h‖² needs as many "
-                                                  f"classes as hidden units (C = D = {D}), got C = {Wo.shape[0]}")
-                per = np.sum(((p * (1 - p))[:, :, None] * Ah) ** 2, axis=(1, 2))
-        else:
-            M = np.concatenate(_reverse_chunked(tr, Wo)["dh0"], axis=-1)
-            if loss == "mse":
-                per = np.sum(M ** 2, axis=(1, 2))
-            else:
-                pM = np.einsum("nc,ncj->nj", p, M)
-                per = np.einsum("nc,ncj,ncj->n", p, M, M) - np.sum(pM ** 2, axis=1)
-        per = 0.5 * sigma ** 2 * per
-        return {"value": float(per.sum() / N), "per_sequence": per, "loss": float(np.mean(losses(z, yy, loss)))}
-
-
-def random_h0_monte_carlo(model, x, y, W_out, b_out=None, *, sigma: float, loss: str = "mse", pairs: int = 256,
-                          seed: int | None = 0, h0=None, backend=None) -> dict:
-    """Monte-Carlo estimate of E_ε[L̃] − L with antithetic pairs (the reference for Thm. 3).
-
-    For each pair k, one ε_k,n ~ N(0, σ² I) per sequence n (and layer), and
-    Δ_k = ½(L(h_0 + ε_k) + L(h_0 − ε_k)) − L(h_0); the antithetic pair cancels the first-order
-    term exactly, so Δ_k carries only the even orders.  Estimate mean_k Δ_k, standard error
-    std_k(Δ_k)/√pairs.  ``changed_fraction``: the fraction of perturbed runs whose partition
-    codes differ from the unperturbed run's (then the piecewise-linear expansion does not hold).
-
-    Returns dict: ``estimate``, ``stderr``, ``pairs``, ``changed_fraction``, ``loss``.
-    """
-    with get_backend(backend):
-        from .._validate import as_int
-
-        sigma = float(sigma)
-        if not np.isfinite(sigma) or sigma < 0:
-            raise ParameterError("sigma", f"must be a finite number ≥ 0, got {sigma}")
-        pairs = as_int(pairs, "pairs", low=2)
-        loss, tr, Wo, bo, yy = _prepare(model, x, y, W_out, b_out, loss, h0, backend)
-        N, T, d = tr.x.shape
-        L, D = len(tr.layers), tr.layers[0].hidden
-        base_loss = float(np.mean(losses(tr.H[-1][:, -1] @ Wo.T + bo, yy, loss)))
-        base_codes = tr.codes()
-        rng = np.random.default_rng(seed)
-        chunk = max(1, min(pairs, (1 << 20) // max(1, 2 * N * T * D * L)))
-        deltas, changed, runs = [], 0, 0
-        done = 0
-        while done < pairs:
-            P = min(chunk, pairs - done)
-            eps = sigma * rng.standard_normal((P, L, N, D))
-            xs = np.broadcast_to(tr.x, (2 * P, N, T, d)).reshape(2 * P * N, T, d)
-            h0s = [np.concatenate([(tr.h0[ell] + eps[:, ell]), (tr.h0[ell] - eps[:, ell])]).reshape(2 * P * N, D)
-                   for ell in range(L)]
-            model_in = tr.layers[0] if L == 1 else Stack(tr.layers)
-            pt = forward(model_in, xs, h0s if L > 1 else h0s[0], backend=backend)
-            zz = pt.H[-1][:, -1] @ Wo.T + bo
-            ll = losses(zz, np.tile(yy, (2 * P,) + (1,) * (yy.ndim - 1)), loss).reshape(2, P, N).mean(axis=2)
-            deltas.append(0.5 * (ll[0] + ll[1]) - base_loss)
-            codes = pt.codes().reshape((2 * P, N) + base_codes.shape[1:])
-            changed += int(np.sum(np.any((codes != base_codes[None]).reshape(2 * P, N, -1), axis=2)))
-            runs += 2 * P * N
-            done += P
-        delta = np.concatenate(deltas)
-        return {"estimate": float(delta.mean()), "stderr": float(delta.std(ddof=1) / np.sqrt(pairs)),
-                "pairs": pairs, "changed_fraction": changed / runs, "loss": base_loss}
-
-
-# ============================================================================ geometry
-def prefix_features(codes, t: int) -> np.ndarray:
-    """The partition code of each sequence after t steps: codes[:, :t] flattened, float64 (B, t·K)."""
-    c = np.asarray(codes)
-    return c[:, :t].reshape(c.shape[0], -1).astype(np.float64)
-
-
-def _pca2_eigh(f: np.ndarray) -> np.ndarray:
-    """Coordinates on the top two principal components of a large point cloud (N, F).
-
-    The same projection as ``projection.pca`` (same sign convention: the largest-magnitude
-    entry of each component positive), from the two leading eigenvectors of the smaller of the
-    Gram matrix X Xᵀ and the scatter matrix Xᵀ X of the centred points (LAPACK ``syevr`` for
-    those two only), instead of a full SVD, which costs ~10× more at N ≈ 2000, F ≈ 4000.
-    Eigenvectors from the squared matrix are accurate to ≈ ε·λ₁/(λ₂ − λ₃), ample for a picture.
-    """
-    from scipy.linalg import eigh
-
-    X = f - f.mean(axis=0)
-    N, F = X.shape
-    if F <= N:
-        w, V = eigh(X.T @ X, subset_by_index=[F - 2, F - 1])
-        comps = V[:, ::-1].T
-    else:
-        w, Uv = eigh(X @ X.T, subset_by_index=[N - 2, N - 1])
-        comps = (X.T @ Uv[:, ::-1]).T
-        comps /= np.maximum(np.linalg.norm(comps, axis=1, keepdims=True), np.finfo(float).tiny)
-    flip = np.sign(comps[np.arange(2), np.argmax(np.abs(comps), axis=1)])
-    comps *= np.where(flip == 0, 1.0, flip)[:, None]
-    return X @ comps.T
-
-
-def embed_codes(codes, times, *, method: str = "pca", seed: int = 0) -> np.ndarray:
-    """2-D embedding of the prefix codes (steps 1..t) of B sequences at each of ``times``.
-
-    Parameters
-    ----------
-    codes : (B, T, …) integer codes;  times : 1-based steps t
-    method : "pca" (``dynlab.analysis.projection.pca``) or "tsne" (scikit-learn's TSNE,
-        init="pca", random_state=seed; a ParameterError when scikit-learn is absent)
-
-    Returns (len(times), B, 2).
-    """
-    from .projection import pca, project
-
-    c = np.asarray(codes)
-    T = c.shape[1]
-    ts = [int(t) for t in np.atleast_1d(times)]
-    for t in ts:
-        if not 1 <= t <= T:
-            raise ParameterError("times", f"must lie in 1..{T}, got {t}")
-    key = str(method).lower().replace("-", "")
-    if key not in ("pca", "tsne"):
-        raise ParameterError("method", f"must be 'pca' or 'tsne', got {method!r}")
-    if key == "tsne":
-        try:
-            from sklearn.manifold import TSNE
-        except ImportError:
-            raise ParameterError("method", "t-SNE needs scikit-learn (pip install 'dynlab[digits]'); "
-                                           "use method='pca'") from None
-    out = np.empty((len(ts), c.shape[0], 2))
-    for i, t in enumerate(ts):
-        f = prefix_features(c, t)
-        if key == "pca":
-            if f.shape[1] < 2:
-                out[i] = np.column_stack([f[:, 0] - f[:, 0].mean(), np.zeros(len(f))])
-            elif min(f.shape) <= PCA_SVD_MAX:
-                mean, comps, _ = pca(f, 2)
-                out[i] = project(f, mean, comps)
-            else:
-                out[i] = _pca2_eigh(f)
-        elif not np.any(f != f[:1]):
-            out[i] = 0.0  # every code identical: one point (sklearn's t-SNE fails on it)
-        else:
-            perp = float(min(30.0, max(2.0, (c.shape[0] - 1) / 3)))
-            out[i] = TSNE(n_components=2, init="pca", random_state=seed, perplexity=perp).fit_transform(f)
-    return out
-
-
-def _neighbours(train_X, test_X, kmax: int) -> np.ndarray:
-    """Indices of the kmax nearest training points of every test point, (distance, index) order."""
-    A = np.asarray(train_X, dtype=np.float64)
-    Q = np.asarray(test_X, dtype=np.float64)
-    d2 = np.sum(Q ** 2, 1)[:, None] + np.sum(A ** 2, 1)[None] - 2.0 * Q @ A.T
-    return np.argsort(d2, axis=1, kind="stable")[:, :kmax]
-
-
-def _vote(labs: np.ndarray, classes: np.ndarray) -> np.ndarray:
-    counts = np.stack([(labs == c).sum(axis=1) for c in classes], axis=1)
-    tied = counts == counts.max(axis=1, keepdims=True)
-    out = np.empty(labs.shape[0], dtype=labs.dtype)
-    for i in range(labs.shape[0]):
-        ok = set(classes[tied[i]].tolist())
-        out[i] = next(v for v in labs[i] if v in ok)
-    return out
-
-
-def knn_predict(train_X, train_y, test_X, k: int) -> np.ndarray:
-    """k-nearest-neighbour labels (Euclidean; for 0/1 codes the squared distance is the Hamming one).
-
-    Neighbours are the k smallest distances, ties in distance broken by training index (stable
-    sort); the vote is by count, a tie between classes going to the class of the nearest
-    neighbour among the tied ones.
-    """
-    from .._validate import as_int
-
-    k = as_int(k, "k", low=1)
-    y = np.asarray(train_y)
-    if k > len(y):
-        raise ParameterError("k", f"must be ≤ the number of training points {len(y)}, got {k}")
-    return _vote(y[_neighbours(train_X, test_X, k)], np.unique(y))
-
-
-def knn_accuracy(features, labels, ks=(1, 2, 5, 10), *, train_fraction: float = 0.8, seed: int = 0,
-                 splits: int = 1) -> dict:
-    """k-NN test accuracy for each k (MASO Table 3: 80 % of the points train, 20 % test).
-
-    The split is a seeded random permutation; with ``splits`` > 1 the accuracy is the mean over
-    that many independent splits (seeds seed, seed + 1, …).  Returns {k: accuracy}.
-    """
-    from .._validate import as_int
-
-    y = np.asarray(labels)
-    X = np.asarray(features, dtype=np.float64).reshape(len(y), -1)
-    if not 0.0 < train_fraction < 1.0:
-        raise ParameterError("train_fraction", f"must lie in (0, 1), got {train_fraction}")
-    splits = as_int(splits, "splits", low=1)
-    ks = [as_int(k, "k", low=1) for k in np.atleast_1d(ks)]
-    n_train = int(round(train_fraction * len(y)))
-    if max(ks) > n_train:
-        raise ParameterError("k", f"must be ≤ the number of training points {n_train}, got {max(ks)}")
-    acc = {k: 0.0 for k in ks}
-    for s in range(splits):
-        perm = np.random.default_rng(seed + s).permutation(len(y))
-        tr, te = perm[:n_train], perm[n_train:]
-        nn = y[tr][_neighbours(X[tr], X[te], max(ks))]
-        classes = np.unique(y[tr])
-        for k in ks:
-            acc[k] += float(np.mean(_vote(nn[:, :k], classes) == y[te])) / splits
-    return acc
-
-
 # ============================================================================ Dataset
 def _param_variables(model, layers):
     """One layer: its parameters as they are.  L > 1 layers: every layer alike, under
@@ -987,3 +655,21 @@ def model_from_partition(ds):
     # every layer under layer{ℓ}_; files written before that kept layer 1 unprefixed
     first = model_from_dataset(ds, prefix="layer1_" if "layer1_U" in ds else "")
     return Stack((first,) + tuple(model_from_dataset(ds, prefix=f"layer{ell}_") for ell in range(2, L + 1)))
+
+
+#: Names that moved to the modules beside this one (the random initial state; the codes' geometry),
+#: still reached from here.
+_MOVED = {**{n: "dynlab.analysis.partition_h0" for n in (
+    "initial_state_jacobian", "losses", "loss_gradient_h0", "random_h0_regulariser", "random_h0_monte_carlo",
+    "_check_targets", "_check_loss", "_softmax", "_prepare")},
+    **{n: "dynlab.analysis.partition_codes" for n in (
+        "prefix_features", "embed_codes", "knn_predict", "knn_accuracy", "PCA_SVD_MAX", "_pca2_eigh", "_neighbours",
+        "_vote")}}
+
+
+def __getattr__(name):
+    if name in _MOVED:  # by name: those modules import this one
+        import importlib
+
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -389,7 +389,7 @@ COMMANDS = (
             options=(*MODEL, "task", "task_steps", "pad", "iterations", "lr", "optimiser", "train_batch", "clip",
                      "sigma_eps", "record_every", "eta_per_k", "resume", "save_weights", "out", "data", "quiet",
                      "force"),
-            compute="train_spec", summary="train_result_summary", spec="dynlab.train.loop:TrainSpec",
+            compute="train_spec", summary="train_result_summary", spec="dynlab.train.spec:TrainSpec",
             own={k: k for k in ("task", "steps", "pad", "iterations", "lr", "optimiser", "batch", "clip", "sigma_eps",
                                 "record_every", "eta_per_k", "resume", "save_weights")},
             writes=("save_weights",)),

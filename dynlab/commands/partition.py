@@ -56,7 +56,8 @@ def partition_dataset(spec):
     import xarray as xr
 
     from .._dataset import finish
-    from ..analysis.partition import embed_codes, partition
+    from ..analysis.partition import partition
+    from ..analysis.partition_codes import embed_codes
     from ..errors import ParameterError
     from ..spec import build_input, input_attrs
 

@@ -94,7 +94,6 @@ def phase_dataset(spec, field=None):
     from ..analysis.equilibria import equilibrium_curve
     from ..analysis.projection import pca
     from ..backends import resolve_backend
-    from ..models import IRNN
     from ..simulation import simulate
     from ..spec import VARIANCE_INPUTS, build_input, build_model, input_attrs, input_kind
 
@@ -222,7 +221,8 @@ def add_field(ds, model, x, h):
     """
     import xarray as xr
 
-    from ..analysis.equilibria import STABILITY_ATTRS, System, fixed_points
+    from ..analysis.equilibria import STABILITY_ATTRS, System
+    from ..analysis.fixed_points import fixed_points
 
     _check_field(model, "constant")
     system = System(model)

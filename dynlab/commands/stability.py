@@ -53,7 +53,7 @@ def equilibria_dataset(spec):
     at every input.  ``attrs["result"]`` names the call that made it.
     """
     from ..analysis.continuation import continuation
-    from ..analysis.equilibria import equilibrium, fixed_points
+    from ..analysis.equilibria import equilibrium
     from ..spec import input_attrs
 
     run = spec.run
@@ -100,7 +100,7 @@ def _fixed_points(spec, model, x):
     visits: on the task's test inputs (``spec.task``), else for the maps given by their step (gru,
     lstm, stack) on the command's input sequence — random states far outside that set end in
     saturated slow points that no trajectory reaches — else random states run along the dynamics."""
-    from ..analysis.equilibria import fixed_points
+    from ..analysis.fixed_points import fixed_points
     from ..tasks import make_task
 
     run = spec.run

@@ -1,4 +1,4 @@
-"""``dynlab train``: spec → training run (``dynlab.train.loop.train_spec``), and the text the
+"""``dynlab train``: spec → training run (``dynlab.train.spec.train_spec``), and the text the
 command prints for its history Dataset."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 
 
 def train_spec(spec):
-    """Run the training a ``TrainSpec`` describes (``dynlab.train.loop.train_spec``)."""
-    from ..train.loop import train_spec as run
+    """Run the training a ``TrainSpec`` describes (``dynlab.train.spec.train_spec``)."""
+    from ..train.spec import train_spec as run
 
     return run(spec)
 
@@ -50,7 +50,7 @@ def implicit_train_summary(ds) -> str:
 def train_result_summary(result) -> str:
     """The text ``dynlab train`` prints for the result of ``train_spec``: ``train_summary`` of its
     history, or ``implicit_train_summary`` for an implicit network."""
-    from ..train.loop import ImplicitTrainResult
+    from ..train.spec import ImplicitTrainResult
 
     summary = implicit_train_summary if isinstance(result, ImplicitTrainResult) else train_summary
     return summary(result.history)

@@ -6,7 +6,8 @@
 ``backprop``  reverse-mode gradients through time for every discrete model, the read-out and
               the losses (``loss_and_grads``).
 ``loop``      the training loop with its gradient diagnostics (``train_model``), checkpoints
-              (``save_checkpoint``, ``resume_training``) and the CLI's ``TrainSpec``.
+              (``save_checkpoint``, ``resume_training``).
+``spec``      the CLI's entry (``TrainSpec``, ``train_spec``).
 """
 from .optim import OPTIMISERS, Adam, Plateau, RMSprop, SGD, clip_by_global_norm, make_optimiser
 

@@ -1,0 +1,34 @@
+"""Device helpers the GPU kernels share (``block_sum``), handed to each kernel module with that
+module's globals (``device_functions``)."""
+from __future__ import annotations
+
+import types
+
+from numba import cuda  # a module global: the simulator swaps it for its own in the kernels' globals
+from numba.extending import register_jitable  # device helpers: compiled into each kernel, no device query
+
+
+def _block_sum(red, v):
+    """Σ of v over the block's threads (blockDim a power of two); every thread gets it."""
+    tid = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    red[tid] = v
+    cuda.syncthreads()
+    s = nt // 2
+    while s > 0:
+        if tid < s:
+            red[tid] += red[tid + s]
+        cuda.syncthreads()
+        s //= 2
+    out = red[0]
+    cuda.syncthreads()
+    return out
+
+
+def device_functions(module_globals) -> types.SimpleNamespace:
+    """The device helpers (``block_sum``) bound to the globals of the kernel module that calls them:
+    the same code, but its ``cuda`` is that module's, which Numba's simulator swaps for its own while
+    one of that module's kernels runs (a helper with this module's globals would see the real
+    ``numba.cuda`` there)."""
+    fn = types.FunctionType(_block_sum.__code__, module_globals, "block_sum")
+    return types.SimpleNamespace(block_sum=register_jitable(fn))

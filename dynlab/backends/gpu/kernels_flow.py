@@ -1,0 +1,402 @@
+"""The gradient-flow and sweep kernels: forward tangents of sweep settings (``tangent``), the backward
+chain P_t and its log-norms (``products``), σ₁ by one-sided Jacobi on the Gram matrix (``top_sv``) and
+the Lyapunov QR steps (``qr_steps``) (``kernels.py``: the layout every kernel keeps).
+"""
+from __future__ import annotations
+
+import math
+
+from numba import cuda  # a module global: the simulator swaps it for its own in the kernels' globals
+
+from ..cells import one, zero, cell_update, cell_slope, irnn_inner, irnn_slope
+from .helpers import device_functions
+
+
+def build(FT, NINF, NAN) -> dict:
+    """The kernels of this module for the floating type FT (constants NINF, NAN in that type)."""
+    jit = cuda.jit
+    block_sum = device_functions(globals()).block_sum
+
+    @jit
+    def tangent(gated, RT, C, eta, K, alpha, sign, g0prev, act, leak, scratch, msh, logs, M_out, J_out, diverged):
+        """Forward tangents of one sweep setting per block (``base.Backend.forward_tangent``):
+        the state and A = ∂h_m/∂h_1 (Frobenius-normalised, log scale in ``logs``) through the
+        same update; at the last step A = [M_{T−1} | I] so that the same pass gives J_T.
+        iRNN: St = G + σA, G ← G + η_k φ'(z) ⊙ (U St) − η_k α St (``cells.irnn_slope``);
+        cells: G = a A + γ φ'(z) ⊙ (R A) (``cells.cell_slope``).  Shared: h, g, s, the slopes (D),
+        the reduction (blockDim); A, G, St (D × 2D each) when ``msh`` ≥ 1, else the setting's
+        slice of ``scratch`` (S, 3, 2D²); Rᵀ (D²) too when ``msh`` = 2."""
+        buf = cuda.shared.array(0, FT)
+        S, T, D = C.shape
+        n = cuda.blockIdx.x
+        tid = cuda.threadIdx.x
+        nt = cuda.blockDim.x
+        W2 = 2 * D
+        h = buf[0:D]
+        g = buf[D:2 * D]
+        s = buf[2 * D:3 * D]
+        sl = buf[3 * D:4 * D]
+        red = buf[4 * D:4 * D + nt]
+        off = 4 * D + nt
+        sx = min(n, scratch.shape[0] - 1)
+        A = scratch[sx, 0]
+        G = scratch[sx, 1]
+        St = scratch[sx, 2]
+        if msh >= 1:
+            A = buf[off:off + D * W2]
+            G = buf[off + D * W2:off + 2 * D * W2]
+            St = buf[off + 2 * D * W2:off + 3 * D * W2]
+            off += 3 * D * W2
+        R = RT[n]
+        if msh >= 2:
+            for e in range(tid, D * D, nt):
+                buf[off + e] = RT[n, e]
+            R = buf[off:off + D * D]
+        a_ = alpha[n]
+        sg = sign[n]
+        prev = g0prev[n]
+        o = one(a_)
+        ze = zero(a_)
+        for i in range(tid, D, nt):
+            h[i] = ze
+        for e in range(tid, D * D, nt):      # M_1 = I, row stride D until the last step
+            i = e // D
+            A[e] = o if i == e - i * D else ze
+        cuda.syncthreads()
+        lg = ze
+        bad = 0
+        for t in range(T):
+            tang = t > 0
+            w = W2 if (t == T - 1 and tang) else D
+            if w == W2:      # A = [M | I]: M was stored with row stride D; lay it out with stride 2D
+                for e in range(tid, D * D, nt):
+                    St[e] = A[e]
+                cuda.syncthreads()
+                for e in range(tid, D * D, nt):
+                    i = e // D
+                    j = e - i * D
+                    A[i * W2 + j] = St[e]
+                    A[i * W2 + D + j] = o if i == j else ze
+                cuda.syncthreads()
+            if gated:
+                for i in range(tid, D, nt):
+                    z = C[n, t, i]
+                    for j in range(D):
+                        z += R[j * D + i] * h[j]
+                    sl[i] = cell_slope(eta[n, 0], z, act[n], leak[n])
+                    g[i] = cell_update(a_, eta[n, 0], h[i], z, act[n], leak[n])
+                cuda.syncthreads()
+                if tang:
+                    for e in range(tid, D * w, nt):
+                        i = e // w
+                        j = e - i * w
+                        u = ze
+                        for l in range(D):
+                            u += R[l * D + i] * A[l * w + j]
+                        G[e] = a_ * A[e] + sl[i] * u
+                cuda.syncthreads()
+            else:
+                for i in range(tid, D, nt):
+                    g[i] = h[i] if prev else ze
+                if tang:
+                    for e in range(tid, D * w, nt):
+                        G[e] = A[e] if prev else ze
+                cuda.syncthreads()
+                for k in range(K[n]):
+                    ek = eta[n, k]
+                    for i in range(tid, D, nt):
+                        s[i] = g[i] + sg * h[i]
+                    if tang:
+                        for e in range(tid, D * w, nt):
+                            St[e] = G[e] + sg * A[e]
+                    cuda.syncthreads()
+                    for i in range(tid, D, nt):
+                        z = C[n, t, i]
+                        for j in range(D):
+                            z += R[j * D + i] * s[j]
+                        sl[i] = irnn_slope(z, ek, act[n], leak[n])
+                        g[i] = irnn_inner(g[i], s[i], z, ek, a_, act[n], leak[n])
+                    cuda.syncthreads()
+                    if tang:
+                        ea = ek * a_
+                        for e in range(tid, D * w, nt):
+                            i = e // w
+                            j = e - i * w
+                            u = ze
+                            for l in range(D):
+                                u += R[l * D + i] * St[l * w + j]
+                            G[e] = G[e] + (sl[i] * u - ea * St[e])
+                    cuda.syncthreads()
+            nf = ze
+            for i in range(tid, D, nt):
+                if not math.isfinite(g[i]):
+                    nf = o
+            if block_sum(red, nf) > ze:
+                bad = t + 1
+                break
+            for i in range(tid, D, nt):
+                h[i] = g[i]
+            if tang:
+                f2 = ze
+                for e in range(tid, D * w, nt):
+                    if e - (e // w) * w < D:
+                        f2 += G[e] * G[e]
+                f = math.sqrt(block_sum(red, f2))
+                ok = f > ze and math.isfinite(f)
+                if ok:
+                    lg += math.log(f)
+                elif f == ze:
+                    lg = NINF
+                else:
+                    lg = NAN
+                inv = o / f if ok else o
+                for e in range(tid, D * D, nt):
+                    i = e // D
+                    j = e - i * D
+                    v = G[i * w + j] * inv
+                    if w == W2:
+                        M_out[n, i, j] = v
+                        J_out[n, i, j] = G[i * w + D + j]
+                    else:
+                        A[e] = v
+            cuda.syncthreads()
+        if tid == 0:
+            diverged[n] = bad
+            logs[n] = NAN if bad > 0 else lg
+        if bad > 0 or T < 2:
+            for e in range(tid, D * D, nt):
+                i = e // D
+                j = e - i * D
+                M_out[n, i, j] = NAN if bad > 0 else (o if i == j else ze)
+                J_out[n, i, j] = NAN if bad > 0 else ze
+
+    # ======================================================================== norms, QR
+    @jit
+    def products(J, P, logs, g, wantg, S, Slog, glog):
+        """The gradient flow's backward chain for one sequence per block, fed J (B, m, n, n) in
+        time order and run from the end: S[b, j] = P̃, Slog[b, j] = ℓ, then P ← P J_j, kept
+        Frobenius-normalised (P = e^ℓ P̃); with a cotangent, glog = ℓ + ln‖g P̃‖.  P (B, n·n) and
+        logs (B,) carry on to the next chunk.  Shared: P, P' (n² each), g P̃ (n), reduction."""
+        buf = cuda.shared.array(0, FT)
+        B, m, n, _ = J.shape
+        b = cuda.blockIdx.x
+        tid = cuda.threadIdx.x
+        nt = cuda.blockDim.x
+        Ps = buf[0:n * n]
+        Pn = buf[n * n:2 * n * n]
+        gp = buf[2 * n * n:2 * n * n + n]
+        red = buf[2 * n * n + n:2 * n * n + n + nt]
+        for e in range(tid, n * n, nt):
+            Ps[e] = P[b, e]
+        lg = logs[b]
+        cuda.syncthreads()
+        ze = zero(lg)
+        for j in range(m - 1, -1, -1):
+            for e in range(tid, n * n, nt):
+                S[b, j, e // n, e - (e // n) * n] = Ps[e]
+            if tid == 0:
+                Slog[b, j] = lg
+            if wantg:
+                for k in range(tid, n, nt):
+                    v = ze
+                    for i in range(n):
+                        v += g[b, i] * Ps[i * n + k]
+                    gp[k] = v
+                cuda.syncthreads()
+                q = ze
+                for k in range(tid, n, nt):
+                    q += gp[k] * gp[k]
+                q = block_sum(red, q)
+                if tid == 0:
+                    glog[b, j] = lg + (math.log(q) / (one(q) + one(q)) if q > ze else NINF)
+            f2 = ze
+            for e in range(tid, n * n, nt):
+                i = e // n
+                k = e - i * n
+                v = ze
+                for l in range(n):
+                    v += Ps[i * n + l] * J[b, j, l, k]
+                Pn[e] = v
+                f2 += v * v
+            f = math.sqrt(block_sum(red, f2))
+            good = f > ze and math.isfinite(f)
+            if good:
+                lg += math.log(f)
+            elif f == ze:
+                lg = NINF
+            else:
+                lg = NAN
+            inv = one(f) / f if good else one(f)
+            for e in range(tid, n * n, nt):
+                Ps[e] = Pn[e] * inv
+            cuda.syncthreads()
+        for e in range(tid, n * n, nt):
+            P[b, e] = Ps[e]
+        if tid == 0:
+            logs[b] = lg
+
+    @jit
+    def top_sv(M, scratch, gsh, tol, max_sweeps, out):
+        """σ₁ of every matrix of M (N, n, n) (grid-stride over the matrices): the largest
+        eigenvalue of the Gram matrix G = MᵀM by the threshold cyclic Jacobi method — n/2
+        disjoint rotations at a time in the round-robin (Brent–Luk) order, column then row
+        updates — rotating every pair with |G_pq| > tol·max_i G_ii and stopping after a sweep
+        that rotated none; σ₁ = √max_i G_ii.  The off-diagonal left is then below tol·λ_max per
+        entry, which moves λ_max by at most n·tol·λ_max (Gershgorin), and the rounding of G and
+        of the rotations about as much: σ₁ to a relative n·ε or so, i.e. exact to rounding (NaN
+        for a non-finite matrix).  Shared: the rotations (c, s of n/2 pairs), the reduction; G
+        (n²) in shared memory when ``gsh`` else in the block's slice of ``scratch``."""
+        buf = cuda.shared.array(0, FT)
+        N, n, _ = M.shape
+        tid = cuda.threadIdx.x
+        nt = cuda.blockDim.x
+        mm = n + (n % 2)
+        half = mm // 2
+        cs = buf[0:half]
+        sn = buf[half:2 * half]
+        red = buf[2 * half:2 * half + nt]
+        G = scratch[min(cuda.blockIdx.x, scratch.shape[0] - 1)]
+        if gsh:
+            G = buf[2 * half + nt:2 * half + nt + n * n]
+        o = one(tol)
+        ze = zero(tol)
+        for pt in range(cuda.blockIdx.x, N, cuda.gridDim.x):
+            nf = ze
+            for e in range(tid, n * n, nt):
+                i = e // n
+                j = e - i * n
+                v = ze
+                for l in range(n):
+                    v += M[pt, l, i] * M[pt, l, j]
+                G[e] = v
+                if not math.isfinite(v):
+                    nf = o
+            if block_sum(red, nf) > ze:
+                if tid == 0:
+                    out[pt] = NAN
+                continue
+            for sweep in range(max_sweeps):
+                top = ze
+                for i in range(tid, n, nt):
+                    top = max(top, G[i * n + i])
+                red[tid] = top
+                cuda.syncthreads()
+                if tid == 0:
+                    for i in range(1, nt):
+                        top = max(top, red[i])
+                    red[0] = top
+                cuda.syncthreads()
+                thr = tol * red[0]
+                cuda.syncthreads()
+                rotated = ze
+                for rnd in range(mm - 1):
+                    for k in range(tid, half, nt):
+                        p = 0 if k == 0 else (rnd + k - 1) % (mm - 1) + 1
+                        q = (rnd + mm - 2 - k) % (mm - 1) + 1
+                        c = o
+                        s_ = ze
+                        if p < n and q < n:
+                            gpq = G[p * n + q]
+                            if abs(gpq) > thr:
+                                tau = (G[q * n + q] - G[p * n + p]) / (gpq + gpq)
+                                tt = o / (abs(tau) + math.sqrt(o + tau * tau))
+                                if tau < ze:
+                                    tt = -tt
+                                c = o / math.sqrt(o + tt * tt)
+                                s_ = tt * c
+                                rotated = o
+                        cs[k] = c
+                        sn[k] = s_
+                    cuda.syncthreads()
+                    for e in range(tid, half * n, nt):     # columns p, q of G J
+                        k = e // n
+                        i = e - k * n
+                        p = 0 if k == 0 else (rnd + k - 1) % (mm - 1) + 1
+                        q = (rnd + mm - 2 - k) % (mm - 1) + 1
+                        if p < n and q < n and sn[k] != ze:
+                            x = G[i * n + p]
+                            y = G[i * n + q]
+                            G[i * n + p] = cs[k] * x - sn[k] * y
+                            G[i * n + q] = sn[k] * x + cs[k] * y
+                    cuda.syncthreads()
+                    for e in range(tid, half * n, nt):     # rows p, q of Jᵀ (G J)
+                        k = e // n
+                        j = e - k * n
+                        p = 0 if k == 0 else (rnd + k - 1) % (mm - 1) + 1
+                        q = (rnd + mm - 2 - k) % (mm - 1) + 1
+                        if p < n and q < n and sn[k] != ze:
+                            x = G[p * n + j]
+                            y = G[q * n + j]
+                            G[p * n + j] = cs[k] * x - sn[k] * y
+                            G[q * n + j] = sn[k] * x + cs[k] * y
+                    cuda.syncthreads()
+                if block_sum(red, rotated) == ze:
+                    break
+            top = ze
+            for i in range(tid, n, nt):
+                top = max(top, G[i * n + i])
+            red[tid] = top
+            cuda.syncthreads()
+            if tid == 0:
+                for i in range(1, nt):
+                    top = max(top, red[i])
+                out[pt] = math.sqrt(top)
+            cuda.syncthreads()
+
+    @jit
+    def qr_steps(J, Q, out):
+        """Benettin's QR for one sequence per block, fed J (B, m, n, n) in time order:
+        A = J_t Q, then classical Gram–Schmidt twice (orthogonal to rounding, like Householder),
+        ln R_ii = ln‖a_i − Q_{<i} Q_{<i}ᵀ a_i‖ (|R_ii| does not depend on the column signs, so it
+        equals LAPACK's); Q (B, n, k) carries on.  Shared: A (n·k), Q (n·k), the projections (k),
+        reduction."""
+        buf = cuda.shared.array(0, FT)
+        B, m, n, _ = J.shape
+        kq = Q.shape[2]
+        b = cuda.blockIdx.x
+        tid = cuda.threadIdx.x
+        nt = cuda.blockDim.x
+        A = buf[0:n * kq]
+        Qs = buf[n * kq:2 * n * kq]
+        r = buf[2 * n * kq:2 * n * kq + kq]
+        red = buf[2 * n * kq + kq:2 * n * kq + kq + nt]
+        for e in range(tid, n * kq, nt):
+            Qs[e] = Q[b, e // kq, e - (e // kq) * kq]
+        cuda.syncthreads()
+        for t in range(m):
+            for e in range(tid, n * kq, nt):
+                i = e // kq
+                c = e - i * kq
+                v = zero(Qs[e])
+                for l in range(n):
+                    v += J[b, t, i, l] * Qs[l * kq + c]
+                A[e] = v
+            cuda.syncthreads()
+            for c in range(kq):
+                for _ in range(2):
+                    for l in range(tid, c, nt):
+                        v = zero(A[0])
+                        for i in range(n):
+                            v += Qs[i * kq + l] * A[i * kq + c]
+                        r[l] = v
+                    cuda.syncthreads()
+                    for i in range(tid, n, nt):
+                        v = A[i * kq + c]
+                        for l in range(c):
+                            v -= Qs[i * kq + l] * r[l]
+                        A[i * kq + c] = v
+                    cuda.syncthreads()
+                q = zero(A[0])
+                for i in range(tid, n, nt):
+                    q += A[i * kq + c] * A[i * kq + c]
+                nrm = math.sqrt(block_sum(red, q))
+                if tid == 0:
+                    out[b, t, c] = math.log(nrm) if nrm > zero(nrm) else NINF
+                inv = one(nrm) / nrm
+                for i in range(tid, n, nt):
+                    Qs[i * kq + c] = A[i * kq + c] * inv
+                cuda.syncthreads()
+        for e in range(tid, n * kq, nt):
+            Q[b, e // kq, e - (e // kq) * kq] = Qs[e]
+
+    return {"tangent": tangent, "products": products, "top_sv": top_sv, "qr_steps": qr_steps}
