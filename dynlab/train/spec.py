@@ -74,7 +74,7 @@ def train_spec(spec: TrainSpec) -> TrainResult:
             if value is not None:
                 raise ParameterError(key, "cannot be combined with resume: the checkpoint fixes the model")
         res = loop.resume_training(spec.resume, _defaults(spec, "sequence")[0], progress=spec.progress,
-                                    command=run.command)
+                                   command=run.command)
     else:
         from ..spec import build_model
         from ..tasks import make_task
