@@ -15,6 +15,9 @@ Every backend implements the primitives on plain arrays and a form (``dynlab.mod
 ``tangent_qr(batch, size, Q)``
     an accumulator of Benettin's QR steps: ``feed(J)`` returns ln|R_t[i, i]| (B, m, k), carrying
     the frame Q on (``dynlab.analysis.lyapunov``);
+``forward_tangent(batch)``
+    the forward tangents M_m = ∂h_m/∂h_1 of S sweep settings stacked in a ``TangentBatch`` (kept
+    Frobenius-normalised, with their log scale) and J_T: what ``sweep_gradients`` reads;
 
 ``sweep_gradients(forms, xs)``
     ln‖∂h_T/∂h_1‖₂, ln‖∂h_T/∂h_{T−1}‖₂ and the divergence step of S settings of one kind
@@ -51,9 +54,9 @@ from .._resources import progress
 from ..errors import ParameterError
 
 #: The operations of the interface (``supports`` answers for these names).
-OPERATIONS = ("simulate", "jacobians", "backward_norms", "tangent_qr", "gradient_flow", "lyapunov_logr",
-              "sweep_gradients", "partition_trace", "reverse_cotangents", "implicit_solve", "train_forward",
-              "train_backward")
+OPERATIONS = ("simulate", "jacobians", "backward_norms", "tangent_qr", "forward_tangent", "gradient_flow",
+              "lyapunov_logr", "sweep_gradients", "partition_trace", "reverse_cotangents", "implicit_solve",
+              "train_forward", "train_backward")
 
 
 def previous_states(h0, H, lo: int, hi: int) -> np.ndarray:

@@ -139,6 +139,7 @@ def forward(model: Model, x, h0=None, *, backend=None) -> Tape:
     """
     _check_trainable(model)
     be = get_backend(backend)
+    be.require("train_forward", model.form())
     xa, h0a = _as_batch(model, x, h0)
     xt = np.ascontiguousarray(np.swapaxes(xa, 0, 1))           # (T, B, d)
     with be:

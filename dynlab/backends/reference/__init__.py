@@ -1,7 +1,7 @@
 """The NumPy reference backend: the update rules and their derivatives written as plainly as
 possible, batched over sequences or points with NumPy and LAPACK — the definition every other
 backend is tested against (the cells' arithmetic is written a second time, independently, in
-``dynlab.cells`` for the compiled backends).
+``dynlab.backends.cells`` for the compiled backends).
 
 =================  =========================================================================
 operation          how
