@@ -22,7 +22,8 @@ g_k = g_{k-1} + η_{m,k}(φ(z_k) − α s_{k-1}), h_m = g_K; backwards over k = 
     η̄_{m,k} = ⟨ḡ_k, φ(z_k) − α s_{k-1}⟩,  ᾱ −= η_{m,k}⟨ḡ_k, s_{k-1}⟩,
     z̄_k = η_{m,k} ḡ_k ⊙ φ'(z_k),  s̄ = Uᵀ z̄_k − α η_{m,k} ḡ_k,
     ḡ_{k-1} = ḡ_k + s̄,  h̄_{m-1} += σ s̄  (+ ḡ_0 when g_0 = h_{m-1}),
-    Ū = Σ_{m,k} z̄_k s_{k-1}ᵀ;  low rank U = I + V H:  V̄ = Ū Hᵀ,  H̄ = Vᵀ Ū.
+    Ū = Σ_{m,k} z̄_k s_{k-1}ᵀ;  low rank U = I + V H:  V̄ = Ū Hᵀ,  H̄ = Vᵀ Ū;  the paper's eq. 9
+    (P = U applied to the whole argument of φ): the chain rule of ``irnn_param_grads``.
 
 η's gradient takes η's own shape (scalar: Σ_{m,k}; (K,): Σ_m; (T, K): as is).  The big
 parameter sums (R̄, Ū, W̄) are single BLAS products over all stored steps.
@@ -546,17 +547,39 @@ def _backward_irnn(tape, ext):
                          np.empty((B, D)), dh1, gemm_rows(B, D, D, small_gemm()))
     alphab = -float(np.sum(eta * gs))       # ᾱ = −Σ η_{m,k}⟨ḡ_k, s_{k-1}⟩
     tape.dL_dWr = Ubar
-    grads = {"W": Wbar, "b": bbar, "alpha": alphab}
+    grads = irnn_param_grads(model, Ubar, Wbar, bbar)
+    grads["alpha"] = alphab
     e0 = np.asarray(model.eta)
     grads["eta"] = float(etab.sum()) if e0.ndim == 0 else (etab.sum(axis=0) if e0.ndim == 1 else
                                                             (etab.sum(axis=0, keepdims=True) if e0.shape[0] == 1
                                                              else etab))
+    return {k: grads[k] for k in model.params()}, hb, dh1
+
+
+def irnn_param_grads(model, Ubar, Wbar, bbar) -> dict:
+    """The iRNN's parameter gradients from those of the matrices its step uses (``model.U``,
+    ``model.W``, ``model.b``): Ū, W̄, b̄ → the gradients of ``model.params()``' U or V, H, W, b.
+
+    Eq. 5 (``P="I"``): dense U as is; low rank U = I + V H: V̄ = Ū Hᵀ, H̄ = Vᵀ Ū.
+    Eq. 9 (``P="U"``), with the paper's U_p (= I + V H or dense), W_p, b_p and the step's
+    U = U_p U_p, W = U_p W_p, b = U_p b_p:
+
+        Ū_p = Ū U_pᵀ + U_pᵀ Ū + W̄ W_pᵀ + b̄ b_pᵀ,   W̄_p = U_pᵀ W̄,   b̄_p = U_pᵀ b̄,
+
+    then V̄ = Ū_p Hᵀ, H̄ = Vᵀ Ū_p for the low-rank U_p.  (Checked against central differences in
+    tests/test_backprop.py.)
+    """
+    if model.P == "U":
+        Up, Wp, bp = model.P_matrix, model.W_param, model.b_param
+        Ubar = Ubar @ Up.T + Up.T @ Ubar + Wbar @ Wp.T + np.outer(bbar, bp)
+        Wbar, bbar = Up.T @ Wbar, Up.T @ bbar
+    grads = {"W": Wbar, "b": bbar}
     if model.V is not None:
         grads["V"] = Ubar @ model.H.T
         grads["H"] = model.V.T @ Ubar
     else:
         grads["U"] = Ubar
-    return {k: grads[k] for k in model.params()}, hb, dh1
+    return grads
 
 
 # ============================================================================ GRU, LSTM and stacks
