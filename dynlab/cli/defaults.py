@@ -214,6 +214,10 @@ PARTITION_DATASET_BATCH = 500
 PHASE_VARIANCE = 10.0
 
 
+#: ``dynlab figures``: the rendered gallery (full ``figures all``) and the scratch folder every other
+#: run writes to by default, so that a quick or single-figure run never overwrites the gallery.
+GALLERY, FIGURES_SCRATCH = "gallery", "figures-scratch"
+
 #: ``dynlab partition --dataset`` choices: labelled sequences replace the drawn input.
 DATASETS = ("auto", "digits", "patterns")
 
@@ -285,10 +289,12 @@ DEFAULTS = {
               "data": NO_DEFAULT, "quiet": NO_DEFAULT},
     "figures": {"quiet": NO_DEFAULT},
     "figures list": {"quiet": NO_DEFAULT},
-    "figures make": {"names": NO_DEFAULT, "out_dir": Default("figures"), "quick": NO_DEFAULT,
-                     "fmt": Default("png"), "quiet": NO_DEFAULT},
-    "figures all": {"out_dir": Default("figures"), "quick": NO_DEFAULT, "fmt": Default("png"),
-                    "quiet": NO_DEFAULT},
+    "figures make": {"names": NO_DEFAULT, "out_dir": Default(FIGURES_SCRATCH, text=f"{FIGURES_SCRATCH}/ (a scratch "
+                                                                                      "folder, never the gallery)"),
+                     "quick": NO_DEFAULT, "fmt": Default("png"), "quiet": NO_DEFAULT},
+    "figures all": {"out_dir": Default(By("quick", {True: FIGURES_SCRATCH}, GALLERY),
+                                       text=f"{GALLERY}/ (the gallery); {FIGURES_SCRATCH}/ with --quick"),
+                    "quick": NO_DEFAULT, "fmt": Default("png"), "quiet": NO_DEFAULT},
 }
 
 
