@@ -165,3 +165,12 @@ def fact(name: str, holds: bool, value=float("nan"), *, n: int = 1, units: str =
     return {"name": name, "mean": v, "se": 0.0, "n": int(n), "direction": "positive", "passed": bool(holds),
             "verdict": "holds" if holds else "does not hold", "interest": None, "paper": None, "units": units,
             "seeds_needed": None}
+
+
+def record_fields(*, effect: dict, gate_items: list, seeds: int, parts: list | None = None) -> dict:
+    """The verdict's fields of a check's result (``Recipe`` contract): ``effect``, ``gate`` (from its
+    items, ``gate``), ``seeds`` and, when given, the comparative ``parts``."""
+    out = {"effect": effect, "gate": gate(gate_items), "seeds": int(seeds)}
+    if parts:
+        out["parts"] = parts
+    return out

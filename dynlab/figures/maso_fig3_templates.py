@@ -27,6 +27,7 @@ import numpy as np
 
 from ._maso_training import one_blas_thread
 from ._recipe import Recipe
+from ._stats import comparison, effect, level_test, record_fields
 
 NAME = "maso-fig3-templates"
 KINDS = ("trained", "init", "random")
@@ -136,6 +137,10 @@ def check(ds) -> dict:
     out["held_out"] = int(ds.sizes["batch"])
     out["max_identity_error"] = float(ds["z_error_test"].max())
     mf, acc, agree = _rates(ds, "trained")
+    part = comparison(f"matched-filter accuracy − {MAJORITY}", mf - MAJORITY, interest=0.05)
+    out.update(record_fields(effect=effect("matched-filter accuracy", part["mean"] + MAJORITY, part["se"], n=part["n"]),
+                             gate_items=[level_test("trained networks' own accuracy (argmax z)", acc, 0.1)],
+                             seeds=int(ds.sizes["seed"]), parts=[part]))
     out["per_seed"] = [{"seed": int(s), "matched_filter_accuracy": float(mf[i]), "network_accuracy": float(acc[i]),
                         "agreement": float(agree[i])} for i, s in enumerate(ds["seed"].values)]
     out["control"] = {"setting": "untrained ReLU RNNs with a ridge read-out on h_T: each seed's network before "
@@ -229,4 +234,8 @@ RECIPE = Recipe(
     draw=draw,
     check=check,
     trains=True,
+    quote="“The class index of the template that produces the largest inner product with the input is typically the "
+          "correct class, as can be seen in the two figures.” (App. E, Figs. 8, 9)",
+    gate="the trained networks classify the held-out digits: their own accuracy (argmax z) above chance 0.1 beyond "
+         "2 SE",
 )
