@@ -11,8 +11,8 @@ training split's mean and standard deviation (the paper's normalisation), the sp
 
 ``har2_run(key, seed, quick)`` trains one setting of ``_irnn_training`` (the paper's iRNN of any K
 and activation, the tanh RNN) with the gallery's optimiser (Adam, lr 10⁻², clip 1), D = 32, batch
-64, 1000 iterations (quick: D = 8, 60), recording the history (validation loss and accuracy, the
-Jacobian norms on 8 validation sequences) every 20 iterations.  ``params_vars`` / ``model_from``
+64, 600 iterations (quick: D = 8, 60), recording the history (validation loss and accuracy, the
+Jacobian norms on 8 validation sequences) 30 times per run.  ``params_vars`` / ``model_from``
 keep a trained iRNN's parameters in a figure's Dataset and rebuild the model from it.
 """
 from __future__ import annotations
@@ -26,9 +26,9 @@ from ._irnn_training import setting_text, train
 from ._training import standardise
 
 D = {True: 8, False: 32}
-ITERATIONS = {True: 60, False: 1000}
+ITERATIONS = {True: 60, False: 600}
 BATCH = 64
-RECORDS = {True: 6, False: 50}
+RECORDS = {True: 6, False: 30}
 
 
 def setting(quick: bool) -> str:

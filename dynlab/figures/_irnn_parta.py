@@ -58,7 +58,8 @@ def adding_run(T: int, key: str, seed: int, quick: bool):
 def adding_grid(Ts, keys, seeds, quick, seeds_of=None):
     """Every (T, key, seed) run stacked: a Dataset over (T, run, seed, iteration) with the history
     variables, plus ``params`` (run) and attrs ``labels`` / ``short`` (JSON).  ``seeds_of(T, key)``
-    gives the seeds of a (T, key) run where it differs from ``seeds`` (missing seeds are NaN)."""
+    gives the seeds of a (T, key) run where it differs from ``seeds`` (missing seeds, and keys not run at a
+    T, are NaN)."""
     import xarray as xr
 
     outer, params = [], {}
@@ -70,6 +71,8 @@ def adding_grid(Ts, keys, seeds, quick, seeds_of=None):
                 h, p = adding_run(int(T), key, int(s), bool(quick))
                 params[key] = p
                 per.append(h.expand_dims(seed=[int(s)]))
+            if not per:          # not run at this T: NaN there
+                continue
             runs.append(xr.concat(per, dim="seed", combine_attrs="drop").expand_dims(run=[key]))
         outer.append(xr.concat(runs, dim="run", combine_attrs="drop", join="outer").expand_dims(T=[int(T)]))
     ds = xr.concat(outer, dim="T", combine_attrs="drop", join="outer")

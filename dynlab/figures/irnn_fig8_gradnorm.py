@@ -2,9 +2,9 @@
 
 The paper trains on HAR-2 (9 sensor channels, 128 steps, 2 classes); here both networks are trained
 on its stand-in (``_irnn_digits``: 8×8 digits read pixel by pixel, T = 64, 0–4 vs 5–9,
-standardised) with the same optimiser (Adam, lr 10⁻², clip 1, batch 64, D = 32, 1000 iterations)
+standardised) with the same optimiser (Adam, lr 10⁻², clip 1, batch 64, D = 32, 600 iterations)
 for each seed on the same data: the tanh RNN (U ~ N(0, 1/D)) and the paper's iRNN (eq. 9, ReLU,
-K = 5).  Every 20 iterations ``dynlab.train_model`` records ‖∂h_T/∂h_1‖₂ (geometric mean over 8
+K = 5).  30 times per run ``dynlab.train_model`` records ‖∂h_T/∂h_1‖₂ (geometric mean over 8
 validation sequences from h₀ = 0).
 
 Per seed: the largest distance of log₁₀‖∂h_T/∂h_1‖ from 0 over the records after the warm-up.

@@ -7,7 +7,7 @@ data.
 
 Setting (scaled; printed on the figure).  For each activation φ ∈ {ReLU, sigmoid} and K ∈
 {1, 3, 5}: the paper's iRNN (eq. 9, g₀ = h_{m−1}, η₀ = 10⁻²; ``_irnn_training``) with that φ,
-D = 32, Adam lr 10⁻², clip 1, batch 64, 1000 iterations (``_irnn_digits.har2_run``, the runs
+D = 32, Adam lr 10⁻², clip 1, batch 64, 600 iterations (``_irnn_digits.har2_run``, the runs
 irnn-fig7/fig8 share); the paper's HAR-2 model has D = 80 and about 4k parameters and trains to
 convergence.  Per (φ, K, seed): the test accuracy at the end of training and the training
 wall-clock seconds (on a shared machine: comparable between rows, not to the paper's GPU hours).

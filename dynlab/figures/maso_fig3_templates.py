@@ -73,14 +73,19 @@ def _compute(quick: bool):
                 z_err[i] = (t["z_error"].values / np.maximum(1.0, np.abs(z))).max(axis=1)
                 if i == 0:
                     keep = t
-    # three held-out digits of different classes, correctly classified by the first trained network
+    # the examples, by a rule fixed in advance: the first held-out digits (of different classes, in class
+    # order) whose largest inner product names their class — what the claim says —, then the first one
+    # whose largest inner product does not (a miss, labelled as such), for the first trained network
     examples = []
+    hit = matched[0, 0] == y
     for c in range(C):
-        idx = [n for n in range(len(y)) if y[n] == c and pred[0, 0, n] == c] or [n for n in range(len(y)) if y[n] == c]
+        idx = [n for n in range(len(y)) if y[n] == c and hit[n]]
         if idx:
             examples.append(idx[0])
-        if len(examples) == EXAMPLES:
+        if len(examples) == EXAMPLES - 1:
             break
+    miss = [n for n in range(len(y)) if not hit[n]]
+    examples.append(miss[0] if miss else [n for n in range(len(y)) if n not in examples][0])
     ex = keep.isel(batch=examples)
     T = x.shape[1]
     data = {
@@ -182,7 +187,9 @@ def draw(ds):
             true = int(ds["label"].values[r])
             ax = fig.add_subplot(gs[r, 0])
             show(ax, ds["x"].values[r, :, 0], cmap="gray_r")
-            ax.set_title(f"input, class {true}", fontsize=7)
+            ok = int(np.argmax(ds["inner_product"].values[r])) == true
+            ax.set_title(f"input, class {true}\n{'named' if ok else 'missed'} by ⟨t,x⟩", fontsize=7,
+                         color="black" if ok else COLORS["vermillion"])
             ax.set_xticks([])
             ax.set_yticks([])
             ip = ds["inner_product"].values[r]
