@@ -202,9 +202,8 @@ def compute(quick: bool):
 def _setting(ds, key):
     """The per-point check of one setting: the reference is a root, ln e_k is a line (R²), rate < 1;
     and, reported, how far the fitted rate is from the local rate and whether scipy found this root."""
-    rate = ds[f"{key}_rate"].values
+    rate, r2 = _fit(ds[f"{key}_error"].values)       # from the errors themselves (stored beside, for the picture)
     local = ds[f"{key}_local_rate"].values
-    r2 = ds[f"{key}_r2"].values
     ref_ok = ds[f"{key}_reference_residual"].values <= REF_TOL
     ok = ref_ok & (r2 >= R2_MIN) & (rate < 1)
     dev = np.where(ref_ok, np.abs(rate - local), np.nan)
