@@ -44,15 +44,36 @@ def adding_task(T: int):
 @functools.lru_cache(maxsize=None)
 def adding_run(T: int, key: str, seed: int, quick: bool):
     """One training run on the adding task of length ``add_T(T, quick)``: (history Dataset with
-    ``ADD_HISTORY`` over ``iteration``, parameter count incl. the read-out)."""
+    ``ADD_HISTORY`` over ``iteration`` and ``diverged`` (0/1), parameter count incl. the read-out).
+
+    A run whose state becomes non-finite (``DivergenceError``) keeps its records up to there and is
+    scored, from there on, as the predict-1 baseline (validation MSE 1/6 at the last iteration;
+    the gradient diagnostics NaN), flagged ``diverged`` = 1 — what a practitioner would keep of it."""
+    from ..errors import DivergenceError
+    from ._irnn_training import build
+
     task = adding_task(add_T(T, quick))
     its = add_its(T, quick)
-    res = train(key, task, hidden=ADD_D[bool(quick)], iterations=its, seed=seed, batch=ADD_BATCH[bool(quick)],
-                record_every=max(1, its // ADD_RECORDS), diag_batch=DIAG_BATCH,
-                command="dynlab figures make irnn-fig5-add-length")
-    h = res.history[[k for k in ADD_HISTORY if k in res.history]]
+    every = max(1, its // ADD_RECORDS)
+    try:
+        res = train(key, task, hidden=ADD_D[bool(quick)], iterations=its, seed=seed, batch=ADD_BATCH[bool(quick)],
+                    record_every=every, diag_batch=DIAG_BATCH, command="dynlab figures make irnn-fig5-add-length")
+        h, model, diverged = res.history, res.model, 0
+    except DivergenceError as err:
+        import numpy as np
+        import xarray as xr
+
+        part = err.partial
+        last = xr.Dataset({k: (("iteration",), [1.0 / 6.0 if k == "val_loss" else np.nan])
+                           for k in ADD_HISTORY}, coords={"iteration": [its]})
+        h = last if part is None or part.sizes.get("iteration", 0) == 0 else xr.concat(
+            [part[[k for k in ADD_HISTORY if k in part]].drop_vars([c for c in part.coords if c != "iteration"]),
+             last], dim="iteration")
+        model, diverged = build(key, ADD_D[bool(quick)], task.inputs, task.steps, seed)[0], 1
+    h = h[[k for k in ADD_HISTORY if k in h]]
     h = h.drop_vars([c for c in h.coords if c != "iteration"])
-    return h, n_params(res.model, outputs=task.outputs)
+    h["diverged"] = float(diverged)
+    return h, n_params(model, outputs=task.outputs)
 
 
 def adding_grid(Ts, keys, seeds, quick, seeds_of=None):

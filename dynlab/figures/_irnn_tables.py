@@ -66,17 +66,19 @@ def train_rows(task, keys, seeds, *, hidden: int, iterations: int, tests=None) -
     (the same networks, other inputs).  Returns ``{"accuracy": (row, seed), "seconds": (row, seed),
     "params": (row,), "val_accuracy": (row, seed), "<name>_accuracy": (row, seed)}`` as arrays.
     Seconds are the wall-clock time of ``train_model`` (training and its final validation pass);
-    ``cell_params`` the recurrent cell's trained parameters alone (without the read-out).
+    ``cell_params`` the recurrent cell's trained parameters alone (without the read-out).  A run whose
+    state becomes non-finite scores the most frequent class of each split and is flagged ``diverged``.
     """
     import dynlab as dl
     from .._blas import limit_blas_threads
+    from ..errors import DivergenceError
     from ..train.loop import evaluate
 
     tests = dict(tests or {})
     R, S = len(keys), len(seeds)
     out = {"accuracy": np.full((R, S), np.nan), "seconds": np.full((R, S), np.nan),
            "val_accuracy": np.full((R, S), np.nan), "params": np.zeros(R, dtype=np.int64),
-           "cell_params": np.zeros(R, dtype=np.int64)}
+           "cell_params": np.zeros(R, dtype=np.int64), "diverged": np.zeros((R, S), dtype=bool)}
     for name in tests:
         out[f"{name}_accuracy"] = np.full((R, S), np.nan)
     with limit_blas_threads(1):
@@ -88,8 +90,17 @@ def train_rows(task, keys, seeds, *, hidden: int, iterations: int, tests=None) -
                 out["params"][i] = n_params(m, freeze, task.outputs)
                 out["cell_params"][i] = n_params(m, freeze)
                 t0 = time.perf_counter()
-                r = dl.train_model(m, task, iterations=iterations, lr=LR, batch=BATCH, clip=CLIP, freeze=freeze,
-                                   record_every=iterations, seed=int(s), diag_batch=1, progress=False)
+                try:
+                    r = dl.train_model(m, task, iterations=iterations, lr=LR, batch=BATCH, clip=CLIP, freeze=freeze,
+                                       record_every=iterations, seed=int(s), diag_batch=1, progress=False)
+                except DivergenceError:     # scored as the most frequent class, flagged
+                    out["seconds"][i, j] = time.perf_counter() - t0
+                    out["diverged"][i, j] = True
+                    for k in ["accuracy", "val_accuracy"] + [f"{name}_accuracy" for name in tests]:
+                        split = "val" if k == "val_accuracy" else "test"
+                        y = task.data[split][1]
+                        out[k][i, j] = float(np.bincount(y).max() / y.size)
+                    continue
                 out["seconds"][i, j] = time.perf_counter() - t0
                 out["val_accuracy"][i, j] = float(r.history["val_accuracy"].values[-1])
                 out["accuracy"][i, j] = float(evaluate(r.model, r.readout, task, "test")["accuracy"])

@@ -98,6 +98,8 @@ def check(ds):
         out[f"{short[key]}: MSE"] = f"{m:.4f} ± {se:.2g}"
         out[f"{short[key]}: |ln ratio|"] = f"{r:.3g} ± {rse:.2g}"
     out["baseline MSE"] = base
+    if "diverged" in ds:      # runs that left the finite numbers, scored as the predict-1 baseline
+        out["diverged runs (scored as the baseline)"] = int(np.nansum(ds["diverged"].values))
     out["parameters"] = ", ".join(f"{short[k]}: {int(ds['params'].sel(run=k))}" for k in KEYS)
     out["effect"] = effect("FastRNN MSE, η 0.001 − η 0.01 (paired)", parts[1])
     out["per_seed"] = [{"seed": int(s), **{f"mse_{k}": float(_v(ds, "final_mse", k)[i]) for k in KEYS},

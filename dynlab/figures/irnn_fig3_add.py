@@ -110,6 +110,8 @@ def check(ds):
         out[f"{short[k]}: ‖∂L/∂h_1‖ (last quarter, Fig. 9a)"] = float(
             d1.isel(iteration=slice(n - max(1, n // 4), n)).mean())
     out["baseline MSE"] = base
+    if "diverged" in ds:      # runs that left the finite numbers, scored as the predict-1 baseline
+        out["diverged runs (scored as the baseline)"] = int(np.nansum(ds["diverged"].values))
     out["parameters"] = ", ".join(f"{short[k]}: {int(ds['params'].sel(run=k))}" for k in KEYS)
     out["effect"] = effect("MSE K=1 − K=10 (paired)", comparison("", series[0][1] - series[-1][1],
                                                                  interest=INTEREST_MSE))

@@ -111,6 +111,8 @@ def check(ds):
         out[f"iterations to mean MSE < 1/12 at T={T}: iRNN, FastRNN"] = [_reach(ds, IRNN, T),
                                                                        _reach(ds, "fastrnn-eta0.01", T)]
     out["baseline MSE"] = float(ds.attrs["baseline"])
+    if "diverged" in ds:      # runs that left the finite numbers, scored as the predict-1 baseline
+        out["diverged runs (scored as the baseline)"] = int(np.nansum(ds["diverged"].values))
     out["parameters"] = ", ".join(f"{short[k]}: {int(ds['params'].sel(run=k))}" for k in KEYS)
     out["effect"] = effect(f"1/12 − iRNN MSE at T={Tmax}", learn[Tmax])
     out["per_seed"] = [{"seed": int(s), **{f"mse_{key}_T{T}": float(ds["final_mse"].sel(run=key, T=T).values[i])
