@@ -266,3 +266,16 @@ def cli_ok(*args):
     result = cli_run(*args)
     assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
     return result
+
+
+_QUICK_FIGURES: dict = {}
+
+
+def quick_figure_dataset(name: str):
+    """A copy of the gallery recipe ``name``'s quick Dataset, computed once per test session: the
+    files that check recipes (test_figures.py, test_figures_mutation.py) share it."""
+    from dynlab.figures import get
+
+    if name not in _QUICK_FIGURES:
+        _QUICK_FIGURES[name] = get(name).compute(True)
+    return _QUICK_FIGURES[name].copy(deep=True)

@@ -13,14 +13,7 @@ import dynlab as dl
 from dynlab.figures import get
 from dynlab.figures._recipe import record_of
 
-_CACHE = {}
-
-
-def quick(name):
-    """The recipe's quick Dataset, computed once per session."""
-    if name not in _CACHE:
-        _CACHE[name] = get(name).compute(True)
-    return _CACHE[name].copy(deep=True)
+from conftest import quick_figure_dataset as quick   # the recipe's quick Dataset, computed once per session
 
 
 def verdict(name, ds):
