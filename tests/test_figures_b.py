@@ -70,8 +70,8 @@ def test_chance_is_the_most_frequent_test_class():
     ("fastrnn", lambda D, d: D * D + D * d + D + 2),                  # + α, β
     ("antisymmetric", lambda D, d: D * D + D * d + D),                # ε, γ fixed
     ("lstm", lambda D, d: 4 * D * (D + d) + 8 * D),                   # b_ih and b_hh
-    ("irnn-K1", lambda D, d: 2 * D * (D // 8) + D * d + D + 1),       # eq. 9: V, H of rank D/8, W, b, η (α fixed)
-    ("irnn-K3", lambda D, d: 2 * D * (D // 8) + D * d + D + 3),       # one η per inner step
+    ("irnn-K1", lambda D, d: 2 * D * (D // 8) + D * d + D + 8),       # eq. 9: V, H of rank D/8, W, b, η (T = 8, K = 1)
+    ("irnn-K3", lambda D, d: 2 * D * (D // 8) + D * d + D + 24),      # η_m^k: T·K = 8·3
     ("irnn-K1-readout", lambda D, d: 0),
 ])
 def test_parameter_counts_match_closed_forms(key, closed):
@@ -112,6 +112,7 @@ def _table1_ds(acc: dict, cell_params=None):
     ds = xr.Dataset({"accuracy": (("run", "seed"), a), "train_seconds": (("run", "seed"), np.ones_like(a)),
                      "params": (("run",), np.arange(n) + 100),
                      "cell_params": (("run",), [cp.get(c, 1000 if not c.startswith("irnn") else 300) for c in cell]),
+                     "cell_weights": (("run",), [cp.get(c, 1000 if not c.startswith("irnn") else 300) for c in cell]),
                      "paper_accuracy": (("run",), np.full(n, 97.0))},
                     coords={"run": runs, "seed": np.arange(a.shape[1]), "data_set": ("run", data_set),
                             "cell": ("run", cell)})
@@ -134,7 +135,7 @@ def test_table1_check_matches_antisymmetric_and_beats_the_permuted_baselines():
     assert not out["passed"] and "Antisymmetric" in out["finding"]
     # fewer than 3× fewer parameters: the count part fails
     out = t1.check(_table1_ds(acc, cell_params={"antisymmetric": 500}))
-    assert not out["passed"] and "cell parameters" in out["finding"]
+    assert not out["passed"] and "cell weights" in out["finding"]
 
 
 def test_table2_check_needs_every_baseline_beaten_and_its_gate():

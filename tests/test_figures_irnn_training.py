@@ -68,8 +68,10 @@ def test_the_memory_cut_removes_every_trace_of_the_symbols():
     other[:, :10] = 0.0
     other[:, np.arange(10), 1 + (np.arange(10) % 8)] = 1.0                               # different symbols
     m = build("irnn-K5", 8, task.inputs, task.steps, 0)[0]
+    m = m.replace(eta=np.linspace(0.01, 0.3, task.steps)[:, None] * np.ones(5))     # η_m^k differing over m
     ro = init_readout(8, task.outputs, seed=[0, 0])
-    cut = [predict(m, ro, v[:, delim:], loss="ce-seq")[-10:] for v in (x, other)]
+    tail = m.replace(eta=np.asarray(m.eta)[delim:])                 # the same η_m^k for the steps after the cut
+    cut = [predict(tail, ro, v[:, delim:], loss="ce-seq")[-10:] for v in (x, other)]
     full = [predict(m, ro, v, loss="ce-seq")[-10:] for v in (x, other)]
     assert np.array_equal(cut[0], cut[1])
     assert np.abs(full[0] - full[1]).max() > 1e-6
@@ -94,7 +96,7 @@ def test_the_papers_irnn_is_eq9_with_the_stated_choices():
     m, freeze = build("irnn-K5", 32, 2, 100, 0)
     assert freeze is None
     assert (m.P, m.g0, m.sign, m.activation, m.K, m.lowrank) == ("U", "previous", 1, "relu", 5, rank_for(32))
-    np.testing.assert_array_equal(m.eta, np.full(5, 1e-2))
+    np.testing.assert_array_equal(m.eta, np.full((100, 5), 1e-2))          # η_m^k, one per (m, k)
     assert set(m.params()) == {"V", "H", "W", "b", "eta", "alpha"}
     assert setting("irnn-sigmoid-K3")[1]["activation"] == "sigmoid"
 
@@ -102,9 +104,9 @@ def test_the_papers_irnn_is_eq9_with_the_stated_choices():
 def test_the_papers_irnn_jacobian_at_K1_in_closed_form():
     """K = 1, g₀ = h, + sign: h_m = h + η(φ(P U 2h + P W x + P b) − 2h), so ∂h_m/∂h_(m−1) =
     I + η(2 φ′ P U − 2 I) (ReLU, φ′ ∈ {0, 1}; P U the model's U): exact to rounding."""
-    m = build("irnn-K1", 12, 2, 50, 3)[0].replace(eta=np.array([0.3]))
+    m = build("irnn-K1", 12, 2, 50, 3)[0].replace(eta=np.full((50, 1), 0.3))
     x, h = _points(m)
-    J = jacobian_at(m, x, h)
+    J = jacobian_at(m, x, h, t=np.zeros(len(x), dtype=np.int64))
     z = (2 * h) @ m.U.T + x @ m.W.T + m.b
     for n in range(len(x)):
         expect = np.eye(12) + 0.3 * (2 * (z[n] > 0)[:, None] * m.U - 2 * np.eye(12))

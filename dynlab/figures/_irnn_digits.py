@@ -75,7 +75,7 @@ def validation_inputs():
 
 
 def params_vars(models, seeds):
-    """Dataset variables holding every seed's trained eq. 9 parameters V, H, W, b and η (one per k)."""
+    """Dataset variables holding every seed's trained eq. 9 parameters V, H, W, b and η (the (T, K) table)."""
     import xarray as xr
 
     def var(name, dims, long_name):
@@ -86,7 +86,7 @@ def params_vars(models, seeds):
             "H": var("H", ("rank", "unit_from"), "trained H"),
             "W": var("W", ("unit", "unit_in"), "trained W (eq. 9, before P)"),
             "b": var("b", ("unit",), "trained b (eq. 9, before P)"),
-            "eta": var("eta", ("inner_step",), "trained η per inner step k")}
+            "eta": var("eta", ("eta_time", "inner_step"), "trained η_m^k")}
 
 
 def model_from(ds, seed, like):

@@ -130,5 +130,5 @@ def scaling(Ts, seeds: int, quick: bool) -> str:
     D, B = ADD_D[bool(quick)], ADD_BATCH[bool(quick)]
     Tq = ", ".join(f"{add_T(T, quick)} ({add_its(T, quick)} it.)" for T in Ts)
     return (f"adding T = {Tq}; D={D} (iRNN: eq. 9, P = U = I + VH of rank {rank_for(D)}, ReLU, g₀=h_(m−1), η₀=10⁻² "
-            f"per k), Adam lr 10⁻², clip {CLIP:g}, batch {B}, {seeds} seeds" + (" (quick: T/10)" if quick else "")
+            f"per (m, k)), Adam lr 10⁻², clip {CLIP:g}, batch {B}, {seeds} seeds" + (" (quick: T/10)" if quick else "")
             + "; paper: D=128, batch 128, 1000 iterations at T=200, 2000 at T=100…750")

@@ -66,7 +66,8 @@ def train_rows(task, keys, seeds, *, hidden: int, iterations: int, tests=None) -
     (the same networks, other inputs).  Returns ``{"accuracy": (row, seed), "seconds": (row, seed),
     "params": (row,), "val_accuracy": (row, seed), "<name>_accuracy": (row, seed)}`` as arrays.
     Seconds are the wall-clock time of ``train_model`` (training and its final validation pass);
-    ``cell_params`` the recurrent cell's trained parameters alone (without the read-out).  A run whose
+    ``cell_params`` the recurrent cell's trained parameters alone (without the read-out), ``cell_weights``
+    its trained matrices and biases alone (no η, gates, ε/γ).  A run whose
     state becomes non-finite scores the most frequent class of each split and is flagged ``diverged``.
     """
     import dynlab as dl
@@ -78,7 +79,8 @@ def train_rows(task, keys, seeds, *, hidden: int, iterations: int, tests=None) -
     R, S = len(keys), len(seeds)
     out = {"accuracy": np.full((R, S), np.nan), "seconds": np.full((R, S), np.nan),
            "val_accuracy": np.full((R, S), np.nan), "params": np.zeros(R, dtype=np.int64),
-           "cell_params": np.zeros(R, dtype=np.int64), "diverged": np.zeros((R, S), dtype=bool)}
+           "cell_params": np.zeros(R, dtype=np.int64), "cell_weights": np.zeros(R, dtype=np.int64),
+           "diverged": np.zeros((R, S), dtype=bool)}
     for name in tests:
         out[f"{name}_accuracy"] = np.full((R, S), np.nan)
     with limit_blas_threads(1):
@@ -89,6 +91,8 @@ def train_rows(task, keys, seeds, *, hidden: int, iterations: int, tests=None) -
                 freeze = freeze or own_freeze
                 out["params"][i] = n_params(m, freeze, task.outputs)
                 out["cell_params"][i] = n_params(m, freeze)
+                skip = set(freeze or ()) | {"eta", "alpha", "beta", "eps", "gamma"}
+                out["cell_weights"][i] = sum(int(np.size(v)) for k, v in m.params().items() if k not in skip)
                 t0 = time.perf_counter()
                 try:
                     r = dl.train_model(m, task, iterations=iterations, lr=LR, batch=BATCH, clip=CLIP, freeze=freeze,

@@ -81,6 +81,9 @@ def _recall(model, readout, x, y, cut_at=None):
 
     if cut_at is not None:
         x = x[:, cut_at:]
+        eta = np.asarray(getattr(model, "eta", 0.0))
+        if eta.ndim == 2 and eta.shape[0] > 1:       # an iRNN's η_m^k: the rows of the steps from the cut on
+            model = model.replace(eta=eta[cut_at:])
     Y = predict(model, readout, x, loss="ce-seq")[-N_RECALL:]         # (10, B, C)
     target = y[:, -N_RECALL:].T                                        # (10, B)
     Y = Y - Y.max(axis=-1, keepdims=True)
