@@ -41,11 +41,6 @@ PAPER_TRAIN_HR = {"relu": (0.061, 0.081, 0.018), "sigmoid": (0.065, 0.078, 0.020
 ACT_NAME = {"relu": "ReLU", "sigmoid": "sigmoid"}
 
 
-def binary_digits(shuffled: bool = False):
-    """The HAR-2 stand-in (``_irnn_digits.binary_digits``)."""
-    return hd.binary_digits(shuffled)
-
-
 def _key(act, K):
     return f"irnn-K{K}" if act == "relu" else f"irnn-{act}-K{K}"
 
