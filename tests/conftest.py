@@ -186,7 +186,8 @@ D_IN = 2
 
 def _irnn(activation, T, **kw):
     kw.setdefault("eta", 0.5)
-    return dynlab.make_model("irnn", D_HIDDEN, D_IN, seed=3, weight_scale=0.5, activation=activation, **kw)
+    kw.setdefault("weight_scale", 0.5)
+    return dynlab.make_model("irnn", D_HIDDEN, D_IN, seed=3, activation=activation, **kw)
 
 
 def _eta_K(K):
@@ -214,6 +215,9 @@ MODEL_CASES = {
     "irnn-K5-etaK": lambda act, T: _irnn(act, T, K=5, eta=_eta_K(5)),
     "irnn-K5-etaTK": lambda act, T: _irnn(act, T, K=5, eta=_eta_TK(T, 5), g0="previous"),
     "irnn-K5-lowrank1": lambda act, T: _irnn(act, T, K=5, rank=1),
+    # the paper's eq. 9: P = U = I + V H on the whole argument of φ (small V: P U, P W are products)
+    "irnn-K3-eq9-lowrank2": lambda act, T: _irnn(act, T, K=3, rank=2, P="U", g0="previous", weight_scale=0.3,
+                                                 alpha=1.5),
     "ctrnn-euler": lambda act, T: dynlab.make_model("ctrnn", D_HIDDEN, D_IN, seed=6, weight_scale=0.5,
                                                     activation=act, method="euler", substeps=3, dt=0.3),
     "ctrnn-rk4": lambda act, T: dynlab.make_model("ctrnn", D_HIDDEN, D_IN, seed=6, weight_scale=0.5,
@@ -267,3 +271,16 @@ def cli_ok(*args):
     result = cli_run(*args)
     assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
     return result
+
+
+_QUICK_FIGURES: dict = {}
+
+
+def quick_figure_dataset(name: str):
+    """A copy of the gallery recipe ``name``'s quick Dataset, computed once per test session: the
+    files that check recipes (test_figures.py, test_figures_mutation.py) share it."""
+    from dynlab.figures import get
+
+    if name not in _QUICK_FIGURES:
+        _QUICK_FIGURES[name] = get(name).compute(True)
+    return _QUICK_FIGURES[name].copy(deep=True)

@@ -5,9 +5,9 @@ matrix products, no NumPy ufuncs in the updates.  NumPy appears only to turn arr
 nested lists on the way in (``.tolist()``) and back into an array on the way out.  The
 equations are typed in straight from the papers / model docstrings, reading the model's own
 fields (``M`` for the AntisymmetricRNN, ``alpha``/``beta`` for FastRNN, ``U`` for the RIN, the
-factors ``V``/``H`` for a low-rank iRNN) — never the derived matrices the kernels use
-(``gated_form()``, ``recurrent``, ``IRNN.U`` of a low-rank model), so a mistake in those
-derivations shows up as a mismatch.
+factors ``V``/``H`` for a low-rank iRNN, the paper's parameters ``params()`` of an eq. 9 iRNN)
+— never the derived matrices the kernels use (``gated_form()``, ``recurrent``, ``IRNN.U`` of a
+low-rank or eq. 9 model), so a mistake in those derivations shows up as a mismatch.
 
 Each ``simulate_*`` function runs ONE sequence: x is (T, d), h0 is (D,) (zeros if None), and
 the result is a (T, D) NumPy array of h_1..h_T.
@@ -136,9 +136,10 @@ def simulate_rin(m, x, h0=None):
 
 
 def irnn_matrix(m):
-    """The iRNN's U as nested lists: the dense U, or I + V H summed entrywise from the factors."""
+    """The iRNN's U parameter as nested lists: the dense U, or I + V H summed entrywise from the
+    factors (for eq. 9 this is the paper's U = P, not the step's P U)."""
     if m.V is None:
-        return m.U.tolist()
+        return np.asarray(m.params()["U"]).tolist()
     V, H = m.V.tolist(), m.H.tolist()
     D, r = len(V), len(H)
     U = []
@@ -151,6 +152,20 @@ def irnn_matrix(m):
             row.append(acc)
         U.append(row)
     return U
+
+
+def _irnn_arguments(m, U, c, s):
+    """What φ sees in one inner step, typed from the paper: U s + c (eq. 5), or P[U s + c] with
+    P = U (eq. 9, ``m.P == "U"``); c = W x + b from the model's parameters."""
+    D = len(U)
+    Us = _matvec(U, s)
+    z = [Us[i] + c[i] for i in range(D)]
+    return _matvec(U, z) if getattr(m, "P", "I") == "U" else z
+
+
+def _irnn_drive(m, xt):
+    p = m.params()
+    return _drive(np.asarray(p["W"]).tolist(), np.asarray(p["b"]).tolist(), xt)
 
 
 def _eta(m, t, k):
@@ -166,21 +181,21 @@ def _eta(m, t, k):
 
 def simulate_irnn(m, x, h0=None):
     """iRNN eq. 5: g_0 = 0 or h_{m-1};
-    g_k = g_{k-1} + η_m^k (φ(U(g_{k-1} ± h_{m-1}) + W x_m + b) − α(g_{k-1} ± h_{m-1})), h_m = g_K."""
+    g_k = g_{k-1} + η_m^k (φ(U(g_{k-1} ± h_{m-1}) + W x_m + b) − α(g_{k-1} ± h_{m-1})), h_m = g_K;
+    eq. 9 (``P="U"``): φ(P[U(g_{k-1} ± h_{m-1}) + W x_m + b]) with P = U in its place."""
     U = irnn_matrix(m)
-    W, b = m.W.tolist(), m.b.tolist()
     D = len(U)
     sgn = float(m.sign)
     xs, h = _lists(x, h0, D)
     out = []
     for t, xt in enumerate(xs):
-        c = _drive(W, b, xt)
+        c = _irnn_drive(m, xt)
         g = list(h) if m.g0 == "previous" else [0.0] * D
         for k in range(m.K):
             e = _eta(m, t, k)
             s = [g[i] + sgn * h[i] for i in range(D)]
-            Us = _matvec(U, s)
-            g = [g[i] + e * (phi(m.activation, Us[i] + c[i], m.leak) - m.alpha * s[i]) for i in range(D)]
+            z = _irnn_arguments(m, U, c, s)
+            g = [g[i] + e * (phi(m.activation, z[i], m.leak) - m.alpha * s[i]) for i in range(D)]
         h = g
         out.append(h)
     return np.array(out, dtype=np.float64).reshape(len(xs), D)
@@ -357,13 +372,13 @@ def step_preactivations(m, x, h, t=0, ctrnn_substeps=64):
     out = []
     if m.name == "irnn":
         U = irnn_matrix(m)
+        c = _irnn_drive(m, xt)
         g = list(hv) if m.g0 == "previous" else [0.0] * D
         sgn = float(m.sign)
         for k in range(m.K):
             e = _eta(m, t, k)
             s = [g[i] + sgn * hv[i] for i in range(D)]
-            Us = _matvec(U, s)
-            z = [Us[i] + c[i] for i in range(D)]
+            z = _irnn_arguments(m, U, c, s)
             out.append(z)
             g = [g[i] + e * (phi(m.activation, z[i], m.leak) - m.alpha * s[i]) for i in range(D)]
         return out

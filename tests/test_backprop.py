@@ -23,7 +23,8 @@ D, d, T, B = 3, 2, 6, 2
 def _irnn(**kw):
     kw.setdefault("eta", 0.6)
     kw.setdefault("K", 5)
-    return dynlab.make_model("irnn", D, d, seed=3, weight_scale=0.8, alpha=0.8, **kw)
+    kw.setdefault("weight_scale", 0.8)
+    return dynlab.make_model("irnn", D, d, seed=3, alpha=0.8, **kw)
 
 
 CASES = {
@@ -42,6 +43,12 @@ CASES = {
     "irnn-etaTK": lambda: _irnn(eta=np.random.default_rng(7).uniform(0.2, 0.9, (T, 5))),
     "irnn-lowrank-relu": lambda: _irnn(rank=2, g0="previous", activation="relu", eta=np.full(5, 0.3)),
     "irnn-lowrank-tanh": lambda: _irnn(rank=2, g0="zero", sign=-1),
+    # the paper's eq. 9 (P = U on the whole argument of φ), low-rank and dense U = P
+    # (weights kept small: the step's matrices are products P U, P W)
+    "irnn-eq9-lowrank-relu": lambda: _irnn(rank=2, P="U", g0="previous", activation="relu",
+                                           eta=np.full(5, 0.3), weight_scale=0.3),
+    "irnn-eq9-dense-tanh": lambda: _irnn(P="U", g0="zero", eta=np.random.default_rng(8).uniform(0.2, 0.9, (T, 5)),
+                                         weight_scale=0.6),
     # every other activation's φ' (the tape's in-place derivative forms)
     "rnn-sigmoid": lambda: dynlab.make_model("rnn", D, d, seed=6, activation="sigmoid", weight_scale=4.0),
     "fastrnn-leaky": lambda: dynlab.make_model("fastrnn", D, d, seed=7, activation="leaky-relu", alpha=0.5),
@@ -153,6 +160,31 @@ def test_dL_dWr_is_the_gradient_of_the_recurrent_matrix():
     m = CASES["antisymmetric"]()
     _, g, info = bp.loss_and_grads(m, readout, x, target, loss="mse", h0=h0)
     np.testing.assert_allclose(g["M"], info["dL_dWr"] - info["dL_dWr"].T, rtol=1e-14)
+
+
+@pytest.mark.parametrize("rank", [None, 1, 3])
+def test_eq9_chain_rule_matches_central_differences(rank):
+    """``IRNN.pullback`` for P = U: the map θ → (U' = P U, W' = P W, b' = P b) with P = U (= I + V H
+    for a rank), contracted with random cotangents (Ū', W̄', b̄'), differentiated by central
+    differences in every parameter θ ∈ {U or V, H, W, b}: f(θ) = ⟨Ū', U'⟩ + ⟨W̄', W'⟩ + ⟨b̄', b'⟩ is
+    a polynomial of degree 2, so central differences are exact up to rounding (≈ 1e-10 relative
+    at δ = 1e-6): tolerance 1e-8 relative."""
+    m = dynlab.make_model("irnn", 5, 3, rank=rank, P="U", seed=2, weight_scale=0.9)
+    rng = np.random.default_rng(5)
+    Ub, Wb, bb = rng.standard_normal((5, 5)), rng.standard_normal((5, 3)), rng.standard_normal(5)
+    form_grads = {"U": Ub, "W": Wb, "b": bb, "eta": np.ones((1, m.K)), "alpha": 0.0}
+    g = {k: v for k, v in m.pullback(form_grads).items() if k not in ("eta", "alpha")}
+    assert set(g) == set(m.params()) - {"eta", "alpha"}
+    for name in g:
+        def f(v, name=name):
+            e = m.replace(**{name: v})
+            return float(np.sum(Ub * e.U) + np.sum(Wb * e.W) + np.sum(bb * e.b))
+        fd = _fd(f, m.params()[name])
+        assert np.max(np.abs(g[name] - fd)) <= 1e-8 * np.max(np.abs(fd)), name
+    # P = I leaves W̄, b̄ as they are (eq. 5)
+    m5 = dynlab.make_model("irnn", 5, 3, rank=rank, seed=2)
+    g5 = m5.pullback(form_grads)
+    assert g5["W"] is Wb and g5["b"] is bb
 
 
 @pytest.mark.parametrize("case", ["rnn-tanh", "fastrnn", "irnn-prev-minus", "irnn-etaTK", "irnn-lowrank-relu"])

@@ -187,14 +187,16 @@ def _run_sweep(tmp_path, monkeypatch, args, analysis="gradient_norms", points=10
     return dynlab.read_dataset(path), bool(asked)
 
 
-def _run_figures(tmp_path, monkeypatch, key, args):
-    """The folder and the picture format ``dynlab figures make|all`` wrote (one quick figure)."""
+def _run_figures(tmp_path, monkeypatch, key, args, assignment=None):
+    """The folder and the picture format ``dynlab figures make|all`` wrote (one figure, quick unless the
+    case under test is a full run: ``assignment`` says quick=False)."""
     import dynlab.figures as figs
 
-    one = "irnn-fig2-phase"  # the fastest quick figure (no training)
+    one = "irnn-fig2-phase"  # the fastest figure (no training; a few seconds in full mode)
     monkeypatch.setattr(figs, "recipes", lambda: {one: figs.get(one)})
     monkeypatch.chdir(tmp_path)
-    ok(*key.split(), *([one] if key == "figures make" else []), "--quick", "--quiet", *args)
+    quick = [] if "--quick" in args or (assignment or {}).get("quick", True) is False else ["--quick"]
+    ok(*key.split(), *([one] if key == "figures make" else []), *quick, "--quiet", *args)
     claims = sorted(tmp_path.glob("*/claims.json"))
     assert len(claims) == 1
     folder = claims[0].parent
@@ -307,6 +309,8 @@ def _choices(key, option):
     if option == "model":
         return list(COMMAND_MODELS[key])
     param = next(p for p in COMMANDS[key].params if p.name == option)
+    if getattr(param, "is_flag", False):
+        return [True, False]
     return list(param.type.choices)
 
 
@@ -330,8 +334,11 @@ def _leaves(key, value, assignment):
 def _args(key, assignment):
     out = []
     for option, value in assignment.items():
-        flag = next(p for p in COMMANDS[key].params if p.name == option).opts[0]
-        out += [flag, value]
+        param = next(p for p in COMMANDS[key].params if p.name == option)
+        if getattr(param, "is_flag", False):       # a flag: given (True) or not (False)
+            out += [param.opts[0]] if value else []
+            continue
+        out += [param.opts[0], value]
     return out
 
 
@@ -366,7 +373,7 @@ def test_each_stated_default_is_the_value_the_command_uses(key, tmp_path, monkey
         if key == "sweep":
             return _run_sweep(tmp_path, monkeypatch, args)
         if key.startswith("figures"):
-            return _run_figures(tmp_path, monkeypatch, key, args)
+            return _run_figures(tmp_path, monkeypatch, key, args, assignment)
         return _run_to_dataset(tmp_path, key, args)
 
     cases = {}

@@ -35,7 +35,7 @@ def _rows(section: str) -> list[list[str]]:
 
 
 def _repo_text_files():
-    for folder in ("dynlab", "tests", "benchmarks", "docs", "figures", ".ci"):
+    for folder in ("dynlab", "tests", "benchmarks", "docs", "gallery", ".ci"):
         for path in sorted((ROOT / folder).rglob("*")):
             if path.is_file() and path.suffix in (".py", ".md", ".toml", ".cfg", ".txt", "") and "__pycache__" not in path.parts:
                 yield path
@@ -112,7 +112,7 @@ def test_relative_links_resolve(name):
 
 
 # ------------------------------------------------------------------ the committed gallery
-CLAIMS = ROOT / "figures" / "claims.json"
+CLAIMS = ROOT / "gallery" / "claims.json"
 
 
 def _claims():
@@ -122,7 +122,7 @@ def _claims():
 
 
 def test_committed_gallery_is_full_mode_and_keeps_the_rules():
-    """figures/claims.json: one full-mode record per recipe, each keeping the record contract
+    """gallery/claims.json: one full-mode record per recipe, each keeping the record contract
     (a negative control that fails, ≥ 5 seeds for training claims, a finding where the claim
     does not hold, the scale-down stated)."""
     from dynlab.figures import get, recipes

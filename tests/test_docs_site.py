@@ -57,7 +57,7 @@ def test_generated_tables_follow_the_registries(pages):
     assert len(re.findall(r"^\| (?!paper|---)", pages["errata.md"], flags=re.M)) == len(ERRATA)
     import json
 
-    claims = json.loads((ROOT / "figures" / "claims.json").read_text(encoding="utf-8"))
+    claims = json.loads((ROOT / "gallery" / "claims.json").read_text(encoding="utf-8"))
     assert pages["claims.md"] == readme_block(claims) + "\n"       # the gallery's own table, at build time
     for cmd in ("simulate", "phase", "gradients", "equilibria", "spectrum", "converge", "partition", "train",
                 "sweep", "models", "figures make"):

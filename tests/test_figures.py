@@ -5,13 +5,15 @@ the saved file alone.  Then the contract itself, on toy recipes: it refuses what
 import json
 import os
 
+import numpy as np
 import matplotlib
 import pytest
 import xarray as xr
 
 from dynlab.figures import Recipe, get, recipes, run_recipe
 from dynlab.figures._recipe import RecipeError, check_record, write_claims
-from dynlab.figures._stats import beyond_2se, mean_se, paired, seeds_for
+from dynlab.figures._stats import (VERDICTS, beyond_2se, comparison, decide, gate, level_test, mean_se, paired,
+                                   seeds_for)
 from dynlab.io import read_dataset
 
 matplotlib.use("Agg")
@@ -20,16 +22,23 @@ NAMES = list(recipes())
 
 @pytest.mark.parametrize("name", NAMES)
 def test_quick_recipe_keeps_the_contract_and_redraws_from_file(name, tmp_path):
-    recipe = get(name)
+    import dataclasses
+
+    from conftest import quick_figure_dataset
+
+    recipe = dataclasses.replace(get(name), compute=lambda quick: quick_figure_dataset(name))   # computed once
     record = run_recipe(recipe, tmp_path, quick=True)  # RecipeError if the contract is broken
     assert not record.get("error"), f"{name}: {record.get('error')}"
     assert record["control"]["passed"] is False
     assert record["measured"], f"{name}: a claim must report the numbers that decide it"
     assert record["passed"] or record["finding"]
+    assert record["verdict"] in VERDICTS and record["quote"] and record["gate_level"]
     assert os.path.getsize(tmp_path / f"{name}.png") > 5000
     ds = read_dataset(tmp_path / f"{name}.nc")
     again = recipe.check(ds)
-    assert bool(again["passed"]) == record["passed"], f"{name}: the check differs on the saved file"
+    assert bool(again["passed"]) == (record["passed"] or record["verdict"] == "inconclusive" and again["passed"]), \
+        f"{name}: the check differs on the saved file"
+    assert again["gate"]["met"] == record["gate"]["met"]
     assert bool(again["control"]["passed"]) is False
     fig = recipe.draw(ds)
     assert fig.axes, f"{name}: redraw from the file gave no axes"
@@ -45,7 +54,7 @@ def test_unknown_figure_names_the_parameter():
 
 
 # ------------------------------------------------------------------ the record contract, on toys
-def _toy(check, *, trains=False, scaling="toy sizes", table=False):
+def _toy(check, *, trains=False, scaling="toy sizes", table=False, quote="a toy claim", gate_level="none"):
     import matplotlib.pyplot as plt
 
     def compute(quick):
@@ -56,8 +65,15 @@ def _toy(check, *, trains=False, scaling="toy sizes", table=False):
         ax.plot(ds["v"].values)
         return fig
 
-    return Recipe(name="toy-claim", source="nowhere", claim="toy", compute=compute, draw=draw, check=check,
-                  trains=trains, table=table)
+    def full(ds):          # the verdict's fields every check reports (gate, effect, seeds)
+        out = check(ds)
+        if isinstance(out, dict):
+            out = {"gate": {"met": True, "measured": {}}, "effect": {"name": "x", "ours": 1.0, "se": 0.1},
+                   "seeds": 1, **out}
+        return out
+
+    return Recipe(name="toy-claim", source="nowhere", claim="toy", compute=compute, draw=draw, check=full,
+                  trains=trains, table=table, quote=quote, gate=gate_level)
 
 
 CONTROL_FAILS = {"setting": "untrained", "measured": {"x": 0.1}, "passed": False}
@@ -103,8 +119,52 @@ def test_the_scale_down_must_be_stated(tmp_path):
 
 
 def test_check_record_accepts_a_complete_record():
-    rec = {"passed": True, "control": dict(CONTROL_FAILS), "scaling": "s", "per_seed": [{"seed": s} for s in range(5)]}
+    rec = {"passed": True, "control": dict(CONTROL_FAILS), "scaling": "s", "per_seed": [{"seed": s} for s in range(5)],
+           "gate": {"met": True, "measured": {}}, "effect": {"name": "x", "ours": 1.0, "se": 0.1}, "seeds": 5,
+           "verdict": "holds"}
     check_record(_toy(None, trains=True), rec, quick=False)
+
+
+@pytest.mark.parametrize("change,match", [
+    ({"quote": ""}, "paper's words"), ({"gate_level": ""}, "competence gate"),
+])
+def test_a_recipe_must_quote_the_paper_and_declare_its_gate(change, match, tmp_path):
+    with pytest.raises(RecipeError, match=match):
+        run_recipe(_toy(lambda ds: {"passed": True, "x": 1.0, "control": dict(CONTROL_FAILS)}, **change), tmp_path,
+                   quick=True)
+
+
+def test_a_gate_that_is_not_met_makes_the_record_inconclusive(tmp_path):
+    """Below the gate the check is not judged: the verdict is *inconclusive at this scale*, with
+    the gate's numbers in the finding, whatever the check said."""
+    g = gate([level_test("accuracy", [0.11, 0.1, 0.09], 0.1)])
+    for passed in (True, False):
+        rec = run_recipe(_toy(lambda ds: {"passed": passed, "x": 1.0, "control": dict(CONTROL_FAILS), "gate": g,
+                                          "finding": "x"}), tmp_path, quick=True)
+        assert rec["verdict"] == "inconclusive" and rec["passed"] is False
+        assert rec["finding"].startswith("inconclusive at this scale") and "accuracy" in rec["finding"]
+
+
+def test_comparison_verdicts_and_power_against_their_definitions():
+    """holds: beyond 2 SE; does not hold: the effect of interest excluded (mean + 2 SE below it);
+    underpowered otherwise; seeds_needed = ⌈n (Z SE / interest)²⌉ (Z = 2.84, 80 % power)."""
+    vals = [1.0, 1.2, 0.8, 1.1, 0.9]
+    m, se, n = mean_se(vals)
+    assert comparison("a", vals, interest=0.5)["verdict"] == "holds"
+    small = comparison("b", [0.01, -0.01, 0.02, -0.02, 0.0], interest=0.5)
+    assert small["verdict"] == "does not hold"
+    wide = comparison("c", [0.5, -0.5, 0.6, -0.4, 0.1], interest=0.3)
+    assert wide["verdict"] == "underpowered"
+    m, se, n = mean_se([0.5, -0.5, 0.6, -0.4, 0.1])
+    assert wide["seeds_needed"] == int(np.ceil(n * (2.84 * se / 0.3) ** 2))
+    neg = comparison("d", [-v for v in vals], interest=0.5, direction="negative")
+    assert neg["verdict"] == "holds" and neg["mean"] < 0
+    assert comparison("e", [1.0, float("nan")], interest=0.1)["verdict"] == "does not hold"
+    # the record's verdict from the parts
+    assert decide(True, True, []) == "holds" and decide(False, True, []) == "does not hold"
+    assert decide(True, False, []) == "inconclusive"
+    assert decide(False, True, [wide, small]) == "does not hold"
+    assert decide(False, True, [wide, comparison("a", vals, interest=0.5)]) == "underpowered"
 
 
 GOOD_TABLE = {"title": "Table 1 stand-in", "columns": ["model", "ours (digits)", "paper (MNIST)"],
@@ -177,7 +237,7 @@ def test_cli_exit_status_follows_the_rules(tmp_path, monkeypatch):
     monkeypatch.setattr(figs, "get", lambda n: table[n])
     res = CliRunner().invoke(main, ["figures", "make", "a-finding", "--out", str(tmp_path), "--quick"])
     assert res.exit_code == 0, res.output
-    assert "does not reproduce: no effect" in res.output
+    assert "does not hold: no effect" in res.output and "FAIL" not in res.output
     for name in ("b-badcontrol", "c-broken"):
         res = CliRunner().invoke(main, ["figures", "make", "a-finding", name, "--out", str(tmp_path), "--quick"])
         assert res.exit_code == 1, res.output

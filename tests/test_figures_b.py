@@ -70,62 +70,77 @@ def test_chance_is_the_most_frequent_test_class():
     ("fastrnn", lambda D, d: D * D + D * d + D + 2),                  # + α, β
     ("antisymmetric", lambda D, d: D * D + D * d + D),                # ε, γ fixed
     ("lstm", lambda D, d: 4 * D * (D + d) + 8 * D),                   # b_ih and b_hh
-    ("irnn-K1", lambda D, d: D * D + D * d + D + 1),                  # + η (α fixed)
+    ("irnn-K1", lambda D, d: 2 * D * (D // 8) + D * d + D + 8),       # eq. 9: V, H of rank D/8, W, b, η (T = 8, K = 1)
+    ("irnn-K3", lambda D, d: 2 * D * (D // 8) + D * d + D + 24),      # η_m^k: T·K = 8·3
     ("irnn-K1-readout", lambda D, d: 0),
 ])
 def test_parameter_counts_match_closed_forms(key, closed):
-    D, d, C = 12, 8, 10
-    reg, settings, freeze, _ = tb.ROWS[key]
-    m = dl.make_model(reg, D, d, seed=0, **settings)
-    assert tb.n_params(m, freeze, C) == closed(D, d) + D * C + C
+    from dynlab.figures._irnn_training import build
+
+    D, d, C = 16, 8, 10
+    setting_key, freeze, _ = tb.ROWS[key]
+    m, own = build(setting_key, D, d, 8, 0)
+    assert tb.n_params(m, freeze or own, C) == closed(D, d) + D * C + C
+    assert tb.n_params(m, freeze or own) == closed(D, d)
 
 
 def test_the_read_out_only_control_trains_nothing_but_the_read_out():
+    from dynlab.figures._irnn_training import build
+
     task = tb.standardised("pixels")
-    reg, settings, freeze, _ = tb.ROWS[t1.CONTROL]
-    m = dl.make_model(reg, 8, 1, seed=3, **settings)
+    setting_key, freeze, _ = tb.ROWS[t1.CONTROL]
+    m = build(setting_key, 8, 1, task.steps, 3)[0]
     r = dl.train_model(m, task, iterations=5, lr=1e-2, batch=16, record_every=5, seed=3, progress=False,
                        freeze=freeze)
     for k, v in m.params().items():
         np.testing.assert_array_equal(r.model.params()[k], v)
-    m2 = dl.make_model(reg, 8, 1, seed=3, **settings)
-    r2 = dl.train_model(m2, task, iterations=5, lr=1e-2, batch=16, record_every=5, seed=3, progress=False)
-    assert not np.allclose(r2.model.params()["U"], m2.params()["U"])
+    r2 = dl.train_model(m, task, iterations=5, lr=1e-2, batch=16, record_every=5, seed=3, progress=False)
+    assert not np.allclose(r2.model.params()["V"], m.params()["V"])
 
 
-def _table1_ds(acc: dict):
+def _table1_ds(acc: dict, cell_params=None):
     """A Dataset shaped like irnn-table1-pixel-digits' with the given per-seed accuracies."""
     runs, data_set, cell = [], [], []
     for d, (rows, _) in t1.DATA.items():
-        for k in list(rows) + ([t1.CONTROL] if d == "pixels" else []):
+        for k in list(rows) + [t1.CONTROL]:
             runs.append(f"{d}:{k}")
             data_set.append(d)
             cell.append(k)
     a = np.array([acc[c] for c in cell], dtype=float)
     n = len(runs)
+    cp = cell_params or {}
     ds = xr.Dataset({"accuracy": (("run", "seed"), a), "train_seconds": (("run", "seed"), np.ones_like(a)),
                      "params": (("run",), np.arange(n) + 100),
+                     "cell_params": (("run",), [cp.get(c, 1000 if not c.startswith("irnn") else 300) for c in cell]),
+                     "cell_weights": (("run",), [cp.get(c, 1000 if not c.startswith("irnn") else 300) for c in cell]),
                      "paper_accuracy": (("run",), np.full(n, 97.0))},
                     coords={"run": runs, "seed": np.arange(a.shape[1]), "data_set": ("run", data_set),
                             "cell": ("run", cell)})
-    ds.attrs.update(hidden=32, iterations=300)
+    ds.attrs.update(hidden=32, iterations=300, majority_accuracy=0.11)
     return ds
 
 
-def test_table1_check_decides_by_paired_2se_and_its_control_fails():
+def test_table1_check_matches_antisymmetric_and_beats_the_permuted_baselines():
+    from dynlab.figures._recipe import record_of
+
     noise = np.array([0.0, 0.01, -0.01, 0.005, -0.005])
-    acc = {"fastrnn": 0.80 + noise, "rnn": 0.78 + noise[::-1], "lstm": 0.82 + noise, "antisymmetric": 0.79 + noise,
-           "irnn-K1": 0.90 + noise, "irnn-K3": 0.91 + noise, t1.CONTROL: 0.30 + noise}
+    acc = {"fastrnn": 0.80 + noise, "rnn": 0.78 + noise[::-1], "lstm": 0.82 + noise, "antisymmetric": 0.90 + noise,
+           "irnn-K1": 0.95 + noise, "irnn-K2": 0.90 + noise, "irnn-K3": 0.91 + noise, t1.CONTROL: 0.30 + noise}
     out = t1.check(_table1_ds(acc))
     assert out["passed"] and not out["control"]["passed"] and "finding" not in out
-    assert len(out["per_seed"]) == 5 and len(out["table"]["rows"]) == 10        # the control is not a table row
-    # the K=3 row no better than the LSTM on one seed in a way 2 SE cannot exclude → claim fails, finding says so
-    acc["irnn-K3"] = np.array([0.95, 0.80, 0.81, 0.94, 0.79])
-    out = t1.check(_table1_ds(acc))
-    assert not out["passed"] and "LSTM" in out["finding"]
+    assert len(out["per_seed"]) == 5 and len(out["table"]["rows"]) == 11        # the controls are not table rows
+    assert record_of(t1.RECIPE, out)["verdict"] == "holds"
+    # 5 points below Antisymmetric: does not match
+    out = t1.check(_table1_ds(dict(acc, **{"irnn-K3": 0.85 + noise})))
+    assert not out["passed"] and "Antisymmetric" in out["finding"]
+    # fewer than 3× fewer parameters: the count part fails
+    out = t1.check(_table1_ds(acc, cell_params={"antisymmetric": 500}))
+    assert not out["passed"] and "cell weights" in out["finding"]
 
 
-def test_table2_check_needs_above_chance_and_every_baseline_beaten():
+def test_table2_check_needs_every_baseline_beaten_and_its_gate():
+    from dynlab.figures._recipe import record_of
+
     noise = np.array([0.0, 0.01, -0.01, 0.005, -0.005])
     acc = np.array([0.5 + noise, 0.10 + noise, 0.45 + noise, 0.7 + noise])            # FastRNN, LSTM, Anti, iRNN
     chance = 0.1 + noise
@@ -135,7 +150,10 @@ def test_table2_check_needs_above_chance_and_every_baseline_beaten():
                     coords={"run": list(t2.ROWS), "seed": np.arange(5)})
     ds.attrs.update(hidden=32, iterations=300, pad=120, steps=128, informative_steps=8, chance=0.1)
     out = t2.check(ds)
-    assert out["passed"] and not out["control"]["passed"]
+    assert out["passed"] and not out["control"]["passed"] and record_of(t2.RECIPE, out)["verdict"] == "holds"
     ds["accuracy"].loc[dict(run="irnn-K1")] = 0.46 + noise                               # beats LSTM, not FastRNN
     out = t2.check(ds)
-    assert not out["passed"] and "FastRNN" in out["finding"] and "LSTM" not in out["finding"]
+    assert not out["passed"] and "iRNN (K=1) − FastRNN -4.0" in out["finding"]
+    assert record_of(t2.RECIPE, out)["verdict"] == "does not hold"
+    ds["accuracy"].loc[dict(run="antisymmetric")] = 0.1 + noise                          # a gated baseline at chance
+    assert record_of(t2.RECIPE, t2.check(ds))["verdict"] == "inconclusive"

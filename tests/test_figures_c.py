@@ -83,28 +83,25 @@ def test_chance_rate_closed_form_against_counting():
     assert f5.chance_rate(y) == pytest.approx(same / 90, abs=1e-15)
 
 
-def test_fig5_rule_on_clustered_data_and_its_shuffled_label_control():
-    """Well separated classes: nearest rate ≈ 1, farthest ≈ 0, the check passes.  The same
-    neighbours with shuffled labels (the recipe's control): over 200 shuffles both rates average to
-    the closed-form chance (within 0.01: the null the control tests is exact), and rates at chance
-    fail the check."""
+def test_fig5_rule_on_clustered_data_and_its_untrained_control():
+    """Well separated classes: nearest rate ≈ 1, farthest ≈ 0; the parts pass when the "trained" rates
+    exceed a less clustered "untrained" representation's, and fail when the two are the same
+    representation (the control: the untrained codes in the trained ones' place)."""
     rng = np.random.default_rng(0)
     y = np.repeat(np.arange(4), 30)
     centres = rng.standard_normal((4, 10)) * 6
-    near_r, far_r = [], []
+    near_r, far_r, loose = [], [], []
     for s in range(5):
         X = centres[y] + rng.standard_normal((120, 10))
-        near, far = f5.neighbours(f5.sq_distances(X))
-        a, b = f5.rates(near, far, y)
+        a, b = f5.rates(*f5.neighbours(f5.sq_distances(X)), y)
         near_r.append(a)
         far_r.append(b)
+        Xl = centres[y] * 0.15 + rng.standard_normal((120, 10))        # classes barely apart
+        loose.append(f5.rates(*f5.neighbours(f5.sq_distances(Xl)), y)[0])
     ch = f5.chance_rate(y)
-    assert min(near_r) > 0.95 and max(far_r) < 0.05
-    assert f5._judge(near_r, far_r, ch)["passed"]
-    shuffled = np.array([f5.rates(near, far, y[np.random.default_rng([s, 99]).permutation(len(y))])
-                         for s in range(200)])
-    assert np.all(np.abs(shuffled.mean(axis=0) - ch) < 0.01)
-    assert not f5._judge(np.full(5, ch), np.full(5, ch), ch)["passed"]
+    assert min(near_r) > 0.95 and max(far_r) < 0.05 and max(loose) < 0.9
+    assert all(p["passed"] for p in f5._parts(near_r, far_r, ch, loose, "trained"))
+    assert not all(p["passed"] for p in f5._parts(loose, far_r, ch, loose, "untrained"))
 
 
 # ------------------------------------------------------------------ the training helper
@@ -165,26 +162,37 @@ def _table1_ds(effect, ctrl_effect=0.0, seeds=5):
     acc = 0.8 + 0.02 * rng.standard_normal(shape[:3] + (1,)) + 0.01 * rng.standard_normal(shape)
     acc[:, :, 1] = acc[:, :, 0] + effect + 0.005 * rng.standard_normal((2, 2, seeds))
     ctrl = acc[:, :, 0] + ctrl_effect + 0.005 * rng.standard_normal((2, 2, seeds))
+    gated = 0.8 + 0.01 * rng.standard_normal((2, 3, seeds))
+    gated[:, 1] = gated[:, 0] + effect + 0.005 * rng.standard_normal((2, seeds))      # GRU random − zero
     return xr.Dataset(
         {"accuracy": (("dataset", "layers", "h0", "seed"), acc),
+         "gated_accuracy": (("dataset", "gated", "seed"), gated),
+         "gated_paper_accuracy": (("dataset", "gated"), np.full((2, 3), 0.9)),
+         "gated_params": (("gated",), [300, 300, 400]),
          "diverged": (("dataset", "layers", "h0", "seed"), np.zeros(shape, dtype=bool)),
          "accuracy_eval_noise": (("dataset", "layers", "seed"), ctrl),
          "sigma_eps": (("dataset", "layers"), [[0.1, 0.5], [0.01, 0.005]]),
          "paper_accuracy": (("dataset", "layers", "h0"), np.full((2, 2, 2), 0.9)),
          "params": (("layers",), [100, 200])},
-        coords={"dataset": list(t1.DATASETS), "layers": list(t1.LAYERS), "h0": list(t1.H0), "seed": np.arange(seeds)},
-        attrs={"hidden": 32, "iterations": 400})
+        coords={"dataset": list(t1.DATASETS), "layers": list(t1.LAYERS), "h0": list(t1.H0), "seed": np.arange(seeds),
+                "gated": [r for r, _, _ in t1.GATED]},
+        attrs={"hidden": 32, "iterations": 400, "majority_accuracy": 0.11})
 
 
 def test_table1_rule_needs_every_cell():
     """+0.03 in every cell (noise 0.005): pass, control (no effect) fails; no effect: fail with a
     finding; the control's rule passes a built-in evaluation-noise effect (it can discriminate)."""
     r = t1.check(_table1_ds(0.03))
-    assert r["passed"] and r["cells_passed"] == 4 and not r["control"]["passed"]
-    assert len(r["table"]["rows"]) == 4 and r["table"]["rows"][1][2] == 0.9
+    assert r["passed"] and r["cells_passed"] == 6 and not r["control"]["passed"]
+    assert len(r["table"]["rows"]) == 7 and r["table"]["rows"][1][2] == 0.9
     r = t1.check(_table1_ds(0.0))
     assert not r["passed"] and "finding" in r
     assert t1.check(_table1_ds(0.0, ctrl_effect=0.03))["control"]["passed"]
+    # an effect far below the paper's with this SE: underpowered, with the seeds that would resolve it
+    from dynlab.figures._recipe import record_of
+
+    rec = record_of(t1.RECIPE, t1.check(_table1_ds(0.0)))
+    assert rec["verdict"] in ("does not hold", "underpowered") and all(p["seeds_needed"] for p in rec["power"])
 
 
 def _table4_ds(rms_hi_zero, sgd_hi_zero, sgd_large, seeds=5):

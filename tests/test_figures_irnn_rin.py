@@ -19,23 +19,27 @@ def phase():
 
 def test_fig2_the_walk_saturates_and_the_noise_does_not(phase):
     """The docstring's reason for the second input: the variance-10 walk saturates most steps of
-    every cell, the N(0, 1) input almost none."""
-    for name in fig2.ORDER:
+    every cell, the N(0, 1) input few (the eq. 9 iRNN's larger pre-activations P[U s + W x + b]
+    saturate more of them: measured 27 % in quick mode, so most steps stay to be judged)."""
+    for name in fig2.ORDER + (fig2.EQ5,):
         _, sat_walk = fig2._cell_residuals(phase, name, "walk")
         _, sat_noise = fig2._cell_residuals(phase, name, "noise")
         assert sat_walk.mean() > 0.5, name
-        assert sat_noise.mean() < 0.1, name
+        assert sat_noise.mean() < (0.5 if name == "irnn" else 0.1), name
 
 
 def test_fig2_residuals_against_a_direct_computation(phase):
-    """The iRNN residual is α s − tanh(U s + W x + b) at s = h_m + h_{m-1}; the RNN's is h − step(h; x)."""
+    """The paper's iRNN residual is s − tanh(P[U s + W x + b]) at s = h_m + h_{m-1}, typed from eq. 9 with
+    the parameters P = U = I + V H, W, b; the RNN's is h − step(h; x)."""
     from dynlab.io import model_from_dataset
 
     m = model_from_dataset(phase, entry="irnn")
+    p = m.params()
+    P = np.eye(2) + p["V"] @ p["H"]
     h = phase["noise_h"].sel(model="irnn").values
     x = phase["noise_x"].values
     s = h + np.vstack([np.zeros((1, 2)), h[:-1]])
-    direct = np.max(np.abs(m.alpha * s - np.tanh(s @ m.U.T + x @ m.W.T + m.b)), axis=1)
+    direct = np.max(np.abs(s - np.tanh((s @ P.T + x @ p["W"].T + p["b"]) @ P.T)), axis=1)
     res, _ = fig2._cell_residuals(phase, "irnn", "noise")
     np.testing.assert_allclose(res, direct, rtol=1e-10, atol=1e-15)
     r = model_from_dataset(phase, entry="rnn")
@@ -87,10 +91,10 @@ def test_fig7_control_network_is_unstable_somewhere():
 
 
 def test_rin_decision_on_constructed_values():
-    """_decide on made-up per-seed numbers: clear effects pass, a reversed one fails."""
+    """_parts on made-up per-seed numbers: clear effects pass, a reversed one fails."""
     a = np.array([0.1, 0.12, 0.11, 0.09, 0.1])
-    b = a + 1.0
-    ok = rin._decide(a, b, b, a * 0.1, a + 0.2, 1 / 6)
-    assert ok["passed"]
-    assert not rin._decide(b, a, a, a * 0.1, a + 0.2, 1 / 6)["passed"]
-    assert not rin._decide(a, b, b, a + 0.5, a + 0.2, 1 / 6)["passed"]   # U-penalty trains worse
+    jac_near, jac_far = 10 ** (0.1 * a), 10 ** (1 + a)        # |log10| ≈ 0.01 vs ≈ 1.1
+    ok = rin._parts(jac_near, jac_far, a * 0.1, a + 0.2)
+    assert all(p["passed"] for p in ok)
+    assert not all(p["passed"] for p in rin._parts(jac_far, jac_near, a * 0.1, a + 0.2))
+    assert not all(p["passed"] for p in rin._parts(jac_near, jac_far, a + 0.5, a + 0.2))   # U-penalty trains worse

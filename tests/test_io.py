@@ -20,6 +20,9 @@ EXTRA_CASES = {
     "rnn-explicit": lambda: RNN(np.eye(3) * 0.5, np.ones((3, 1)), np.zeros(3), activation="abs"),
     "irnn-lowrank3-etaTK": lambda: dynlab.make_model("irnn", 4, 2, K=3, rank=3, eta=np.full((T_IO, 3), 0.3),
                                                      sign=-1, g0="previous", seed=9),
+    # eq. 9 with a dense U = P given as arrays: the file holds the paper's U, W, b, not P U, P W, P b
+    "irnn-eq9-dense-explicit": lambda: IRNN(np.eye(3) + 0.1 * np.arange(9.0).reshape(3, 3) / 9, np.ones((3, 2)),
+                                            np.arange(3.0), P="U", K=2, eta=np.array([0.2, 0.4]), g0="previous"),
     "ctrnn-radau": lambda: dynlab.make_model("ctrnn", 3, 2, method="Radau", rtol=1e-9, atol=1e-11, tau=0.7,
                                              seed=1),
 }

@@ -39,7 +39,8 @@ ETA_ROWS = 6  # rows (time steps) of the per-(time, k) η table
 
 def _irnn(act, **kw):
     kw.setdefault("eta", 0.5)
-    return dynlab.make_model("irnn", D_HIDDEN, D_IN, seed=3, weight_scale=0.9, activation=act, **kw)
+    kw.setdefault("weight_scale", 0.9)
+    return dynlab.make_model("irnn", D_HIDDEN, D_IN, seed=3, activation=act, **kw)
 
 
 def _ctrnn(act, **kw):
@@ -60,6 +61,7 @@ CASES = {
     "irnn-K5-etaTK": lambda act: _irnn(act, K=5, g0="previous",
                                        eta=np.random.default_rng(11).uniform(0.2, 1.0, (ETA_ROWS, 5))),
     "irnn-K5-lowrank1": lambda act: _irnn(act, K=5, rank=1),
+    "irnn-K5-eq9-lowrank2": lambda act: _irnn(act, K=5, rank=2, P="U", g0="previous", alpha=1.5, weight_scale=0.3),
     "ctrnn-euler": lambda act: _ctrnn(act, method="euler", substeps=3),
     "ctrnn-rk4": lambda act: _ctrnn(act, method="rk4", substeps=3),
     "ctrnn-DOP853": lambda act: _ctrnn(act, method="DOP853", rtol=1e-12, atol=1e-14),

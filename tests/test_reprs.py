@@ -44,7 +44,7 @@ def test_model_repr_is_one_line_with_shapes(name):
 def test_irnn_repr_names_the_settings():
     m = dl.make_model("irnn", 128, 2, K=5, eta=0.1, seed=0)
     assert repr(m) == ("IRNN(hidden=128, inputs=2, eta=0.1, alpha=1.0, K=5, g0='zero', sign=1, activation='tanh', "
-                       "seed=0, weight_scale=0.5, U=<array 128×128>, W=<array 128×2>, b=<array 128>)")
+                       "seed=0, weight_scale=0.5, P='I', U=<array 128×128>, W=<array 128×2>, b=<array 128>)")
     low = dl.make_model("irnn", 16, 2, K=3, eta=np.full(3, 0.2), rank=2, activation="leaky-relu", seed=1)
     text = repr(low)
     assert "eta=<array 3>" in text and "V=<array 16×2>" in text and "H=<array 2×16>" in text

@@ -278,6 +278,7 @@ EXPECTED_PARAMS = {
     "rin": {"U", "W", "b"},
     "irnn": {"U", "W", "b", "eta", "alpha"},
     "irnn-lowrank": {"V", "H", "W", "b", "eta", "alpha"},
+    "irnn-eq9-lowrank": {"V", "H", "W", "b", "eta", "alpha"},
     "ctrnn": {"U", "W", "b", "tau", "alpha"},
 }
 EXPECTED_SETTINGS = {
@@ -285,7 +286,7 @@ EXPECTED_SETTINGS = {
     "fastrnn": {"activation", "leak"},
     "antisymmetric": {"activation", "leak"},
     "rin": {"activation", "leak"},
-    "irnn": {"activation", "leak", "K", "g0", "sign", "lowrank"},
+    "irnn": {"activation", "leak", "K", "g0", "sign", "lowrank", "P"},
     "ctrnn": {"activation", "leak", "dt", "substeps", "method", "rtol", "atol"},
 }
 PARAM_DIMS = {"U": ("unit", "unit_from"), "M": ("unit", "unit_from"), "W": ("unit", "unit_in"),
@@ -307,11 +308,11 @@ def test_dataset_contract(case):
     allowed_dims = {"batch", "time", "unit", "unit_in", "unit_from", "k", "rank", "eta_time"}
     assert set(ds.dims) <= allowed_dims, set(ds.dims) - allowed_dims
     # parameters as variables, with the model's values
-    key = "irnn-lowrank" if case.endswith("lowrank1") else model.name
+    key = ("irnn-eq9-lowrank" if "eq9" in case else "irnn-lowrank" if "lowrank" in case else model.name)
     names = EXPECTED_PARAMS[key]
     assert names <= set(ds.data_vars), names - set(ds.data_vars)
-    for name in names:
-        np.testing.assert_array_equal(ds[name].values, np.asarray(getattr(model, name), dtype=np.float64))
+    for name in names:     # the parameters (for eq. 9 the paper's W, b, not the step's P W, P b)
+        np.testing.assert_array_equal(ds[name].values, np.asarray(model.params()[name], dtype=np.float64))
         if name in PARAM_DIMS:
             assert ds[name].dims == PARAM_DIMS[name]
     if model.name == "irnn" and np.ndim(model.eta) == 1:

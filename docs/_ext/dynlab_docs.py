@@ -4,7 +4,7 @@ Each ``*_page`` function returns Markdown built from a registry — the public n
 (``dynlab.__all__`` and the submodules' ``__all__``), the models (``dynlab.MODELS``), the sweep
 targets (``dynlab.sweep.TARGETS``), the commands' help (click, as ``dynlab CMD --help`` prints
 it), the papers' errata (``dynlab.figures._gallery.ERRATA``) and the gallery's claims
-(``figures/claims.json``) — so the docs cannot drift from the code.  ``write_all(docs)`` writes
+(``gallery/claims.json``) — so the docs cannot drift from the code.  ``write_all(docs)`` writes
 them to ``docs/_generated/`` (not committed); the pages include them.  The test suite calls the
 same functions (``tests/test_docs.py``).
 """
@@ -148,11 +148,11 @@ def errata_page() -> str:
 
 
 def claims_page(root: str) -> str:
-    """The gallery's claims table, generated from ``figures/claims.json`` (the same block the
+    """The gallery's claims table, generated from ``gallery/claims.json`` (the same block the
     gallery helpers write)."""
     from dynlab.figures._gallery import readme_block
 
-    with open(os.path.join(root, "figures", "claims.json"), encoding="utf-8") as fh:
+    with open(os.path.join(root, "gallery", "claims.json"), encoding="utf-8") as fh:
         return readme_block(json.load(fh)) + "\n"
 
 
@@ -186,7 +186,7 @@ def _on_docstring(app, what, name, obj, options, lines) -> None:
 #: Files outside the site that its sources link to (the design page's links work on GitHub):
 #: the site page that stands for each.
 OUTSIDE = {"README.md": "index.md", "BENCHMARKS.md": "_generated/benchmarks.md",
-           "figures/README.md": "howto/paper-gallery.md"}
+           "gallery/README.md": "howto/paper-gallery.md"}
 _LINK = re.compile(r"\]\((\.\./[^)#\s]+)(#[^)\s]*)?\)")
 
 

@@ -274,14 +274,15 @@ def _make_figures(ctx, names, out_dir, quick, fmt, gallery=False):
                 report_progress(FIGURES_STAGE, i + 1, len(chosen))
             write_claims(records, out_dir)  # after every figure: nothing finished is lost
     for r in records:
-        nums = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r["measured"].items()
-                         if isinstance(v, (int, float, str, bool)))
-        state = "ERROR" if r.get("error") else ("PASS" if r["passed"] else "FAIL")
-        _say(ctx, f"{state:<5} {r['name']:<26} {r['seconds']:>7.1f} s  {nums}")
+        e = r.get("effect") or {}
+        nums = (f"{e['name']} = {e['ours']:.3g} ± {e['se']:.2g} ({r.get('seeds', '?')} seeds)"
+                if isinstance(e.get("ours"), (int, float)) and isinstance(e.get("se"), (int, float)) else "")
+        state = "ERROR" if r.get("error") else r.get("verdict", "holds" if r["passed"] else "does not hold")
+        _say(ctx, f"{state:<14} {r['name']:<26} {r['seconds']:>7.1f} s  {nums}")
         if r.get("error"):
             _say(ctx, f"      {r['error']}")
         elif not r["passed"]:
-            _say(ctx, f"      does not reproduce: {r.get('finding', '')}")
+            _say(ctx, f"      {state}: {r.get('finding', '')}")
     extra = ""
     if gallery:
         from ..figures._gallery import write_gallery
@@ -297,7 +298,11 @@ def _make_figures(ctx, names, out_dir, quick, fmt, gallery=False):
 
 def _figures_all(ctx, out_dir, quick, fmt):
     from ..figures import recipes
+    from .options import check_writable_dir
 
+    if out_dir is None:     # the default depends on --quick (never the gallery for a quick run)
+        param = next(p for p in ctx.command.params if p.name == "out_dir")
+        out_dir = check_writable_dir(fill(ctx, {"out_dir": None, "quick": quick})["out_dir"], ctx, param)
     _make_figures(ctx, list(recipes()), out_dir, quick, fmt, gallery=True)
 
 
@@ -404,23 +409,27 @@ COMMANDS = (
             body=_sweep),
     Command("figures", "The papers' figures: list, make, all (claims checked on the data).",
             "Reproduce the figures of the four papers (docs/design.md, *Figures*), each with its claim checked.\n\n"
-            "Every figure writes NAME.png (or .pdf), its data NAME.nc, and a line in claims.json with the claim, "
-            "the measured numbers, pass/fail and the negative control.  A paper claim that does not hold on our "
-            "data is a finding (recorded with what was measured, exit status 0); exit status 1 only when a recipe "
-            "breaks or its negative control passes (the other figures are still written).\n\n"
-            "Example: dynlab figures all --quick --out gallery/",
+            "Every figure writes NAME.png (or .pdf), its data NAME.nc, and a line in claims.json with the paper's "
+            "claim, its competence gate, the measured effect ± SE, the negative control and the verdict: holds, "
+            "does not hold, inconclusive (the gate was not met) or underpowered.  Every verdict is a finding "
+            "(exit status 0); exit status 1 only when a recipe breaks or its negative control passes (the other "
+            "figures are still written).  The gallery is gallery/, written by a full `dynlab figures all`; `make` "
+            "and `--quick` runs write to figures-scratch/ unless --out says otherwise.\n\n"
+            "Example: dynlab figures all --quick --out /tmp/gallery-quick/",
             options=("quiet",), body=lambda ctx: None),
     Command("list", "List the figures: name, source, claim.",
             "List the figures: name, source, and the claim checked on the data (printed also with --quiet).",
             options=("quiet",), body=lambda ctx: _figures_list(ctx), group="figures"),
     Command("make", "Make the named figures (see `dynlab figures list`).",
-            "Make the named figures (see `dynlab figures list`).\n\n"
-            "Example: dynlab figures make irnn-fig2-phase rin-gradients --out figs/",
+            "Make the named figures (see `dynlab figures list`), by default into the scratch folder "
+            "figures-scratch/: the committed gallery (gallery/) changes only when --out names it.\n\n"
+            "Example: dynlab figures make irnn-fig2-phase rin-gradients --quick",
             options=("names", "out_dir", "quick", "fmt", "quiet"), group="figures",
             body=lambda ctx, names, out_dir, quick, fmt: _make_figures(ctx, names, out_dir, quick, fmt)),
     Command("all", "Make every figure and the gallery page README.md beside them.",
-            "Make every figure, in the order of `dynlab figures list`, and the gallery page README.md beside them.\n\n"
-            "Example: dynlab figures all --quick --out figs/",
+            "Make every figure, in the order of `dynlab figures list`, and the gallery page README.md beside them: "
+            "into gallery/ (full sizes), or into figures-scratch/ with --quick, unless --out says otherwise.\n\n"
+            "Example: dynlab figures all --quick",
             options=("out_dir", "quick", "fmt", "quiet"), body=_figures_all, group="figures"),
 )
 

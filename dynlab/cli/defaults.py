@@ -221,6 +221,10 @@ PHASE_VARIANCE = {"random-walk": 10.0, "noise": 1.0}
 PHASE_HIDDEN = 2
 
 
+#: ``dynlab figures``: the rendered gallery (full ``figures all``) and the scratch folder every other
+#: run writes to by default, so that a quick or single-figure run never overwrites the gallery.
+GALLERY, FIGURES_SCRATCH = "gallery", "figures-scratch"
+
 #: ``dynlab partition --dataset`` choices: labelled sequences replace the drawn input.
 DATASETS = ("auto", "digits", "patterns")
 
@@ -293,10 +297,12 @@ DEFAULTS = {
               "data": NO_DEFAULT, "quiet": NO_DEFAULT},
     "figures": {"quiet": NO_DEFAULT},
     "figures list": {"quiet": NO_DEFAULT},
-    "figures make": {"names": NO_DEFAULT, "out_dir": Default("figures"), "quick": NO_DEFAULT,
-                     "fmt": Default("png"), "quiet": NO_DEFAULT},
-    "figures all": {"out_dir": Default("figures"), "quick": NO_DEFAULT, "fmt": Default("png"),
-                    "quiet": NO_DEFAULT},
+    "figures make": {"names": NO_DEFAULT, "out_dir": Default(FIGURES_SCRATCH, text=f"{FIGURES_SCRATCH}/ (a scratch "
+                                                                                      "folder, never the gallery)"),
+                     "quick": NO_DEFAULT, "fmt": Default("png"), "quiet": NO_DEFAULT},
+    "figures all": {"out_dir": Default(By("quick", {True: FIGURES_SCRATCH}, GALLERY),
+                                       text=f"{GALLERY}/ (the gallery); {FIGURES_SCRATCH}/ with --quick"),
+                    "quick": NO_DEFAULT, "fmt": Default("png"), "quiet": NO_DEFAULT},
 }
 
 

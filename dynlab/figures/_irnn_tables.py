@@ -10,13 +10,12 @@ unit variance normalized", App. A.4).  ``permute`` applies one fixed permutation
 the noise has the signal's scale (the paper's Noisy-MNIST: standard Gaussian noise after the
 informative rows).
 
-``ROWS`` names every cell once (registry name, settings, label); every cell is trained with the
-same hidden size, optimiser (Adam), learning rate, batch, clipping and iteration count
-(``train_rows``), so the table compares cells, not tuning.  Activation: tanh for every cell
-(dynlab's iRNN default; the paper mostly uses ReLU).  The iRNN: dense U, η₀ = 0.5 learned, α = 1
-fixed, g₀ = 0 and the + sign — the setting of the gallery's other digits recipes (``_irnn_digits``,
-Figs. 6/7); the paper's tables do not state g₀.  FastRNN: α, β trained (its paper); AntisymmetricRNN: ε = γ = 0.01 fixed (Chang et al.'s
-hyper-parameters, not trained).
+``ROWS`` names every cell once (a setting key of ``_irnn_training``, the parameters it freezes, its
+label); every cell is trained with the same hidden size, optimiser (Adam, lr 10⁻², clip 1), batch
+and iteration count (``train_rows``), so the table compares cells, not tuning.  The iRNN rows are
+the paper's iRNN (eq. 9, ReLU, g₀ = h_{m−1}, η₀ = 10⁻²; ``_irnn_training``); the baselines are
+tanh cells as in their papers: FastRNN with α, β trained; AntisymmetricRNN with ε = γ = 0.01 fixed
+(Chang et al.'s hyper-parameters, not trained).
 """
 from __future__ import annotations
 
@@ -24,28 +23,28 @@ import time
 
 import numpy as np
 
-from ._training import n_params, standardise  # noqa: F401  (n_params: the table's parameter counts)
+from ._irnn_training import CLIP, LR, build
+from ._training import n_params, standardise
 
-LR, BATCH, CLIP = 1e-2, 64, 1.0
-ETA0 = 0.5
+BATCH = 64
 
-#: key → (registry name, make_model settings, train_model freeze, label)
+#: key → (setting key of ``_irnn_training``, train_model freeze, label)
 ROWS = {
-    "fastrnn": ("fastrnn", {}, None, "FastRNN"),
-    "rnn": ("rnn", {}, None, "RNN"),
-    "lstm": ("lstm", {}, None, "LSTM"),
-    "antisymmetric": ("antisymmetric", {}, ("eps", "gamma"), "Antisymmetric"),
-    "irnn-K1": ("irnn", {"K": 1, "eta": ETA0}, None, "iRNN (K=1)"),
-    "irnn-K3": ("irnn", {"K": 3, "eta": ETA0}, None, "iRNN (K=3)"),
-    # the negative control of Table 1: the iRNN K=1 with every recurrent parameter frozen at its
-    # random initialisation, only the read-out trained
-    "irnn-K1-readout": ("irnn", {"K": 1, "eta": ETA0}, ("U", "W", "b", "eta", "alpha"),
-                        "iRNN (K=1), read-out only"),
+    "fastrnn": ("fastrnn", None, "FastRNN"),
+    "rnn": ("rnn", None, "RNN"),
+    "lstm": ("lstm", None, "LSTM"),
+    "antisymmetric": ("antisym-g0.01-e0.01", ("eps", "gamma"), "Antisymmetric"),
+    "irnn-K1": ("irnn-K1", None, "iRNN (K=1)"),
+    "irnn-K2": ("irnn-K2", None, "iRNN (K=2)"),
+    "irnn-K3": ("irnn-K3", None, "iRNN (K=3)"),
+    # the negative control: the iRNN K=1 with every recurrent parameter frozen at its random
+    # initialisation, only the read-out trained
+    "irnn-K1-readout": ("irnn-K1", ("V", "H", "W", "b", "eta", "alpha"), "iRNN (K=1), read-out only"),
 }
 
 
 def label(key: str) -> str:
-    return ROWS[str(key)][3]
+    return ROWS[str(key)][2]
 
 
 def standardised(kind: str = "pixels", *, permute: int | None = None, pad: int = 0):
@@ -66,28 +65,46 @@ def train_rows(task, keys, seeds, *, hidden: int, iterations: int, tests=None) -
     ``tests``: extra {name: task} whose *test* split the trained networks are also scored on
     (the same networks, other inputs).  Returns ``{"accuracy": (row, seed), "seconds": (row, seed),
     "params": (row,), "val_accuracy": (row, seed), "<name>_accuracy": (row, seed)}`` as arrays.
-    Seconds are the wall-clock time of ``train_model`` (training and its final validation pass).
+    Seconds are the wall-clock time of ``train_model`` (training and its final validation pass);
+    ``cell_params`` the recurrent cell's trained parameters alone (without the read-out), ``cell_weights``
+    its trained matrices and biases alone (no η, gates, ε/γ).  A run whose
+    state becomes non-finite scores the most frequent class of each split and is flagged ``diverged``.
     """
     import dynlab as dl
     from ..backends import get_backend
+    from ..errors import DivergenceError
     from ..train.loop import evaluate
 
     tests = dict(tests or {})
     R, S = len(keys), len(seeds)
     out = {"accuracy": np.full((R, S), np.nan), "seconds": np.full((R, S), np.nan),
-           "val_accuracy": np.full((R, S), np.nan), "params": np.zeros(R, dtype=np.int64)}
+           "val_accuracy": np.full((R, S), np.nan), "params": np.zeros(R, dtype=np.int64),
+           "cell_params": np.zeros(R, dtype=np.int64), "cell_weights": np.zeros(R, dtype=np.int64),
+           "diverged": np.zeros((R, S), dtype=bool)}
     for name in tests:
         out[f"{name}_accuracy"] = np.full((R, S), np.nan)
     with get_backend(None):
         for i, key in enumerate(keys):
-            reg, settings, freeze, _ = ROWS[key]
+            setting_key, freeze, _ = ROWS[key]
             for j, s in enumerate(seeds):
-                m = dl.make_model(reg, hidden, task.inputs, seed=int(s), **settings)
+                m, own_freeze = build(setting_key, hidden, task.inputs, task.steps, int(s))
+                freeze = freeze or own_freeze
                 out["params"][i] = n_params(m, freeze, task.outputs)
-                kw = {} if freeze is None else {"freeze": freeze}
+                out["cell_params"][i] = n_params(m, freeze)
+                skip = set(freeze or ()) | {"eta", "alpha", "beta", "eps", "gamma"}
+                out["cell_weights"][i] = sum(int(np.size(v)) for k, v in m.params().items() if k not in skip)
                 t0 = time.perf_counter()
-                r = dl.train_model(m, task, iterations=iterations, lr=LR, batch=BATCH, clip=CLIP,
-                                   record_every=iterations, seed=int(s), progress=False, **kw)
+                try:
+                    r = dl.train_model(m, task, iterations=iterations, lr=LR, batch=BATCH, clip=CLIP, freeze=freeze,
+                                       record_every=iterations, seed=int(s), diag_batch=1, progress=False)
+                except DivergenceError:     # scored as the most frequent class, flagged
+                    out["seconds"][i, j] = time.perf_counter() - t0
+                    out["diverged"][i, j] = True
+                    for k in ["accuracy", "val_accuracy"] + [f"{name}_accuracy" for name in tests]:
+                        split = "val" if k == "val_accuracy" else "test"
+                        y = task.data[split][1]
+                        out[k][i, j] = float(np.bincount(y).max() / y.size)
+                    continue
                 out["seconds"][i, j] = time.perf_counter() - t0
                 out["val_accuracy"][i, j] = float(r.history["val_accuracy"].values[-1])
                 out["accuracy"][i, j] = float(evaluate(r.model, r.readout, task, "test")["accuracy"])

@@ -17,10 +17,13 @@ import numpy as np
 from ._training import n_params as _n_params
 
 
-def network(layers: int, hidden: int, inputs: int, seed: int):
-    """1 layer: identity-initialised ReLU RNN; 2 layers: a ``Stack`` of two (layer 2 seeded seed + 500)."""
+def network(layers: int, hidden: int, inputs: int, seed: int, cell: str = "rnn"):
+    """1 layer: identity-initialised ReLU RNN; 2 layers: a ``Stack`` of two (layer 2 seeded seed + 500);
+    ``cell="gru"`` / ``"lstm"``: one layer of dynlab's GRU / LSTM (PyTorch's initialisation, tanh)."""
     import dynlab as dl
 
+    if cell != "rnn":
+        return dl.make_model(cell, hidden, inputs, seed=seed)
     first = dl.make_model("rnn", hidden, inputs, activation="relu", identity_init=True, seed=seed)
     if layers == 1:
         return first
@@ -41,7 +44,7 @@ def majority_rate(y) -> float:
 
 
 def train_score(task, *, layers: int, hidden: int, seed: int, sigma_eps: float, optimiser: str, lr: float,
-                iterations: int, batch: int, command: str, eval_sigma: float | None = None) -> dict:
+                iterations: int, batch: int, command: str, eval_sigma: float | None = None, cell: str = "rnn") -> dict:
     """Train one network; ``{"accuracy", "diverged", "params"[, "accuracy_eval_noise"]}``.
 
     ``eval_sigma``: also score the trained network from a random h_0 ~ N(0, eval_sigma² I) (one
@@ -50,7 +53,7 @@ def train_score(task, *, layers: int, hidden: int, seed: int, sigma_eps: float, 
     from dynlab.errors import DivergenceError
     from dynlab.train.loop import evaluate, run_outputs
 
-    model = network(layers, hidden, task.inputs, seed)
+    model = network(layers, hidden, task.inputs, seed, cell)
     out = {"params": n_params(model, task.outputs)}
     x, y = task.batch("test")
     with np.errstate(over="ignore", invalid="ignore"):  # a diverging run warns before it raises

@@ -36,6 +36,12 @@ class Recipe:
                (``dynlab.figures._stats``)
     table    : the recipe reproduces a paper *table*: ``check`` must report ``table`` (below),
                built from the Dataset, with the paper's number beside ours
+    quote    : the paper's claim in the paper's words, with where it stands (``claim`` is the
+               check's restatement of it)
+    gate     : the competence gate, declared here before anything runs: the level the reference
+               cell and the baselines must reach (above chance, the majority class, a named
+               trivial predictor; for a numerical claim, the accuracy of the reference solution)
+               before the claim is judged at all
 
     The record contract (the gallery's rules; ``check_record`` enforces it):
 
@@ -54,6 +60,17 @@ class Recipe:
       numbers come from the Dataset, which holds them as variables.
     - the Dataset's ``attrs["scaling"]`` states the scale-down against the paper (sizes, data set
       substitution, iterations); it is printed on the figure and copied into the record.
+    - ``gate = {"met": bool, "measured": {...}}`` — the competence gate of ``Recipe.gate``
+      measured on the data (``_stats.gate``); below it the verdict is *inconclusive*.
+    - ``effect = {"name", "ours", "se", "n", "units", "paper"}`` — the headline effect ± SE over
+      the ``n`` seeds (``_stats.effect``), the paper's number where it gives one.
+    - ``seeds``: how many seeds (or independent networks) the verdict rests on.
+    - ``parts`` (comparative claims): the ``_stats.comparison`` of every comparison the claim
+      makes, each with the effect that matters, our SE and the seeds that would resolve it; they
+      become the record's ``power`` and decide between *does not hold* and *underpowered*.
+
+    ``run_recipe`` adds ``verdict`` (``_stats.decide``: holds / does not hold / inconclusive /
+    underpowered) and keeps ``passed`` (= verdict is *holds*) for readers of the older records.
     """
 
     name: str
@@ -64,6 +81,8 @@ class Recipe:
     check: Callable
     trains: bool = False
     table: bool = False
+    quote: str = ""
+    gate: str = ""
 
 
 class RecipeError(Exception):
@@ -88,10 +107,36 @@ def check_record(recipe: "Recipe", rec: dict, quick: bool) -> None:
         problems += _table_problems(rec.get("table"))
     if not rec["passed"] and not rec.get("control_passed") and not str(rec.get("finding") or "").strip():
         problems.append('a claim that does not hold needs a "finding" stating what was measured instead')
+    problems += _verdict_problems(recipe, rec)
     if not str(rec.get("scaling") or "").strip():
         problems.append('the Dataset must state its scale-down against the paper in attrs["scaling"]')
     if problems:
         raise RecipeError(f"figure {recipe.name}: " + "; ".join(problems))
+
+
+def _verdict_problems(recipe: "Recipe", rec: dict) -> list[str]:
+    """What is missing for a verdict: the paper's words, the declared gate and its measurement, the
+    headline effect ± SE, the seeds, a verdict among ``VERDICTS`` that agrees with ``passed``."""
+    from ._stats import VERDICTS
+
+    out = []
+    if not str(recipe.quote or "").strip():
+        out.append("the recipe must quote the paper's claim in the paper's words (Recipe.quote)")
+    if not str(recipe.gate or "").strip():
+        out.append("the recipe must declare its competence gate before it runs (Recipe.gate)")
+    g = rec.get("gate")
+    if not isinstance(g, dict) or not {"met", "measured"} <= set(g):
+        out.append('the check must report the gate it measured ("gate": {"met", "measured"})')
+    e = rec.get("effect")
+    if not isinstance(e, dict) or not {"name", "ours", "se"} <= set(e):
+        out.append('the check must report its headline effect ("effect": {"name", "ours", "se", ...})')
+    if not isinstance(rec.get("seeds"), int) or rec.get("seeds", 0) < 1:
+        out.append('the check must report how many seeds the verdict rests on ("seeds")')
+    if rec.get("verdict") not in VERDICTS:
+        out.append(f"the verdict must be one of {', '.join(VERDICTS)}, got {rec.get('verdict')!r}")
+    elif (rec["verdict"] == "holds") != bool(rec["passed"]) and not rec.get("control_passed"):
+        out.append("the verdict and passed disagree")
+    return out
 
 
 def _table_problems(t) -> list[str]:
@@ -126,12 +171,47 @@ def _plain(value):
     return value
 
 
+def record_of(recipe: Recipe, result: dict, scaling: str = "") -> dict:
+    """The claim record of a check's ``result`` (the ``Recipe`` contract): the verdict decided from
+    the gate, the check and its comparative parts (``_stats.decide``), the power of each part, the
+    finding of an inconclusive record prefixed with the gate's numbers."""
+    from ._stats import decide
+
+    measured = _plain(dict(result))
+    passed = bool(measured.pop("passed"))
+    # the negative control, the per-seed numbers, the finding, the gate… live in the record itself
+    extra = {k: measured.pop(k) for k in ("control", "per_seed", "finding", "table", "gate", "effect", "seeds",
+                                          "parts") if k in measured}
+    parts = extra.pop("parts", None) or []
+    rec = {"name": recipe.name, "source": recipe.source, "claim": recipe.claim, "quote": recipe.quote,
+           "gate_level": recipe.gate, "passed": passed, "measured": measured, **extra, "scaling": str(scaling)}
+    gate = rec.get("gate") if isinstance(rec.get("gate"), dict) else {"met": True}
+    rec["verdict"] = decide(passed, bool(gate.get("met")), parts)
+    if rec["verdict"] == "inconclusive":
+        rec["passed"] = False
+        nums = "; ".join(f"{k} {v}" for k, v in gate.get("measured", {}).items())
+        rec["finding"] = (f"inconclusive at this scale: the competence gate ({recipe.gate}) was not met ({nums})"
+                          + (f". {rec['finding']}" if rec.get("finding") else ""))
+    if parts:
+        rec["power"] = [{k: p.get(k) for k in ("name", "mean", "se", "n", "interest", "paper", "units",
+                                                "seeds_needed", "verdict")} for p in parts]
+    if isinstance(rec.get("control"), dict):
+        rec["control"]["passed"] = bool(rec["control"].get("passed"))
+        if rec["control"]["passed"]:
+            rec["passed"] = False
+            rec["control_passed"] = True
+            rec["error"] = ("the negative control passes the same check "
+                            f"({rec['control'].get('setting', '')}): the check does not discriminate")
+    return rec
+
+
 def run_recipe(recipe: Recipe, out_dir, *, quick: bool = False, fmt: str = "png") -> dict:
     """Compute, write ``NAME.nc``, draw ``NAME.<fmt>`` from the Dataset, check the claim.
 
-    Returns the claim record ``{"name", "source", "claim", "passed", "measured", "control",
-    "scaling", "seconds", "quick"}`` plus ``per_seed`` and ``finding`` when the check reports
-    them, and ``error`` when the negative control passed (then ``passed`` is False: a check
+    Returns the claim record (``record_of``: ``{"name", "source", "claim", "quote", "gate_level",
+    "gate", "effect", "seeds", "verdict", "passed", "measured", "control", "scaling", "seconds",
+    "quick"}`` plus ``per_seed``, ``power``, ``table`` and ``finding`` when the check reports
+    them), and ``error`` when the negative control passed (then ``passed`` is False: a check
     that passes where the effect is absent proves nothing).  The data is written before
     drawing, so nothing computed is lost if drawing fails; a record that breaks the contract
     (``Recipe``) raises RecipeError after the data and picture are written.
@@ -145,19 +225,7 @@ def run_recipe(recipe: Recipe, out_dir, *, quick: bool = False, fmt: str = "png"
     ds.attrs.setdefault("figure", recipe.name)
     ds.attrs["quick"] = int(bool(quick))
     write_dataset(ds, os.path.join(out_dir, f"{recipe.name}.nc"))
-    measured = _plain(dict(recipe.check(ds)))
-    passed = bool(measured.pop("passed"))
-    # the negative control, the per-seed numbers and the finding live in the record itself
-    extra = {k: measured.pop(k) for k in ("control", "per_seed", "finding", "table") if k in measured}
-    rec = {"name": recipe.name, "source": recipe.source, "claim": recipe.claim, "passed": passed,
-           "measured": measured, **extra, "scaling": str(ds.attrs.get("scaling", ""))}
-    if isinstance(rec.get("control"), dict):
-        rec["control"]["passed"] = bool(rec["control"].get("passed"))
-        if rec["control"]["passed"]:
-            rec["passed"] = False
-            rec["control_passed"] = True
-            rec["error"] = ("the negative control passes the same check "
-                            f"({rec['control'].get('setting', '')}): the check does not discriminate")
+    rec = record_of(recipe, recipe.check(ds), ds.attrs.get("scaling", ""))
     fig = recipe.draw(ds)
     save_figure(fig, os.path.join(out_dir, f"{recipe.name}.{fmt}"))
     rec.update(seconds=round(time.perf_counter() - t0, 2), quick=bool(quick))

@@ -8,6 +8,12 @@ its mean over seeds; where two methods are compared on the same seeds the test i
 ``beyond_2se(values)``       → the one-sample test "mean > 2 SE" on per-seed effects
 ``paired(a, b)``             → the paired test "a − b > 2 SE(a − b)" on per-seed values
 ``seeds_for(quick)``         → the seeds a training claim runs: 5 in full mode, 3 in quick mode
+
+The record's verdict (``decide``) is one of ``VERDICTS``: *holds*, *does not hold*, *inconclusive*
+(the competence gate declared in the recipe was not met: the networks did not learn enough for the
+comparison to mean anything) or *underpowered* (the data agree both with no effect and with the
+effect that matters).  ``comparison`` decides one comparative part and states its power (the seeds
+that would resolve it), ``level_test`` / ``gate`` report the gate, ``effect`` the headline number.
 """
 from __future__ import annotations
 
@@ -60,3 +66,111 @@ def paired(a, b, *, larger: str = "a") -> dict:
         raise ValueError(f"paired values need the same seeds: {a.size} vs {b.size}")
     r = beyond_2se(a - b, direction="positive" if larger == "a" else "negative")
     return {"diff_mean": r["mean"], "diff_se": r["se"], "n": r["n"], "passed": r["passed"]}
+
+
+# ------------------------------------------------------------------ verdicts, gates and power
+#: the verdicts a record can carry (the gallery's words)
+VERDICTS = ("holds", "does not hold", "inconclusive", "underpowered")
+#: an effect of Z_POWER standard errors passes the "beyond 2 SE" rule with ≈ 80 % probability
+#: (2 + 0.84, the one-sided normal quantile of 0.8): the size at which a comparison is resolved
+Z_POWER = 2.84
+
+
+def comparison(name: str, values, *, interest: float, units: str = "", direction: str = "positive",
+               paper: float | None = None) -> dict:
+    """One comparative part of a claim, decided on per-seed effects ``values`` (paired differences,
+    or a value minus a level), with its power against the effect that matters.
+
+    ``interest`` (> 0, in the units of ``values``, in the claimed direction): the paper's effect where
+    the paper gives one in comparable units, else the smallest effect the recipe declares worth
+    resolving — fixed in the recipe before the run.  ``paper``: the paper's own number, reported.
+
+    The part's verdict: ``holds`` when the mean is beyond 2 SE in the claimed direction;
+    ``does not hold`` when the data exclude an effect of size ``interest`` (mean + 2 SE below it,
+    in the claimed direction); otherwise ``underpowered`` (the data agree with no effect and with
+    the effect of interest).  ``seeds_needed``: the seeds at which ``interest`` would be Z_POWER
+    standard errors with the same spread over seeds, n·(Z_POWER·SE/interest)²."""
+    if direction not in ("positive", "negative"):
+        raise ValueError(f"direction must be 'positive' or 'negative', got {direction!r}")
+    if not interest > 0:
+        raise ValueError(f"interest must be > 0, got {interest!r}")
+    m, se, n = mean_se(values)
+    e = m if direction == "positive" else -m
+    finite = bool(np.isfinite(m) and np.isfinite(se))
+    if finite and e - 2 * se > 0:
+        verdict = "holds"
+    elif not finite or e + 2 * se < interest:
+        verdict = "does not hold"
+    else:
+        verdict = "underpowered"
+    need = int(math.ceil(n * (Z_POWER * se / interest) ** 2)) if finite and se > 0 else (n if finite else None)
+    return {"name": name, "mean": m, "se": se, "n": n, "direction": direction, "passed": verdict == "holds",
+            "verdict": verdict, "interest": float(interest), "paper": paper, "units": units,
+            "seeds_needed": need}
+
+
+def level_test(name: str, values, level: float, *, direction: str = "above") -> dict:
+    """A gate item: the per-seed ``values`` lie above (``direction="above"``) or below a stated
+    ``level`` beyond 2 SE; returns ``{"name", "mean", "se", "n", "level", "met"}``."""
+    r = beyond_2se(np.asarray(values, dtype=float) - level, direction="positive" if direction == "above" else "negative")
+    return {"name": name, "mean": r["mean"] + level, "se": r["se"], "n": r["n"], "level": float(level),
+            "direction": direction, "met": r["passed"]}
+
+
+def gate(items: list) -> dict:
+    """The competence gate's report: met when every item (``level_test``, or a dict with ``met``)
+    is met; ``measured`` holds each item's numbers."""
+    meas = {}
+    for it in items:
+        if "mean" in it:
+            meas[it["name"]] = (f"{it['mean']:.4g} ± {it['se']:.2g} "
+                                f"({'>' if it.get('direction', 'above') == 'above' else '<'} {it['level']:.4g}"
+                                f"{'' if it['met'] else ': not met'})")
+        else:
+            meas[it["name"]] = it.get("value", it["met"])
+    return {"met": bool(all(it["met"] for it in items)), "measured": meas}
+
+
+def decide(passed: bool, gate_met: bool, parts: list) -> str:
+    """The record's verdict: ``inconclusive`` when the competence gate is not met (whatever the check
+    says); ``holds`` when the check passed; ``underpowered`` when it failed only on comparisons the
+    data cannot resolve (no part ``does not hold``, and some part is ``underpowered``); otherwise
+    ``does not hold``."""
+    if not gate_met:
+        return "inconclusive"
+    if passed:
+        return "holds"
+    verdicts = [p["verdict"] for p in parts]
+    if verdicts and "does not hold" not in verdicts and "underpowered" in verdicts:
+        return "underpowered"
+    return "does not hold"
+
+
+def effect(name: str, part_or_mean, se: float | None = None, *, n: int | None = None, units: str = "",
+           paper: float | None = None) -> dict:
+    """The record's headline effect ``{"name", "ours", "se", "n", "units", "paper"}``, from a
+    ``comparison`` part or from (mean, SE)."""
+    if isinstance(part_or_mean, dict):
+        p = part_or_mean
+        return {"name": name, "ours": p["mean"], "se": p["se"], "n": p["n"], "units": p.get("units", units),
+                "paper": p.get("paper") if paper is None else paper}
+    return {"name": name, "ours": float(part_or_mean), "se": float(se if se is not None else 0.0),
+            "n": int(n if n is not None else 1), "units": units, "paper": paper}
+
+
+def fact(name: str, holds: bool, value=float("nan"), *, n: int = 1, units: str = "") -> dict:
+    """A part of a claim decided without sampling error (a count over seeds, a closed-form check):
+    its verdict is ``holds`` or ``does not hold`` (no power to buy); ``value`` is reported."""
+    v = float(value) if isinstance(value, (int, float, np.floating, np.integer)) else float("nan")
+    return {"name": name, "mean": v, "se": 0.0, "n": int(n), "direction": "positive", "passed": bool(holds),
+            "verdict": "holds" if holds else "does not hold", "interest": None, "paper": None, "units": units,
+            "seeds_needed": None}
+
+
+def record_fields(*, effect: dict, gate_items: list, seeds: int, parts: list | None = None) -> dict:
+    """The verdict's fields of a check's result (``Recipe`` contract): ``effect``, ``gate`` (from its
+    items, ``gate``), ``seeds`` and, when given, the comparative ``parts``."""
+    out = {"effect": effect, "gate": gate(gate_items), "seeds": int(seeds)}
+    if parts:
+        out["parts"] = parts
+    return out

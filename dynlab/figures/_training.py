@@ -92,3 +92,20 @@ def _plain(v):
     if isinstance(v, tuple):
         return list(v)
     return v
+
+
+def panel_grid(nrows: int, ncols: int, *, width: float = 3.2, height: float = 2.6):
+    """(fig, axes) of an nrows × ncols grid of panels (each ``width`` × ``height`` inches) on the Agg
+    canvas with the gallery's style: a readable block instead of a strip of many panels side by side.
+    ``axes`` is a flat list, row by row."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from ..plot.style import RC
+
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+        FigureCanvasAgg(fig)
+        axes = [fig.add_subplot(nrows, ncols, i + 1) for i in range(nrows * ncols)]
+    return fig, axes

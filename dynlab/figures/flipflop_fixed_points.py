@@ -33,7 +33,10 @@ from __future__ import annotations
 import numpy as np
 
 from ._recipe import Recipe
+from ._stats import effect, fact, level_test, record_fields
 
+#: the gate's level: a tenth of the constant predictor's MSE (≈ 1 for ±1 targets)
+LEARNED_MSE = 0.1
 NAME = "flipflop-fixed-points"
 #: (D, T, iterations, batch, lr, test trajectories, starts, seeds) quick and full
 QUICK = (16, 50, 300, 32, 2e-2, 32, 256, (0, 1, 2))
@@ -203,7 +206,13 @@ def check(ds):
         finding["finding"] = ("the claim fails on seed(s) " + ", ".join(
             f"{s} ({per_seed[str(s)]['stable']} stable points, {per_seed[str(s)]['distinct_patterns']} patterns, "
             f"{per_seed[str(s)]['adjacent_pairs_joined_by_a_saddle']}/12 pairs joined)" for s in bad))
-    return {"passed": passed, "seeds": len(seeds),
+    n_ok = sum(r["passed"] for r in per_seed.values())
+    return {"passed": passed,
+            **record_fields(effect=effect("seeds with 8 stable points and 12 joined pairs", n_ok, 0.0, n=len(seeds)),
+                            gate_items=[level_test("validation MSE", ds["val_loss"].values, LEARNED_MSE,
+                                                   direction="below")],
+                            seeds=len(seeds),
+                            parts=[fact("the structure on every seed", passed, n_ok, n=len(seeds))]),
             "stable_points_per_seed": [per_seed[str(s)]["stable"] for s in seeds],
             "adjacent_pairs_joined_per_seed": [per_seed[str(s)]["adjacent_pairs_joined_by_a_saddle"] for s in seeds],
             "max_residual": max(r["max_residual"] for r in per_seed.values()),
@@ -265,4 +274,9 @@ RECIPE = Recipe(name=NAME, source="Sussillo & Barak 2013, Fig. 2 (3-bit flip-flo
                 claim=("a GRU trained on the 3-bit flip-flop has 8 stable fixed points (one per output pattern) and "
                        "each of the 12 pairs of memories differing in one bit is joined by a saddle with exactly "
                        "one unstable mode, on every seed; the untrained GRU does not have 8"),
-                compute=compute, draw=draw, check=check, trains=True)
+                compute=compute, draw=draw, check=check, trains=True,
+                quote="(paraphrase; the paper is not among the project's four) Sussillo & Barak (2013), Fig. 2: the "
+                      "network trained on the 3-bit flip-flop implements its 8 memories as stable fixed points, and "
+                      "saddle points with one unstable mode mediate the transitions between neighbouring memories",
+                gate="the GRU learned the flip-flop: validation MSE below 0.1 — a tenth of the constant predictor's "
+                     "≈ 1 for ±1 targets — beyond 2 SE over seeds")

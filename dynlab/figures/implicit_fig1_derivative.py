@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._recipe import Recipe
+from ._stats import effect, fact, record_fields
 
 Q, X, T = 1.0, 0.7, -0.3
 EPS = 1e-6
@@ -101,7 +102,14 @@ def check(ds):
     err = _rel(ds, "dydw_eq2")
     err_printed = _rel(ds, "dydw_printed")
     ok = bool(err.max() <= tol)
+    w, y = ds.w.values, ds.y.values
+    resid = float(np.max(np.abs(y - 1.0 / (1.0 + np.exp(-(w * y + ds.attrs["q"] * ds.attrs["x"] + ds.attrs["t"]))))))
     out = {"passed": ok, "max_rel_error_eq2_corrected": float(err.max()), "tolerance": tol,
+           **record_fields(effect=effect("max relative error of eq. 2 (corrected)", float(err.max()), 0.0),
+                           gate_items=[{"name": "max residual of the solved equilibria", "met": resid <= 1e-12,
+                                        "value": resid}], seeds=1,
+                           parts=[fact(f"corrected eq. 2 within {tol:g} of the numerical derivative", ok,
+                                       float(err.max()))]),
            "w_points": int(err.size),
            "control": {"setting": "eq. 2 as printed, f'(x) in the numerator, under the same check",
                        "measured": {"max_rel_error_printed": float(err_printed.max()),
@@ -117,4 +125,8 @@ def check(ds):
 RECIPE = Recipe("implicit-fig1-derivative", "implicit Fig. 1",
                 "eq. 2 with f'(x̃) in the numerator agrees with the numerical derivative of y(w) to 1e-6 relative; "
                 "the form as printed, f'(x), does not",
-                compute, draw, check)
+                compute, draw, check,
+                quote="“[eq. 2] which fits perfectly to numerical approximations of this derivative, as can be seen "
+                      "in figure 1.” (§2.2, Fig. 1)",
+                gate="the equilibria the derivatives rest on are solved: residual |y − f(w y + q x + t)| ≤ 1e-12 at "
+                     "every w")

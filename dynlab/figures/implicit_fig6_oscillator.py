@@ -13,14 +13,17 @@ the paper's), the same batches and the same number of steps:
   all starting at 0 as in the paper;
 - implicit, semi-gradient (the paper's §3.3).
 
-The claim (Fig. 6 (b)): the implicit network reaches a lower test error than the feed-forward
-network.  Checked on the final test MSE (the held-out 20 %, never used in training), paired over
-seeds: implicit − feed-forward < 0 beyond 2 SE of the per-seed differences, against the feed-forward
-network of the same hidden size AND against the parameter-matched one.  The semi-gradient net's
-paired differences are reported (the paper places it between the two), not judged.
+The claim (Fig. 6 (b), the paper's sentence: "the two-layer implicit recurrent network shows the
+best performance"; its networks all have 5 hidden neurons): the implicit network's final test MSE
+(the held-out 20 %, never used in training) is below the feed-forward network's of the same hidden
+size and below the semi-gradient implicit network's, paired over seeds beyond 2 SE (effect that
+matters, declared: a tenth of the feed-forward net's mean test MSE).  The parameter-matched
+feed-forward net — Fig. 7's question, not Fig. 6's — is reported beside, not judged.  12 seeds, the
+paper's 12 runs.  Competence gate (declared): every net compared learns — its final test MSE below
+that of predicting the training targets' mean, beyond 2 SE.
 Negative control: the trained implicit network of each seed with its recurrent weights W, W2, R set
 to 0 (the ablated component: what is left is a feed-forward net with the trained Q, T), under the
-same paired check against the feed-forward network of the same hidden size — it must fail.
+same paired checks in the implicit network's place — it must fail.
 The curves are means over seeds with ± one standard error.
 """
 from __future__ import annotations
@@ -28,12 +31,14 @@ from __future__ import annotations
 import numpy as np
 
 from ._recipe import Recipe
-from ._stats import mean_se, paired, seeds_for
+from ._stats import comparison, effect, level_test, mean_se, paired, record_fields, seeds_for
 
 NETS = ("feed-forward", "feed-forward, matched parameters", "implicit", "implicit semi-gradient")
 WINDOW = 20
 #: (samples, hidden, batch, iterations, eval_every) quick and full
 QUICK = (1000, 5, 100, 600, 20)
+#: the paper's 12 runs; the effect that matters, as a fraction of the feed-forward net's test MSE
+FULL_SEEDS, INTEREST = 12, 0.1
 FULL = (4000, 5, 400, 3000, 50)
 
 
@@ -58,7 +63,7 @@ def compute(quick: bool):
     from dynlab.train.implicit import evaluate
 
     samples, hidden, batch, iterations, every = QUICK if quick else FULL
-    seeds = seeds_for(quick)
+    seeds = seeds_for(quick, FULL_SEEDS)
     task = dl.tasks.damped_oscillator(samples, window=WINDOW, seed=0)
     n_imp = _n_params(dl.make_model("implicit", hidden=hidden, inputs=WINDOW, hidden2=2, seed=0), False)
     h_matched = _matched_hidden(n_imp, WINDOW, 2)
@@ -95,6 +100,7 @@ def compute(quick: bool):
         coords={"net": list(NETS), "seed": seeds, "iteration": np.arange(iterations), "eval_iteration": ev},
         attrs={"model": "implicit", "activation": "sigmoid", "hidden": hidden, "hidden2": 2, "lr": 0.01,
                "batch": batch, "task": "oscillator", "samples": samples, "window": WINDOW,
+               "mean_predictor_mse": float(np.mean((task.Y_test - task.Y_train.mean(axis=0)) ** 2)),
                "scaling": (f"paper: 4·10⁶ samples, 5 hidden, 400 epochs of 200 steps, 12 runs; here {samples} samples "
                            f"(60/20/20 split), {hidden} hidden (matched feed-forward: {h_matched}), {iterations} Adam "
                            f"steps of batch {batch}, {len(seeds)} seeds" + (" (quick)" if quick else "")
@@ -147,22 +153,32 @@ def draw(ds):
 def check(ds):
     seeds = [int(s) for s in ds.seed.values]
     t = {n: ds.test_mse.sel(net=n).values for n in NETS}
-    vs_ff = paired(t["implicit"], t["feed-forward"], larger="b")
+    interest = INTEREST * float(np.mean(t["feed-forward"]))
+    parts = [comparison("feed-forward − implicit (same hidden size)", t["feed-forward"] - t["implicit"],
+                        interest=interest),
+             comparison("semi-gradient − implicit", t["implicit semi-gradient"] - t["implicit"], interest=interest)]
     vs_matched = paired(t["implicit"], t["feed-forward, matched parameters"], larger="b")
     semi_vs_ff = paired(t["implicit semi-gradient"], t["feed-forward"], larger="b")
-    imp_vs_semi = paired(t["implicit"], t["implicit semi-gradient"], larger="b")
-    ctl = paired(ds.test_mse_ablated.values, t["feed-forward"], larger="b")
+    ctl = [comparison("feed-forward − ablated implicit", t["feed-forward"] - ds.test_mse_ablated.values,
+                      interest=interest),
+           comparison("semi-gradient − ablated implicit", t["implicit semi-gradient"] - ds.test_mse_ablated.values,
+                      interest=interest)]
     n_par = {n: int(ds.n_params.sel(net=n)) for n in NETS}
-    passed = vs_ff["passed"] and vs_matched["passed"]
+    passed = all(p["passed"] for p in parts)
+    base = float(ds.attrs["mean_predictor_mse"])
     out = {"passed": bool(passed),
+           **record_fields(effect=effect("feed-forward − implicit test MSE (same size)", parts[0]),
+                           gate_items=[level_test(f"{n}: final test MSE", t[n], base, direction="below")
+                                       for n in ("feed-forward", "implicit", "implicit semi-gradient")],
+                           seeds=len(seeds), parts=parts),
            **{f"test_mse_{k}": mean_se(t[n])[0] for k, n in (("feedforward", NETS[0]), ("feedforward_matched", NETS[1]),
                                                             ("implicit", NETS[2]), ("implicit_semi", NETS[3]))},
-           "implicit_minus_feedforward": [vs_ff["diff_mean"], vs_ff["diff_se"]],
-           "implicit_minus_matched_feedforward": [vs_matched["diff_mean"], vs_matched["diff_se"]],
+           **{p["name"]: [p["mean"], p["se"]] for p in parts},
+           "implicit_minus_matched_feedforward (reported: Fig. 7's question)": [vs_matched["diff_mean"],
+                                                                               vs_matched["diff_se"]],
            "semi_minus_feedforward": [semi_vs_ff["diff_mean"], semi_vs_ff["diff_se"]],
-           "semi_beats_feedforward_2se": semi_vs_ff["passed"],
-           "implicit_minus_semi": [imp_vs_semi["diff_mean"], imp_vs_semi["diff_se"]],
            "implicit_wins_per_seed_vs_feedforward": int(np.sum(t["implicit"] < t["feed-forward"])),
+           "mean-predictor test MSE (the gate)": base,
            "params": [n_par[n] for n in NETS],
            "hidden_units": [int(v) for v in ds.hidden_units.values],
            "per_seed": [{"seed": s, **{f"test_mse_{k}": float(t[n][j]) for k, n in
@@ -170,26 +186,23 @@ def check(ds):
                                          ("implicit", NETS[2]), ("implicit_semi", NETS[3]))},
                          "test_mse_implicit_ablated": float(ds.test_mse_ablated.values[j])}
                         for j, s in enumerate(seeds)],
-           "control": {"setting": "the trained implicit nets with W, W2, R set to 0, paired against the "
-                                  "feed-forward nets of the same hidden size",
-                       "measured": {"ablated_minus_feedforward": [ctl["diff_mean"], ctl["diff_se"]],
-                                    "test_mse_ablated": mean_se(ds.test_mse_ablated.values)[0]},
-                       "passed": ctl["passed"]}}
+           "control": {"setting": "the trained implicit nets with W, W2, R set to 0 in the implicit net's place",
+                       "measured": {p["name"]: [p["mean"], p["se"]] for p in ctl}
+                       | {"test_mse_ablated": mean_se(ds.test_mse_ablated.values)[0]},
+                       "passed": all(p["passed"] for p in ctl)}}
     if not passed:
-        out["finding"] = (f"final test MSE, implicit − feed-forward (paired over {vs_ff['n']} seeds, mean ± SE): "
-                          f"{vs_ff['diff_mean']:.2e} ± {vs_ff['diff_se']:.2e} against the same hidden size "
-                          f"({n_par[NETS[2]]} vs {n_par[NETS[0]]} parameters), "
-                          f"{vs_matched['diff_mean']:.2e} ± {vs_matched['diff_se']:.2e} against the parameter-matched "
-                          f"feed-forward net ({n_par[NETS[1]]} parameters); lower than the same-size net on "
-                          f"{int(np.sum(t['implicit'] < t['feed-forward']))} of {len(seeds)} seeds and than the "
-                          f"parameter-matched net on {int(np.sum(t['implicit'] < t['feed-forward, matched parameters']))}"
-                          f"; not lower beyond 2 SE than "
-                          + " nor ".join(w for w, r in (("the same-size net", vs_ff), ("the parameter-matched net", vs_matched))
-                                         if not r["passed"]))
+        out["finding"] = (f"final test MSE (paired over {len(seeds)} seeds, mean ± SE): " + "; ".join(
+            f"{p['name']} {p['mean']:.2e} ± {p['se']:.2e} ({p['verdict']})" for p in parts)
+            + f" ({n_par[NETS[2]]} vs {n_par[NETS[0]]} parameters)")
     return out
 
 
 RECIPE = Recipe("implicit-fig6-oscillator", "implicit Fig. 6",
-                "a two-layer implicit network reaches a lower final test MSE than the feed-forward network of the same "
-                "hidden size and than a parameter-matched one (paired over seeds, beyond 2 SE)",
-                compute, draw, check, trains=True)
+                "the two-layer implicit network has the lowest final test MSE: below the feed-forward network of the "
+                "same hidden size and below the semi-gradient implicit network (paired over seeds, beyond 2 SE)",
+                compute, draw, check, trains=True,
+                quote="“In figure 6 (b), the test error of each network is plotted over the epochs, where again the "
+                      "two-layer implicit recurrent network shows the best performance.” (§2.4, Fig. 6; networks with 5 "
+                      "hidden neurons, 12 runs)",
+                gate="every net compared learns: final test MSE below that of predicting the training targets' mean, "
+                     "beyond 2 SE")

@@ -1,33 +1,44 @@
-"""iRNN paper Fig. 2: phase portraits of 2-D tanh cells (RNN, FastRNN, iRNN with K = 5, η = α = 1),
-U, W, b at random (one seed for the three cells), on two inputs of T steps:
+"""iRNN paper Fig. 2: phase portraits of 2-D tanh cells — RNN, FastRNN and the paper's iRNN (eq. 9:
+φ(P[U s + W x + b]) = s with P = U = I + V H of rank 1, K = 5, g₀ = h_{m−1}, the + sign; tanh as
+the figure says) — U, W, b (V, H) at random, one seed for the cells, on two inputs of T steps:
 
-- *walk*: the paper's random walk with variance 10.  It drives most steps into saturation (some
-  unit's pre-activation |a| > 2, tanh′ < 0.071), where every tanh cell sits at ±1 and is trivially
-  at the fixed point of its own step, so the walk cannot decide the claim; its numbers are reported;
-- *noise*: i.i.d. N(0, 1) inputs — W x has unit scale for W ~ N(0, 1/d) — where the cells are mostly
-  unsaturated and the input jumps at every step, so a cell stays on its equilibrium curve only if
-  its update actually solves for the equilibrium.
+- *walk*: the paper's random walk with variance 10, drawn as the paper plots it, in the h plane.
+  It drives most steps into saturation (some unit's pre-activation |a| > 2, tanh′ < 0.071), where
+  every tanh cell sits at ±1 and is trivially at the fixed point of its own step, so the walk
+  cannot decide the claim; its numbers are reported;
+- *noise*: i.i.d. N(0, 1) inputs, where the cells are mostly unsaturated and the input jumps at
+  every step, so a cell stays on its equilibrium curve only if its update actually solves for it.
+
+η: the paper does not state it for Fig. 2; its training start η₀ = 10⁻² moves the state 1 − 0.99⁵ ≈
+5 % of the way to the surface in K = 5 steps, so no such network can be on it; the figure uses
+η = 1 (the K inner steps are then the Picard iteration of the equilibrium equation).  Beside it,
+under its own label, dynlab's eq. 5 variant (dense U ~ N(0, 0.5²/D), g₀ = 0, η = 1), the form the
+gallery used before.
 
 The claim checked on the noise input: the iRNN's s_m = h_m + h_{m-1} is on its equilibrium curve
-α s = φ(U s + W x_m + b) — max-abs residual ≤ 1e-3 at ≥ 90 % of the unsaturated steps (saturation
-judged at the pre-activation U s_m + W x_m + b).  Negative control, the same check on the other two
+s = φ(P U s + P W x_m + P b) — max-abs residual ≤ 1e-3, recomputed from s_m, x_m and the parameters,
+at ≥ 90 % of the unsaturated steps (saturation judged at the pre-activation).  Competence gate
+(declared): at least 100 unsaturated steps are left to judge (the drawn curve is reported, not
+needed: the residual is computed at each step).  Negative control, the same check on the other two
 cells (the paper: they "exhibit complex trajectories"): each one's distance from the fixed point of
-its own step at the current input, ‖h_m − step(h_m; x_m)‖∞, on its own unsaturated steps
-(pre-activation of that step).  The fractions of saturated steps are reported for both inputs.
-The portraits colour each trajectory by time over the cell's equilibrium curve (for the RNN and
-FastRNN the fixed points of their step, ``dynlab.equilibrium``), at equal aspect.
+its own step at the current input, ‖h_m − step(h_m; x_m)‖∞, on its own unsaturated steps.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ._recipe import Recipe
+from ._stats import effect, fact, gate
 
 NAME = "irnn-fig2-phase"
 TOL, FRAC, SAT = 1e-3, 0.90, 2.0
+MIN_STEPS = 100
 INPUTS = (("walk", "random-walk", 10.0), ("noise", "noise", 1.0))
 ORDER = ("rnn", "fastrnn", "irnn")
-LABEL = {"rnn": "RNN", "fastrnn": "FastRNN", "irnn": "iRNN (K = 5)"}
+LABEL = {"rnn": "RNN", "fastrnn": "FastRNN", "irnn": "iRNN (eq. 9, K = 5)", "eq5": "dynlab's eq. 5 variant"}
+#: the paper's iRNN for the portrait (module docstring) and dynlab's eq. 5 variant beside it
+PAPER_SETTINGS = (("P", "U"), ("rank", 1), ("sign", 1))
+EQ5 = "eq5"
 
 
 def compute(quick: bool):
@@ -39,8 +50,11 @@ def compute(quick: bool):
     from ..spec import RunSpec
 
     T = 300 if quick else 1000
-    base = RunSpec(model="irnn", K=5, steps=T, compare=("rnn", "fastrnn"), seed=0, command=f"dynlab figures make {NAME}")
+    base = RunSpec(model="irnn", K=5, eta=1.0, g0="previous", settings=PAPER_SETTINGS, steps=T,
+                   compare=("rnn", "fastrnn"), seed=0, command=f"dynlab figures make {NAME}")
+    variant = RunSpec(model="irnn", K=5, eta=1.0, steps=T, seed=0, command=f"dynlab figures make {NAME}")
     parts = {key: phase_dataset(dataclasses.replace(base, input=kind, variance=var)) for key, kind, var in INPUTS}
+    v5 = {key: phase_dataset(dataclasses.replace(variant, input=kind, variance=var)) for key, kind, var in INPUTS}
     ds = parts["walk"]
     other = parts["noise"]
     for name in ORDER:   # the same cells (same seed) on both inputs
@@ -51,6 +65,20 @@ def compute(quick: bool):
         ds[f"noise_{v}"] = other[v]
     ds["noise_s_eq"] = other["s_eq"].rename({"x_grid": "x_grid_noise"})
     ds["noise_x_eq"] = other["x_eq"].rename({"x_grid": "x_grid_noise"})
+    ds["noise_s_eq_converged"] = other["s_eq_converged"].rename({"x_grid": "x_grid_noise"})
+    # dynlab's eq. 5 variant: its states, s and curve under eq5_…, its parameters under the prefix eq5__
+    for key, vds in v5.items():
+        pre = "" if key == "walk" else "noise_"
+        grid = f"x_grid_{key}"
+        ds[f"{pre}eq5_h"] = vds["h"].sel(model="irnn", drop=True)
+        ds[f"{pre}eq5_s"] = vds["s"]
+        ds[f"{pre}eq5_s_eq"] = vds["s_eq"].rename({"x_grid": grid})
+        if key == "walk":
+            for name in [str(n) for n in vds.variables if str(n).startswith("irnn__")]:
+                ds["eq5__" + name[len("irnn__"):]] = vds[name]
+            for k, v in vds.attrs.items():
+                if k.startswith("irnn__"):
+                    ds.attrs["eq5__" + k[len("irnn__"):]] = v
     # the RNN's and FastRNN's own equilibrium curves (fixed points of their step) on each input's grid
     for key, grid in (("walk", ds["x_eq"].values), ("noise", ds["noise_x_eq"].values)):
         for name in ("rnn", "fastrnn"):
@@ -59,25 +87,33 @@ def compute(quick: bool):
             ds[f"{key}_{name}_curve"] = ((f"x_grid_{key}", "unit"), eq["h_eq"].values,
                                          {"long_name": f"fixed points of the {name} step", "units": "1"})
             ds[f"{key}_{name}_curve_ok"] = ((f"x_grid_{key}",), eq["converged"].values.astype(np.int8))
-    ds.attrs["scaling"] = ("as in the paper (T=1000, variance-10 walk), plus i.i.d. N(0, 1) inputs where the cells "
-                           "are not saturated" if not quick else "quick: T=300 instead of 1000; plus i.i.d. "
-                           "N(0, 1) inputs where the cells are not saturated")
+    ds.attrs["scaling"] = ("as in the paper (T=1000, variance-10 walk, tanh), plus i.i.d. N(0, 1) inputs where the cells "
+                           "are not saturated; η = 1 (not stated in the paper)" if not quick else
+                           "quick: T=300 instead of 1000; plus i.i.d. N(0, 1) inputs where the cells are not saturated")
     return ds
 
 
-def _cell_residuals(ds, name, key):
-    """(residual, saturated) per step of one cell on one input: for the iRNN ‖α s_m − φ(U s_m + W x_m + b)‖∞
-    at a = U s_m + W x_m + b; otherwise ‖h_m − step(h_m; x_m)‖∞ at the step's pre-activation."""
+def _model(ds, name):
     from ..io import model_from_dataset
+
+    return model_from_dataset(ds, prefix="eq5__") if name == EQ5 else model_from_dataset(ds, entry=name)
+
+
+def _cell_residuals(ds, name, key):
+    """(residual, saturated) per step of one cell on one input: for an iRNN ‖s_m − φ(U s_m + W x_m + b)‖∞
+    (α = 1; for eq. 9 U, W, b are the step's P U, P W, P b), recomputed from s_m, x_m and the
+    parameters, at a = U s_m + W x_m + b; otherwise ‖h_m − step(h_m; x_m)‖∞ at the step's
+    pre-activation."""
+    from ..activations import phi
     from ..simulation import simulate
 
     pre = "" if key == "walk" else "noise_"
-    m = model_from_dataset(ds, entry=name)
+    m = _model(ds, name)
     x = ds[pre + "x"].values
-    if name == "irnn":
-        s = ds[pre + "s"].values
-        res = ds[pre + "eq_residual"].values
+    if name in ("irnn", EQ5):
+        s = ds[pre + ("s" if name == "irnn" else "eq5_s")].values
         a = s @ m.U.T + x @ m.W.T + m.b
+        res = np.max(np.abs(m.alpha * s - phi(m.activation, a, m.leak)), axis=1)
     else:
         h = ds[pre + "h"].sel(model=name).values
         nxt = simulate(m, x[:, None, :], h0=h)["h"].values[:, 0, :]
@@ -100,7 +136,7 @@ def check(ds):
     out = {}
     judged = {}
     for key in ("noise", "walk"):  # the deciding numbers (the iRNN on unsaturated inputs) first
-        for name in sorted(ORDER, key=lambda n: n != "irnn"):
+        for name in ("irnn", EQ5, "rnn", "fastrnn"):
             j = _judge(*_cell_residuals(ds, name, key))
             judged[(key, name)] = j
             for k, v in j.items():
@@ -108,14 +144,27 @@ def check(ds):
                     out[f"{key}_{name}_{k}"] = v
     irnn = judged[("noise", "irnn")]
     out["passed"] = irnn["passed"]
+    out["eq5_variant_holds"] = judged[("noise", EQ5)]["passed"]
+    curve = float(np.mean(ds["noise_s_eq_converged"].values == 1))
+    out["gate"] = gate([{"name": "unsaturated noise steps", "met": irnn["unsaturated_steps"] >= MIN_STEPS,
+                         "value": irnn["unsaturated_steps"]}])
+    out["equilibrium curve solved (fraction of the drawn grid)"] = curve
+    out["parts"] = [fact("iRNN (eq. 9) on its curve at ≥ 90 % of the unsaturated steps", irnn["passed"],
+                         irnn["frac_on_curve_unsaturated"])]
+    out["effect"] = effect("fraction of unsaturated steps on the curve (eq. 9)", irnn["frac_on_curve_unsaturated"],
+                           0.0, n=irnn["unsaturated_steps"])
+    out["seeds"] = 1
     ctrl = {n: judged[("noise", n)] for n in ("rnn", "fastrnn")}
     out["control"] = {"setting": "the same check on the RNN and FastRNN (own fixed-point curve), noise input",
                       "measured": {f"{n}_{k}": v for n, j in ctrl.items() for k, v in j.items() if k != "passed"},
                       "passed": bool(any(j["passed"] for j in ctrl.values()))}
     if not out["passed"]:
-        out["finding"] = (f"the iRNN's s_m is within {TOL:g} of its curve at {irnn['frac_on_curve_unsaturated']:.1%} of "
-                          f"its {irnn['unsaturated_steps']} unsaturated steps (median residual "
-                          f"{irnn['median_residual_unsaturated']:.3g}), below the {FRAC:.0%} the check asks")
+        v5 = judged[("noise", EQ5)]
+        out["finding"] = (f"the paper's iRNN (eq. 9, K = 5, η = 1) has s_m within {TOL:g} of its curve at "
+                          f"{irnn['frac_on_curve_unsaturated']:.1%} of its {irnn['unsaturated_steps']} unsaturated "
+                          f"steps (median residual {irnn['median_residual_unsaturated']:.3g}), below the {FRAC:.0%} "
+                          f"the check asks; dynlab's eq. 5 variant: {v5['frac_on_curve_unsaturated']:.1%} (median "
+                          f"{v5['median_residual_unsaturated']:.3g})")
     return out
 
 
@@ -125,49 +174,60 @@ def draw(ds):
 
     from ..plot.style import COLORS, styled
 
+    def portrait(ax, pts, curve, clab, xl, yl, title, T):
+        if curve is not None:
+            ax.plot(curve[:, 0], curve[:, 1], color=COLORS["sky"], lw=5, alpha=0.55, label=clab, zorder=1)
+        ax.plot(pts[:, 0], pts[:, 1], color="0.6", lw=0.3, zorder=2)
+        sc = ax.scatter(pts[:, 0], pts[:, 1], c=np.arange(1, T + 1), cmap="viridis", s=5, zorder=3)
+        ax.scatter(pts[:1, 0], pts[:1, 1], facecolor="none", edgecolor="k", s=40, zorder=4, label="m = 1")
+        ax.set_aspect("equal", adjustable="datalim")
+        ax.set_xlabel(xl)
+        ax.set_ylabel(yl)
+        ax.set_title(title, fontsize=6.5)
+        ax.legend(frameon=False, fontsize=5.5, loc="upper right")
+        return sc
+
     @styled
     def _draw():
-        fig = Figure(figsize=(11.0, 8.0))        # on the Agg canvas, not pyplot (nothing retained)
+        fig = Figure(figsize=(11.0, 7.6))        # on the Agg canvas, not pyplot (nothing retained)
         FigureCanvasAgg(fig)
         axes = fig.subplots(2, 3)
-        fig.subplots_adjust(hspace=0.42, wspace=0.38, left=0.06, right=0.86, top=0.88, bottom=0.07)
+        fig.subplots_adjust(hspace=0.45, wspace=0.45, left=0.06, right=0.86, top=0.87, bottom=0.07)
         T = ds.sizes["time"]
-        for row, key in enumerate(("walk", "noise")):
-            pre = "" if key == "walk" else "noise_"
-            res = {n: _judge(*_cell_residuals(ds, n, key)) for n in ORDER}
-            for col, name in enumerate(ORDER):
-                ax = axes[row, col]
-                if name == "irnn":
-                    pts = ds[pre + "s"].values
-                    curve = ds["s_eq" if key == "walk" else "noise_s_eq"].values
-                    xl, yl = r"$s_1 = h_{1,m} + h_{1,m-1}$", r"$s_2 = h_{2,m} + h_{2,m-1}$"
-                    clab = r"equilibrium curve $\alpha s = \tanh(U s + W x + b)$"
-                else:
-                    pts = ds[pre + "h"].sel(model=name).values
-                    curve = ds[f"{key}_{name}_curve"].values
-                    curve = np.where(ds[f"{key}_{name}_curve_ok"].values[:, None] == 1, curve, np.nan)
-                    xl, yl = r"$h_{1,m}$", r"$h_{2,m}$"
-                    clab = "fixed points of its step h = step(h; x)"
-                ax.plot(curve[:, 0], curve[:, 1], color=COLORS["sky"], lw=5, alpha=0.55, label=clab, zorder=1)
-                ax.plot(pts[:, 0], pts[:, 1], color="0.6", lw=0.3, zorder=2)
-                sc = ax.scatter(pts[:, 0], pts[:, 1], c=np.arange(1, T + 1), cmap="viridis", s=5, zorder=3)
-                ax.scatter(pts[:1, 0], pts[:1, 1], facecolor="none", edgecolor="k", s=40, zorder=4, label="m = 1")
-                ax.set_aspect("equal", adjustable="datalim")
-                ax.set_xlabel(xl)
-                ax.set_ylabel(yl)
-                j = res[name]
-                ax.set_title(f"{LABEL[name]}, {key}: {j['frac_saturated']:.0%} of steps saturated\n"
-                             f"within {TOL:g} of its curve: {j['frac_on_curve_unsaturated']:.0%} of the rest",
-                             fontsize=7)
-                ax.legend(frameon=False, fontsize=5.5, loc="upper right")
-            fig.colorbar(sc, ax=axes[row, :].tolist(), shrink=0.8, label="time step m")
-        fig.suptitle("iRNN Fig. 2 — top: the paper's variance-10 random walk; bottom: i.i.d. N(0, 1) inputs "
-                     f"(cells unsaturated); T = {T}\n" + ds.attrs.get("scaling", "")
-                     + f"; saturated: some |pre-activation| > {SAT:g}", fontsize=7)
+        hl = (r"$h_{1,m}$", r"$h_{2,m}$")
+        sl = (r"$s_1 = h_{1,m} + h_{1,m-1}$", r"$s_2 = h_{2,m} + h_{2,m-1}$")
+        # top: the paper's picture, the walk in the h plane
+        for ax, name in zip(axes[0], ORDER):
+            j = _judge(*_cell_residuals(ds, name, "walk"))
+            sc = portrait(ax, ds["h"].sel(model=name).values, None, "", *hl,
+                          f"{LABEL[name]}, random walk (var. 10)\n{j['frac_saturated']:.0%} of steps saturated", T)
+        fig.colorbar(sc, ax=axes[0, :].tolist(), shrink=0.8, label="time step m")
+        # bottom: the check, noise input — the iRNNs' s against their curves, the RNN against its own
+        for ax, name in zip(axes[1], ("irnn", EQ5, "rnn")):
+            j = _judge(*_cell_residuals(ds, name, "noise"))
+            if name == "rnn":
+                curve = np.where(ds["noise_rnn_curve_ok"].values[:, None] == 1, ds["noise_rnn_curve"].values, np.nan)
+                pts, clab, ax_l = ds["noise_h"].sel(model="rnn").values, "fixed points of its step", hl
+            else:
+                pts = ds["noise_s" if name == "irnn" else "noise_eq5_s"].values
+                curve = ds["noise_s_eq" if name == "irnn" else "noise_eq5_s_eq"].values
+                clab, ax_l = "equilibrium curve", sl
+            sc = portrait(ax, pts, curve, clab, *ax_l,
+                          f"{LABEL[name]}, N(0, 1) inputs\non its curve (±{TOL:g}): "
+                          f"{j['frac_on_curve_unsaturated']:.0%} of unsaturated steps", T)
+        fig.colorbar(sc, ax=axes[1, :].tolist(), shrink=0.8, label="time step m")
+        fig.suptitle("iRNN Fig. 2 — top: the paper's picture (variance-10 random walk, the h plane); bottom: the "
+                     f"check (i.i.d. N(0, 1) inputs, s = h_m + h_(m−1) against the equilibrium curve); T = {T}\n"
+                     + ds.attrs.get("scaling", "") + f"; saturated: some |pre-activation| > {SAT:g}", fontsize=7)
         return fig
 
     return _draw()
 
 
 RECIPE = Recipe(NAME, "iRNN Fig. 2", "iRNN's s_m = h_m + h_{m-1} stays on its equilibrium curve where the cells are "
-                "not saturated; the RNN and FastRNN stay off their own fixed-point curves", compute, draw, check)
+                "not saturated; the RNN and FastRNN stay off their own fixed-point curves", compute, draw, check,
+                quote="“RNN and FastRNN exhibit complex trajectories, while iRNN trajectory is smooth, projecting "
+                      "initial point (black circle) onto the equilibrium surface (blue) and moving within it "
+                      "(green).” (§3.2, Fig. 2)",
+                gate="≥ 100 unsaturated noise steps are left to judge (the residual of the equilibrium equation is "
+                     "computed at each step)")

@@ -1,176 +1,197 @@
-"""iRNN paper Figs. 3 and 9b: the adding task for K = 1, 5, 10 — validation MSE over training,
-the ratio ‖∂h_T/∂h_1‖/‖∂h_T/∂h_{T−1}‖ over training, ‖∂h_T/∂h_{T−1}‖, and each seed's final MSE
-against its distance of the ratio from 1.
+"""iRNN paper Figs. 3 and 9: the adding task at T = 200 for the iRNN with K = 1, 5, 10 and the other
+methods of §4.2 — validation MSE over training (Fig. 3a), the ratio ‖∂h_T/∂h_1‖/‖∂h_T/∂h_{T−1}‖
+(Fig. 3b), ‖∂h_T/∂h_{T−1}‖ (Fig. 9b) and ‖∂L/∂h_1‖ (Fig. 9a) over training, and each seed's final
+MSE against its distance of the ratio from 1.
 
-The iRNN is eq. 5 as printed with g₀ = 0 and the sign of the paper's Remark (−h_{m−1}), ReLU,
-α = 1, dense U ~ N(0, 0.25²/D), η₀ = 0.3 learned (one η for all m, k).  Its K inner Euler steps
-move s = g − h_{m−1} toward the equilibrium s* = φ(U s* + W x_m + b), which does not depend on
-h_{m−1}; so ∂h_m/∂h_{m−1} = I − ∏_k((1 − η)I + η φ′U) → I as K grows (Theorem 1 with the Remark's
-sign), and the ratio is pushed toward 1 by K, not by construction.  Every (K, seed) run is trained
-with exact BPTT (Adam, lr 1e-2, batch 64) on the same adding data; the seed sets the initial
-weights, the read-out and the batches.  K does not change the parameter count.
+The iRNN is the paper's (eq. 9, ReLU, g₀ = h_{m−1}, η₀ = lr = 10⁻²; ``_irnn_training``), the other
+methods FastRNN (η = 0.01) and AntisymmetricRNN (γ = 0.01, ε = 0.1) — the settings §4.2(a) names as
+the accurate ones — and the tanh RNN, all trained the same way on the same data and seeds
+(``_irnn_parta``: D = 32, batch 64, 1000 iterations, clip 1).
 
-Per seed: |ln ratio| averaged over the records of the run ("over training", Fig. 3b; below 1e-9
-it is rounding and read as 0) and the validation MSE averaged over the last quarter of the
-records.  The claim holds when, at each step K = 1 → 5 → 10, |ln ratio| falls *and* the validation MSE falls, each paired over seeds beyond
-2 standard errors.  Negative control: the same check on the same cell with g₀ = h_{m−1} (K = 1
-and 10), where s₀ = 0, the inner iteration never sees h_{m−1}, and ∂h_m/∂h_{m−1} = I exactly
-for every K — K cannot move the ratio there.
+Per seed: |ln ratio| averaged over the records of the run (Fig. 3b's "over training"; below 1e-9
+it is rounding, read as 0) and the validation MSE averaged over the last quarter of the records.
+The claim (§4.2(a)): at each step K = 1 → 5 → 10, |ln ratio| falls *and* the MSE falls, each
+paired over seeds beyond 2 SE.  Effects that matter (declared): 0.1 in |ln ratio|, 1/60 (a tenth of
+the 1/6 baseline) in MSE.  Reported, not judged: the iterations each cell needs to bring its mean
+validation MSE below 1/60 (§4.2(b): "with K = 10, iRNN converges within 300 iterations while
+competing methods take about twice this time"), and ‖∂L/∂h_1‖ over the last quarter (Fig. 9a).
+
+Competence gate (declared): some K of the iRNN learns the task — final MSE below 1/12, half the
+predict-1 baseline, beyond 2 SE; otherwise nothing is decided.  Negative control, where the effect
+vanishes by construction: the same step check on K = 1 against K = 1 (seeds s and s + 100): no step
+can fall beyond 2 SE but by chance.
 """
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
-from ._irnn_training import entry, labels_of, params_of, seed_runs, short_label, tail_mean
+from ._irnn_parta import adding_grid, scaling
+from ._irnn_training import short_of
 from ._recipe import Recipe
-from ._stats import paired, seeds_for
+from ._stats import comparison, effect, gate, level_test, seeds_for
 
 NAME = "irnn-fig3-add"
+T = 200
 KS = (1, 5, 10)
-CONTROL_KS = (1, 10)
-ENTRIES = tuple(entry("eq5", K) for K in KS) + tuple(entry("g0prev", K) for K in CONTROL_KS)
-QUICK = (20, 16, 100, 5)       # T, D, iterations, record_every
-FULL = (50, 32, 300, 10)
-
-
-def compute(quick: bool):
-    import dynlab as dl
-
-    T, D, its, every = QUICK if quick else FULL
-    seeds = seeds_for(quick)
-    task = dl.make_task("adding", T, seed=0, n_train=4000, n_val=300, n_test=10)
-    ds = seed_runs(task, ENTRIES, seeds, iterations=its, lr=1e-2, batch=64, record_every=every, hidden=D,
-                   command=f"dynlab figures make {NAME}")
-    ds.attrs.update({"figure": NAME, "scaling": (
-        f"adding T={T}, D={D}, {its} iterations, batch 64, Adam lr 1e-2, {len(seeds)} seeds"
-        + (" (quick)" if quick else "") + "; paper: T=200, D=128, 1000 iterations, batch 128, η₀=1e-2")})
-    return ds
-
-
+IRNN = tuple(f"irnn-K{K}" for K in KS)
+OTHERS = ("fastrnn-eta0.01", "antisym-g0.01-e0.1", "rnn")
+KEYS = IRNN + OTHERS
+#: the control's K = 1 runs on fresh seeds: seed + offset
+CONTROL_OFFSETS = (100,)
+#: effects that matter, declared before the run: in |ln ratio| and in validation MSE (a tenth of 1/6)
+INTEREST_RATIO, INTEREST_MSE = 0.1, 1.0 / 60.0
+#: "converged": the mean validation MSE below this (a tenth of the baseline)
+CONVERGED = 1.0 / 60.0
 #: |ln ratio| below this is rounding (two norms of the same product of ~T Jacobians): read as 0
 RATIO_FLOOR = 1e-9
 
 
-def _per_seed(ds, key):
-    absr = np.abs(np.log(ds["ratio"].sel(run=key))).mean("iteration").values.astype(float)
+def compute(quick: bool):
+    seeds = seeds_for(quick)
+    ds = adding_grid((T,), KEYS, seeds, quick).isel(T=0)
+    ctrl = [adding_grid((T,), ("irnn-K1",), [s + off for s in seeds], quick).isel(T=0)
+            .assign_coords(seed=seeds) for off in CONTROL_OFFSETS]
+    for off, c in zip(CONTROL_OFFSETS, ctrl):
+        for v in ("val_loss", "ratio"):
+            ds[f"control{off}_{v}"] = c[v].sel(run="irnn-K1", drop=True)
+    ds.attrs.update({"figure": NAME, "T": T, "scaling": scaling((T,), len(seeds), quick)})
+    return ds
+
+
+def _per_seed(ds, key=None, var_prefix=""):
+    """(|ln ratio| averaged over training, MSE over the last quarter) per seed."""
+    r = ds[f"{var_prefix}ratio"] if key is None else ds["ratio"].sel(run=key)
+    v = ds[f"{var_prefix}val_loss"] if key is None else ds["val_loss"].sel(run=key)
+    absr = np.abs(np.log(r)).mean("iteration").values.astype(float)
     absr = np.where(absr < RATIO_FLOOR, 0.0, absr)
-    mse = tail_mean(ds["val_loss"].sel(run=key))
-    return absr, mse.values.astype(float)
+    n = v.sizes["iteration"]
+    q = max(1, int(round(n / 4)))
+    return absr, v.isel(iteration=slice(n - q, n)).mean("iteration").values.astype(float)
 
 
-def _ordering(ds, keys):
-    """Paired tests at each step of ``keys``: |ln ratio| falls and validation MSE falls."""
-    steps, ok = {}, True
-    for a, b in zip(keys[:-1], keys[1:]):
-        ra, la = _per_seed(ds, a)
-        rb, lb = _per_seed(ds, b)
-        tr, tl = paired(ra, rb, larger="a"), paired(la, lb, larger="a")
-        name = f"{short_label(a)}→{short_label(b)}"
-        steps[f"{name}: Δ|ln ratio|"] = f"{tr['diff_mean']:.3g} ± {tr['diff_se']:.2g}"
-        steps[f"{name}: ΔMSE"] = f"{tl['diff_mean']:.3g} ± {tl['diff_se']:.2g}"
-        ok = ok and tr["passed"] and tl["passed"]
-    return steps, bool(ok)
+def _ordering(series, names):
+    """The paired parts of the ordering claim over consecutive entries of ``series`` (each (|ln ratio|,
+    MSE) per seed): each step must lower both."""
+    parts = []
+    for (a, (ra, la)), (b, (rb, lb)) in zip(zip(names, series), zip(names[1:], series[1:])):
+        parts.append(comparison(f"{a}→{b}: |ln ratio| falls", ra - rb, interest=INTEREST_RATIO))
+        parts.append(comparison(f"{a}→{b}: MSE falls", la - lb, interest=INTEREST_MSE))
+    return parts, all(p["passed"] for p in parts)
+
+
+def _converge_at(ds, key):
+    """First recorded iteration at which the mean validation MSE over seeds is below CONVERGED (NaN: never)."""
+    v = ds["val_loss"].sel(run=key).mean("seed").values
+    it = ds["iteration"].values
+    hit = np.flatnonzero(v < CONVERGED)
+    return float(it[hit[0]]) if hit.size else float("nan")
 
 
 def check(ds):
-    main = [f"irnn-eq5-K{K}" for K in KS]
-    ctrl = [f"irnn-g0prev-K{K}" for K in CONTROL_KS]
-    out, passed = _ordering(ds, main)
-    seeds = [int(s) for s in ds["seed"].values]
-    per_seed = []
-    for i, s in enumerate(seeds):
-        row = {"seed": s}
-        for key in main + ctrl:
-            r, m = _per_seed(ds, key)
-            tag = short_label(key).replace(" ", "").replace("(g₀=h)", "_g0h")
-            row[f"abs_ln_ratio_{tag}"], row[f"val_mse_{tag}"] = float(r[i]), float(m[i])
-        per_seed.append(row)
-    allr = np.concatenate([_per_seed(ds, k)[0] for k in main])
-    allm = np.concatenate([_per_seed(ds, k)[1] for k in main])
-    out["spearman(|ln ratio|, MSE) over K×seeds"] = float(_spearman(allr, allm))
-    for key in main + ctrl:
-        r, m = _per_seed(ds, key)
-        out[f"mean |ln ratio| {short_label(key)}"] = float(r.mean())
-        out[f"mean val MSE {short_label(key)}"] = float(m.mean())
-    out["baseline MSE"] = float(ds.attrs["baseline"])
-    out["parameters"] = ", ".join(f"{short_label(k)}: {v}" for k, v in params_of(ds).items())
-    cm, cpass = _ordering(ds, ctrl)
-    control = {"setting": "same cell with g₀ = h_(m−1) (∂h_m/∂h_(m−1) = I for every K), K = 1 vs 10",
-               "measured": cm, "passed": cpass}
-    result = {"passed": passed, **out, "per_seed": per_seed, "control": control}
+    short = short_of(ds)
+    series = [_per_seed(ds, k) for k in IRNN]
+    parts, passed = _ordering(series, [f"K={K}" for K in KS])
+    base = float(ds.attrs["baseline"])
+    finals = {k: ds["val_loss"].sel(run=k).isel(iteration=-1).values.astype(float) for k in KEYS}
+    items = [level_test(f"final MSE {short[k]}", finals[k], base / 2, direction="below") for k in IRNN]
+    g = gate(items)
+    g["met"] = any(it["met"] for it in items)          # some K learns
+    out = {"passed": passed, "gate": g, "parts": parts, "seeds": int(ds.sizes["seed"])}
+    for p in parts:
+        out[p["name"]] = f"{p['mean']:.3g} ± {p['se']:.2g}"
+    for k in KEYS:
+        r, m = _per_seed(ds, k)
+        out[f"{short[k]}: |ln ratio|, MSE (last quarter)"] = f"{r.mean():.3g}, {m.mean():.4f}"
+        out[f"{short[k]}: iterations to mean MSE < 1/60"] = _converge_at(ds, k)
+        d1 = ds["dL_dh1_norm"].sel(run=k)
+        n = d1.sizes["iteration"]
+        out[f"{short[k]}: ‖∂L/∂h_1‖ (last quarter, Fig. 9a)"] = float(
+            d1.isel(iteration=slice(n - max(1, n // 4), n)).mean())
+    out["baseline MSE"] = base
+    if "diverged" in ds:      # runs that left the finite numbers, scored as the predict-1 baseline
+        out["diverged runs (scored as the baseline)"] = int(np.nansum(ds["diverged"].values))
+    out["parameters"] = ", ".join(f"{short[k]}: {int(ds['params'].sel(run=k))}" for k in KEYS)
+    out["effect"] = effect("MSE K=1 − K=10 (paired)", comparison("", series[0][1] - series[-1][1],
+                                                                 interest=INTEREST_MSE))
+    out["per_seed"] = [{"seed": int(s), **{f"abs_ln_ratio_{short[k]}": float(_per_seed(ds, k)[0][i]) for k in IRNN},
+                        **{f"mse_{short[k]}": float(_per_seed(ds, k)[1][i]) for k in KEYS}}
+                       for i, s in enumerate(ds["seed"].values)]
+    ctrl_series = [_per_seed(ds, "irnn-K1")] + [_per_seed(ds, var_prefix=f"control{off}_") for off in CONTROL_OFFSETS]
+    cparts, cpassed = _ordering(ctrl_series, ["K=1", "K=1 (fresh seeds)"])
+    out["control"] = {"setting": "the same step check on K = 1 → K = 1 (seeds s and s + 100): no K changes, the "
+                                 "effect vanishes by construction",
+                      "measured": {p["name"]: f"{p['mean']:.3g} ± {p['se']:.2g}" for p in cparts},
+                      "passed": cpassed}
     if not passed:
-        result["finding"] = (
-            "mean |ln ratio| for K = 1, 5, 10: " + ", ".join(f"{out[f'mean |ln ratio| K={K}']:.3g}" for K in KS)
-            + "; mean final validation MSE: " + ", ".join(f"{out[f'mean val MSE K={K}']:.3g}" for K in KS)
-            + f" (baseline {out['baseline MSE']:.3g}); paired steps: "
-            + "; ".join(f"{k} = {v}" for k, v in out.items() if "→" in k)
-            + " — not every step falls beyond 2 SE")
-    return result
-
-
-def _spearman(a, b):
-    ra = np.argsort(np.argsort(a)).astype(float)
-    rb = np.argsort(np.argsort(b)).astype(float)
-    return float(np.corrcoef(ra, rb)[0, 1])
+        out["finding"] = ("paired steps (mean ± SE over seeds): " + "; ".join(
+            f"{p['name']} {p['mean']:.3g} ± {p['se']:.2g} ({p['verdict']})" for p in parts)
+            + "; mean |ln ratio| K = 1, 5, 10: " + ", ".join(f"{s[0].mean():.3g}" for s in series)
+            + "; mean MSE: " + ", ".join(f"{s[1].mean():.4f}" for s in series) + f" (baseline {base:.3f})")
+    return out
 
 
 def draw(ds):
-    from ..plot.style import CYCLE, new_figure, styled
+    from ..plot.style import CYCLE, styled
+    from ._training import panel_grid
 
     @styled
     def _draw():
-        fig, axes = new_figure(4, height=3.0)
+        fig, axes = panel_grid(2, 3, width=3.3, height=2.6)
+        short = short_of(ds)
         it = ds["iteration"].values
-        labels = labels_of(ds)
-        colors = {f"irnn-eq5-K{K}": CYCLE[i] for i, K in enumerate(KS)}
-        colors.update({f"irnn-g0prev-K{K}": c for K, c in zip(CONTROL_KS, ("0.45", "0.7"))})
-        for key in ds["run"].values:
-            key = str(key)
-            ctrl = key.startswith("irnn-g0prev")
-            kw = dict(color=colors[key], ls="--" if ctrl else "-")
+        colors = {k: CYCLE[i] for i, k in enumerate(KEYS)}
+        for key in KEYS:
             sub = ds.sel(run=key)
-            for s in sub["seed"].values:
-                axes[0].plot(it, sub["val_loss"].sel(seed=s), lw=0.4, alpha=0.35, **kw)
-                axes[1].plot(it, sub["ratio"].sel(seed=s), lw=0.4, alpha=0.35, **kw)
-                axes[2].plot(it, sub["step_norm"].sel(seed=s), lw=0.4, alpha=0.35, **kw)
-            axes[0].plot(it, sub["val_loss"].mean("seed"), lw=1.4, label=labels[key], **kw)
-            axes[1].plot(it, np.exp(np.log(sub["ratio"]).mean("seed")), lw=1.4, **kw)
-            axes[2].plot(it, np.exp(np.log(sub["step_norm"]).mean("seed")), lw=1.4, **kw)
-            r, m = _per_seed(ds, key)
-            axes[3].scatter(r, m, s=14, color=colors[key], marker="s" if ctrl else "o",
-                            edgecolor="k" if ctrl else "none", lw=0.4, clip_on=False, zorder=3)
+            base_kw = dict(color=colors[key], ls="-" if key in IRNN else "--")
+            for j, var in enumerate(("val_loss", "ratio", "step_norm", "dL_dh1_norm")):
+                da = sub[var]
+                mid = da.mean("seed") if var == "val_loss" else np.exp(np.log(da).mean("seed"))
+                axes[j].plot(it, mid, lw=1.3, label=short[key], **base_kw)
+                for s in da["seed"].values:
+                    axes[j].plot(it, da.sel(seed=s), lw=0.35, alpha=0.3, **base_kw)
+            if key in IRNN:
+                r, m = _per_seed(ds, key)
+                axes[4].scatter(r, m, s=16, color=colors[key], label=short[key], zorder=3)
+            axes[5].bar(KEYS.index(key), _converge_at(ds, key) if np.isfinite(_converge_at(ds, key))
+                        else it[-1], color=colors[key], alpha=1.0 if np.isfinite(_converge_at(ds, key)) else 0.25)
         base = float(ds.attrs["baseline"])
         axes[0].axhline(base, color="k", lw=0.7, ls=":")
-        axes[0].annotate(f"predict 1: MSE {base:.3f}", (it[-1], base), ha="right", va="bottom", fontsize=6.5)
-        axes[3].axhline(base, color="k", lw=0.7, ls=":")
-        axes[0].set_ylabel("validation MSE (thin: seeds, thick: mean)")
-        axes[1].set_ylabel(r"$\|\partial h_T/\partial h_1\| / \|\partial h_T/\partial h_{T-1}\|$ (geo. mean)")
-        axes[2].set_ylabel(r"$\|\partial h_T/\partial h_{T-1}\|$ (Fig. 9b)")
-        for ax in axes[:3]:
-            ax.set_xlabel("training iteration")
-        for ax in axes[:3]:
+        axes[0].set_ylabel("validation MSE")
+        axes[0].set_title("(a) Fig. 3a: learning (thin: seeds)")
+        axes[1].set_ylabel("‖∂h_T/∂h_1‖ / ‖∂h_T/∂h_T−1‖")
+        axes[1].set_title("(b) Fig. 3b: ratio (1 = identity)")
+        axes[2].set_ylabel("‖∂h_T/∂h_T−1‖")
+        axes[2].set_title("(c) Fig. 9b: one step's norm")
+        axes[3].set_ylabel("‖∂L/∂h_1‖")
+        axes[3].set_title("(d) Fig. 9a: loss gradient at h_1")
+        for ax in axes[:4]:
             ax.set_yscale("log")
+            ax.set_xlabel("training iteration")
         axes[1].axhline(1.0, color="k", lw=0.6, ls=":")
-        axes[2].axhline(1.0, color="k", lw=0.6, ls=":")
-        axes[3].set_xscale("symlog", linthresh=1e-2)
-        axes[3].set_xlim(left=0)
-        axes[3].set_yscale("log")
-        axes[3].set_xlabel("|ln ratio| averaged over training (per seed)")
-        axes[3].set_ylabel("final validation MSE (per seed)")
-        axes[0].set_title("(a) learning the task")
-        axes[1].set_title("(b) ratio → 1 means identity gradient")
-        axes[2].set_title("one step's Jacobian norm")
-        axes[3].set_title("does the ratio go with learning?")
-        fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, frameon=False, fontsize=7,
-                   bbox_to_anchor=(0.5, -0.02))
-        fig.get_layout_engine().set(rect=(0, 0.12, 1, 0.88))
-        fig.suptitle(f"iRNN, adding task — {ds.attrs.get('scaling', '')}", fontsize=7.5)
+        axes[0].legend(frameon=False, fontsize=6, loc="upper right", ncol=2)
+        axes[4].axhline(base, color="k", lw=0.7, ls=":")
+        axes[4].set_xscale("symlog", linthresh=1e-2)
+        axes[4].set_yscale("log")
+        axes[4].set_xlabel("|ln ratio| over training (per seed)")
+        axes[4].set_ylabel("validation MSE, last quarter")
+        axes[4].set_title("(e) iRNN: gradient vs accuracy")
+        axes[4].legend(frameon=False, fontsize=6)
+        axes[5].set_xticks(range(len(KEYS)), [short[k] for k in KEYS], rotation=35, ha="right", fontsize=6)
+        axes[5].set_ylabel("iterations to mean MSE < 1/60")
+        axes[5].set_title("(f) convergence (pale: never)")
+        fig.suptitle(textwrap.fill(f"iRNN Figs. 3, 9 — adding task; {ds.attrs.get('scaling', '')}", 170), fontsize=7)
         return fig
 
     return _draw()
 
 
-RECIPE = Recipe(NAME, "iRNN Figs. 3, 9b",
+RECIPE = Recipe(NAME, "iRNN Figs. 3, 9",
                 "as K grows (1 → 5 → 10) the iRNN's ratio ‖∂h_T/∂h_1‖/‖∂h_T/∂h_(T-1)‖ approaches 1 and the "
                 "adding-task MSE falls with it (each step paired over seeds beyond 2 SE)",
-                compute, draw, check, trains=True)
+                compute, draw, check, trains=True,
+                quote="“iRNN accuracy is correlated with identity gradients. Increasing K improves gradients, and "
+                      "correlates with increased accuracy (Fig. 3).” (§4.2(a))",
+                gate="some K of the iRNN learns the task: final validation MSE below 1/12 (half the predict-1 "
+                     "baseline 1/6) beyond 2 SE")

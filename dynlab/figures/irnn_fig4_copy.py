@@ -1,37 +1,46 @@
-"""iRNN paper Fig. 4 (a, b): the copy-memory task — validation cross-entropy over training, and how
-well the trained iRNN recalls the 10 symbols against predictors that have no memory of their order.
+"""iRNN paper Fig. 4 (a, b): the copy-memory task — validation cross-entropy over training for the
+iRNN and the baselines, and how well each trained network recalls the 10 symbols against predictors
+that have no memory of their order.
 
 Each sequence shows 10 symbols drawn uniformly from 8, a delay of blanks, a delimiter and 10 more
-blanks, during which the 10 symbols must be reproduced in order.  The iRNN (eq. 5, g₀ = 0, −h,
-ReLU, η₀ = 0.3 learned, K = 5 — the paper runs K = 5 on this task) is trained with exact BPTT
-(Adam, lr 1e-2, batch 64) for each seed on the same data.
+blanks, during which the 10 symbols must be reproduced in order.  Cells (``_irnn_training``), each
+trained on every seed on the same data with the same optimiser (Adam, lr 10⁻², clip 1, batch 64):
+the paper's iRNN (eq. 9, K = 5 — the paper runs K = 5 on this task), and the baselines of the
+paper's Fig. 4 that dynlab has: FastRNN (η = 0.01), AntisymmetricRNN (γ = 0.01, ε = 0.1), the tanh
+RNN and the LSTM.
 
-Two reference predictors, in closed form (``order_blind``), checked against the training data by
-the tests: the *memoryless* one (the paper's baseline: ln 8 per recalled symbol, accuracy 1/8)
-and the *order-blind* one, which knows how often each symbol occurs among the 10 but not where —
-its best prediction at every recall step is the symbol's count/10, so its cross-entropy per
-recalled symbol is E[−ln(c/10)] with c − 1 ~ Binomial(9, 1/8), and its accuracy is E[max count]/10
-for 10 draws from 8 symbols.  Beating it needs memory of the order, not only of the frequencies.
+Reference predictors, in closed form (``order_blind``, checked against the task's data by the
+tests): the *memoryless* one (the paper's baseline: ln 8 per recalled symbol, 10 ln 8/(T + 20) per
+step), the *order-blind* one, which knows how often each symbol occurs among the 10 but not where
+(E[−ln(c/10)] per recalled symbol, c − 1 ~ Binomial(9, 1/8); accuracy E[max count]/10), and the
+*time-blind* one, the labels' overall frequencies at every step (the gate's trivial predictor).
 
-Per seed, on the validation split: the cross-entropy and the accuracy over the 10 recall steps.
-The claim holds when both beat the order-blind predictor beyond 2 standard errors over seeds.
-Negative control: the same trained networks with their state set to 0 at the delimiter (the
-memory cut; timing cues are kept), where nothing about the symbols can be recalled.
+The claim (§4.3.1: "iRNN converges rapidly to the naive baseline and is the only method to achieve
+zero average cross entropy"), restated for our scale: the trained iRNN recalls the symbols in
+order — its recall cross-entropy below the order-blind predictor's beyond 2 SE (effect that
+matters: the whole gap to zero, the order-blind CE) — and below every baseline's recall CE, paired
+over seeds (effect that matters: a tenth of the order-blind CE).
+
+Competence gate (declared): the iRNN has learned the task's trivial part — its per-step validation
+cross-entropy below the time-blind predictor's beyond 2 SE.  Negative control: the same trained
+networks with their state set to 0 at the delimiter (the memory cut; timing cues kept), where
+nothing about the symbols can be recalled.
 """
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 
-from ._irnn_training import entry, labels_of, params_of, seed_runs
+from ._irnn_training import labels_of, params_of, seed_runs, setting_text, short_of
 from ._recipe import Recipe
-from ._stats import beyond_2se, seeds_for
+from ._stats import comparison, effect, gate, level_test, seeds_for
 
 NAME = "irnn-fig4-copy"
-K = 5
-ENTRIES = (entry("eq5", K),)
-QUICK = (5, 16, 150, 25)        # delay T, D, iterations, record_every
+IRNN = "irnn-K5"
+KEYS = (IRNN, "fastrnn-eta0.01", "antisym-g0.01-e0.1", "rnn", "lstm")
+QUICK = (5, 12, 60, 20)        # delay T, D, iterations, record_every
 FULL = (10, 32, 1000, 50)
 N_SYMBOLS, N_RECALL = 8, 10
 
@@ -43,6 +52,7 @@ def order_blind(n_symbols: int = N_SYMBOLS, n: int = N_RECALL) -> dict:
     ``acc_memoryless`` = 1/n_symbols."""
     p = 1.0 / n_symbols
     ce = sum(math.comb(n - 1, j) * p ** j * (1 - p) ** (n - 1 - j) * -math.log((j + 1) / n) for j in range(n))
+
     # P(max count ≤ k) = n!/S^n · [x^n] (Σ_{j≤k} x^j/j!)^S
     def at_most(k):
         poly = np.zeros(n + 1)
@@ -55,6 +65,14 @@ def order_blind(n_symbols: int = N_SYMBOLS, n: int = N_RECALL) -> dict:
     return {"ce": float(ce), "acc": float(emax / n), "ce_memoryless": math.log(n_symbols), "acc_memoryless": p}
 
 
+def time_blind_ce(delay: int, n_symbols: int = N_SYMBOLS, n: int = N_RECALL) -> float:
+    """Per-step cross-entropy of predicting the labels' overall frequencies at every step: blanks at
+    (T + n)/(T + 2n) of the steps, each symbol at n/(n_symbols (T + 2n))."""
+    L = delay + 2 * n
+    pb, ps = (delay + n) / L, n / (n_symbols * L)
+    return float(-pb * math.log(pb) - (n / L) * math.log(ps))
+
+
 def _recall(model, readout, x, y, cut_at=None):
     """Cross-entropy and accuracy over the last 10 steps (the recall); ``cut_at``: restart the
     network from h = 0 at that step (the ablated memory)."""
@@ -62,6 +80,9 @@ def _recall(model, readout, x, y, cut_at=None):
 
     if cut_at is not None:
         x = x[:, cut_at:]
+        eta = np.asarray(getattr(model, "eta", 0.0))
+        if eta.ndim == 2 and eta.shape[0] > 1:       # an iRNN's η_m^k: the rows of the steps from the cut on
+            model = model.replace(eta=eta[cut_at:])
     Y = predict(model, readout, x, loss="ce-seq")[-N_RECALL:]         # (10, B, C)
     target = y[:, -N_RECALL:].T                                        # (10, B)
     Y = Y - Y.max(axis=-1, keepdims=True)
@@ -85,58 +106,59 @@ def compute(quick: bool):
         ce0, acc0 = _recall(res.model, res.readout, xv, yv, cut_at=delim)
         return {"recall_ce": ce, "recall_acc": acc, "cut_recall_ce": ce0, "cut_recall_acc": acc0}
 
-    ds = seed_runs(task, ENTRIES, seeds, iterations=its, lr=1e-2, batch=64, record_every=every, hidden=D,
-                   after=after, command=f"dynlab figures make {NAME}")
+    ds = seed_runs(task, KEYS, seeds, iterations=its, batch=64, record_every=every, hidden=D, after=after,
+                   command=f"dynlab figures make {NAME}", diag_batch=2)
     ob = order_blind()
     ds.attrs.update({"figure": NAME, "delay": T, **{f"order_blind_{k}": v for k, v in ob.items()},
-                     "scaling": f"copy delay T={T} (length T+20), D={D}, K={K}, {its} iterations, batch 64, "
-                                f"{len(seeds)} seeds" + (" (quick)" if quick else "")
+                     "time_blind_ce": time_blind_ce(T),
+                     "scaling": f"copy delay T={T} (length T+20); " + setting_text(D, its, 64, len(seeds), quick)
                                 + "; paper: T=200 and 500, D=128, batch 128"})
     return ds
 
 
 def check(ds):
-    key = ENTRIES[0][0]
-    sub = ds.sel(run=key)
+    short = short_of(ds)
     ob_ce, ob_acc = float(ds.attrs["order_blind_ce"]), float(ds.attrs["order_blind_acc"])
 
-    def decide(ce, acc):
-        tc = beyond_2se(ob_ce - ce)          # positive: the network's CE is below the order-blind one
-        ta = beyond_2se(acc - ob_acc)
-        return tc, ta, bool(tc["passed"] and ta["passed"])
+    def parts_of(var):
+        ce = {k: ds[var].sel(run=k).values.astype(float) for k in KEYS}
+        parts = [comparison("iRNN recall CE below the order-blind CE", ob_ce - ce[IRNN], interest=ob_ce)]
+        parts += [comparison(f"{short[b]} − iRNN recall CE", ce[b] - ce[IRNN], interest=0.1 * ob_ce)
+                  for b in KEYS[1:]]
+        return parts
 
-    ce, acc = sub["recall_ce"].values, sub["recall_acc"].values
-    ce0, acc0 = sub["cut_recall_ce"].values, sub["cut_recall_acc"].values
-    tc, ta, passed = decide(ce, acc)
-    cc, ca, cpass = decide(ce0, acc0)
-    per_seed = [{"seed": int(s), "recall_ce": float(c), "recall_acc": float(a), "cut_recall_ce": float(c0),
-                 "cut_recall_acc": float(a0), "final_val_ce": float(v)}
-                for s, c, a, c0, a0, v in zip(sub["seed"].values, ce, acc, ce0, acc0,
-                                              sub["val_loss"].isel(iteration=-1).values)]
-    out = {"passed": passed,
-           "recall accuracy (mean ± SE)": f"{ta['mean'] + ob_acc:.3f} ± {ta['se']:.3f}",
-           "recall CE per symbol (mean ± SE)": f"{ob_ce - tc['mean']:.3f} ± {tc['se']:.3f}",
-           "order-blind accuracy E[max count]/10": ob_acc, "order-blind CE E[-ln(c/10)]": ob_ce,
-           "memoryless accuracy": float(ds.attrs["order_blind_acc_memoryless"]),
-           "memoryless CE ln 8": float(ds.attrs["order_blind_ce_memoryless"]),
-           "accuracy above order-blind": ta["mean"], "CE below order-blind": tc["mean"],
-           "parameters": params_of(ds)[key],
-           "per_seed": per_seed,
-           "control": {"setting": "the same trained networks, state set to 0 at the delimiter (memory cut)",
-                       "measured": {"recall accuracy": f"{ca['mean'] + ob_acc:.3f} ± {ca['se']:.3f}",
-                                    "recall CE": f"{ob_ce - cc['mean']:.3f} ± {cc['se']:.3f}"},
-                       "passed": cpass}}
-    v = sub["val_loss"].mean("seed").values
-    q = max(1, int(round(v.size * 0.25)))
-    out["val CE fall over the last quarter of training"] = float(v[-q - 1] - v[-1]) if v.size > q else float("nan")
+    parts = parts_of("recall_ce")
+    passed = all(p["passed"] for p in parts)
+    final_ce = ds["val_loss"].sel(run=IRNN).isel(iteration=-1).values.astype(float)
+    g = gate([level_test("iRNN per-step validation CE", final_ce, float(ds.attrs["time_blind_ce"]),
+                         direction="below")])
+    out = {"passed": passed, "gate": g, "parts": parts, "seeds": int(ds.sizes["seed"])}
+    for p in parts:
+        out[p["name"]] = f"{p['mean']:.3g} ± {p['se']:.2g}"
+    for k in KEYS:
+        ce, acc = ds["recall_ce"].sel(run=k).values, ds["recall_acc"].sel(run=k).values
+        out[f"{short[k]}: recall CE, accuracy"] = f"{ce.mean():.3f}, {acc.mean():.3f}"
+        out[f"{short[k]}: final per-step val CE"] = float(ds["val_loss"].sel(run=k).isel(iteration=-1).mean())
+    out.update({"order-blind recall CE, accuracy": f"{ob_ce:.3f}, {ob_acc:.3f}",
+                "memoryless recall CE ln 8, per step 10 ln 8/(T+20)":
+                    f"{ds.attrs['order_blind_ce_memoryless']:.3f}, "
+                    f"{10 * float(ds.attrs['order_blind_ce_memoryless']) / (int(ds.attrs['delay']) + 20):.4f}",
+                "time-blind per-step CE": float(ds.attrs["time_blind_ce"]),
+                "parameters": ", ".join(f"{short[k]}: {v}" for k, v in params_of(ds).items())})
+    out["effect"] = effect("order-blind − iRNN recall CE", parts[0], units="nats/symbol")
+    out["per_seed"] = [{"seed": int(s), **{f"recall_ce_{short[k]}": float(ds["recall_ce"].sel(run=k, seed=s))
+                                           for k in KEYS},
+                        "iRNN_recall_acc": float(ds["recall_acc"].sel(run=IRNN, seed=s)),
+                        "iRNN_cut_recall_ce": float(ds["cut_recall_ce"].sel(run=IRNN, seed=s))}
+                       for s in ds["seed"].values]
+    cparts = parts_of("cut_recall_ce")
+    out["control"] = {"setting": "the same trained networks, state set to 0 at the delimiter (memory cut)",
+                      "measured": {p["name"]: f"{p['mean']:.3g} ± {p['se']:.2g}" for p in cparts},
+                      "passed": all(p["passed"] for p in cparts)}
     if not passed:
-        out["finding"] = (f"recall accuracy {ta['mean'] + ob_acc:.3f} ± {ta['se']:.3f} (order-blind {ob_acc:.3f}, "
-                          f"chance {ds.attrs['order_blind_acc_memoryless']:.3f}); recall CE {ob_ce - tc['mean']:.3f}"
-                          f" ± {tc['se']:.3f} nats per symbol (order-blind {ob_ce:.3f}, memoryless "
-                          f"{ds.attrs['order_blind_ce_memoryless']:.3f}): the trained iRNN does not beat the "
-                          "predictor that knows only the symbol counts beyond 2 SE (the validation CE per step was still "
-                          f"falling by {out['val CE fall over the last quarter of training']:.3g} over the last quarter "
-                          "of the run)")
+        out["finding"] = ("iRNN recall CE " + out[f"{short[IRNN]}: recall CE, accuracy"].split(",")[0]
+                          + f" nats per symbol (order-blind {ob_ce:.3f}); " + "; ".join(
+                              f"{p['name']} {p['mean']:.3g} ± {p['se']:.2g} ({p['verdict']})" for p in parts))
     return out
 
 
@@ -145,45 +167,51 @@ def draw(ds):
 
     @styled
     def _draw():
-        fig, (ax, ax2, ax3) = new_figure(3, height=3.0)
-        key = ENTRIES[0][0]
-        sub = ds.sel(run=key)
+        fig, (ax, ax2) = new_figure(2, height=3.2)
+        labels = labels_of(ds)
+        short = short_of(ds)
         it = ds["iteration"].values
         T = int(ds.attrs["delay"])
         L = T + 2 * N_RECALL
-        for s in sub["seed"].values:
-            ax.plot(it, sub["val_loss"].sel(seed=s), color=CYCLE[0], lw=0.5, alpha=0.5)
-        ax.plot(it, sub["val_loss"].mean("seed"), color=CYCLE[0], lw=1.5, label=labels_of(ds)[key])
-        ob_ce, ob_acc = float(ds.attrs["order_blind_ce"]), float(ds.attrs["order_blind_acc"])
-        mem_ce, mem_acc = float(ds.attrs["order_blind_ce_memoryless"]), float(ds.attrs["order_blind_acc_memoryless"])
+        for i, k in enumerate(KEYS):
+            sub = ds.sel(run=k)
+            for s in sub["seed"].values:
+                ax.plot(it, sub["val_loss"].sel(seed=s), color=CYCLE[i], lw=0.4, alpha=0.35)
+            ax.plot(it, sub["val_loss"].mean("seed"), color=CYCLE[i], lw=1.4, label=labels[k])
+        ob_ce = float(ds.attrs["order_blind_ce"])
+        mem_ce = float(ds.attrs["order_blind_ce_memoryless"])
         ax.axhline(N_RECALL * mem_ce / L, color="k", ls=":", lw=0.8, label="memoryless 10 ln 8/(T+20)")
-        ax.axhline(N_RECALL * ob_ce / L, color=CYCLE[1], ls="--", lw=0.8, label="order-blind (knows the counts)")
+        ax.axhline(N_RECALL * ob_ce / L, color="0.4", ls="--", lw=0.8, label="order-blind (knows the counts)")
+        ax.axhline(float(ds.attrs["time_blind_ce"]), color="0.6", ls="-.", lw=0.8, label="time-blind (gate)")
+        ax.set_yscale("log")
         ax.set_xlabel("training iteration")
-        ax.set_ylabel("validation cross-entropy per step (all T+20)")
+        ax.set_ylabel("validation cross-entropy per step")
         ax.set_title("(a) training (thin: seeds)")
-        ax.legend(frameon=False, fontsize=6.5, loc="upper right")
-        n = sub.sizes["seed"]
-        xs = np.arange(n)
-        for axx, v, v0, ref, mem, name in ((ax2, "recall_acc", "cut_recall_acc", ob_acc, mem_acc, "accuracy"),
-                                          (ax3, "recall_ce", "cut_recall_ce", ob_ce, mem_ce, "cross-entropy (nats)")):
-            axx.bar(xs - 0.2, sub[v].values, 0.4, color=CYCLE[0], label="trained iRNN")
-            axx.bar(xs + 0.2, sub[v0].values, 0.4, color="0.7", label="control: state zeroed at the delimiter")
-            axx.axhline(ref, color=CYCLE[1], ls="--", lw=0.9, label=f"order-blind {ref:.3f}")
-            axx.axhline(mem, color="k", ls=":", lw=0.9, label=f"memoryless {mem:.3f}")
-            axx.set_xticks(xs, [f"seed {int(s)}" for s in sub["seed"].values])
-            axx.set_ylabel(f"{name} on the 10 recalled symbols")
-            axx.set_ylim(bottom=0)
-        ax2.set_title("(b) recall accuracy, per seed")
-        ax3.set_title("(c) recall cross-entropy, per seed")
-        ax2.legend(frameon=False, fontsize=6.5, loc="upper left")
-        ax2.set_ylim(top=max(1.0, ax2.get_ylim()[1]))
-        fig.suptitle(f"iRNN, copy task — {ds.attrs.get('scaling', '')}", fontsize=7.5)
+        ax.legend(frameon=False, fontsize=5.5, loc="lower left")
+        x = np.arange(len(KEYS))
+        for i, k in enumerate(KEYS):
+            v, v0 = ds["recall_ce"].sel(run=k).values, ds["cut_recall_ce"].sel(run=k).values
+            ax2.scatter(np.full(v.size, i - 0.12), v, s=12, color=CYCLE[i], zorder=3)
+            ax2.scatter(np.full(v0.size, i + 0.12), v0, s=12, color="0.6", marker="x", zorder=3)
+        ax2.axhline(ob_ce, color="0.4", ls="--", lw=0.9, label=f"order-blind {ob_ce:.3f}")
+        ax2.axhline(mem_ce, color="k", ls=":", lw=0.9, label=f"memoryless ln 8 = {mem_ce:.3f}")
+        ax2.scatter([], [], color="0.6", marker="x", label="control: state zeroed at the delimiter")
+        ax2.set_xticks(x, [short[k] for k in KEYS], rotation=25, ha="right")
+        ax2.set_ylabel("recall cross-entropy (nats per symbol)")
+        ax2.set_ylim(bottom=0)
+        ax2.set_title("(b) recall of the 10 symbols, per seed")
+        ax2.legend(frameon=False, fontsize=6, loc="lower left")
+        fig.suptitle(textwrap.fill("iRNN Fig. 4a/b — copy task; " + ds.attrs.get("scaling", ""), 120), fontsize=7)
         return fig
 
     return _draw()
 
 
 RECIPE = Recipe(NAME, "iRNN Fig. 4 (a, b)",
-                "the trained iRNN (K = 5) recalls the copy-task symbols in order: its accuracy and cross-entropy on "
-                "the 10 recalled symbols beat the order-blind predictor that knows the symbol counts (beyond 2 SE "
-                "over seeds)", compute, draw, check, trains=True)
+                "the trained iRNN (K = 5) recalls the copy-task symbols in order — its recall cross-entropy below "
+                "the order-blind predictor's — and better than every baseline (FastRNN, Antisymmetric, RNN, LSTM; "
+                "paired over seeds, 2 SE)", compute, draw, check, trains=True,
+                quote="“For the copying task we observe that iRNN converges rapidly to the naive baseline and is the "
+                      "only method to achieve zero average cross entropy.” (§4.3.1, Fig. 4a/b)",
+                gate="the iRNN learns the task's trivial part: its per-step validation cross-entropy below the "
+                     "time-blind predictor's (the labels' overall frequencies at every step) beyond 2 SE")

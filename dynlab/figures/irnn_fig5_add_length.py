@@ -2,165 +2,177 @@
 
 Setting (scaled; printed on the figure).  The adding task of Arjovsky et al. (``make_task("adding",
 T)``: two marked values in [0, 1] among T, target their sum; predicting 1 gives the baseline MSE
-1/6) at the paper's four lengths T = 100, 200, 400, 750.  Three cells are trained per (T, seed)
-with exact BPTT (``dl.train_model``: Adam, lr 1e-2, batch 32, D = 16, 500 iterations — the paper
-runs 2000 iterations of batch 128 at D = 128, a budget two CPU cores do not have for 100 runs up to
-T = 750; a first full run at 150 iterations, where no cell learned at any T, so that it could
-not test the claim, made us raise it to 500 before this run, with the check unchanged): the iRNN with K = 5 (eq. 5, ReLU, η₀ = 0.3 learned, as in irnn-fig3-add; the paper runs
-K = 5 on this task), the tanh RNN, dynlab's LSTM, and the two ungated baselines of the paper's
-Fig. 4 at the settings §4.2 names as the accurate ones: FastRNN with step η = σ(α) started at
-0.01 (σ(β) at 0.99, both learned) and AntisymmetricRNN with γ = 0.01, ε = 0.1 (fixed) — the
-same settings as in irnn-ablation-baselines (unitary RNNs are not in dynlab).  Same data, same
-seeds (initial weights, read-out, batches) for every cell; parameter counts are reported.
+1/6) at the paper's four lengths.  Cells trained per (T, seed) on the same data and seeds
+(``_irnn_parta``: D = 32, batch 64, Adam lr 10⁻², clip 1; 1000 iterations at T ≤ 200, 400 at T =
+400 and 750): the paper's iRNN with K = 5 (eq. 9; the paper runs K = 5 on this task), the tanh
+RNN, dynlab's LSTM, and the ungated baselines of the paper's Fig. 4 at the settings §4.2 names as
+the accurate ones, FastRNN (η = 0.01) and AntisymmetricRNN (γ = 0.01, ε = 0.1).  The cells that
+decide run 5 seeds at every T; FastRNN and Antisymmetric, drawn and reported, 3 seeds at T = 400
+and none at T = 750 (the budget; unitary RNNs are not in dynlab).  Parameter counts are reported.
 
-Per (cell, T, seed): the validation MSE at the end of training (256 held-out sequences).
+The claim (§4.3.1, restated): the iRNN learns the task at every T — its final validation MSE
+below 1/12, half the baseline, beyond 2 SE (the margin that matters: 1/60, a tenth of the
+baseline) — and at the longest T its MSE is below the RNN's and the LSTM's (paired over seeds;
+effect that matters 1/12: in the paper the iRNN reaches ≈ 0 while they stay near 1/6).  FastRNN's iterations to reach 1/12 are
+reported beside the iRNN's ("FastRNN takes twice the number of iterations"), not judged.
 
-The claim (§4.3.1: "iRNN easily and quickly learns the long term dependencies" at every length,
-while the baselines do not): the iRNN *learns* at every T — its final MSE lies below half the
-baseline, (1/12 − MSE) > 0 beyond 2 standard errors over seeds — and at the longest T its MSE is
-below the RNN's and the LSTM's, paired over seeds beyond 2 SE (the paper: "FastRNN solves the
-addition task but ... takes twice the number of iterations", so FastRNN and Antisymmetric are
-measured and drawn, not part of the decision).  How each baseline's MSE changes from T = 100 to
-750 is reported (paired difference ± SE).  Negative control: the same "learns at
-every T" test applied to the tanh RNN, which the paper (and Fig. 3's ratio) says cannot carry the
-gradient over T steps; it must fail.
+Competence gate (declared): at T = 100 some cell — the iRNN or a baseline — learns the task (final
+MSE below 1/12 beyond 2 SE); if none does at this budget, nothing is decided.  Negative control:
+the same "learns at every T" test on the tanh RNN (the paper: it cannot carry the gradient over
+T steps); it must fail.
 """
 from __future__ import annotations
 
 import json
+import textwrap
 
 import numpy as np
 
-from ._irnn_parta import ADD_BATCH, ADD_D, ADD_ITS, adding_grid, final
+from ._irnn_parta import adding_grid, final, scaling
 from ._maso_training import one_blas_thread
 from ._recipe import Recipe
-from ._stats import beyond_2se, mean_se, paired, seeds_for
+from ._stats import comparison, effect, gate, level_test, mean_se, seeds_for
 
 NAME = "irnn-fig5-add-length"
 TS = (100, 200, 400, 750)
-KEYS = ("irnn-K5", "rnn", "lstm", "fastrnn-eta0.01", "antisym-g0.01-e0.1")
+IRNN = "irnn-K5"
+KEYS = (IRNN, "rnn", "lstm", "fastrnn-eta0.01", "antisym-g0.01-e0.1")
 #: the baselines the claim is decided against; the others are measured and drawn
 BASELINES = ("rnn", "lstm")
 #: "learned": the final validation MSE below this fraction of the 1/6 baseline, beyond 2 SE
 LEARN_FRACTION = 0.5
+#: the margin below 1/12 that matters (declared): a tenth of the baseline
+LEARN_MARGIN = 1.0 / 60.0
+#: the reported-only cells run fewer seeds at the long T
+REPORTED_SEEDS_LONG = 3
+
+
+def _seeds_of(seeds):
+    def of(T, key):
+        if T <= 200 or key in (IRNN,) + BASELINES:
+            return seeds
+        return seeds[:REPORTED_SEEDS_LONG] if T < max(TS) else []
+    return of
 
 
 @one_blas_thread
 def compute(quick: bool):
     seeds = seeds_for(quick)
-    ds = adding_grid(TS, KEYS, seeds, quick)
+    ds = adding_grid(TS, KEYS, seeds, quick, seeds_of=_seeds_of(seeds))
     ds["final_mse"] = final(ds["val_loss"])
     ds["final_mse"].attrs = {"long_name": "validation MSE at the end of training", "units": "1"}
-    D, its = ADD_D[bool(quick)], ADD_ITS[bool(quick)]
-    Tq = ", ".join(str(int(t)) for t in ds["T_run"].values)
-    ds.attrs.update({"figure": NAME, "scaling": (
-        f"adding T={Tq}, D={D}, {its} iterations, batch {ADD_BATCH}, Adam lr 1e-2, {len(seeds)} seeds"
-        + (" (quick: T/10)" if quick else "")
-        + "; paper: T=100, 200, 400, 750, D=128, 2000 iterations, batch 128")})
+    ds.attrs.update({"figure": NAME, "scaling": scaling(TS, len(seeds), quick)
+                     + f" (FastRNN, Antisymmetric: {REPORTED_SEEDS_LONG} seeds at T = 400, not run at T = 750)"})
     return ds
 
 
+def _mse(ds, key, T):
+    v = ds["final_mse"].sel(run=key, T=T).values.astype(float)
+    return v[np.isfinite(v)] if key not in (IRNN,) + BASELINES else v
+
+
 def _learns(ds, key, T):
-    mse = ds["final_mse"].sel(run=key, T=T).values.astype(float)
-    return beyond_2se(LEARN_FRACTION * float(ds.attrs["baseline"]) - mse)
+    """The level part "final MSE below 1/12 beyond 2 SE" as a comparison (1/12 − MSE > 0)."""
+    half = LEARN_FRACTION * float(ds.attrs["baseline"])
+    return comparison(f"{key} learns at T={T}", half - _mse(ds, key, T), interest=LEARN_MARGIN)
 
 
-def _learns_everywhere(ds, key):
-    per_T = {int(T): _learns(ds, key, int(T)) for T in ds["T"].values}
-    return per_T, all(r["passed"] for r in per_T.values())
+def _reach(ds, key, T):
+    """First recorded iteration at which the mean validation MSE is below 1/12 (NaN: never)."""
+    v = ds["val_loss"].sel(run=key, T=T).mean("seed").values
+    it = ds["iteration"].values
+    hit = np.flatnonzero(np.isfinite(v) & (v < LEARN_FRACTION * float(ds.attrs["baseline"])))
+    return float(it[hit[0]]) if hit.size else float("nan")
 
 
 def check(ds):
     short = json.loads(ds.attrs["short"])
     Ts = [int(t) for t in ds["T"].values]
-    Tmax, Tmin = Ts[-1], Ts[0]
-    per_T, learns = _learns_everywhere(ds, "irnn-K5")
-    out = {}
-    out["iRNN T at which it learns (MSE < 1/12 beyond 2 SE)"] = [T for T in Ts if per_T[T]["passed"]]
-    beats = {}
-    irnn_last = ds["final_mse"].sel(run="irnn-K5", T=Tmax).values
-    for b in KEYS[1:]:
-        r = paired(ds["final_mse"].sel(run=b, T=Tmax).values, irnn_last, larger="a")
-        if b in BASELINES:
-            beats[b] = r
-        out[f"{short[b]} − iRNN MSE at T={Tmax}"] = f"{r['diff_mean']:.3g} ± {r['diff_se']:.2g}"
+    Tmax = Ts[-1]
+    half = LEARN_FRACTION * float(ds.attrs["baseline"])
+    learn = {T: _learns(ds, IRNN, T) for T in Ts}
+    beats = {b: comparison(f"{short[b]} − iRNN MSE at T={Tmax}",
+                           _mse(ds, b, Tmax) - _mse(ds, IRNN, Tmax), interest=half, paper=float(ds.attrs["baseline"]))
+             for b in BASELINES}
+    parts = list(learn.values()) + list(beats.values())
+    passed = all(p["passed"] for p in parts)
+    items = [level_test(f"final MSE {short[k]} at T={Ts[0]}", _mse(ds, k, Ts[0]), half, direction="below")
+             for k in KEYS]
+    g = gate(items)
+    g["met"] = any(it["met"] for it in items)
+    out = {"passed": passed, "gate": g, "parts": parts, "seeds": int(ds.sizes["seed"])}
+    out["iRNN T at which it learns (MSE < 1/12 beyond 2 SE)"] = [T for T in Ts if learn[T]["passed"]]
+    for b, r in beats.items():
+        out[r["name"]] = f"{r['mean']:.3g} ± {r['se']:.2g}"
     for T in Ts:
         for key in KEYS:
-            m, se, _ = mean_se(ds["final_mse"].sel(run=key, T=T).values)
-            out[f"MSE {short[key]} T={T}"] = f"{m:.4f} ± {se:.2g}"
-    for b in KEYS[1:]:
-        r = paired(ds["final_mse"].sel(run=b, T=Tmax).values, ds["final_mse"].sel(run=b, T=Tmin).values)
-        out[f"{short[b]} MSE T={Tmax} − T={Tmin}"] = f"{r['diff_mean']:.3g} ± {r['diff_se']:.2g}"
+            m, se, n = mean_se(_mse(ds, key, T))
+            out[f"MSE {short[key]} T={T}"] = f"{m:.4f} ± {se:.2g} ({n})"
+        out[f"iterations to mean MSE < 1/12 at T={T}: iRNN, FastRNN"] = [_reach(ds, IRNN, T),
+                                                                       _reach(ds, "fastrnn-eta0.01", T)]
     out["baseline MSE"] = float(ds.attrs["baseline"])
+    if "diverged" in ds:      # runs that left the finite numbers, scored as the predict-1 baseline
+        out["diverged runs (scored as the baseline)"] = int(np.nansum(ds["diverged"].values))
     out["parameters"] = ", ".join(f"{short[k]}: {int(ds['params'].sel(run=k))}" for k in KEYS)
-    passed = bool(learns and all(r["passed"] for r in beats.values()))
-    per_seed = []
-    for i, s in enumerate(ds["seed"].values):
-        row = {"seed": int(s)}
-        for key in KEYS:
-            for T in Ts:
-                row[f"mse_{key}_T{T}"] = float(ds["final_mse"].sel(run=key, T=T).values[i])
-        per_seed.append(row)
-    c_per_T, c_learns = _learns_everywhere(ds, "rnn")
-    control = {"setting": "the same 'learns at every T' test on the tanh RNN",
-               "measured": {f"T={T}: 1/12 − MSE": f"{r['mean']:.3g} ± {r['se']:.2g}" for T, r in c_per_T.items()},
-               "passed": bool(c_learns)}
-    result = {"passed": passed, **out, "per_seed": per_seed, "control": control}
+    out["effect"] = effect(f"1/12 − iRNN MSE at T={Tmax}", learn[Tmax])
+    out["per_seed"] = [{"seed": int(s), **{f"mse_{key}_T{T}": float(ds["final_mse"].sel(run=key, T=T).values[i])
+                                           for key in (IRNN,) + BASELINES for T in Ts}}
+                       for i, s in enumerate(ds["seed"].values)]
+    c = {T: _learns(ds, "rnn", T) for T in Ts}
+    out["control"] = {"setting": "the same 'learns at every T' test on the tanh RNN",
+                      "measured": {f"T={T}: 1/12 − MSE": f"{r['mean']:.3g} ± {r['se']:.2g}" for T, r in c.items()},
+                      "passed": all(r["passed"] for r in c.values())}
     if not passed:
-        miss = [T for T in Ts if not per_T[T]["passed"]]
-        result["finding"] = (
-            "iRNN K=5 final MSE (mean ± SE) by T: "
-            + ", ".join(f"T={T}: {out[f'MSE iRNN K=5 T={T}']}" for T in Ts)
-            + (f"; not below 1/12 beyond 2 SE at T = {miss}" if miss else "")
-            + "; at T=" + str(Tmax) + ": " + "; ".join(f"{short[b]} − iRNN = {out[f'{short[b]} − iRNN MSE at T={Tmax}']}"
-                                                    + ("" if beats[b]["passed"] else " (not beyond 2 SE)")
-                                                    for b in BASELINES)
-            + f" (baseline {out['baseline MSE']:.3f}; {int(ds.attrs['iterations'])} iterations, not the paper's 2000)")
-    return result
+        out["finding"] = ("iRNN K=5 final MSE (mean ± SE) by T: " + ", ".join(
+            f"T={T}: {out[f'MSE iRNN K=5 T={T}']}" for T in Ts)
+            + "; not below 1/12 beyond 2 SE at T = " + str([T for T in Ts if not learn[T]["passed"]])
+            + f"; at T={Tmax}: " + "; ".join(f"{r['name']} = {r['mean']:.3g} ± {r['se']:.2g} ({r['verdict']})"
+                                            for r in beats.values()))
+    return out
 
 
 def draw(ds):
-    from ..plot.style import CYCLE, new_figure, styled
+    from ..plot.style import CYCLE, styled
+    from ._training import panel_grid
 
     @styled
     def _draw():
         labels, short = json.loads(ds.attrs["labels"]), json.loads(ds.attrs["short"])
         Ts = [int(t) for t in ds["T"].values]
-        fig, axes = new_figure(len(Ts) + 1, height=2.9)
+        fig, axes = panel_grid(2, 3, width=3.2, height=2.5)
         colors = {k: CYCLE[i] for i, k in enumerate(KEYS)}
         base = float(ds.attrs["baseline"])
-        it = ds["iteration"].values
         for ax, T, Tr in zip(axes, Ts, ds["T_run"].values):
             for key in KEYS:
-                sub = ds["val_loss"].sel(run=key, T=T)
+                sub = ds["val_loss"].sel(run=key, T=T).dropna("iteration", how="all")
                 for s in sub["seed"].values:
-                    ax.plot(it, sub.sel(seed=s), color=colors[key], lw=0.4, alpha=0.35)
-                ax.plot(it, sub.mean("seed"), color=colors[key], lw=1.4,
-                        label=f"{labels[key]} ({int(ds['params'].sel(run=key))} params)")
+                    ax.plot(sub["iteration"], sub.sel(seed=s), color=colors[key], lw=0.4, alpha=0.3)
+                ax.plot(sub["iteration"], sub.mean("seed"), color=colors[key], lw=1.4,
+                        label=f"{labels[key]} ({int(ds['params'].sel(run=key))} p.)")
             ax.axhline(base, color="k", lw=0.7, ls=":")
             ax.axhline(LEARN_FRACTION * base, color="k", lw=0.5, ls="--")
             ax.set_title(f"T = {int(Tr)}" + ("" if int(Tr) == T else f" (paper {T})"))
             ax.set_xlabel("training iteration")
+            ax.set_ylabel("validation MSE (thin: seeds)")
             ax.set_yscale("log")
-        axes[0].set_ylabel("validation MSE (thin: seeds)")
-        ax = axes[-1]
+        ax = axes[4]
         x = np.arange(len(Ts))
         for j, key in enumerate(KEYS):
-            ms = [mean_se(ds["final_mse"].sel(run=key, T=T).values) for T in Ts]
-            ax.errorbar(x + (j - (len(KEYS) - 1) / 2) * 0.09, [m for m, _, _ in ms], yerr=[2 * se for _, se, _ in ms], color=colors[key],
+            ms = [mean_se(_mse(ds, key, T)) for T in Ts]
+            ax.errorbar(x + (j - (len(KEYS) - 1) / 2) * 0.09, [m for m, _, _ in ms],
+                        yerr=[2 * se if np.isfinite(se) else 0 for _, se, _ in ms], color=colors[key],
                         marker="o", ms=3.5, lw=1.0, capsize=2, label=short[key])
         ax.axhline(base, color="k", lw=0.7, ls=":")
         ax.axhline(LEARN_FRACTION * base, color="k", lw=0.5, ls="--")
-        ax.set_xticks(x)
-        ax.set_xticklabels([str(int(t)) for t in ds["T_run"].values])
+        ax.set_xticks(x, [str(int(t)) for t in ds["T_run"].values])
         ax.set_xlabel("T")
         ax.set_ylabel("final MSE (mean ± 2 SE)")
         ax.set_yscale("log")
-        ax.set_title("final MSE vs T (dotted: 1/6, dashed: 1/12)")
-        fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, frameon=False, fontsize=7,
-                   bbox_to_anchor=(0.5, -0.02))
-        fig.get_layout_engine().set(rect=(0, 0.15, 1, 0.85))
-        fig.suptitle(f"adding task vs length — {ds.attrs.get('scaling', '')}", fontsize=7.5)
+        ax.set_title("final MSE vs T (dotted 1/6, dashed 1/12)")
+        axes[5].axis("off")
+        axes[5].legend(*axes[0].get_legend_handles_labels(), loc="center", frameon=False, fontsize=6.5)
+        fig.suptitle(textwrap.fill("iRNN Figs. 4c/d, 5 — adding task vs length; " + ds.attrs.get("scaling", ""),
+                                   150), fontsize=7)
         return fig
 
     return _draw()
@@ -169,4 +181,9 @@ def draw(ds):
 RECIPE = Recipe(NAME, "iRNN Figs. 4c/d, 5",
                 "the iRNN (K=5) learns the adding task at every T = 100, 200, 400, 750 (final MSE below half "
                 "the 1/6 baseline beyond 2 SE) and at T = 750 beats the RNN and the LSTM (paired over seeds, 2 SE)",
-                compute, draw, check, trains=True)
+                compute, draw, check, trains=True,
+                quote="“For the addition task, both FastRNN and iRNN solves the addition task but FastRNN takes twice "
+                      "the number of iterations to reach desired 0 MSE. […] These results demonstrate that iRNN easily "
+                      "and quickly learns the long term dependencies.” (§4.3.1, Figs. 4c/d, 5)",
+                gate="at T = 100 some cell (the iRNN or a baseline) learns the task: final validation MSE below 1/12 "
+                     "beyond 2 SE")

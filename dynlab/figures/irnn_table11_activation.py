@@ -1,88 +1,56 @@
 """iRNN paper Table 11 (App. A.7.9): the iRNN on HAR-2 with sigmoid and ReLU activations, K = 1, 3, 5.
 
-Data-set substitution.  HAR-2 (UCI smartphone activity, six activities merged into two classes,
-128 steps × 9 features, zero mean / unit variance) cannot be downloaded here; its stand-in is
-scikit-learn's 8×8 digits read pixel by pixel (T = 64, one input), the ten digits merged into two
-classes the same way — {0, 1, 2, 3, 4} against {5, 6, 7, 8, 9} — every pixel standardised by
-the training split's mean and standard deviation (the paper's normalisation), the split of
-``make_task("digits-pixels", seed=0)`` (1497 / 150 / 150 training / validation / test
-sequences).  "Majority class" below is the best constant guess *on the test split* (the larger
-test class frequency), stored with the data.
+Data-set substitution (``_irnn_digits``): scikit-learn's 8×8 digits read pixel by pixel (T = 64),
+0–4 against 5–9, standardised, stand in for HAR-2 (not downloadable; two classes, 128 steps × 9
+features).  "Majority class" below is the best constant guess *on the test split*, stored with the
+data.
 
 Setting (scaled; printed on the figure).  For each activation φ ∈ {ReLU, sigmoid} and K ∈
-{1, 3, 5}: the iRNN of eq. 5 as in irnn-fig3-add (g₀ = 0, −h_{m−1}, η₀ = 0.3 learned, dense U ~
-N(0, 0.25²/D)) with that φ, D = 16, trained with exact BPTT (``dl.train_model``: Adam, lr 1e-2 —
-the paper's initial learning rate —, batch 32, 200 iterations) on the same data and seeds; the
-paper's HAR-2 model has D = 80 and about 4k parameters (Table 11) and trains to convergence.
-Per (φ, K, seed): the test accuracy at the end of training and the training wall-clock seconds
-(on a shared machine: comparable between rows, not to the paper's GPU hours).
+{1, 3, 5}: the paper's iRNN (eq. 9, g₀ = h_{m−1}, η₀ = 10⁻²; ``_irnn_training``) with that φ,
+D = 32, Adam lr 10⁻², clip 1, batch 64, 600 iterations (``_irnn_digits.har2_run``, the runs
+irnn-fig7/fig8 share); the paper's HAR-2 model has D = 80 and about 4k parameters and trains to
+convergence.  Per (φ, K, seed): the test accuracy at the end of training and the training
+wall-clock seconds (on a shared machine: comparable between rows, not to the paper's GPU hours).
 
 The claim (Table 11: ReLU 95.32 → 95.52 → 96.30 %, sigmoid 92.16 → 93.35 → 95.30 % for K = 1, 3,
-5; "the results for this variant also follow similar pattern as ... ReLU"): the iRNN learns the
-task with either activation — every (φ, K) test accuracy above the majority-class accuracy beyond
-2 standard errors over seeds — and accuracy rises with K for both — K = 5 above K = 1, paired
-over seeds beyond 2 SE.  The table puts our accuracies beside the paper's.  Negative control: the
-same check on networks trained on *shuffled* training labels (ReLU, K = 1 and 5; the test labels
-are the true ones), where nothing is learnable; it must fail.
+5; "the results for this variant also follow similar pattern as we saw in ReLU variant"):
+accuracy rises from K = 1 to K = 5 for both activations, paired over seeds beyond 2 SE (effects
+that matter: the paper's, 0.98 and 3.14 points).  The table puts our accuracies beside the paper's.
+
+Competence gate (declared): the iRNN learns the task with either activation — every (φ, K) test
+accuracy above the majority class beyond 2 SE.  Negative control, where the effect vanishes by
+construction: the same rise test between ReLU K = 1 and ReLU K = 1 on fresh seeds (s + 100).
 """
 from __future__ import annotations
 
-import functools
-import time
-
 import numpy as np
 
-from ._irnn_training import EQ5, n_params
+from . import _irnn_digits as hd
+from ._irnn_training import n_params
 from ._maso_training import one_blas_thread
 from ._recipe import Recipe
-from ._stats import beyond_2se, mean_se, paired, seeds_for
-from ._training import standardise
+from ._stats import comparison, effect, gate, level_test, mean_se, seeds_for
 
 NAME = "irnn-table11-activation"
 ACTS = ("relu", "sigmoid")
 KS = (1, 3, 5)
-CONTROL_KS = (1, 5)
-D = 16
-BATCH, LR = 32, 1e-2
-ITERATIONS = {True: 40, False: 200}
+NULL_OFFSET = 100
 #: Table 11, accuracy (%) on HAR-2, by activation and K = 1, 3, 5; #Params 4k for every row
 PAPER = {"relu": (95.32, 95.52, 96.30), "sigmoid": (92.16, 93.35, 95.30)}
 PAPER_TRAIN_HR = {"relu": (0.061, 0.081, 0.018), "sigmoid": (0.065, 0.078, 0.020)}
 ACT_NAME = {"relu": "ReLU", "sigmoid": "sigmoid"}
 
 
-@functools.lru_cache(maxsize=None)
-def binary_digits(shuffled: bool = False):
-    """The HAR-2 stand-in: pixel digits, {0..4} vs {5..9}, standardised; ``shuffled`` permutes the
-    training labels (a fixed permutation; validation and test labels stay true)."""
-    import dataclasses
-    import math
-
-    import dynlab as dl
-
-    t = standardise(dl.make_task("digits-pixels", seed=0), labels=lambda y: (y >= 5).astype(np.int64),
-                    classes="0-4 vs 5-9", shuffled_train_labels=bool(shuffled))
-    data = dict(t.data)
-    if shuffled:
-        x, y = data["train"]
-        data["train"] = (x, y[np.random.default_rng(12345).permutation(len(y))])
-    return dataclasses.replace(t, name="digits-pixels-binary", outputs=2, baseline=math.log(2.0),
-                               baseline_name="chance cross-entropy ln 2", data=data)
+def _key(act, K):
+    return f"irnn-K{K}" if act == "relu" else f"irnn-{act}-K{K}"
 
 
-def _train(act, K, seed, quick, shuffled=False):
-    import dynlab as dl
+def _train(act, K, seed, quick):
     from ..train.loop import evaluate
 
-    task = binary_digits(shuffled)
-    m = dl.make_model("irnn", D, task.inputs, seed=int(seed), **dict(EQ5, K=K, activation=act))
-    its = ITERATIONS[bool(quick)]
-    t0 = time.perf_counter()
-    r = dl.train_model(m, task, iterations=its, lr=LR, batch=BATCH, record_every=its, seed=int(seed),
-                       diag_batch=1, progress=False)
-    secs = time.perf_counter() - t0
-    acc = float(evaluate(r.model, r.readout, task, "test")["accuracy"])
-    return acc, secs, n_params(m, outputs=task.outputs)
+    r = hd.har2_run(_key(act, K), int(seed), bool(quick))
+    acc = float(evaluate(r.model, r.readout, hd.binary_digits(), "test")["accuracy"])
+    return acc, float(r.history.attrs.get("seconds", np.nan)), n_params(r.model, outputs=2)
 
 
 @one_blas_thread
@@ -97,10 +65,7 @@ def compute(quick: bool):
         for k, K in enumerate(KS):
             for i, s in enumerate(seeds):
                 acc[a, k, i], secs[a, k, i], params[a, k] = _train(act, K, s, quick)
-    cacc = np.array([[_train("relu", K, s, quick, shuffled=True)[0] for s in seeds] for K in CONTROL_KS])
-    task = binary_digits()
-    yte = task.data["test"][1]
-    majority = float(np.bincount(yte).max() / len(yte))   # the best constant guess on the test split
+    null = np.array([_train("relu", 1, s + NULL_OFFSET, quick)[0] for s in seeds])
     c = {"activation": list(ACTS), "K": list(KS), "seed": seeds}
     ds = xr.Dataset({
         "accuracy": (("activation", "K", "seed"), acc, {"long_name": "test accuracy", "units": "1"}),
@@ -111,15 +76,13 @@ def compute(quick: bool):
                            {"long_name": "Table 11 accuracy on HAR-2", "units": "%"}),
         "paper_train_hours": (("activation", "K"), np.array([PAPER_TRAIN_HR[a] for a in ACTS]),
                               {"long_name": "Table 11 training time on HAR-2 (GPU)", "units": "h"}),
-        "control_accuracy": (("control_K", "seed"), cacc,
-                             {"long_name": "test accuracy, ReLU iRNN trained on shuffled labels", "units": "1"}),
-    }, coords={**c, "control_K": list(CONTROL_KS)})
-    its = ITERATIONS[bool(quick)]
+        "null_accuracy": (("seed",), null, {"long_name": "test accuracy, ReLU K=1 on fresh seeds (s + 100)",
+                                            "units": "1"}),
+    }, coords=c)
     ds.attrs.update({
-        "figure": NAME, "majority_accuracy": majority, "n_test": int(len(yte)), "hidden": D, "iterations": its,
-        "scaling": (f"8×8 digits pixel by pixel (T=64), 0–4 vs 5–9, for HAR-2 (T=128, 9 features); D={D}, "
-                    f"{its} iterations, batch {BATCH}, Adam lr 1e-2, {len(seeds)} seeds" + (" (quick)" if quick else "")
-                    + "; paper: D=80, ~4k parameters, trained to convergence")})
+        "figure": NAME, "majority_accuracy": hd.majority("test"), "n_test": int(hd.binary_digits().size("test")),
+        "hidden": hd.D[bool(quick)], "iterations": hd.ITERATIONS[bool(quick)],
+        "scaling": hd.setting(quick) + f", {len(seeds)} seeds; paper: HAR-2, D=80, ~4k parameters, to convergence"})
     return ds
 
 
@@ -127,13 +90,10 @@ def _acc(ds, act, K):
     return ds["accuracy"].sel(activation=act, K=K).values.astype(float)
 
 
-def _decide(acc_of, keys_K, majority):
-    """(above-majority test per (act, K), K=5 − K=1 paired test per act) for ``acc_of(act, K)``."""
-    above = {(a, K): beyond_2se(acc_of(a, K) - majority) for a, K in keys_K}
-    acts = sorted({a for a, _ in keys_K}, key=ACTS.index)
-    rise = {a: paired(acc_of(a, max(KS)), acc_of(a, min(KS)), larger="a") for a in acts}
-    ok = all(r["passed"] for r in above.values()) and all(r["passed"] for r in rise.values())
-    return above, rise, bool(ok)
+def _rise(acc_of, act, name=None):
+    paper = PAPER[act][-1] - PAPER[act][0]
+    return comparison(name or f"{ACT_NAME[act]}: K=5 − K=1 accuracy", 100 * (acc_of(act, max(KS)) - acc_of(act, min(KS))),
+                      interest=paper, paper=paper, units="points")
 
 
 def _table(ds):
@@ -159,47 +119,34 @@ def _table(ds):
 def check(ds):
     majority = float(ds.attrs["majority_accuracy"])
     keys = [(a, K) for a in ACTS for K in KS]
-    above, rise, passed = _decide(lambda a, K: _acc(ds, a, K), keys, majority)
-    out = {}
-    for a in ACTS:
-        r = rise[a]
-        out[f"{ACT_NAME[a]}: K=5 − K=1 accuracy"] = f"{r['diff_mean']:.3g} ± {r['diff_se']:.2g}"
-    worst = min(above.values(), key=lambda r: r["mean"] - 2 * r["se"])
-    out["lowest (accuracy − majority) − 2 SE over the six settings"] = float(worst["mean"] - 2 * worst["se"])
-    for K in KS:
-        d = paired(_acc(ds, "relu", K), _acc(ds, "sigmoid", K))
-        out[f"ReLU − sigmoid accuracy, K={K}"] = f"{d['diff_mean']:.3g} ± {d['diff_se']:.2g}"
+    parts = [_rise(lambda a, K: _acc(ds, a, K), a) for a in ACTS]
+    passed = all(p["passed"] for p in parts)
+    g = gate([level_test(f"{ACT_NAME[a]} K={K} test accuracy", _acc(ds, a, K), majority) for a, K in keys])
+    out = {"passed": passed, "gate": g, "parts": parts, "seeds": int(ds.sizes["seed"])}
+    for p in parts:
+        out[p["name"] + " (points)"] = f"{p['mean']:.3g} ± {p['se']:.2g}"
     for a, K in keys:
         m, se, _ = mean_se(_acc(ds, a, K))
         out[f"accuracy {ACT_NAME[a]} K={K}"] = f"{m:.4f} ± {se:.2g}"
     out["majority-class accuracy"] = majority
-    per_seed = []
-    for i, s in enumerate(ds["seed"].values):
-        row = {"seed": int(s)}
-        for a, K in keys:
-            row[f"acc_{a}_K{K}"] = float(_acc(ds, a, K)[i])
-        for K in CONTROL_KS:
-            row[f"acc_shuffled_relu_K{K}"] = float(ds["control_accuracy"].sel(control_K=K).values[i])
-        per_seed.append(row)
-    cabove, crise, cpass = _decide(lambda a, K: ds["control_accuracy"].sel(control_K=K).values.astype(float),
-                                   [("relu", K) for K in CONTROL_KS], majority)
-    control = {"setting": "ReLU iRNN K = 1 and 5 trained on shuffled training labels (true test labels)",
-               "measured": {**{f"K={K}: accuracy − majority": f"{r['mean']:.3g} ± {r['se']:.2g}"
-                               for (_, K), r in cabove.items()},
-                            "K=5 − K=1": f"{crise['relu']['diff_mean']:.3g} ± {crise['relu']['diff_se']:.2g}"},
-               "passed": cpass}
-    result = {"passed": passed, **out, "per_seed": per_seed, "control": control, "table": _table(ds)}
+    out["effect"] = effect("ReLU: K=5 − K=1 accuracy", parts[0], units="points")
+    out["per_seed"] = [{"seed": int(s), **{f"acc_{a}_K{K}": float(_acc(ds, a, K)[i]) for a, K in keys},
+                        "acc_relu_K1_fresh_seed": float(ds["null_accuracy"].values[i])}
+                       for i, s in enumerate(ds["seed"].values)]
+    null = ds["null_accuracy"].values.astype(float)
+    cpart = comparison("ReLU: K=1 (fresh seeds) − K=1 accuracy", 100 * (null - _acc(ds, "relu", 1)),
+                       interest=PAPER["relu"][-1] - PAPER["relu"][0], units="points")
+    out["control"] = {"setting": "the same rise test between ReLU K = 1 and ReLU K = 1 on fresh seeds (s + 100): "
+                                 "no K changes",
+                      "measured": {cpart["name"]: f"{cpart['mean']:.3g} ± {cpart['se']:.2g}"},
+                      "passed": cpart["passed"]}
     if not passed:
-        result["finding"] = (
-            "test accuracy (mean ± SE) " + ", ".join(f"{ACT_NAME[a]} K={K}: {out[f'accuracy {ACT_NAME[a]} K={K}']}"
-                                                     for a, K in keys)
-            + f" (majority {majority:.3f}); K=5 − K=1: "
-            + "; ".join(f"{ACT_NAME[a]} {out[f'{ACT_NAME[a]}: K=5 − K=1 accuracy']}"
-                        + ("" if rise[a]["passed"] else " (not beyond 2 SE)") for a in ACTS)
-            + ("" if all(r["passed"] for r in above.values()) else
-               "; not above the majority class beyond 2 SE: "
-               + ", ".join(f"{ACT_NAME[a]} K={K}" for (a, K), r in above.items() if not r["passed"])))
-    return result
+        out["finding"] = ("test accuracy (mean ± SE) " + ", ".join(f"{ACT_NAME[a]} K={K}: {out[f'accuracy {ACT_NAME[a]} K={K}']}"
+                                                                for a, K in keys)
+                          + f" (majority {majority:.3f}); " + "; ".join(
+                              f"{p['name']} {p['mean']:.3g} ± {p['se']:.2g} points ({p['verdict']})" for p in parts))
+    out["table"] = _table(ds)
+    return out
 
 
 def draw(ds):
@@ -219,10 +166,9 @@ def draw(ds):
             axes[0].errorbar(x + (j - 0.5) * 0.2, [m for m, _, _ in ms], yerr=[2 * se for _, se, _ in ms], color=col,
                              marker="o", ms=4, lw=1.2, capsize=2, label=f"{ACT_NAME[act]} (ours, binary digits)")
             axes[1].plot(x, PAPER[act], color=col, marker="s", ms=4, lw=1.2, ls="--", label=f"{ACT_NAME[act]} (paper, HAR-2)")
-        for K in CONTROL_KS:
-            c = 100 * ds["control_accuracy"].sel(control_K=K).values
-            axes[0].scatter(np.full(c.size, KS.index(K)), c, s=14, marker="x", color="0.4",
-                            label="ReLU, shuffled labels (control)" if K == CONTROL_KS[0] else None)
+        c = 100 * ds["null_accuracy"].values
+        axes[0].scatter(np.full(c.size, 0.0), c, s=14, marker="x", color="0.4",
+                        label="ReLU K=1, fresh seeds (control)")
         axes[0].axhline(100 * maj, color="k", lw=0.7, ls=":")
         axes[0].annotate("majority class", (x[-1] + 0.3, 100 * maj), ha="right", va="bottom", fontsize=7)
         for ax in axes:
@@ -242,6 +188,11 @@ def draw(ds):
 
 
 RECIPE = Recipe(NAME, "iRNN Table 11",
-                "the iRNN learns the HAR-2 stand-in with ReLU and with sigmoid at K = 1, 3, 5 (test accuracy above the "
-                "majority class beyond 2 SE) and its accuracy rises from K = 1 to K = 5 for both (paired over seeds, 2 SE)",
-                compute, draw, check, trains=True, table=True)
+                "the iRNN's test accuracy on the HAR-2 stand-in rises from K = 1 to K = 5 with ReLU and with sigmoid "
+                "(paired over seeds, 2 SE)",
+                compute, draw, check, trains=True, table=True,
+                quote="“We also performed some experiments for sigmoid activation on HAR-2 dataset. The results for "
+                      "this variant also follow similar pattern as we saw in ReLU variant.” (App. A.7.9, Table 11: "
+                      "accuracy rises with K for both)",
+                gate="the iRNN learns with either activation: every (φ, K) test accuracy above the majority class of "
+                     "the test split beyond 2 SE")

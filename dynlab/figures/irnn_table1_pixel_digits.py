@@ -4,27 +4,30 @@ digits read pixel by pixel (T = 64, d = 1) and the same digits with one fixed pe
 pixels).
 
 Every cell of the paper's table that dynlab has is trained by dynlab on the same standardised
-data (split 50 / 10 / 40 %, test accuracy on the 40 % split) with the same hidden size, Adam
-learning rate, batch, gradient clipping and iteration count (``_irnn_tables``): pixel digits —
-FastRNN, RNN, LSTM, AntisymmetricRNN, iRNN K = 1 and K = 3 (Table 1's rows); permuted digits —
-FastRNN, LSTM, AntisymmetricRNN, iRNN K = 1.  Table 7's FastGRNN-LSQ, SpectralRNN and URNN are
-not in dynlab (missing rows).  Each row reports the test accuracy (mean ± SE over the seeds), the
-measured wall-clock training time (seconds, fixed iteration count; the paper's hours are time to
-convergence on a GPU) and the trained parameter count (cell + read-out), with the paper's
-accuracy / hours / parameters beside it.  Every cell uses the same hidden size D, so the
-parameter counts differ only by the cells' structure (the paper's iRNN used a low-rank U; ours
-is dense).
+data (split 50 / 10 / 40 %, test accuracy on the 40 % split) with the same hidden size, optimiser
+(Adam, lr 10⁻², clip 1), batch and iteration count (``_irnn_tables``): pixel digits — FastRNN, RNN,
+LSTM, AntisymmetricRNN and the paper's iRNN (eq. 9, ReLU) with K = 1, 2 (Table 7's row) and 3;
+permuted digits — FastRNN, LSTM, AntisymmetricRNN, iRNN K = 1.  Table 7's FastGRNN-LSQ,
+SpectralRNN and URNN are not in dynlab (missing rows).  Each row reports the test accuracy (mean ±
+SE over the seeds), the measured wall-clock training time (seconds, fixed iteration count; the
+paper's hours are time to convergence on a GPU) and the trained parameter count (cell + read-out),
+with the paper's accuracy / hours / parameters beside it.
 
-The claim checked (Table 1's headline, decided before running): the iRNN row the paper reports
-best on each data set — K = 3 on pixel digits (98.13 % vs ≤ 98.01 %), K = 1 on permuted digits
-(95.62 % vs ≤ 93.59 %) — has a higher test accuracy than *every* baseline row of that data set,
-paired over seeds beyond 2 SE (``paired``), on both data sets.
-The paper's other headline, faster training, is reported but not decided: our times are for a
-fixed iteration count on a CPU, not the time to convergence the paper's hours measure.
+The claim, in the paper's sentences (§4.3.2): on pixel digits "iRNN matches the performance of
+Antisymmetric, but with at least 3x fewer parameters" — the iRNN row the paper reports best
+(K = 3) lies within ±3 accuracy points of Antisymmetric (declared margin; paired over seeds, the
+difference ± 2 SE inside it) and its cell has at least 3× fewer trained weights (the matrices and
+biases, which grow with D: the read-out is the same for every row, and the iRNN's η table — one per
+step and inner step, which the paper's equal counts for K = 1 and 3 leave out — is reported
+beside); on permuted digits "we seem to outperform the
+existing baselines" — the iRNN K = 1 above every baseline, paired over seeds beyond 2 SE (effects
+that matter: the paper's, 2.0–3.0 points).  Faster training is reported, not decided: our times are
+for a fixed iteration count on a CPU.
 
-Negative control: the same paired check on pixel digits with an iRNN K = 1 whose recurrent
-parameters (U, W, b, η) stay at their random initialisation — only the read-out is trained — in
-place of the iRNN row; without trained dynamics it must not beat the trained baselines.
+Competence gate (declared): the cells compared learn — the iRNN rows and AntisymmetricRNN above
+the majority class of the test split beyond 2 SE on their data set.  Negative control: the same
+checks with an iRNN K = 1 whose recurrent parameters (V, H, W, b, η) stay at their random
+initialisation — only the read-out trained — in place of the iRNN rows.
 """
 from __future__ import annotations
 
@@ -34,20 +37,27 @@ import numpy as np
 
 from . import _irnn_tables as tb
 from ._recipe import Recipe
-from ._stats import mean_se, paired, seeds_for
+from ._stats import comparison, effect, fact, gate, level_test, mean_se, seeds_for
 
 NAME = "irnn-table1-pixel-digits"
 PERMUTE = 42
 #: (hidden D, Adam iterations) quick / full
-SIZES = {True: (16, 30), False: (32, 300)}
+SIZES = {True: (8, 30), False: (32, 600)}
 #: data set → (rows in the paper's order, the iRNN row the claim is decided on)
-DATA = {"pixels": (("fastrnn", "rnn", "lstm", "antisymmetric", "irnn-K1", "irnn-K3"), "irnn-K3"),
+DATA = {"pixels": (("fastrnn", "rnn", "lstm", "antisymmetric", "irnn-K1", "irnn-K2", "irnn-K3"), "irnn-K3"),
         "permuted": (("fastrnn", "lstm", "antisymmetric", "irnn-K1"), "irnn-K1")}
+#: "matches": the paired difference and its 2 SE inside ± this many accuracy points (declared)
+MATCH_MARGIN = 3.0
+#: the room inside the margin that matters for each one-sided part (declared): half a point
+MATCH_INTEREST = 0.5
+#: "at least 3x fewer parameters" (cells alone)
+PARAM_RATIO = 3.0
 CONTROL = "irnn-K1-readout"
 #: the paper's Tables 1 / 7 (MNIST, permuted MNIST): accuracy %, train time (hr), parameters
 PAPER = {("pixels", "fastrnn"): (96.44, 15.10, "33k"), ("pixels", "rnn"): (94.10, 45.56, "14k"),
          ("pixels", "lstm"): (97.81, 26.57, "53k"), ("pixels", "antisymmetric"): (98.01, 8.61, "14k"),
-         ("pixels", "irnn-K1"): (97.73, 2.83, "4k"), ("pixels", "irnn-K3"): (98.13, 2.93, "4k"),
+         ("pixels", "irnn-K1"): (97.73, 2.83, "4k"), ("pixels", "irnn-K2"): (98.13, 3.11, "4k"),
+         ("pixels", "irnn-K3"): (98.13, 2.93, "4k"),
          ("permuted", "fastrnn"): (92.68, 9.32, "8.75k"), ("permuted", "lstm"): (92.61, 19.31, "35k"),
          ("permuted", "antisymmetric"): (93.59, 4.75, "14k"), ("permuted", "irnn-K1"): (95.62, 2.41, "8k")}
 DATA_LABEL = {"pixels": "pixel digits", "permuted": "permuted pixel digits"}
@@ -58,9 +68,9 @@ MISSING = "FastGRNN-LSQ, SpectralRNN, URNN (Table 7) are not in dynlab"
 def scaling(quick: bool, n_seeds: int) -> str:
     D, its = SIZES[bool(quick)]
     return (f"8×8 digits read pixel by pixel (T=64, d=1; standardised; 50/10/40% train/val/test) and permuted "
-            f"(one fixed permutation, seed {PERMUTE}) for pixel / permuted MNIST (T=784); every cell tanh, "
-            f"D={D} (paper 128), Adam lr {tb.LR}, batch {tb.BATCH}, clip {tb.CLIP}, {its} iterations "
-            f"(paper: to convergence), {n_seeds} seeds; {MISSING}" + (" (quick)" if quick else ""))
+            f"(one fixed permutation, seed {PERMUTE}) for pixel / permuted MNIST (T=784); baselines tanh, "
+            f"the iRNN the paper's (eq. 9, ReLU); D={D} (paper 128), Adam lr 10⁻², batch {tb.BATCH}, clip 1, "
+            f"{its} iterations (paper: to convergence), {n_seeds} seeds; {MISSING}" + (" (quick)" if quick else ""))
 
 
 def compute(quick: bool):
@@ -70,10 +80,10 @@ def compute(quick: bool):
 
     D, its = SIZES[bool(quick)]
     seeds = seeds_for(quick)
-    runs, data_set, cells, acc, val, sec, par = [], [], [], [], [], [], []
+    runs, data_set, cells, acc, val, sec, par, cpar, cw = [], [], [], [], [], [], [], [], []
     for ds_key, (rows, _) in DATA.items():
         task = tb.standardised("pixels", permute=PERMUTE if ds_key == "permuted" else None)
-        keys = list(rows) + ([CONTROL] if ds_key == "pixels" else [])
+        keys = list(rows) + [CONTROL]
         r = tb.train_rows(task, keys, seeds, hidden=D, iterations=its)
         for i, k in enumerate(keys):
             runs.append(f"{ds_key}:{k}")
@@ -83,6 +93,8 @@ def compute(quick: bool):
             val.append(r["val_accuracy"][i])
             sec.append(r["seconds"][i])
             par.append(r["params"][i])
+            cpar.append(r["cell_params"][i])
+            cw.append(r["cell_weights"][i])
     pap = [PAPER.get((d, c), (np.nan, np.nan, "—")) for d, c in zip(data_set, cells)]
     ds = xr.Dataset(
         {"accuracy": (("run", "seed"), np.array(acc), {"long_name": "test accuracy", "units": "1"}),
@@ -90,6 +102,11 @@ def compute(quick: bool):
          "train_seconds": (("run", "seed"), np.array(sec),
                            {"long_name": "wall-clock training time", "units": "s"}),
          "params": (("run",), np.array(par, dtype=np.int64), {"long_name": "trained parameters", "units": "1"}),
+         "cell_params": (("run",), np.array(cpar, dtype=np.int64),
+                         {"long_name": "trained parameters of the cell (no read-out)", "units": "1"}),
+         "cell_weights": (("run",), np.array(cw, dtype=np.int64),
+                          {"long_name": "trained weight matrices and biases of the cell (no η, gates, read-out)",
+                           "units": "1"}),
          "paper_accuracy": (("run",), np.array([p[0] for p in pap], dtype=float),
                             {"long_name": "the paper's accuracy (MNIST)", "units": "%"}),
          "paper_hours": (("run",), np.array([p[1] for p in pap], dtype=float),
@@ -97,8 +114,10 @@ def compute(quick: bool):
          "paper_params": (("run",), np.array([p[2] for p in pap], dtype=object).astype(str),
                           {"long_name": "the paper's parameter count"})},
         coords={"run": runs, "seed": seeds, "data_set": ("run", data_set), "cell": ("run", cells)})
+    y = task.data["test"][1]
     ds.attrs.update({"figure": NAME, "hidden": D, "iterations": its, "lr": tb.LR, "batch": tb.BATCH,
                      "clip": tb.CLIP, "permute": PERMUTE, "n_test": int(task.size("test")),
+                     "majority_accuracy": float(np.bincount(y).max() / y.size),
                      "dynlab_version": dl.__version__,
                      "command": f"dynlab figures make {NAME}" + (" --quick" if quick else ""),
                      "scaling": scaling(quick, len(seeds))})
@@ -109,14 +128,28 @@ def _acc(ds, data_set, cell):
     return ds["accuracy"].sel(run=f"{data_set}:{cell}").values
 
 
-def _comparison(ds, data_set, row):
-    """{baseline: paired(row − baseline)} over the data set's baseline rows."""
-    base = [c for c in DATA[data_set][0] if not c.startswith("irnn")]
-    return {b: paired(_acc(ds, data_set, row), _acc(ds, data_set, b)) for b in base}
-
-
-def _fmt(cmp):
-    return {b: [round(100 * r["diff_mean"], 2), round(100 * r["diff_se"], 2)] for b, r in cmp.items()}
+def _parts(ds, pix_row, perm_row):
+    """The claim's parts: pixel digits, ``pix_row`` matches Antisymmetric (two one-sided parts: the
+    difference above −margin and below +margin, beyond 2 SE) with ≥ 3× fewer cell parameters;
+    permuted digits, ``perm_row`` above every baseline."""
+    d = 100 * (_acc(ds, "pixels", pix_row) - _acc(ds, "pixels", "antisymmetric"))
+    name = tb.label(pix_row)
+    parts = [comparison(f"pixels: {name} − Antisymmetric above −{MATCH_MARGIN:g} points", d + MATCH_MARGIN,
+                        interest=MATCH_INTEREST, units="points"),
+             comparison(f"pixels: {name} − Antisymmetric below +{MATCH_MARGIN:g} points", MATCH_MARGIN - d,
+                        interest=MATCH_INTEREST, units="points")]
+    cp = {c: int(ds["cell_weights"].sel(run=f"pixels:{c}")) for c in (pix_row, "antisymmetric")}
+    ratio = cp["antisymmetric"] / max(1, cp[pix_row])
+    parts.append(fact(f"pixels: Antisymmetric / {name} cell weights ≥ {PARAM_RATIO:g}", ratio >= PARAM_RATIO,
+                      ratio))
+    for b in DATA["permuted"][0]:
+        if b.startswith("irnn"):
+            continue
+        paper = PAPER[("permuted", "irnn-K1")][0] - PAPER[("permuted", b)][0]
+        parts.append(comparison(f"permuted: {tb.label(perm_row)} − {tb.label(b)}",
+                                100 * (_acc(ds, "permuted", perm_row) - _acc(ds, "permuted", b)), interest=paper,
+                                paper=paper, units="points"))
+    return parts
 
 
 def table(ds) -> dict:
@@ -140,43 +173,37 @@ def table(ds) -> dict:
 
 
 def check(ds):
-    cmps = {d: _comparison(ds, d, row) for d, (_, row) in DATA.items()}
-    passed = all(r["passed"] for c in cmps.values() for r in c.values())
-    out = {"passed": bool(passed)}
-    for d, (_, row) in DATA.items():
-        m, se, _ = mean_se(100 * _acc(ds, d, row))
-        out[f"{d}: {tb.label(row)} accuracy % (mean ± SE)"] = f"{m:.1f} ± {se:.1f}"
-    for d, (_, row) in DATA.items():
-        best = max((c for c in DATA[d][0] if not c.startswith("irnn")),
-                   key=lambda c: float(np.mean(_acc(ds, d, c))))
-        m, se, _ = mean_se(100 * _acc(ds, d, best))
-        out[f"{d}: best baseline ({tb.label(best)}) accuracy % (mean ± SE)"] = f"{m:.1f} ± {se:.1f}"
-    for d, (_, row) in DATA.items():
-        out[f"{d}: {tb.label(row)} − baseline, accuracy points [mean, SE]"] = _fmt(cmps[d])
-    out["params"] = {str(r): int(ds["params"].sel(run=r)) for r in ds["run"].values}
+    parts = _parts(ds, DATA["pixels"][1], DATA["permuted"][1])
+    passed = all(p["passed"] for p in parts)
+    maj = float(ds.attrs["majority_accuracy"])
+    g = gate([level_test(f"{d}: {tb.label(c)} test accuracy", _acc(ds, d, c), maj)
+              for d, (rows, _) in DATA.items() for c in rows if c.startswith("irnn") or c == "antisymmetric"])
+    out = {"passed": bool(passed), "gate": g, "parts": parts, "seeds": int(ds.sizes["seed"])}
+    for p in parts:
+        out[p["name"]] = f"{p['mean']:.3g} ± {p['se']:.2g}"
+    for d, (rows, _) in DATA.items():
+        for c in rows:
+            m, se, _ = mean_se(100 * _acc(ds, d, c))
+            out[f"{d}: {tb.label(c)} accuracy %"] = f"{m:.1f} ± {se:.1f}"
+    out["cell params"] = {str(r): int(ds["cell_params"].sel(run=r)) for r in ds["run"].values}
+    out["cell weights"] = {str(r): int(ds["cell_weights"].sel(run=r)) for r in ds["run"].values}
+    out["params incl. read-out"] = {str(r): int(ds["params"].sel(run=r)) for r in ds["run"].values}
     out["train seconds per run (mean)"] = {str(r): round(float(ds["train_seconds"].sel(run=r).mean()), 2)
                                            for r in ds["run"].values}
+    out["majority-class accuracy"] = maj
+    out["effect"] = effect("pixels: iRNN (K=3) − Antisymmetric", comparison(
+        "", 100 * (_acc(ds, "pixels", "irnn-K3") - _acc(ds, "pixels", "antisymmetric")), interest=MATCH_MARGIN),
+        units="points", paper=98.13 - 98.01)
     out["per_seed"] = [{"seed": int(s), **{str(r): round(float(ds["accuracy"].sel(run=r, seed=s)), 4)
                                            for r in ds["run"].values}}
                        for s in ds["seed"].values]
-    ctrl = _comparison(ds, "pixels", CONTROL)
-    cm, cse, _ = mean_se(100 * _acc(ds, "pixels", CONTROL))
-    out["control"] = {"setting": "pixel digits, the same paired check with an iRNN K=1 whose U, W, b, η stay at "
-                                 "their random initialisation (read-out only trained) in place of the iRNN row",
-                      "measured": {"accuracy % (mean ± SE)": f"{cm:.1f} ± {cse:.1f}",
-                                   "minus baseline, accuracy points [mean, SE]": _fmt(ctrl)},
-                      "passed": bool(all(r["passed"] for r in ctrl.values()))}
+    cparts = _parts(ds, CONTROL, CONTROL)
+    out["control"] = {"setting": "the same checks with an iRNN K=1 whose V, H, W, b, η stay at their random "
+                                 "initialisation (read-out only trained) in place of the iRNN rows",
+                      "measured": {p["name"]: f"{p['mean']:.3g} ± {p['se']:.2g}" for p in cparts},
+                      "passed": all(p["passed"] for p in cparts)}
     if not passed:
-        def _diffs(won):
-            return [f"{DATA_LABEL[d]}: {tb.label(DATA[d][1])} − {tb.label(b)} = {100 * r['diff_mean']:+.1f} ± "
-                    f"{100 * r['diff_se']:.1f} points" for d, c in cmps.items() for b, r in c.items()
-                    if r["passed"] == won]
-        won = _diffs(True)
-        out["finding"] = ("the iRNN row does not beat every baseline beyond 2 SE (paired over "
-                          f"{ds.sizes['seed']} seeds): " + "; ".join(_diffs(False))
-                          + ("; the iRNN row wins beyond 2 SE: " + "; ".join(won) if won else "")
-                          + "; parameters (cell + read-out, same D): " + ", ".join(
-                              f"{tb.label(c)} {int(ds['params'].sel(run=f'pixels:{c}'))}" for c in DATA["pixels"][0]))
+        out["finding"] = "; ".join(f"{p['name']}: {p['mean']:.3g} ± {p['se']:.2g} ({p['verdict']})" for p in parts)
     out["table"] = table(ds)
     return out
 
@@ -186,7 +213,8 @@ def draw(ds):
 
     @styled
     def _draw():
-        fig, axes = new_figure(2, height=3.2)
+        fig, axes = new_figure(2, height=3.4)
+        fig.set_figwidth(8.2)
         for ax, d in zip(axes, DATA):
             runs = [r for r in ds["run"].values if str(ds["data_set"].sel(run=r).values) == d]
             for y, r in enumerate(runs):
@@ -204,8 +232,8 @@ def draw(ds):
             ax.set_yticklabels([tb.label(str(ds["cell"].sel(run=r).values)) for r in runs], fontsize=7)
             ax.invert_yaxis()
             ax.set_xlabel("test accuracy % (dots: seeds; bar: mean ± 2 SE;\n"
-                          "orange ×: the paper's accuracy; dotted: chance)", fontsize=7)
-            ax.set_title(f"{DATA_LABEL[d]} (for {PAPER_DATA[d]})", fontsize=8)
+                          "×: the paper's; dotted: chance)", fontsize=7)
+            ax.set_title(f"{DATA_LABEL[d]}\n(for {PAPER_DATA[d]})", fontsize=8)
             ax.axvline(10, color="0.6", lw=0.6, ls=":")
             ax.set_xlim(0, 102)
         fig.suptitle(textwrap.fill("iRNN Tables 1/7 — " + ds.attrs.get("scaling", ""), 120), fontsize=7)
@@ -215,6 +243,11 @@ def draw(ds):
 
 
 RECIPE = Recipe(name=NAME, source="iRNN Tables 1, 7",
-                claim=("the iRNN row the paper reports best (K=3 on pixel, K=1 on permuted digits) has a higher test "
-                       "accuracy than every baseline on both data sets (paired over seeds, beyond 2 SE)"),
-                compute=compute, draw=draw, check=check, trains=True, table=True)
+                claim=("on pixel digits the iRNN (K=3) matches Antisymmetric (within ±3 points, paired, 2 SE) with ≥ 3× "
+                       "fewer cell parameters; on permuted digits the iRNN (K=1) beats every baseline (paired, 2 SE)"),
+                compute=compute, draw=draw, check=check, trains=True, table=True,
+                quote="“In terms of test accuracy, iRNN matches the performance of Antisymmetric, but with at least 3x "
+                      "fewer parameters. […] For the permuted version of this task, we seem to outperform the existing "
+                      "baselines.” (§4.3.2, Tables 1, 7)",
+                gate="the cells compared learn: every iRNN row and AntisymmetricRNN above the majority class of the "
+                     "test split beyond 2 SE")

@@ -5,23 +5,22 @@ standard Gaussian noise for every remaining step up to T = 1000; 28 of 1000 step
 The label is read from the state after the last (noise) step, so the digit must be carried
 through the noise.
 
-The cells of Table 2's Noisy-MNIST block — FastRNN, LSTM, AntisymmetricRNN, iRNN K = 1 — are
-trained by dynlab on the same data (split 50 / 10 / 40 %, test accuracy on the 40 % split) with
-the same hidden size, Adam learning rate, batch, clipping and iteration count (``_irnn_tables``).
-Each row reports the test accuracy (mean ± SE over the seeds), the measured wall-clock training
-time (seconds, fixed iteration count; the paper's hours are time to convergence on a GPU) and the
-trained parameter count, with the paper's Noisy-MNIST accuracy / hours / parameters beside it
-(Noisy-CIFAR has no stand-in here).
+The cells of Table 2's Noisy-MNIST block — FastRNN, LSTM, AntisymmetricRNN and the paper's iRNN
+(eq. 9, ReLU, K = 1) — are trained by dynlab on the same data (split 50 / 10 / 40 %, test accuracy
+on the 40 % split) with the same hidden size, optimiser (Adam, lr 10⁻², clip 1), batch and
+iteration count (``_irnn_tables``).  Each row reports the test accuracy (mean ± SE over the seeds),
+the measured wall-clock training time and the trained parameter count, with the paper's
+Noisy-MNIST accuracy / hours / parameters beside it (Noisy-CIFAR has no stand-in here).
 
-The claim checked (Table 2's caption: "iRNN achieves better performance than the baselines",
-decided before running): the iRNN K = 1 learns the task (test accuracy above chance — the most
-frequent test class's share, ≈ 10 % — beyond 2 SE) and its test accuracy is higher than every baseline row's, paired over seeds beyond 2 SE.
-The paper's other headline, faster training, is reported but not decided: our times are for a
-fixed iteration count on a CPU, not the time to convergence the paper's hours measure.
+The claim (Table 2's caption: "iRNN achieves better performance than the baselines"): the iRNN's
+test accuracy is higher than every baseline row's, paired over seeds beyond 2 SE (effects that
+matter: the paper's Noisy-MNIST differences, 0.36 points over FastRNN, 0.72 over Antisymmetric,
+88 over the LSTM).  Faster training is reported, not decided.
 
-Negative control: the same check on the same trained networks scored on test inputs whose 8
-informative rows are replaced by N(0, 1) noise (pure noise, nothing to remember): no network can
-be above chance there, so the check must fail.
+Competence gate (declared): the iRNN and the two baselines the paper shows learning (FastRNN,
+Antisymmetric; the paper's LSTM stays at 10 %) are above chance — the test split's most frequent
+class — beyond 2 SE.  Negative control: the same check on the same trained networks scored on test
+inputs whose 8 informative rows are replaced by N(0, 1) noise (pure noise, nothing to remember).
 """
 from __future__ import annotations
 
@@ -32,14 +31,14 @@ import numpy as np
 
 from . import _irnn_tables as tb
 from ._recipe import Recipe
-from ._stats import beyond_2se, mean_se, paired, seeds_for
+from ._stats import comparison, effect, gate, level_test, mean_se, seeds_for
 
 NAME = "irnn-table2-noisy-digits"
 ROWS = ("fastrnn", "lstm", "antisymmetric", "irnn-K1")
 IRNN = "irnn-K1"
 INFORMATIVE = 8
 #: (hidden D, Adam iterations, noise steps appended) quick / full
-SIZES = {True: (16, 30, 56), False: (32, 300, 120)}
+SIZES = {True: (8, 30, 24), False: (32, 600, 120)}
 #: the paper's Table 2, Noisy-MNIST block: accuracy %, train time (hr), parameters
 PAPER = {"fastrnn": (98.12, 8.93, "11k"), "lstm": (10.31, 19.43, "44k"), "antisymmetric": (97.76, 5.21, "10k"),
          "irnn-K1": (98.48, 2.39, "6k")}
@@ -49,9 +48,9 @@ def scaling(quick: bool, n_seeds: int) -> str:
     D, its, pad = SIZES[bool(quick)]
     T = INFORMATIVE + pad
     return (f"8×8 digits row by row (8 informative steps, d=8; standardised; 50/10/40% train/val/test) + {pad} "
-            f"N(0,1) noise steps, T={T} ({INFORMATIVE}/{T} informative) for Noisy-MNIST (T=1000, 28/1000); every "
-            f"cell tanh, D={D} (paper 128), Adam lr {tb.LR}, batch {tb.BATCH}, clip {tb.CLIP}, {its} iterations "
-            f"(paper: to convergence), {n_seeds} seeds" + (" (quick)" if quick else ""))
+            f"N(0,1) noise steps, T={T} ({INFORMATIVE}/{T} informative) for Noisy-MNIST (T=1000, 28/1000); baselines "
+            f"tanh, the iRNN the paper's (eq. 9, ReLU); D={D} (paper 128), Adam lr 10⁻², batch {tb.BATCH}, clip 1, "
+            f"{its} iterations (paper: to convergence), {n_seeds} seeds" + (" (quick)" if quick else ""))
 
 
 def pure_noise(task):
@@ -100,16 +99,15 @@ def compute(quick: bool):
     return ds
 
 
-def _decide(ds, var):
-    """The claim's check on accuracies ``var``: iRNN above chance and above every baseline (2 SE)."""
+GATED = ("irnn-K1", "fastrnn", "antisymmetric")
+
+
+def _parts(ds, var):
+    """iRNN − baseline, paired per seed, for every baseline row (points)."""
     acc = ds[var]
-    learned = beyond_2se(acc.sel(run=IRNN).values - float(ds.attrs["chance"]))
-    cmp = {b: paired(acc.sel(run=IRNN).values, acc.sel(run=b).values) for b in ROWS if b != IRNN}
-    return learned, cmp, bool(learned["passed"] and all(c["passed"] for c in cmp.values()))
-
-
-def _fmt(cmp):
-    return {tb.label(b): [round(100 * r["diff_mean"], 2), round(100 * r["diff_se"], 2)] for b, r in cmp.items()}
+    return [comparison(f"iRNN (K=1) − {tb.label(b)}", 100 * (acc.sel(run=IRNN).values - acc.sel(run=b).values),
+                       interest=PAPER[IRNN][0] - PAPER[b][0], paper=PAPER[IRNN][0] - PAPER[b][0], units="points")
+            for b in ROWS if b != IRNN]
 
 
 def table(ds) -> dict:
@@ -133,39 +131,34 @@ def table(ds) -> dict:
 
 def check(ds):
     chance = float(ds.attrs["chance"])
-    learned, cmp, passed = _decide(ds, "accuracy")
-    out = {"passed": passed}
-    out["iRNN (K=1) test accuracy % (mean ± SE)"] = f"{100 * (learned['mean'] + chance):.1f} ± {100 * learned['se']:.1f}"
-    best = max((b for b in ROWS if b != IRNN), key=lambda b: float(ds["accuracy"].sel(run=b).mean()))
-    m, se, _ = mean_se(100 * ds["accuracy"].sel(run=best).values)
-    out[f"best baseline ({tb.label(best)}) test accuracy % (mean ± SE)"] = f"{m:.1f} ± {se:.1f}"
-    m, se, _ = mean_se(100 * ds["accuracy"].sel(run="lstm").values)
-    out["LSTM test accuracy % (mean ± SE)"] = f"{m:.1f} ± {se:.1f}"
-    out["iRNN (K=1) − baseline, accuracy points [mean, SE]"] = _fmt(cmp)
+    parts = _parts(ds, "accuracy")
+    passed = all(p["passed"] for p in parts)
+    g = gate([level_test(f"{tb.label(k)} test accuracy", ds["accuracy"].sel(run=k).values, chance) for k in GATED])
+    out = {"passed": passed, "gate": g, "parts": parts, "seeds": int(ds.sizes["seed"])}
+    for p in parts:
+        out[p["name"] + " (points)"] = f"{p['mean']:.3g} ± {p['se']:.2g}"
+    for k in ds["run"].values:
+        m, se, _ = mean_se(100 * ds["accuracy"].sel(run=k).values)
+        out[f"{tb.label(str(k))} test accuracy %"] = f"{m:.1f} ± {se:.1f}"
     out["chance % (most frequent test class)"] = round(100 * chance, 2)
     out["steps (informative)"] = f"{int(ds.attrs['steps'])} ({int(ds.attrs['informative_steps'])})"
     out["params"] = {tb.label(str(k)): int(ds["params"].sel(run=k)) for k in ds["run"].values}
     out["train seconds per run (mean)"] = {tb.label(str(k)): round(float(ds["train_seconds"].sel(run=k).mean()), 2)
                                            for k in ds["run"].values}
+    best = min(parts, key=lambda p: p["mean"])
+    out["effect"] = effect(f"smallest: {best['name']}", best, units="points")
     out["per_seed"] = [{"seed": int(s), **{str(k): round(float(ds["accuracy"].sel(run=k, seed=s)), 4)
                                            for k in ds["run"].values}}
                        for s in ds["seed"].values]
-    cl, ccmp, cpassed = _decide(ds, "noise_only_accuracy")
+    cparts = _parts(ds, "noise_only_accuracy")
     out["control"] = {"setting": "the same trained networks and check, test inputs with the 8 informative rows "
                                  "replaced by N(0,1) noise (nothing to remember)",
-                      "measured": {"iRNN (K=1) accuracy % (mean ± SE)":
-                                   f"{100 * (cl['mean'] + chance):.1f} ± {100 * cl['se']:.1f}",
-                                   "iRNN − baseline, accuracy points [mean, SE]": _fmt(ccmp)},
-                      "passed": cpassed}
+                      "measured": {p["name"]: f"{p['mean']:.3g} ± {p['se']:.2g}" for p in cparts},
+                      "passed": all(p["passed"] for p in cparts)}
     if not passed:
-        parts = []
-        if not learned["passed"]:
-            parts.append(f"iRNN (K=1) accuracy {100 * (learned['mean'] + chance):.1f} ± {100 * learned['se']:.1f} % "
-                         f"is not above chance {100 * chance:.1f} % (the most frequent test class) beyond 2 SE")
-        parts += [f"iRNN (K=1) − {tb.label(b)} = {100 * r['diff_mean']:+.1f} ± {100 * r['diff_se']:.1f} points"
-                  for b, r in cmp.items() if not r["passed"]]
-        out["finding"] = (f"on the noise-padded digits (T={int(ds.attrs['steps'])}) the claim fails over "
-                          f"{ds.sizes['seed']} seeds: " + "; ".join(parts))
+        out["finding"] = (f"on the noise-padded digits (T={int(ds.attrs['steps'])}), iRNN − baseline test accuracy "
+                          "(points, paired over seeds): " + "; ".join(
+                              f"{p['name']} {p['mean']:+.1f} ± {p['se']:.1f} ({p['verdict']})" for p in parts))
     out["table"] = table(ds)
     return out
 
@@ -205,6 +198,10 @@ def draw(ds):
 
 
 RECIPE = Recipe(name=NAME, source="iRNN Table 2",
-                claim=("on noise-padded digits the iRNN (K=1) learns (above chance) and has a higher test accuracy "
-                       "than FastRNN, LSTM and AntisymmetricRNN (paired over seeds, beyond 2 SE)"),
-                compute=compute, draw=draw, check=check, trains=True, table=True)
+                claim=("on noise-padded digits the iRNN (K=1) has a higher test accuracy than FastRNN, LSTM and "
+                       "AntisymmetricRNN (paired over seeds, beyond 2 SE)"),
+                compute=compute, draw=draw, check=check, trains=True, table=True,
+                quote="“Since the equilibrium surface is smooth and resilient to small perturbations, iRNN achieves "
+                      "better performance than the baselines with faster convergence.” (Table 2's caption)",
+                gate="the iRNN, FastRNN and AntisymmetricRNN (the cells the paper shows learning) are above chance — "
+                     "the test split's most frequent class — beyond 2 SE")

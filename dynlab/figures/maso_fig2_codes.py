@@ -28,10 +28,15 @@ import numpy as np
 
 from ._maso_training import one_blas_thread
 from ._recipe import Recipe
+from ._stats import comparison, effect, level_test, record_fields
 
 NAME = "maso-fig2-codes"
 KS = (1, 2, 5, 10)
 KINDS = ("trained", "init", "random")
+#: Table 3 (MNIST): k-NN accuracy, codes minus raw pixels, by k; the effects that matter
+PAPER_GAP = {1: 0.977 - 0.950, 2: 0.974 - 0.936, 5: 0.977 - 0.951, 10: 0.975 - 0.939}
+#: growth of the codes' 1-NN accuracy through time that matters (declared); chance for ten classes
+GROWTH, CHANCE = 0.1, 0.1
 KIND_LABEL = {"trained": "trained RNN", "init": "untrained (U = I, before training)",
               "random": "untrained Gaussian random RNN"}
 
@@ -141,6 +146,19 @@ def check(ds) -> dict:
     out.update({f"knn{k}_codes_mean": float(tr[:, i].mean()) for i, k in enumerate(ks)})
     out.update({f"knn{k}_pixels": float(pix_t[i]) for i, k in enumerate(ks)})
     out["trained_val_accuracy_mean"] = float(ds["val_accuracy"].mean())
+    parts = [comparison(f"k={k}: codes − pixels", tr[:, i] - pix_t[i], interest=PAPER_GAP[k], paper=PAPER_GAP[k])
+             for i, k in enumerate(ks)]
+    cc = ds["curve_codes"].sel(network="trained").values
+    parts.append(comparison("codes' 1-NN accuracy grows through time", cc[:, -1] - cc[:, 0], interest=GROWTH))
+    parts.append(comparison("codes' curve above the pixel-prefix curve", (cc - pix_c[None, :]).mean(axis=1),
+                            interest=PAPER_GAP[1]))
+    room = 1.0 - float(pix_t[ks.index(1)])
+    out.update(record_fields(
+        effect=effect("1-NN accuracy, codes − raw pixels", parts[0], paper=PAPER_GAP[1]),
+        gate_items=[level_test("trained networks' validation accuracy", ds["val_accuracy"].values, CHANCE),
+                    {"name": "room above raw pixels for Table 3's gap (1 − pixel 1-NN ≥ 0.027)",
+                     "met": room >= PAPER_GAP[1], "value": round(room, 4)}],
+        seeds=int(ds.sizes["seed"]), parts=parts))
     out["per_seed"] = [{"seed": int(s), **{f"knn{k}_codes": float(tr[i, j]) for j, k in enumerate(ks)},
                         "curve_first": float(ds["curve_codes"].sel(network="trained").values[i, 0]),
                         "curve_last": float(ds["curve_codes"].sel(network="trained").values[i, -1]),
@@ -254,4 +272,9 @@ RECIPE = Recipe(
     draw=draw,
     check=check,
     trains=True,
+    quote="“We see clearly that the RNN gradually develops and refines the partition codes through time to separate "
+          "the classes.” (Fig. 2) “classification accuracies using RNN reparametrized data are much higher than those "
+          "using raw pixel data for all k's” (Table 3: 0.977 vs 0.950 at k = 1)",
+    gate="the trained networks learned (validation accuracy above chance 0.1 beyond 2 SE), and the raw-pixel baseline "
+         "leaves room for Table 3's gap (1 − raw-pixel 1-NN accuracy ≥ 0.027)",
 )

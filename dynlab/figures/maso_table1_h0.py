@@ -20,6 +20,18 @@ permuted digits).  Negative control, the regulariser with no training effect: th
 between each zero-h_0 network evaluated from a random h_0 (the cell's σ_ε, one fixed draw) and from
 h_0 = 0 — σ_ε applied at evaluation only; it passes if all four cells pass, and must fail.
 
+Table 1's GRU and LSTM rows and §6's GRU with a random initial state are trained the same way (one
+layer, dynlab's GRU / LSTM with PyTorch's initialisation, D = 32, RMSprop lr 1e-3): the GRU from a
+zero and from a random h_0 (§6's σ_ε: 0.01 for MNIST, 0.05 for permuted MNIST), the LSTM from zero.
+§6's sentence ("our results for GRUs still show worthwhile accuracy improvements, from 0.986 to
+0.987 for MNIST and from 0.888 to 0.904 for permuted MNIST") is part of the claim: GRU random − zero,
+paired, in both data sets.
+
+Effects that matter are the paper's differences (+0.011 … +0.054 for the RNN cells, +0.001 and
++0.016 for the GRU): with our SEs most of them cannot be resolved, which the record states as
+"underpowered" with the seeds that would resolve each.  Competence gate (declared): every network
+trained from a zero h_0 learns — held-out accuracy above the majority class beyond 2 SE.
+
 The table gives mean ± SE over seeds beside the paper's MNIST / permuted-MNIST numbers, and the
 parameter counts (recurrent layers plus read-out).
 """
@@ -43,11 +55,17 @@ PAPER = {("digits", 1, "zero"): 0.970, ("digits", 1, "random"): 0.981, ("digits"
          ("permuted", 2, "zero"): 0.873, ("permuted", 2, "random"): 0.927}
 LR = 1e-3
 BATCH = 64
+#: Table 1's gated rows and §6's GRU: (row, cell, h0); the GRU's σ_ε per data set (§6, App. C)
+GATED = (("GRU, zero h₀", "gru", "zero"), ("GRU, random h₀", "gru", "random"), ("LSTM, zero h₀", "lstm", "zero"))
+GRU_SIGMA = {"digits": 0.01, "permuted": 0.05}
+PAPER_GATED = {("digits", "GRU, zero h₀"): 0.986, ("digits", "GRU, random h₀"): 0.987, ("digits", "LSTM, zero h₀"): 0.978,
+               ("permuted", "GRU, zero h₀"): 0.888, ("permuted", "GRU, random h₀"): 0.904,
+               ("permuted", "LSTM, zero h₀"): 0.913}
 
 
 def sizes(quick: bool):
     """(hidden D, iterations)."""
-    return (8, 20) if quick else (32, 400)
+    return (8, 20) if quick else (32, 600)
 
 
 def _compute(quick: bool):
@@ -96,7 +114,27 @@ def _compute(quick: bool):
     }
     coords = {"dataset": ("dataset", list(DATASETS)), "layers": ("layers", np.array(LAYERS)),
               "h0": ("h0", list(H0)), "seed": ("seed", np.asarray(seeds), {"long_name": "training seed"})}
+    gacc = np.zeros((len(DATASETS), len(GATED), len(seeds)))
+    gpar = np.zeros(len(GATED), dtype=int)
+    for a, dname in enumerate(DATASETS):
+        for g, (row, cell, h0) in enumerate(GATED):
+            for k, s in enumerate(seeds):
+                r = train_score(tasks[dname], layers=1, hidden=D, seed=s, cell=cell, optimiser="rmsprop", lr=LR,
+                                sigma_eps=GRU_SIGMA[dname] if h0 == "random" else 0.0, iterations=its, batch=BATCH,
+                                command=cmd)
+                gacc[a, g, k], gpar[g] = r["accuracy"], r["params"]
+    data["gated_accuracy"] = xr.Variable(("dataset", "gated", "seed"), gacc,
+                                         {"long_name": "held-out accuracy, GRU / LSTM (from h_0 = 0)", "units": "1"})
+    data["gated_paper_accuracy"] = xr.Variable(("dataset", "gated"), [[PAPER_GATED[(d, r)] for r, _, _ in GATED]
+                                                                      for d in DATASETS],
+                                               {"long_name": "Table 1 / §6 accuracy (MNIST / permuted MNIST)",
+                                                "units": "1"})
+    data["gated_params"] = xr.Variable(("gated",), gpar, {"long_name": "trained parameters (incl. read-out)",
+                                                          "units": "1"})
+    y = tasks["digits"].data["test"][1]
+    coords["gated"] = ("gated", [r for r, _, _ in GATED])
     attrs = base_attrs("numba", f"dynlab figures make {NAME}")
+    attrs["majority_accuracy"] = float(np.bincount(y).max() / y.size)
     dname = mt.dataset_name(tasks["digits"])
     data_txt = ("8x8 digits read pixel by pixel (T=64), and with one fixed permutation of the steps, for MNIST / "
                 "permuted MNIST (T=784)" if dname == "digits" else
@@ -113,26 +151,48 @@ def _cells(ds):
     return [(str(d), int(L)) for d in ds["dataset"].values for L in ds["layers"].values]
 
 
+def _gated(ds, d, row):
+    return ds["gated_accuracy"].sel(dataset=d, gated=row).values
+
+
 def check(ds) -> dict:
-    from ._stats import mean_se, paired
+    from ._stats import comparison, effect, level_test, mean_se, paired, record_fields
 
     out = {}
-    tests, ctests = {}, {}
+    parts, ctests = [], {}
     for d, L in _cells(ds):
         a = ds["accuracy"].sel(dataset=d, layers=L)
-        tests[(d, L)] = paired(a.sel(h0="random").values, a.sel(h0="zero").values, larger="a")
+        paper = PAPER[(d, L, "random")] - PAPER[(d, L, "zero")]
+        parts.append(comparison(f"{d}, {L} layer RNN: random − zero h₀", a.sel(h0="random").values - a.sel(h0="zero").values,
+                                interest=paper, paper=paper))
         ctests[(d, L)] = paired(ds["accuracy_eval_noise"].sel(dataset=d, layers=L).values,
                                 a.sel(h0="zero").values, larger="a")
-    passed = all(r["passed"] for r in tests.values())
-    out["cells_passed"] = int(sum(r["passed"] for r in tests.values()))
-    for (d, L), r in tests.items():
-        out[f"{d}_{L}layer_random_minus_zero"] = r["diff_mean"]
-        out[f"{d}_{L}layer_random_minus_zero_se"] = r["diff_se"]
-    for (d, L) in tests:
+    for d in ds["dataset"].values:
+        d = str(d)
+        paper = PAPER_GATED[(d, "GRU, random h₀")] - PAPER_GATED[(d, "GRU, zero h₀")]
+        parts.append(comparison(f"{d}, GRU (§6): random − zero h₀", _gated(ds, d, "GRU, random h₀")
+                                - _gated(ds, d, "GRU, zero h₀"), interest=paper, paper=paper))
+    passed = all(p["passed"] for p in parts)
+    maj = float(ds.attrs["majority_accuracy"])
+    items = [level_test(f"{d}, {L} layer RNN, zero h₀", ds["accuracy"].sel(dataset=d, layers=L, h0="zero").values, maj)
+             for d, L in _cells(ds)]
+    items += [level_test(f"{d}, {r}", _gated(ds, str(d), r), maj) for d in ds["dataset"].values
+              for r, _, h in GATED if h == "zero"]
+    out.update(record_fields(effect=effect(parts[0]["name"], parts[0]), gate_items=items,
+                             seeds=int(ds.sizes["seed"]), parts=parts))
+    out["cells_passed"] = int(sum(p["passed"] for p in parts))
+    for p in parts:
+        out[p["name"]] = [p["mean"], p["se"]]
+    for (d, L) in _cells(ds):
         for h in H0:
             out[f"{d}_{L}layer_{h}_accuracy"] = mean_se(ds["accuracy"].sel(dataset=d, layers=L, h0=h).values)[0]
+    for d in ds["dataset"].values:
+        for r, _, _ in GATED:
+            out[f"{d}, {r} accuracy"] = mean_se(_gated(ds, str(d), r))[0]
+    out["majority-class accuracy"] = maj
     out["diverged_runs"] = int(ds["diverged"].values.sum())
     out["params"] = {f"{int(L)}layer": int(p) for L, p in zip(ds["layers"].values, ds["params"].values)}
+    out["params"].update({str(r): int(p) for r, p in zip(ds["gated"].values, ds["gated_params"].values)})
     out["passed"] = bool(passed)
     out["per_seed"] = [{"seed": int(s), **{f"{d}_{L}layer_{h}": float(ds["accuracy"].sel(dataset=d, layers=L, h0=h,
                                                                                        seed=s))
@@ -145,12 +205,9 @@ def check(ds) -> dict:
         | {f"{d}_{L}layer_eval_noise_minus_zero_se": r["diff_se"] for (d, L), r in ctests.items()},
         "passed": bool(all(r["passed"] for r in ctests.values()))}
     if not passed:
-        out["finding"] = ("random h_0 minus zero h_0, held-out accuracy (paired, mean ± SE over seeds): " + "; ".join(
-            f"{'permuted digits' if d == 'permuted' else 'digits'} {L} layer{'s' if L > 1 else ''} "
-            f"(σ_ε={float(ds['sigma_eps'].sel(dataset=d, layers=L)):g}) {r['diff_mean']:+.4f} ± {r['diff_se']:.4f}"
-            f"{' (beyond 2 SE)' if r['passed'] else ''}" for (d, L), r in tests.items())
-            + "; the paper's differences are " + ", ".join(
-            f"{PAPER[(d, L, 'random')] - PAPER[(d, L, 'zero')]:+.3f}" for d, L in tests) + " in the same order")
+        out["finding"] = ("random h_0 minus zero h_0, held-out accuracy (paired, mean ± SE over seeds; the paper's "
+                          "difference): " + "; ".join(f"{p['name']} {p['mean']:+.4f} ± {p['se']:.4f} (paper "
+                                                      f"{p['paper']:+.3f}; {p['verdict']})" for p in parts))
     out["table"] = _table(ds)
     return out
 
@@ -169,6 +226,14 @@ def _table(ds) -> dict:
             row += ["—" if h == "zero" else " / ".join(f"{s:g}" for s in sig),
                     int(ds["params"].sel(layers=L))]
             rows.append(row)
+    for r, _, h in GATED:
+        row = [r]
+        for d in ds["dataset"].values:
+            m, se, _ = mean_se(_gated(ds, str(d), r))
+            row += [f"{m:.3f} ± {se:.3f}", float(ds["gated_paper_accuracy"].sel(dataset=d, gated=r))]
+        row += ["—" if h == "zero" else " / ".join(f"{GRU_SIGMA[str(d)]:g}" for d in ds["dataset"].values),
+                int(ds["gated_params"].sel(gated=r))]
+        rows.append(row)
     n = ds.sizes["seed"]
     return {"title": "MASO Table 1 — held-out accuracy, zero vs random initial hidden state (mean ± SE over "
                      f"{n} seeds)",
@@ -178,7 +243,7 @@ def _table(ds) -> dict:
             "note": f"scikit-learn's 8×8 digits read pixel by pixel (T = 64) stand in for MNIST (T = 784), and the "
                     f"same with one fixed permutation of the steps for permuted MNIST; D = {int(ds.attrs['hidden'])} "
                     f"(paper 128), {int(ds.attrs['iterations'])} RMSprop iterations (paper 200 epochs); the paper's "
-                    "parameter counts are not given; its GRU/LSTM/uRNN/scoRNN/SST-2 rows are not reproduced"}
+                    "parameter counts are not given; its uRNN/scoRNN/SST-2 rows are not reproduced; GRU random h₀ is §6's"}
 
 
 def draw(ds):
@@ -214,7 +279,7 @@ def draw(ds):
                             for d, L in cells])
         ax.set_ylabel("held-out accuracy")
         ax.set_title("accuracy per seed (dots) and mean")
-        ax.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
+        ax.legend(frameon=True, framealpha=0.9, fontsize=6.5, loc="lower left", ncol=1)
 
         ax = rows[0][1]
         labels, vals, errs, colors = [], [], [], []
@@ -228,6 +293,13 @@ def draw(ds):
             vals += [r["diff_mean"], c["diff_mean"]]
             errs += [2 * r["diff_se"], 2 * c["diff_se"]]
             colors += [COLORS["blue"], "0.55"]
+        for d in ds["dataset"].values:
+            r = paired(_gated(ds, str(d), "GRU, random h₀"), _gated(ds, str(d), "GRU, zero h₀"))
+            labels.append(f"{'perm.' if d == 'permuted' else 'digits'} GRU (§6): random − zero "
+                          f"(σ_ε={GRU_SIGMA[str(d)]:g})")
+            vals.append(r["diff_mean"])
+            errs.append(2 * r["diff_se"])
+            colors.append(COLORS["green"])
         y = np.arange(len(labels))
         ax.barh(y, vals, xerr=errs, color=colors, capsize=2)
         ax.axvline(0, color="k", lw=0.6)
@@ -248,7 +320,12 @@ RECIPE = Recipe(
     name=NAME,
     source="MASO Table 1",
     claim="a random initial hidden state (the paper's σ_ε per cell) gives higher held-out accuracy than a zero one, "
-          "for 1- and 2-layer ReLU RNNs on pixel digits and permuted pixel digits (paired over seeds, 2 SE, every cell)",
+          "for 1- and 2-layer ReLU RNNs and the GRU on pixel digits and permuted pixel digits (paired over seeds, 2 SE, "
+          "every cell)",
+    quote="“A random initial hidden state elevates simple RNNs from also-rans to strong competitors of complex, "
+          "state-of-the-art models.” (Table 1) “our results for GRUs still show worthwhile accuracy improvements, from "
+          "0.986 to 0.987 for MNIST and from 0.888 to 0.904 for permuted MNIST” (§6)",
+    gate="every network trained from a zero h₀ learns: held-out accuracy above the majority class beyond 2 SE",
     compute=compute,
     draw=draw,
     check=check,

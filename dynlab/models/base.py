@@ -175,7 +175,7 @@ class Model:
         """One line: sizes, every setting and scalar parameter, then the arrays by shape.
 
         ``IRNN(hidden=128, inputs=2, eta=0.1, alpha=1.0, K=5, g0='zero', sign=1, activation='tanh',
-        seed=0, weight_scale=0.5, U=<array 128×128>, W=<array 128×2>, b=<array 128>)``.  Absent
+        seed=0, weight_scale=0.5, P='I', U=<array 128×128>, W=<array 128×2>, b=<array 128>)``.  Absent
         optional arrays (the low-rank factors, a second layer) are left out, and so is ``leak``
         unless the activation is leaky-relu.  Subclasses are declared with ``repr=False`` so that
         the dataclass decorator keeps this repr instead of generating one that prints every weight.

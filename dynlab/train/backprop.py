@@ -10,7 +10,7 @@ out in ``dynlab.backends.reference.bptt`` (the reference), the numba backend's j
 ``dynlab.backends.numba.bptt``.  The backend returns the cotangents of the form's arrays; the
 model maps them to its own parameters (``Model.pullback``: RNN and RIN Ū = R̄; AntisymmetricRNN
 M̄ = R̄ − R̄ᵀ, γ̄ = −tr R̄, ε̄ = γ̄_cell; FastRNN β̄ = ā σ'(β), ᾱ = γ̄ σ'(α); the low-rank iRNN
-V̄ = Ū Hᵀ, H̄ = Vᵀ Ū; η̄ in η's own shape).
+V̄ = Ū Hᵀ, H̄ = Vᵀ Ū; eq. 9's chain rule to the paper's U, W, b; η̄ in η's own shape).
 
 The read-out reads the output h (an LSTM's h, not c), so the loss's cotangents enter h̄_t alone;
 h_0 and its gradient are the whole state (an LSTM's [h_0; c_0], every layer of a stack).  The

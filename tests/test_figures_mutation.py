@@ -1,0 +1,160 @@
+"""A mutation test for the recipes whose check had none: the same check on the recipe's own (quick)
+Dataset changed so that the paper's effect is there, and changed so that it is not — the check must
+pass on the first and fail on the second.  Each mutation edits only what the effect is (the states,
+the errors, the eigenvalues, the test errors, the fixed points), never the check's thresholds.
+
+Recipes: irnn-fig2-phase, irnn-fig6-convergence, irnn-fig7-eigenvalues, implicit-fig1-derivative,
+implicit-fig2-xor, implicit-fig6-oscillator, implicit-fig7-size, implicit-a2-iterative,
+implicit-s34-stepsize, flipflop-fixed-points.
+"""
+import numpy as np
+
+import dynlab as dl
+from dynlab.figures import get
+from dynlab.figures._recipe import record_of
+
+from conftest import quick_figure_dataset as quick   # the recipe's quick Dataset, computed once per session
+
+
+def verdict(name, ds):
+    return record_of(get(name), get(name).check(ds))["verdict"]
+
+
+# ------------------------------------------------------------------ iRNN Fig. 2
+def test_fig2_passes_on_equilibrium_states_and_fails_off_them():
+    """With the effect: s_m of the same eq. 9 model run to its equilibrium at every step (K = 400
+    inner steps); without: those states moved by N(0, 0.05²) — the check recomputes the residual."""
+    from dynlab.io import model_from_dataset
+
+    ds = quick("irnn-fig2-phase")
+    m = model_from_dataset(ds, entry="irnn").replace(K=400)
+    x = ds["noise_x"].values
+    h = dl.simulate(m, x)["h"].values
+    s = h + np.vstack([np.zeros((1, 2)), h[:-1]])
+    on = ds.copy()
+    on["noise_s"] = (ds["noise_s"].dims, s)
+    assert get("irnn-fig2-phase").check(on)["passed"]
+    off = on.copy()
+    off["noise_s"] = (ds["noise_s"].dims, s + 0.05 * np.random.default_rng(0).standard_normal(s.shape))
+    assert not get("irnn-fig2-phase").check(off)["passed"]
+
+
+# ------------------------------------------------------------------ iRNN Fig. 6
+def _fig6_with(ds, key_from, transform=None):
+    out = ds.copy()
+    for key in ("paper", "trained"):
+        err = ds[f"{key_from}_error"].values
+        err = transform(err) if transform else err
+        n = min(err.shape[0], ds.sizes[f"point_{key}"])
+        new = np.repeat(err[:1], ds.sizes[f"point_{key}"], axis=0)
+        new[:n] = err[:n]
+        out[f"{key}_error"] = ((f"point_{key}", "k"), new)
+        for v in ("local_rate", "reference_residual", "reference_source", "scipy_same_root"):
+            src = ds[f"{key_from}_{v}"].values
+            out[f"{key}_{v}"] = ((f"point_{key}",), np.resize(src, ds.sizes[f"point_{key}"]))
+    return out
+
+
+def test_fig6_passes_on_linear_convergence_and_fails_on_sublinear():
+    """With the effect: the eq. 5 variant's errors (they converge linearly) in both settings' place;
+    without: the same errors bent sublinear, e_k = e_0 / (1 + k)² — the check fits them itself."""
+    ds = quick("irnn-fig6-convergence")
+    assert get("irnn-fig6-convergence").check(_fig6_with(ds, "variant"))["passed"]
+    k = np.arange(ds.sizes["k"])
+    sub = _fig6_with(ds, "variant", lambda e: e[:, :1] / (1.0 + k[None, :]) ** 2)
+    assert not get("irnn-fig6-convergence").check(sub)["passed"]
+
+
+# ------------------------------------------------------------------ iRNN Fig. 7
+def test_fig7_passes_on_negative_spectra_and_fails_on_one_positive_point():
+    ds = quick("irnn-fig7-eigenvalues")
+    neg = ds.copy()
+    neg["max_real"] = (ds["max_real"].dims, -0.3 - 0.01 * np.random.default_rng(0).random(ds["max_real"].shape))
+    neg["val_accuracy"] = (ds["val_accuracy"].dims, np.full(ds.sizes["seed"], 0.9) + 0.01 * np.arange(ds.sizes["seed"]))
+    assert verdict("irnn-fig7-eigenvalues", neg) == "holds"
+    one = neg.copy(deep=True)
+    one["max_real"].values[0, 0] = 0.01
+    assert not get("irnn-fig7-eigenvalues").check(one)["passed"]
+
+
+# ------------------------------------------------------------------ implicit Fig. 1
+def test_implicit_fig1_passes_on_the_corrected_form_and_fails_on_the_printed_one():
+    ds = quick("implicit-fig1-derivative")
+    assert get("implicit-fig1-derivative").check(ds)["passed"]
+    swapped = ds.copy()
+    swapped["dydw_eq2"] = ds["dydw_printed"]
+    assert not get("implicit-fig1-derivative").check(swapped)["passed"]
+
+
+# ------------------------------------------------------------------ implicit Figs. 2–5
+def test_implicit_xor_passes_on_xor_outputs_and_fails_on_the_monotone_units():
+    ds = quick("implicit-fig2-xor")
+    on = ds.copy(deep=True)
+    for net in ("exact", "semi"):
+        on["Y"].loc[dict(net=net)] = on["Y"].sel(net=net).values * 0 + np.stack(
+            [ds["target"].values, ds["target"].values], axis=-1)[None] * 0.98 + 0.01
+    assert get("implicit-fig2-xor").check(on)["passed"]
+    off = ds.copy(deep=True)
+    for net in ("exact", "semi"):
+        off["Y"].loc[dict(net=net)] = ds["Y"].sel(net="feed-forward").values
+    assert not get("implicit-fig2-xor").check(off)["passed"]
+
+
+# ------------------------------------------------------------------ implicit Figs. 6, 7
+def test_implicit_fig6_passes_when_the_implicit_net_is_best_and_fails_when_it_ties():
+    ds = quick("implicit-fig6-oscillator")
+    ff = ds["test_mse"].sel(net="feed-forward").values
+    rng = np.random.default_rng(0)
+    best = ds.copy(deep=True)
+    best["test_mse"].loc[dict(net="implicit")] = 0.5 * ff * (1 + 0.01 * rng.standard_normal(ff.size))
+    best["test_mse"].loc[dict(net="implicit semi-gradient")] = 0.75 * ff
+    best["test_mse_ablated"] = ("seed", ff * 1.0)
+    assert get("implicit-fig6-oscillator").check(best)["passed"]
+    tie = best.copy(deep=True)
+    tie["test_mse"].loc[dict(net="implicit")] = ff * (1 + 0.01 * rng.standard_normal(ff.size))
+    assert not get("implicit-fig6-oscillator").check(tie)["passed"]
+
+
+def test_implicit_fig7_passes_below_the_matched_net_and_fails_level_with_it():
+    ds = quick("implicit-fig7-size")
+    rng = np.random.default_rng(0)
+    matched = np.stack([ds["test_mse_feedforward"].sel(hidden_feedforward=int(h)).values
+                        for h in ds["matched_feedforward_hidden"].values])
+    below = ds.copy(deep=True)
+    below["test_mse_implicit"] = (ds["test_mse_implicit"].dims, 0.5 * matched * (1 + 0.01 * rng.random(matched.shape)))
+    assert get("implicit-fig7-size").check(below)["passed"]
+    level = ds.copy(deep=True)
+    level["test_mse_implicit"] = (ds["test_mse_implicit"].dims, matched * (1 + 0.01 * rng.standard_normal(matched.shape)))
+    assert not get("implicit-fig7-size").check(level)["passed"]
+
+
+# ------------------------------------------------------------------ implicit App. A.2, §3.4
+def test_implicit_a2_passes_on_contracting_networks_and_fails_on_the_oscillating_ones():
+    ds = quick("implicit-a2-iterative")
+    assert get("implicit-a2-iterative").check(ds)["passed"]
+    swapped = ds.copy()
+    for v in [str(n) for n in ds.data_vars if str(n).endswith("_control")]:
+        swapped[v[:-len("_control")]] = ds[v]
+    assert not get("implicit-a2-iterative").check(swapped)["passed"]
+
+
+def test_implicit_s34_passes_when_h1_fails_in_every_family_and_fails_when_it_converges():
+    ds = quick("implicit-s34-stepsize")
+    every = ds.copy(deep=True)
+    every["other_h1_converged"] = (ds["other_h1_converged"].dims, np.zeros(ds["other_h1_converged"].shape, dtype=int))
+    assert get("implicit-s34-stepsize").check(every)["passed"]
+    conv = every.copy(deep=True)
+    conv["residual_h1"].loc[dict(net="large")] = ds["residual_rk4"].sel(net="large").values[:, -1:] * np.ones(
+        ds["residual_h1"].sel(net="large").shape)       # h = 1 reaches the tolerance on the large net
+    assert not get("implicit-s34-stepsize").check(conv)["passed"]
+
+
+# ------------------------------------------------------------------ flip-flop
+def test_flipflop_passes_on_the_trained_gru_and_fails_on_the_untrained_one():
+    ds = quick("flipflop-fixed-points")
+    assert get("flipflop-fixed-points").check(ds)["passed"]
+    ctrl = [str(n) for n in ds.variables if str(n).startswith("control_found_")]
+    swapped = ds.drop_vars([str(n) for n in ds.variables if str(n).startswith("found_")] + ["found"])
+    for v in ctrl:          # the untrained GRU's fixed points in the trained one's place
+        swapped[v[len("control_"):]] = (("found",), ds[v].values)
+    assert not get("flipflop-fixed-points").check(swapped)["passed"]
