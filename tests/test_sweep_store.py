@@ -194,6 +194,37 @@ def test_a_failed_scheduler_leaves_no_store(tmp_path):
     with pytest.raises(ParameterError, match="scheduler"):
         dl.sweep("gradient_norms", GRID, fixed=FIXED, store=out, scheduler="nosuch://x")
     assert os.listdir(tmp_path) == []
+    with pytest.raises(ValueError):     # nor a half-made client left as the process's dask scheduler
+        __import__("distributed").default_client()
+
+
+def test_a_store_loads_without_the_process_dask_scheduler(tmp_path, reference):
+    """Loading a store must not go through dask's default scheduler: a client to a scheduler that
+    went away, left as the process's default, blocked ``sweep``'s final load forever (seen with
+    distributed 2026.8 in the full suite).  Here the default scheduler raises when used."""
+    dask = pytest.importorskip("dask")
+    out = str(tmp_path / "s.zarr")
+    dl.sweep("gradient_norms", GRID, fixed=FIXED, seeds=4, region_size=REGION, store=out)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the store was loaded through dask's default scheduler")
+
+    with dask.config.set(scheduler=refuse):
+        _equal(out, reference)
+        ds = dl.sweep("gradient_norms", GRID, fixed=FIXED, seeds=4, region_size=REGION, store=out, resume=True)
+    for v in VARS:
+        np.testing.assert_array_equal(ds[v].values, reference[v].values, err_msg=v)
+
+
+def test_a_sweep_on_a_scheduler_address_leaves_no_client_behind(tmp_path):
+    """The client dynlab opens to a scheduler address is closed when the sweep ends: it does not
+    stay the process's default dask scheduler."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cl:
+        ds = dl.sweep("gradient_norms", GRID, fixed=FIXED, region_size=REGION, scheduler=cl.scheduler_address)
+        assert int(ds["done"].values.min()) == 1
+        with pytest.raises(ValueError):
+            distributed.default_client()
 
 
 def test_stores_without_checksums_still_resume(tmp_path, reference):

@@ -154,6 +154,10 @@ def _attrs(spec: SweepSpec, backend: str, command, chunks) -> dict:
 
 
 def _client(scheduler, dask_options):
+    """(client, what to close afterwards): a ``Client`` given by the caller is theirs (nothing to
+    close); one dynlab opens — on a ``LocalCluster`` it starts, or to a scheduler address — is
+    closed when the sweep ends (with the cluster), so no client of ours stays the process's
+    default dask scheduler."""
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -164,9 +168,10 @@ def _client(scheduler, dask_options):
         opts = {"n_workers": os.cpu_count() or 1, "threads_per_worker": 1, "dashboard_address": None}
         opts.update(dask_options or {})
         cluster = LocalCluster(**opts)
-        return Client(cluster), cluster
-    try:
-        return Client(str(scheduler), timeout="10s"), None
+        return Client(cluster, set_as_default=False), cluster
+    try:   # never the process's default (distributed 2026.8 leaves even a failed one as the default)
+        client = Client(str(scheduler), timeout="10s", set_as_default=False)
+        return client, client
     except Exception as exc:
         raise ParameterError("scheduler", f"cannot connect to {scheduler!r} ({type(exc).__name__}: {exc})") from None
 
@@ -304,12 +309,13 @@ def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=Non
 
             futures = {client.submit(_region_task, spec, region, backend, batched, path, variables, pure=False): region
                        for region in todo}
-            for fut in as_completed(futures):
+            for fut in as_completed(futures, loop=client.loop):   # our client, not the default
                 finished(futures[fut], fut.result())
     finally:
-        if cluster is not None:
+        if cluster is not None:      # ours: the client (and the LocalCluster) dynlab opened
             client.close()
-            cluster.close()
+            if cluster is not client:
+                cluster.close()
         if lock is not None:
             lock.release()
     if path is not None:

@@ -458,8 +458,12 @@ def repair(path: str, damaged: list, tmpl) -> None:
 
 
 def load(path: str):
-    """The whole store as an in-memory Dataset."""
+    """The whole store as an in-memory Dataset.
+
+    Read without dask (``chunks=None``): loading must not depend on whatever dask scheduler the
+    process holds as its default (a client to a scheduler that went away blocks a dask-backed
+    load forever)."""
     import xarray as xr
 
-    with xr.open_zarr(path, consolidated=False) as ds:
+    with xr.open_zarr(path, consolidated=False, chunks=None) as ds:
         return ds.load()
