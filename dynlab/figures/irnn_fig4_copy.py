@@ -187,7 +187,9 @@ def draw(ds):
         ax.set_xlabel("training iteration")
         ax.set_ylabel("validation cross-entropy per step")
         ax.set_title("(a) training (thin: seeds)")
-        ax.legend(frameon=False, fontsize=5.5, loc="lower left")
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, hi * 4)         # room above the curves for the legend
+        ax.legend(frameon=False, fontsize=5.5, loc="upper right", ncol=2)
         x = np.arange(len(KEYS))
         for i, k in enumerate(KEYS):
             v, v0 = ds["recall_ce"].sel(run=k).values, ds["cut_recall_ce"].sel(run=k).values
@@ -198,9 +200,10 @@ def draw(ds):
         ax2.scatter([], [], color="0.6", marker="x", label="control: state zeroed at the delimiter")
         ax2.set_xticks(x, [short[k] for k in KEYS], rotation=25, ha="right")
         ax2.set_ylabel("recall cross-entropy (nats per symbol)")
-        ax2.set_ylim(bottom=0)
+        ax2.set_ylim(0, 1.3 * max(float(np.nanmax(ds["cut_recall_ce"].values)),
+                                  float(np.nanmax(ds["recall_ce"].values)), mem_ce))
         ax2.set_title("(b) recall of the 10 symbols, per seed")
-        ax2.legend(frameon=False, fontsize=6, loc="lower left")
+        ax2.legend(frameon=False, fontsize=6, loc="upper left")
         fig.suptitle(textwrap.fill("iRNN Fig. 4a/b — copy task; " + ds.attrs.get("scaling", ""), 120), fontsize=7)
         return fig
 

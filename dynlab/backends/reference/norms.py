@@ -20,7 +20,14 @@ def svd_top(S) -> np.ndarray:
         bad = ~np.isfinite(S).all(axis=(-2, -1))
         out = np.full(S.shape[0], np.nan)
         if (~bad).any():
-            out[~bad] = np.linalg.svd(S[~bad], compute_uv=False)[:, 0]
+            try:
+                out[~bad] = np.linalg.svd(S[~bad], compute_uv=False)[:, 0]
+            except np.linalg.LinAlgError:   # gesdd can fail to converge on a finite matrix: √λ_max(SᵀS)
+                G = S[~bad]
+                amax = np.abs(G).max(axis=(-2, -1))
+                Gs = G / np.where(amax > 0, amax, 1.0)[:, None, None]
+                lam = np.linalg.eigvalsh(np.swapaxes(Gs, -1, -2) @ Gs)[:, -1]
+                out[~bad] = amax * np.sqrt(np.maximum(lam, 0.0))
     return out
 
 
