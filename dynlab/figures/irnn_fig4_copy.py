@@ -187,9 +187,7 @@ def draw(ds):
         ax.set_xlabel("training iteration")
         ax.set_ylabel("validation cross-entropy per step")
         ax.set_title("(a) training (thin: seeds)")
-        lo, hi = ax.get_ylim()
-        ax.set_ylim(lo, hi * 4)         # room above the curves for the legend
-        ax.legend(frameon=False, fontsize=5.5, loc="upper right", ncol=2)
+        ax.legend(frameon=False, fontsize=5.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
         x = np.arange(len(KEYS))
         for i, k in enumerate(KEYS):
             v, v0 = ds["recall_ce"].sel(run=k).values, ds["cut_recall_ce"].sel(run=k).values
