@@ -49,6 +49,8 @@ class IRNN(Model):
     sign : +1 or −1, the ± in front of h_{m-1}.
     P : "I" (eq. 5, the default) or "U" (eq. 9: P = U applied to the whole argument of φ).
 
+    Notes
+    -----
     With ``P="U"`` the arrays given as ``U`` (dense) or ``V``, ``H`` (U = I + V H) and ``W``,
     ``b`` are the paper's parameters; after construction the fields ``U``, ``W``, ``b`` hold the
     effective U' = U U, W' = U W, b' = U b that the kernels use, the paper's own arrays are
