@@ -23,6 +23,8 @@ construction: the same rise test between ReLU K = 1 and ReLU K = 1 on fresh seed
 """
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
 from . import _irnn_digits as hd
@@ -180,7 +182,7 @@ def draw(ds):
         axes[1].set_ylabel("accuracy % (Table 11)")
         axes[0].set_title("ours: 8×8 digits, 0–4 vs 5–9")
         axes[1].set_title("paper: HAR-2")
-        fig.suptitle("iRNN Table 11, ReLU vs sigmoid\n" + ds.attrs.get("scaling", "").replace("; D=", ";\nD="),
+        fig.suptitle("iRNN Table 11, ReLU vs sigmoid\n" + textwrap.fill(ds.attrs.get("scaling", ""), 105),
                      fontsize=7.5)
         return fig
 

@@ -293,7 +293,21 @@ def draw(ds):
                 errs.append(2 * ctrl[f"{task}_{q}_difference_se"] / scale[(str(task), q)])
                 cols.append("0.5")
         y = np.arange(len(labels))
-        ax.barh(y, vals, xerr=errs, color=cols, capsize=1.5)
+        vals, errs = np.asarray(vals, float), np.asarray(errs, float)
+        # one diverged seed can put a bar thousands of units out (a control seed's ‖∂L/∂W_r‖ blew
+        # up in the full run); the axis spans the others and such a bar is drawn to the edge with
+        # its value written beside it
+        reach = np.abs(vals) + errs
+        ok = np.isfinite(reach) & (reach < 10)
+        lim = 1.15 * float(reach[ok].max()) if ok.any() else 1.0
+        off = ~(np.isfinite(reach) & (reach <= lim))
+        shown = np.where(off, np.sign(np.nan_to_num(vals)) * lim, vals)
+        ax.barh(y, shown, xerr=np.where(off, 0.0, errs), color=cols, capsize=1.5)
+        for yi in np.flatnonzero(off):
+            ax.annotate(f"{vals[yi]:.2g} ± {errs[yi]:.2g} (off the axis)", (0, y[yi]),
+                        xytext=(3 if vals[yi] <= 0 else -3, 0), textcoords="offset points", va="center",
+                        ha="left" if vals[yi] <= 0 else "right", fontsize=5.5)
+        ax.set_xlim(-lim, lim)
         ax.axvline(0, color="k", lw=0.6)
         ax.set_yticks(y, labels, fontsize=5.5)
         ax.invert_yaxis()

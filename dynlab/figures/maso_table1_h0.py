@@ -279,7 +279,7 @@ def draw(ds):
                             for d, L in cells])
         ax.set_ylabel("held-out accuracy")
         ax.set_title("accuracy per seed (dots) and mean")
-        ax.legend(frameon=True, framealpha=0.9, fontsize=6.5, loc="lower left", ncol=1)
+        ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
 
         ax = rows[0][1]
         labels, vals, errs, colors = [], [], [], []
