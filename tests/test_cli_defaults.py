@@ -108,15 +108,15 @@ def test_command_defaults_equal_the_library_constants():
     from dynlab.commands import partition as rp, phase as rph
     from dynlab.sweep import driver
     from dynlab.tasks import make_task
-    from dynlab.train import loop
+    from dynlab.train import spec as train_spec
 
     assert D.PHASE_VARIANCE == rph.DEFAULT_VARIANCE
     assert (D.PARTITION_DATASET_BATCH, DEFAULTS["partition"]["model"].value,
             DEFAULTS["partition"]["activation"].value) == (rp.DATASET_BATCH, rp.DEFAULT_MODEL, rp.DEFAULT_ACTIVATION)
-    assert D.TRAIN_HIDDEN == loop.TRAIN_DEFAULT_HIDDEN
-    assert loop.TRAIN_DEFAULTS == {"sequence": (D.TRAIN_ITERATIONS, D.TRAIN_LR),
+    assert D.TRAIN_HIDDEN == train_spec.TRAIN_DEFAULT_HIDDEN
+    assert train_spec.TRAIN_DEFAULTS == {"sequence": (D.TRAIN_ITERATIONS, D.TRAIN_LR),
                                    "implicit": (D.IMPLICIT_ITERATIONS, D.IMPLICIT_LR)}
-    assert D.IMPLICIT_TASKS == loop.IMPLICIT_TASKS
+    assert D.IMPLICIT_TASKS == train_spec.IMPLICIT_TASKS
     for task, d in D.TASK_INPUTS.items():
         assert make_task(task, None, n_train=4, n_val=4, n_test=4).inputs == d, task
     for task, T in D.TASK_STEPS.items():

@@ -15,7 +15,8 @@ import pytest
 import dynlab as dl
 from dynlab.models.base import Model
 from dynlab.tasks import StaticTask, Task
-from dynlab.train.loop import ImplicitTrainResult, TrainResult
+from dynlab.train.loop import TrainResult
+from dynlab.train.spec import ImplicitTrainResult
 
 
 def short(text: str, lines: int = 15, chars: int = 1000) -> str:

@@ -752,12 +752,3 @@ def _part_coords(model) -> dict:
         return {}
     return {"part": ("unit", np.array(labels, dtype=object),
                      {"long_name": "part of the state (h: hidden output, c: LSTM cell)", "units": "1"})}
-
-
-def __getattr__(name):
-    """``fixed_points`` lives in ``dynlab.analysis.fixed_points``; reached from here as before."""
-    if name == "fixed_points":  # by name: the module imports this one
-        import importlib
-
-        return importlib.import_module("dynlab.analysis.fixed_points").fixed_points
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -205,7 +205,7 @@ _BACKEND = {"backend": Default(config.DEFAULT_BACKEND, fill=False)}
 #: Implicit-network training (``--task xor``/``oscillator`` with ``--model implicit``).
 IMPLICIT_TASKS = ("xor", "oscillator")
 #: ``dynlab train`` defaults that differ between sequence tasks and implicit-network tasks
-#: (``dynlab.train.loop``: TRAIN_DEFAULT_HIDDEN, TRAIN_DEFAULTS, train_implicit_spec; a test checks).
+#: (``dynlab.train.spec``: TRAIN_DEFAULT_HIDDEN, TRAIN_DEFAULTS, train_implicit_spec; a test checks).
 TRAIN_HIDDEN, IMPLICIT_HIDDEN = 64, 2
 TRAIN_ITERATIONS, IMPLICIT_ITERATIONS = 500, 3000
 TRAIN_LR, IMPLICIT_LR = 1e-3, 1e-2

@@ -749,14 +749,3 @@ def _check_tapes(model, task, batch: int) -> None:
 
 __all__ = ["HISTORY_VARS", "TrainResult", "evaluate", "jacobian_diagnostics", "load_checkpoint", "resume_training",
            "run_outputs", "save_checkpoint", "task_from_config", "train_model"]
-
-#: The CLI's entry (``TrainSpec``, ``train_spec``, …) lives in ``dynlab.train.spec``; reached from here too.
-_MOVED = ('TrainSpec', '_defaults', 'train_spec', 'ImplicitTrainResult', 'train_implicit_spec', 'TRAIN_DEFAULT_HIDDEN', 'IMPLICIT_TASKS', 'TRAIN_DEFAULTS', '_NOT_IMPLICIT', '_IMPLICIT_TRAIN_SETTINGS')
-
-
-def __getattr__(name):
-    if name in _MOVED:  # by name: that module imports this one
-        import importlib
-
-        return getattr(importlib.import_module("dynlab.train.spec"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
