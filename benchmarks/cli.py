@@ -57,6 +57,7 @@ def _first_runner(args: list[str], cache: str | None):
         where = cache if cache is not None else tempfile.mkdtemp(prefix="dynlab-cold-")
         env = dict(os.environ, MPLBACKEND="Agg", NUMBA_CACHE_DIR=where)
         env.pop("DYNLAB_COMPILE_NOTICE", None)
+        env.pop("DYNLAB_QUIET", None)   # the notice is what is checked: a quiet caller must not silence it
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
