@@ -8,7 +8,7 @@ sign +1, scalar η, MSE at the end through a linear read-out.  Rows:
   W_out, b_out, h_0};
 * ``dynlab BPTT, forced 1 BLAS thread``: the same call inside threadpoolctl's limit of every
   loaded BLAS to one thread (outside dynlab's own limiting), and ``dynlab BPTT, BLAS's own
-  threads``: the same call with ``config.TRAIN_BLAS_THREADS = None``, and ``dynlab BPTT, one
+  threads``: the same call with ``config.NUMBA_BLAS_THREADS = None``, and ``dynlab BPTT, one
   block``: with ``config.TRAIN_THREADS = 1`` (the batch not split between threads); the info lines give the
   default's median over the forced single-thread one (goal ≤ 1.1: the default configuration is
   the fast one) and what BLAS's own thread count costs or gains;
@@ -243,14 +243,14 @@ def _forced_single_thread(call):
 
 
 def _blas_own_threads(call):
-    """``call`` with dynlab's training limit switched off (``config.TRAIN_BLAS_THREADS = None``)."""
+    """``call`` with dynlab's training limit switched off (``config.NUMBA_BLAS_THREADS = None``)."""
     def run():
-        saved = config.TRAIN_BLAS_THREADS
-        config.TRAIN_BLAS_THREADS = None
+        saved = config.NUMBA_BLAS_THREADS
+        config.NUMBA_BLAS_THREADS = None
         try:
             return call()
         finally:
-            config.TRAIN_BLAS_THREADS = saved
+            config.NUMBA_BLAS_THREADS = saved
 
     return run
 
@@ -338,9 +338,9 @@ def build(quick: bool):
     m, x, y, readout = _setup(quick)
     B, T, _ = x.shape
     step = _dynlab(m, x, y, readout)
-    impls = [Impl("dynlab BPTT", step, note=f"default: TRAIN_THREADS = {config.TRAIN_THREADS}, TRAIN_BLAS_THREADS = {config.TRAIN_BLAS_THREADS}"),
+    impls = [Impl("dynlab BPTT", step, note=f"default: TRAIN_THREADS = {config.TRAIN_THREADS}, NUMBA_BLAS_THREADS = {config.NUMBA_BLAS_THREADS}"),
              Impl("dynlab BPTT, forced 1 BLAS thread", _forced_single_thread(step), note="threadpoolctl, every BLAS"),
-             Impl("dynlab BPTT, BLAS's own threads", _blas_own_threads(step), note="TRAIN_BLAS_THREADS = None"),
+             Impl("dynlab BPTT, BLAS's own threads", _blas_own_threads(step), note="NUMBA_BLAS_THREADS = None"),
              Impl("dynlab BPTT, one block", _one_block(step), note="TRAIN_THREADS = 1: the batch not split"),
              Impl(REUSED, _dynlab(m, x, y, readout, bp.Workspace()), note="workspace=: as every step of train_model")]
     impls.append(Impl("dynlab forward only (tape)", lambda: bp.forward(m, x).H, check=False,
@@ -474,7 +474,7 @@ def _gated_build(kind: str):
         m, x, y, readout = _gated_setup(kind, quick)
         B, T, _ = x.shape
         impls = [Impl("dynlab BPTT", _gated_dynlab(m, x, y, readout),
-                      note=f"default: TRAIN_THREADS = {config.TRAIN_THREADS}, TRAIN_BLAS_THREADS = {config.TRAIN_BLAS_THREADS}"),
+                      note=f"default: TRAIN_THREADS = {config.TRAIN_THREADS}, NUMBA_BLAS_THREADS = {config.NUMBA_BLAS_THREADS}"),
                  Impl(REUSED, _gated_dynlab(m, x, y, readout, bp.Workspace()),
                       note="workspace=: as every step of train_model"),
                  Impl("dynlab forward only (tape)", lambda: bp.forward(m, x).H, check=False,
@@ -482,7 +482,9 @@ def _gated_build(kind: str):
                  _forward_reused(m, x),
                  Impl(FLOOR, lambda: dl.simulate(m, x)["h"].values, check=False,
                       note="floor: forward states, no tape")]
-        c = max(1, min(bp.WEIGHT_CHUNK_STEPS, T))
+        from dynlab.backends.numba.bptt import WEIGHT_CHUNK_STEPS   # the gated backward's weight-gradient chunk
+
+        c = max(1, min(WEIGHT_CHUNK_STEPS, T))
         a = m.hidden + x.shape[2] + 1
         impls += _skeleton_rows(m, x, T, c, np.vstack([m.W_hh.T, np.zeros((a - m.hidden, m.W_hh.shape[0]))]), m.W_hh, a)
         ratios = [("train step / forward floor (goal ≤ 2.5)", "dynlab BPTT", FLOOR),
