@@ -177,6 +177,18 @@ def test_pad_appends_noise_lazily_to_the_pixel_task(mnist_dir):
     assert abs(noise.var() - 4.0) < 5 * 4.0 * math.sqrt(2 / noise.size)     # variance 4, within 5 s.e.
 
 
+def test_noise_padded_pads_a_data_task_lazily_like_make_task(mnist_dir):
+    from dynlab.tasks.sequences import noise_padded
+
+    folder, _ = mnist_dir
+    padded = noise_padded(dl.make_task("mnist-rows", data=folder, seed=4), 30)
+    ref = dl.make_task("mnist-rows", data=folder, seed=4, pad=30)
+    assert padded.steps == ref.steps == 58 and padded.data["val"][0].dtype == np.uint8
+    np.testing.assert_array_equal(padded.batch("val")[0], ref.batch("val")[0])
+    with pytest.raises(ParameterError, match="padded already"):
+        noise_padded(ref, 3)
+
+
 # ============================================================================ HAR-2
 def test_har2_merges_the_activities_as_the_paper_does_and_normalises_per_step(tmp_path):
     a = rf.write_har(tmp_path)

@@ -16,8 +16,9 @@
 
 Splits: the validation split is carved from the official training set by a seeded shuffle
 (``default_rng([seed, 30])``; ``n_val``: by default 5000 images for MNIST — the usual
-55 000 / 5000 —, 735 windows, 10 %, for HAR, and never more than a tenth of the training set), the training split is the rest (or ``n_train`` of it), the test split is
-the official test set (or a seeded subset of ``n_test``, ``default_rng([seed, 31])``).  UCI HAR's
+55 000 / 5000 —, 735 windows, 10 %, for HAR, and never more than a tenth of the training set),
+the training split is the rest (or ``n_train`` of it), the test split is the official test set
+(or a seeded subset of ``n_test``, ``default_rng([seed, 31])``).  UCI HAR's
 windows overlap by half, so a validation window shares half its samples with a training window:
 validation scores on HAR are optimistic; the test set (other subjects) is not affected.
 

@@ -306,7 +306,7 @@ def make_task(name: str, steps: int | None = None, *, seed: int | None = 0, n_tr
         ``default_rng(permute).permutation(T)``, applied to every sequence of every split (None:
         the natural order).  The iRNN paper's seed is 42; its generator is not stated, so its
         exact permutation cannot be rebuilt
-    data : the real data's files (mnist-*, noisy-mnist: a folder of MNIST's idx files, gzipped or
+    data : the real data's files (mnist-pixels, mnist-rows, noisy-mnist: a folder of MNIST's idx files, gzipped or
         not, or keras' mnist.npz; har2: the unpacked "UCI HAR Dataset" folder); a missing or
         malformed file raises ``ParameterError("data", …)`` naming it
     normalise : the real data only: the z-score's statistics, from the training split —
@@ -392,10 +392,23 @@ def make_task(name: str, steps: int | None = None, *, seed: int | None = 0, n_tr
 
 
 def noise_padded(task: Task, pad: int, *, variance: float = 1.0, seed=None) -> Task:
-    """``task`` with ``pad`` steps of N(0, variance) noise appended to every input sequence."""
+    """``task`` with ``pad`` steps of N(0, variance) noise appended to every input sequence.
+
+    A task with a ``view`` (the real data) gets its noise built per batch, never stored (the
+    view's ``pad``; its noise seed ``seed``, or the task's when None); a view that already pads
+    (noisy-mnist, ``pad=``) is refused."""
     if task.loss.endswith("-seq"):
         raise ParameterError("pad", f"noise padding applies to end-of-sequence tasks, not to {task.name}")
     pad = as_int(pad, "pad", low=0)
+    if task.view is not None:
+        if task.view.pad:
+            raise ParameterError("pad", f"{task.name} is padded already ({task.view.pad} steps); "
+                                        "give make_task the whole padding")
+        variance = as_scalar(variance, "variance", low=0.0)
+        view = dataclasses.replace(task.view, pad=pad, pad_variance=variance,
+                                   noise_seed=task.view.noise_seed if seed is None else as_int(seed, "seed", low=0))
+        settings = dict(task.settings, pad=pad, pad_variance=float(variance), steps=view.steps)
+        return dataclasses.replace(task, view=view, steps=view.steps, settings=settings)
     data = {}
     for i, (split, (x, y)) in enumerate(task.data.items()):
         data[split] = (pad_with_noise(x, pad, variance=variance, seed=None if seed is None else [int(seed), 10 + i]),
@@ -404,6 +417,6 @@ def noise_padded(task: Task, pad: int, *, variance: float = 1.0, seed=None) -> T
     return dataclasses.replace(task, data=data, steps=task.steps + pad, settings=settings)
 
 
-__all__ = ["COPY_CLASSES", "DATA_TASKS", "DEFAULT_SIZES", "FIXED_STEPS", "FLIPFLOP_BITS", "FLIPFLOP_P", "SPLITS", "flipflop", "TASKS", "TERNARY_EDGES", "Task", "adding_problem", "copy_baseline",
-           "copy_memory", "copy_memory_codes", "load_digits_sequences", "make_task", "noise_padded",
-           "pad_with_noise", "ternary_labels"]
+__all__ = ["COPY_CLASSES", "DATA_TASKS", "DEFAULT_SIZES", "FIXED_STEPS", "FLIPFLOP_BITS", "FLIPFLOP_P", "SPLITS",
+           "TASKS", "TERNARY_EDGES", "Task", "adding_problem", "copy_baseline", "copy_memory", "copy_memory_codes",
+           "flipflop", "load_digits_sequences", "make_task", "noise_padded", "pad_with_noise", "ternary_labels"]
