@@ -43,6 +43,9 @@ def test_idx_files_read_back_what_was_written(tmp_path, gz, dotted, sub):
         np.testing.assert_array_equal(x, arrays[f"x_{split}"])
         np.testing.assert_array_equal(y, arrays[f"y_{split}"])
     assert not ds.x_train.flags.writeable
+    if not sub:                                           # one of the files names its folder
+        name = "t10k-labels" + (".idx1-ubyte" if dotted else "-idx1-ubyte") + (".gz" if gz else "")
+        np.testing.assert_array_equal(dl.tasks.read_mnist(tmp_path / name).y_test, arrays["y_test"])
 
 
 def test_idx_header_is_big_endian_with_the_documented_magic(tmp_path):

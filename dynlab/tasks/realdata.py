@@ -3,8 +3,8 @@
 * ``mnist-pixels`` — Pixel-MNIST (iRNN paper App. A.4; MASO paper): each image read pixel by
   pixel, row-major, T = 784, d = 1, 10 classes.  ``permute=SEED`` gives Permuted-MNIST: one
   fixed permutation of the 784 time steps, ``numpy.random.default_rng(SEED).permutation(784)``,
-  applied to every sequence of every split (the iRNN paper draws its permutation "with the random
-  seed 42" but does not say with which generator, so its exact permutation cannot be rebuilt;
+  applied to every sequence of every split (the iRNN paper "keep[s] the random seed as 42" but
+  does not say with which generator, so its exact permutation cannot be rebuilt;
   ``permute=42`` is the same seed, not the same permutation).
 * ``mnist-rows`` — the image read row by row: T = 28, d = 28 (``permute`` permutes the rows).
 * ``noisy-mnist`` — the iRNN paper's Noisy-MNIST: the 28 rows (d = 28) for the first 28 steps,
