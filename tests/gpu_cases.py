@@ -201,8 +201,9 @@ def run(be, case: str) -> dict:
         x = 0.7 * rng.standard_normal((B, T, DIN))
         h0 = 0.3 * rng.standard_normal((B, n))
         if op.startswith("simulate"):
+            kept = h0.copy()
             H, bad, _ = be.simulate(f, x, h0, dtype=np.float32 if op.endswith("f32") else np.float64)
-            return {"H": H, "bad": bad}
+            return {"H": H, "bad": bad, "h0_kept": np.array(np.array_equal(h0, kept))}   # the input is not written
         if op == "jacobians":
             N = 4
             X = rng.standard_normal((N, DIN))

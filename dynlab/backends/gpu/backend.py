@@ -322,8 +322,8 @@ class GPUBackend(Backend):
         lstm = form.kind == "lstm"
         WT = to_device(np.ascontiguousarray(form.W_hh.T), dt)               # (D, G·D)
         bhh = to_device(form.b_hh, dt)
-        hc = xp.ascontiguousarray(h0c[:, :D])
-        cc = xp.ascontiguousarray(h0c[:, D:]) if lstm else xp.zeros((B, D), dtype=dt)
+        hc = h0c[:, :D].copy()          # the state buffers are written: never the caller's h0
+        cc = h0c[:, D:].copy() if lstm else xp.zeros((B, D), dtype=dt)
         hn, cn = xp.empty_like(hc), xp.empty_like(cc)
         Q = xp.empty((B, WT.shape[1]), dtype=dt)
         bad[...] = T
