@@ -188,7 +188,7 @@ class GPUBackend(Backend):
     def _plan_power(self, N: int, n: int, itemsize: int):
         """(Launch, msh): the matrix (n²) in shared memory when ``msh``."""
         threads = self._threads(n)
-        vec = itemsize * (threads + 3 * n)
+        vec = itemsize * (2 * threads + 3 * n)
         msh = self._fits(vec + itemsize * n * n)
         return Launch("top_sv_power", self._blocks(N), threads, vec + (itemsize * n * n if msh else 0)), msh
 

@@ -15,7 +15,9 @@ from .helpers import device_functions
 def build(FT, NINF, NAN) -> dict:
     """The kernels of this module for the floating type FT (constants NINF, NAN in that type)."""
     jit = cuda.jit
-    block_sum = device_functions(globals()).block_sum
+    helpers = device_functions(globals())
+    block_sum = helpers.block_sum
+    block_sum2 = helpers.block_sum2
 
     @jit
     def tangent(gated, RT, C, eta, K, alpha, sign, g0prev, act, leak, scratch, msh, logs, M_out, J_out, diverged):
@@ -251,25 +253,28 @@ def build(FT, NINF, NAN) -> dict:
         σ₁² ≤ ‖M‖₁‖M‖_∞; it settles a diagonal M, the identity P_T among them, at once).  No warm
         start (the matrices run in parallel): u₀ = 1 + frac(0.618·i) (Fibonacci hashing),
         normalised, a start no sign pattern is orthogonal to by accident; ``ok`` False (σ₁ = √ρ, a
-        lower bound) after ``maxit`` iterations or once ρ stalls below ‖M‖_F²/2, for the caller's
-        Jacobi (``top_sv``).  NaN for a non-finite matrix, 0 for a zero one (both certified).
-        Shared: the reduction, u, w, v (n); M (n²) too when ``msh``."""
+        lower bound) after ``maxit`` iterations, once ρ stalls below ‖M‖_F²/2, or once the residual's
+        observed contraction per iteration could not reach the bound within the iterations left
+        (σ₂ ≈ σ₁), for the caller's Jacobi (``top_sv``).  NaN for a non-finite matrix, 0 for a zero
+        one (both certified).  Shared: two reductions (blockDim each), u, w, v (n); M (n²) too when
+        ``msh``."""
         buf = cuda.shared.array(0, FT)
         N, nn = M.shape
         n = int(math.sqrt(nn) + 0.5)
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
         red = buf[0:nt]
-        u = buf[nt:nt + n]
-        w = buf[nt + n:nt + 2 * n]
-        v = buf[nt + 2 * n:nt + 3 * n]
+        red2 = buf[nt:2 * nt]
+        u = buf[2 * nt:2 * nt + n]
+        w = buf[2 * nt + n:2 * nt + 2 * n]
+        v = buf[2 * nt + 2 * n:2 * nt + 3 * n]
         o = one(tol)
         ze = zero(tol)
         two = o + o
         for pt in range(cuda.blockIdx.x, N, cuda.gridDim.x):
             A = M[pt]
             if msh:
-                A = buf[nt + 3 * n:nt + 3 * n + nn]
+                A = buf[2 * nt + 3 * n:2 * nt + 3 * n + nn]
                 for e in range(tid, nn, nt):
                     A[e] = M[pt, e]
                 cuda.syncthreads()
@@ -322,6 +327,7 @@ def build(FT, NINF, NAN) -> dict:
             cuda.syncthreads()
             rho = ze
             rho_old = ze
+            e2_old = ze
             done = False
             for it in range(maxit):
                 for j in range(tid, n, nt):      # w = Mᵀ u
@@ -343,15 +349,19 @@ def build(FT, NINF, NAN) -> dict:
                     r = acc - rho * u[i]
                     e2 += r * r
                     nv += acc * acc
-                e2 = block_sum(red, e2)
-                nv = block_sum(red, nv)
+                e2, nv = block_sum2(red, red2, e2, nv)
                 gap = two * rho - F
-                if (gap > ze and e2 <= two * tol * rho * gap) or rho >= (o - two * tol) * holder:
+                target = two * tol * rho * gap
+                if (gap > ze and e2 <= target) or rho >= (o - two * tol) * holder:
                     done = True
                     break
                 if nv == ze or (it >= 2 and gap <= ze and rho < rho_old * (o + FT(0.01))):
                     break
+                if it >= 3 and gap > ze:      # at the residual's contraction so far, is the bound in reach?
+                    if e2 >= e2_old or math.log(target / e2) < FT(maxit - it) * math.log(e2 / e2_old):
+                        break
                 rho_old = rho
+                e2_old = e2
                 s = o / math.sqrt(nv)
                 for i in range(tid, n, nt):
                     u[i] = v[i] * s
