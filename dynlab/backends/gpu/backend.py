@@ -13,9 +13,9 @@ scratch (iterates, products, frames, Gram matrices).  Every launch then goes thr
 which checks its shape against the device's limits (``limits.check_launch``; an H100's under the
 simulator) and raises ``LaunchError`` before a launch a GPU would refuse.
 
-The vectors alone outgrow 48 KiB only past D ≈ 870 (``jac_ctrnn``: 7 vectors of D float64), 1000
-(``jac_gated``), 1500 (``sim_ctrnn``, the tangents) or 2000 (the other simulations): there the launch
-check refuses in one line (use the numba backend).
+The vectors alone outgrow 48 KiB only past D = 877 (``jac_ctrnn``: 7 vectors of D float64), 1024
+(``jac_gated``), 1228 (``jac_irnn``) or about 1500 (the others): there the launch check refuses in
+one line (use the numba backend).
 """
 from __future__ import annotations
 
