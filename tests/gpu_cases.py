@@ -262,6 +262,12 @@ def run(be, case: str) -> dict:
                                            for k in ("R", "C", "eta", "alpha", "sign", "leak")})
         logs, M, J, bad = be.forward_tangent(tb)
         out = {"logs": logs, "M": M, "J": J, "bad": bad}
+        if hasattr(be, "top_singular"):     # σ₁ of M̃_T on the device (float32 stays float32), else LAPACK's
+            from dynlab.backends.gpu.device import to_device, to_host
+
+            out["sigma"] = to_host(be.top_singular(to_device(M, M.dtype)))
+        else:
+            out["sigma"] = np.linalg.svd(M, compute_uv=False)[:, 0]
         if case.endswith("f64"):
             out.update(zip(("log1", "logT", "bad1"), be.sweep_gradients(forms, xs)))
         return out

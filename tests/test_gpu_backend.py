@@ -217,7 +217,8 @@ def test_every_kernel_compiles_for_a_device(gpu_side, tmp_path):
     the float32 path).  numba-cuda compiles the cells' ``register_jitable`` functions as device
     functions for the current device, so this needs NVVM and a CUDA driver: where the cases ran on
     a GPU it runs, elsewhere it skips."""
-    probe = subprocess.run([sys.executable, "-c", "from numba import cuda\nfrom dynlab.backends import cells\n"
+    probe = subprocess.run([sys.executable, "-c", "from dynlab.backends.gpu.device import numpy_row_stack_shim\n"
+                            "numpy_row_stack_shim()\nfrom numba import cuda\nfrom dynlab.backends import cells\n"
                             "def k(a):\n    a[0] = cells.one(a[0])\n"
                             "cuda.compile_ptx(k, 'void(float64[::1])', cc=(8, 0))"],
                            env={k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"},

@@ -65,7 +65,7 @@ def top_singular(be, M):
     ok = xp.empty(N, dtype=np.bool_)
     launch, msh = be._plan_power(N, n, dt.itemsize)
     tol = POWER_RTOL if dt == np.float64 else POWER_RTOL_F32
-    be._launch(kernels(dt).top_sv_power, launch.blocks, launch.threads, launch.shared, M.reshape(N, n * n),
+    be._launch(kernels(dt).top_sv_power, launch.blocks, launch.threads, launch.shared, M.reshape(N, n * n), int(n),
                dt.type(tol), int(be.POWER_MAXIT), bool(msh), out, ok)
     left = np.flatnonzero(~to_host(ok))
     if left.size:

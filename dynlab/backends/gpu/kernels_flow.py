@@ -243,8 +243,8 @@ def build(FT, NINF, NAN) -> dict:
             logs[b] = lg
 
     @jit
-    def top_sv_power(M, tol, maxit, msh, sig, ok):
-        """σ₁ of every matrix of M (N, n·n) — N row-major n×n matrices, n = √(M.shape[1]) —
+    def top_sv_power(M, n, tol, maxit, msh, sig, ok):
+        """σ₁ of every matrix of M (N, n·n) — N row-major n×n matrices —
         (grid-stride over the matrices) by the numba backend's certified power iteration
         (``dynlab.backends.numba.norms.top_sv``) on A = M Mᵀ: for a unit u, ρ = ‖Mᵀu‖² ≤ λ₁ and
         ε = ‖A u − ρ u‖; every other eigenvalue is ≤ ‖M‖_F² − ρ, so when the gap 2ρ − ‖M‖_F² is
@@ -260,7 +260,6 @@ def build(FT, NINF, NAN) -> dict:
         ``msh``."""
         buf = cuda.shared.array(0, FT)
         N, nn = M.shape
-        n = int(math.sqrt(nn) + 0.5)
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
         red = buf[0:nt]
