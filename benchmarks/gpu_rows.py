@@ -296,58 +296,44 @@ def row_sweep_largest(ctx) -> Row:
 
 
 # ============================================================================ forwards
+def _jax_scopes(ctx, run, s0, x, dtype):
+    """(host call, device-resident call, fetch) of a jitted JAX ``run(s0, xs)``: NumPy in and out, or
+    device arrays in and the result left on the GPU."""
+    host = [np.asarray(s0, dtype=dtype), np.asarray(np.swapaxes(x, 0, 1), dtype=dtype)]
+    dev = [ctx.jax.device_put(a) for a in host]
+    return lambda: np.asarray(run(*host)), lambda: run(*dev).block_until_ready(), np.asarray
+
+
 def _jax_irnn(ctx, f, x, h0, dtype):
-    jax = ctx.jax
-    import jax.numpy as jnp
-    from jax import lax
+    from .peers import jax_irnn_scan
 
-    K, eta, alpha = int(f.K), float(f.eta[0, 0]), float(f.alpha)
-    host = [np.asarray(a, dtype=dtype) for a in (f.U.T, f.W.T, f.b, np.swapaxes(x, 0, 1), h0)]
-
-    @jax.jit
-    def fn(UT, WT, b, xs, h0):
-        def step(h, xt):
-            c = xt @ WT + b
-            g = jnp.zeros_like(h)
-            for _ in range(K):
-                s = g + h
-                g = g + eta * (jnp.tanh(s @ UT + c) - alpha * s)
-            return g, g
-        return jnp.swapaxes(lax.scan(step, h0, xs)[1], 0, 1)
-
-    dev = [jax.device_put(a) for a in host]
-    return lambda: np.asarray(fn(*host)), lambda: fn(*dev).block_until_ready(), np.asarray
+    run = jax_irnn_scan(f.U, f.W, f.b, float(f.eta[0, 0]), float(f.alpha), int(f.K), dtype)
+    return _jax_scopes(ctx, run, h0, x, dtype)
 
 
-def _torch_irnn(ctx, f, x, h0, dtype):
+def _torch_scopes(ctx, forward, x, h0, dtype):
+    """(host call, device-resident call, fetch) of a torch ``forward(x, h0)`` on ``ctx.torch_device``:
+    NumPy in and out, or tensors already there and the result left there (synchronised)."""
     torch = ctx.torch
     dev = ctx.torch_device
     tdt = torch.float64 if dtype == np.float64 else torch.float32
-    K, eta, alpha = int(f.K), float(f.eta[0, 0]), float(f.alpha)
-    UT, WT, b = (torch.as_tensor(np.ascontiguousarray(a), dtype=tdt, device=dev) for a in (f.U.T, f.W.T, f.b))
-
-    def forward(xt, h):
-        with torch.no_grad():
-            B, T, _ = xt.shape
-            H = torch.empty((B, T, UT.shape[0]), dtype=tdt, device=dev)
-            for t in range(T):
-                c = torch.addmm(b, xt[:, t], WT)
-                g = torch.zeros_like(h)
-                for _ in range(K):
-                    s = g + h
-                    g = g + eta * (torch.tanh(torch.addmm(c, s, UT)) - alpha * s)
-                H[:, t] = g
-                h = g
-            return H
-
     xd, hd = torch.as_tensor(x, dtype=tdt, device=dev), torch.as_tensor(h0, dtype=tdt, device=dev)
 
     def device():
         out = forward(xd, hd)
         ctx.torch_sync()
         return out
-    return (lambda: forward(torch.as_tensor(x, dtype=tdt).to(dev), torch.as_tensor(h0, dtype=tdt).to(dev)).cpu().numpy(),
-            device, lambda t: t.cpu().numpy())
+
+    def host():
+        return forward(torch.as_tensor(x, dtype=tdt).to(dev), torch.as_tensor(h0, dtype=tdt).to(dev)).cpu().numpy()
+    return host, device, lambda t: t.cpu().numpy()
+
+
+def _torch_irnn(ctx, f, x, h0, dtype):
+    from .peers import torch_irnn_eager
+
+    forward = torch_irnn_eager(f.U, f.W, f.b, float(f.eta[0, 0]), float(f.alpha), int(f.K), dtype, ctx.torch_device)
+    return _torch_scopes(ctx, forward, x, h0, dtype)
 
 
 def _forward_row(ctx, name, m, x, h0, dtype, size, jax_peer=None, torch_peer=None, take=None, bound=F32_STATES,
@@ -413,6 +399,8 @@ def row_forward_b4096_f32(ctx):
 
 
 def _torch_gated(ctx, m, x, h0, dtype):
+    """PyTorch's ``nn.GRU``/``nn.LSTM`` with the model's weights on ``ctx.torch_device`` (cuDNN on a
+    GPU): the hidden outputs h_1..h_T."""
     torch = ctx.torch
     dev = ctx.torch_device
     tdt = torch.float64 if dtype == np.float64 else torch.float32
@@ -424,58 +412,17 @@ def _torch_gated(ctx, m, x, h0, dtype):
                             ("bias_hh_l0", m.b_hh)):
             getattr(net, name).copy_(torch.as_tensor(np.array(value), dtype=tdt))
 
-    def state(h):
-        if m.name == "lstm":
-            return h[None, :, :D].contiguous(), h[None, :, D:].contiguous()
-        return h[None].contiguous()
-
-    xd, hd = torch.as_tensor(x, dtype=tdt, device=dev), torch.as_tensor(h0, dtype=tdt, device=dev)
-
-    def run(xt, ht):
+    def forward(xt, h):
+        state = (h[None, :, :D].contiguous(), h[None, :, D:].contiguous()) if m.name == "lstm" else h[None].contiguous()
         with torch.no_grad():
-            return net(xt, state(ht))[0]
-
-    def device():
-        out = run(xd, hd)
-        ctx.torch_sync()
-        return out
-    return (lambda: run(torch.as_tensor(x, dtype=tdt).to(dev), torch.as_tensor(h0, dtype=tdt).to(dev)).cpu().numpy(),
-            device, lambda t: t.cpu().numpy())
+            return net(xt, state)[0]
+    return _torch_scopes(ctx, forward, x, h0, dtype)
 
 
 def _jax_gated(ctx, m, x, h0, dtype):
-    jax = ctx.jax
-    import jax.numpy as jnp
-    from jax import lax
+    from .peers import jax_gated_scan
 
-    D = m.hidden
-    lstm = m.name == "lstm"
-    host = [np.asarray(a, dtype=dtype) for a in (m.W_ih.T, m.W_hh.T, m.b_ih, m.b_hh, np.swapaxes(x, 0, 1), h0)]
-
-    @jax.jit
-    def fn(W_ihT, W_hhT, b_ih, b_hh, xs, s0):
-        gis = xs @ W_ihT + b_ih
-
-        def gru(h, gi):
-            gh = h @ W_hhT + b_hh
-            r = jax.nn.sigmoid(gi[:, :D] + gh[:, :D])
-            z = jax.nn.sigmoid(gi[:, D:2 * D] + gh[:, D:2 * D])
-            n = jnp.tanh(gi[:, 2 * D:] + r * gh[:, 2 * D:])
-            h = (1.0 - z) * n + z * h
-            return h, h
-
-        def lstm_step(hc, gi):
-            h, c = hc
-            a = gi + h @ W_hhT + b_hh
-            c = jax.nn.sigmoid(a[:, D:2 * D]) * c + jax.nn.sigmoid(a[:, :D]) * jnp.tanh(a[:, 2 * D:3 * D])
-            h = jax.nn.sigmoid(a[:, 3 * D:]) * jnp.tanh(c)
-            return (h, c), h
-
-        H = lax.scan(lstm_step, (s0[:, :D], s0[:, D:]), gis)[1] if lstm else lax.scan(gru, s0, gis)[1]
-        return jnp.swapaxes(H, 0, 1)
-
-    dev = [jax.device_put(a) for a in host]
-    return lambda: np.asarray(fn(*host)), lambda: fn(*dev).block_until_ready(), np.asarray
+    return _jax_scopes(ctx, jax_gated_scan(m, dtype), h0, x, dtype)
 
 
 def _gated(ctx, kind, dtype):

@@ -42,7 +42,8 @@ import numpy as np
 
 #: The kernels ``kernels(dtype)`` builds.
 KERNEL_NAMES = ("sim_cell", "sim_irnn", "sim_ctrnn", "sim_gated", "gate_step", "jac_cell", "jac_irnn", "jac_ctrnn",
-                "jac_gated", "tangent", "products", "top_sv", "top_sv_power", "qr_steps", "reverse", "picard", "flow_rk4")
+                "jac_gated", "tangent", "products", "top_sv", "top_sv_power", "qr_steps", "reverse", "picard",
+                "flow_rk4")
 
 
 @functools.lru_cache(maxsize=None)

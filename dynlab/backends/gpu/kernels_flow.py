@@ -18,6 +18,7 @@ def build(FT, NINF, NAN) -> dict:
     helpers = device_functions(globals())
     block_sum = helpers.block_sum
     block_sum2 = helpers.block_sum2
+    block_max = helpers.block_max
 
     @jit
     def tangent(gated, RT, C, eta, K, alpha, sign, g0prev, act, leak, scratch, msh, logs, M_out, J_out, diverged):
@@ -294,24 +295,7 @@ def build(FT, NINF, NAN) -> dict:
                 for j in range(n):
                     rs += abs(A[i * n + j])
                 rmax = max(rmax, rs)
-            red[tid] = cmax
-            cuda.syncthreads()
-            if tid == 0:
-                for k in range(1, nt):
-                    cmax = max(cmax, red[k])
-                red[0] = cmax
-            cuda.syncthreads()
-            cmax = red[0]
-            cuda.syncthreads()
-            red[tid] = rmax
-            cuda.syncthreads()
-            if tid == 0:
-                for k in range(1, nt):
-                    rmax = max(rmax, red[k])
-                red[0] = rmax
-            cuda.syncthreads()
-            holder = cmax * red[0]
-            cuda.syncthreads()
+            holder = block_max(red, cmax) * block_max(red, rmax)
             if not math.isfinite(F) or F == ze:
                 if tid == 0:
                     sig[pt] = NAN if not math.isfinite(F) else ze
@@ -414,15 +398,7 @@ def build(FT, NINF, NAN) -> dict:
                 top = ze
                 for i in range(tid, n, nt):
                     top = max(top, G[i * n + i])
-                red[tid] = top
-                cuda.syncthreads()
-                if tid == 0:
-                    for i in range(1, nt):
-                        top = max(top, red[i])
-                    red[0] = top
-                cuda.syncthreads()
-                thr = tol * red[0]
-                cuda.syncthreads()
+                thr = tol * block_max(red, top)
                 rotated = ze
                 for rnd in range(mm - 1):
                     for k in range(tid, half, nt):
@@ -470,13 +446,9 @@ def build(FT, NINF, NAN) -> dict:
             top = ze
             for i in range(tid, n, nt):
                 top = max(top, G[i * n + i])
-            red[tid] = top
-            cuda.syncthreads()
+            top = block_max(red, top)
             if tid == 0:
-                for i in range(1, nt):
-                    top = max(top, red[i])
                 out[pt] = math.sqrt(top)
-            cuda.syncthreads()
 
     @jit
     def qr_steps(J, Q, given, scratch, qsh, out):
