@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from .gpu import Row, agreement, cores, gated_inputs, irnn_inputs, sweep_grid, sweep_models
+from .gpu_common import Row, agreement, cores, gated_inputs, irnn_inputs, sweep_grid, sweep_models
 
 #: float32 rows' agreement bounds (against the float64 reference), with why.
 F32_STATES = 1e-3       # contracting iRNN/GRU/LSTM: per-step rounding ≈ (K·D + 10)·u ≈ 4e-5 (u = 6e-8) does not grow
