@@ -57,7 +57,7 @@ def _models():
 #: every form above: simulate (float64, float32), jacobians, gradient flow, Lyapunov
 MODEL_OPS = ("simulate-f64", "simulate-f32", "jacobians", "gradient_flow", "lyapunov")
 #: the operations on their own forms
-OTHER_CASES = ("simulate-diverge-stop", "simulate-diverge-flag", "backward_norms-2chunks", "tangent_qr-2chunks",
+OTHER_CASES = ("simulate-on-device", "simulate-diverge-stop", "simulate-diverge-flag", "backward_norms-2chunks", "tangent_qr-2chunks",
                "sweep-irnn-f64", "sweep-irnn-f32", "sweep-cell-f64", "sweep-cell-f32", "sweep-diverge",
                "partition-2layers", "reverse", "implicit-contracting", "implicit-newton")
 #: the public functions end to end with ``backend=be.name`` (Datasets, sweeps, the driver)
@@ -71,7 +71,7 @@ LARGE_CASES = ("large-gradient_norms-D64", "large-gradient_norms-D128", "large-l
 VARIANT_CASES = ("simulate-f64/rnn-tanh", "simulate-f64/irnn-K3-previous-minus", "simulate-f64/ctrnn-rk4",
                  "simulate-f64/gru", "simulate-f64/lstm", "simulate-f32/lstm", "simulate-diverge-stop",
                  "jacobians/irnn-K2-zero-etaTK-relu", "jacobians/ctrnn-rk4", "gradient_flow/rnn-tanh",
-                 "gradient_flow/lstm", "lyapunov/irnn-K3-previous-minus", "backward_norms-2chunks",
+                 "lyapunov/irnn-K3-previous-minus", "backward_norms-2chunks",
                  "tangent_qr-2chunks", "sweep-irnn-f64", "sweep-cell-f32")
 #: Backend variants, as instance overrides of ``GPUBackend``'s thresholds:
 #:   ``global`` — no optional part in shared memory (SHARED_BYTES = 0): the weights of every
@@ -221,6 +221,20 @@ def run(be, case: str) -> dict:
         Q = np.linalg.qr(rng.standard_normal((B, n, 2)))[0]
         logr, _ = be.lyapunov_logr(f, x, h0, H, Q)
         return {"logr": logr, "absQ": np.abs(Q)}          # the frames agree up to column signs
+    if case == "simulate-on-device":     # GPUBackend.results_on_device(): the arrays where the kernels ran
+        import contextlib
+
+        f = dl.make_model("gru", D, DIN, seed=7).form()
+        x = rng.standard_normal((B, T, DIN))
+        h0 = 0.3 * rng.standard_normal((B, D))
+        with getattr(be, "results_on_device", contextlib.nullcontext)():
+            H, bad, _ = be.simulate(f, x, h0)
+        if hasattr(be, "results_on_device"):
+            from dynlab.backends.gpu.device import runtime, to_host
+
+            assert isinstance(H, runtime().xp.ndarray), type(H)
+            H, bad = to_host(H), to_host(bad)
+        return {"H": H, "bad": bad}
     if case.startswith("simulate-diverge"):
         m = dl.make_model("rnn", D, DIN, seed=1, weight_scale=1e9, activation="identity")
         x = rng.standard_normal((B, 40, DIN))

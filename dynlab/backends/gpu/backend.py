@@ -44,7 +44,9 @@ class GPUBackend(Backend):
     """The GPU backend (``dynlab.backends.gpu``'s docstring: arrays, kernels, launch limits, fallbacks).
 
     Its thresholds are class attributes, which an instance may override (the tests do, to run every
-    path at small sizes)."""
+    path at small sizes); an instance may also set ``limits`` (the ``limits.DeviceLimits`` its
+    launches are checked against) and ``simulated`` (True/False: plan launch shapes as under the
+    simulator or as on a device — how the tests ask for a real GPU's shapes without one)."""
 
     name = "cupy"
     description = "a GPU: CuPy arrays and fused CUDA kernels (Numba), the time loop on the device"
