@@ -33,7 +33,7 @@ fi
 cat "$OUT/versions.txt"
 
 timeout 300 "$PY" -m pytest -q -m gpu --import-mode=importlib -p no:cacheprovider \
-  tests/test_gpu_backend.py tests/test_gpu_limits.py > "$OUT/pytest-gpu.txt" 2>&1
+  tests/test_gpu_backend.py tests/test_gpu_limits.py tests/test_gpu_flow.py > "$OUT/pytest-gpu.txt" 2>&1
 echo "pytest -m gpu: exit $? (tail of $OUT/pytest-gpu.txt:)"
 tail -n 25 "$OUT/pytest-gpu.txt"
 
