@@ -104,10 +104,12 @@ def write_markdown(path: str, header: str, command: str, rows: list, finished: b
         fh.write("\n".join(text))
 
 
-def run_rows(specs, ctx, *, log=None, markdown: str | None = None, header: str = "", command: str = "") -> list:
+def run_rows(specs, ctx, *, log=None, markdown: str | None = None, header: str = "", command: str = "",
+             after=None) -> list:
     """Run each (name, function) of ``specs`` as ``function(ctx) → Row``, one after the other:
     each row printed and flushed as it finishes (and the Markdown rewritten), a row that raises
-    reported with its exception and where, and the run going on."""
+    reported with its exception and where, and the run going on; ``after()`` (when given) after
+    every row."""
     log = log or (lambda s: print(s, flush=True))
     rows = []
     for line in table_head():
@@ -127,6 +129,8 @@ def run_rows(specs, ctx, *, log=None, markdown: str | None = None, header: str =
             log(f"    {row.workload}: {note}")
         if markdown:
             write_markdown(markdown, header, command, rows, finished=False)
+        if after is not None:
+            after()
     if markdown:
         write_markdown(markdown, header, command, rows, finished=True)
     return rows
@@ -185,7 +189,8 @@ def main(quick: bool = False, repeat: int = 3, markdown: str | None = None, tiny
                                 tiny=tiny)
     header = versions() + "; " + ctx.peer_state()
     (log or print)(f"# {header}", **({} if log else {"flush": True}))
-    rows = run_rows(gpu_rows.ROWS, ctx, log=log, markdown=markdown, header=header, command=command)
+    rows = run_rows(gpu_rows.ROWS, ctx, log=log, markdown=markdown, header=header, command=command,
+                    after=ctx.release_memory)
     if markdown:
         (log or print)(f"wrote {markdown}")
     return 0 if all(r.ok for r in rows) else 1

@@ -81,6 +81,17 @@ class Context:
         t = f"torch on {self.torch_device}" if self.torch else f"torch: {self.torch_why}"
         return f"{j}; {t}"
 
+    def release_memory(self):
+        """Between rows: CuPy's pool and torch's cache give their unused blocks back, so that one
+        framework's cached memory does not crowd the next row's (JAX allocates on demand)."""
+        from dynlab.backends.gpu.device import runtime
+
+        rt = runtime()
+        if not rt.simulator and hasattr(rt.xp, "get_default_memory_pool"):
+            rt.xp.get_default_memory_pool().free_all_blocks()
+        if self.torch is not None and self.torch_device == "cuda":
+            self.torch.cuda.empty_cache()
+
     def sync(self):
         from dynlab.backends.gpu.device import synchronize
 
