@@ -488,14 +488,11 @@ def _flow(ctx, name, key):
         row.notes.append("device-resident column: the backend's gradient_flow on a given trajectory (no "
                          "simulation, no Dataset)")
     other = copy.copy(ctx.gpu)     # the other path at B = 1, to settle the threshold between the two
-    if name == "gradient_norms":
-        fused = not ctx.gpu._products_fused(1)
-        other.PRODUCTS_KERNEL_MIN_BATCH = 1 if fused else 1 << 30
-        label = "the fused products kernel" if fused else "the blocked scan"
-    else:
-        fused = not ctx.gpu._qr_fused(1)
-        other.QR_FUSED_MIN_BATCH = 1 if fused else 1 << 30
-        label = "the fused qr_steps" if fused else "the stepwise QR"
+    attr = "PRODUCTS_KERNEL_MIN_BATCH" if name == "gradient_norms" else "QR_FUSED_MIN_BATCH"
+    fused = (getattr(ctx.gpu, attr) or ctx.gpu.limits.multiprocessors) > 1       # B = 1 takes the other path now
+    setattr(other, attr, 1 if fused else 1 << 30)
+    label = {("gradient_norms", True): "the fused products kernel", ("gradient_norms", False): "the blocked scan",
+             ("lyapunov", True): "the fused qr_steps", ("lyapunov", False): "the stepwise QR"}[name, fused]
     alt = Row(name)
     t = measure(ctx, alt, "alt", lambda: fn(m, x[0], backend=other)[key].values, ref, repeat=1)
     row.notes.append(f"with {label} instead: {t:.4g} s (agrees {alt.agrees['alt']:.1e})")
