@@ -350,6 +350,11 @@ class Backend:
         J, _, _ = self.jacobians(form, np.ascontiguousarray(x[:, lo:hi]).reshape(B * m, d), hprev, eta=eta)
         return J.reshape(B, m, n, n)
 
+    def flow_chunk_steps(self, B: int, n: int, T: int) -> int:
+        """Time steps per chunk of Jacobians of the composites below (``chunk_steps``: the CPU's
+        memory budget; a GPU backend answers from its own)."""
+        return chunk_steps(B, n, T)
+
     def flow_jacobians(self, form, x, h0, H, lo: int, hi: int):
         """The J_t the composites below feed to ``backward_norms``/``tangent_qr`` accumulators:
         ``trajectory_jacobians``, or a backend's own arrays that its accumulators take (a GPU's
@@ -362,7 +367,7 @@ class Backend:
         B, T, _ = x.shape
         n = form.state_size
         acc = self.backward_norms(B, n, dL_dhT=dL_dhT, step_norms=step_norms)
-        m = chunk_steps(B, n, T)
+        m = self.flow_chunk_steps(B, n, T)
         out = {}
         hi = T
         while hi > 0:
@@ -380,7 +385,7 @@ class Backend:
         B, T, _ = x.shape
         n = form.state_size
         qr = self.tangent_qr(B, n, Q)
-        m = chunk_steps(B, n, T)
+        m = self.flow_chunk_steps(B, n, T)
         logr = np.empty((B, T, Q.shape[2]))
         for lo in range(0, T, m):
             hi = min(T, lo + m)
