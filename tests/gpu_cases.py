@@ -91,6 +91,7 @@ GPU_ONLY = ("refuse-scipy-ctrnn", "refuse-launch")
 
 def float32_case(case: str) -> bool:
     """Whether the case runs in float32 (judged against its float64 twin of the reference)."""
+    case = base_case(case)
     return case.startswith("simulate-f32/") or case.startswith("sweep-") and case.endswith("-f32") \
         or case == "api-simulate"
 
