@@ -146,7 +146,7 @@ def _jax_sweep(forms, xs, dtype):
     from dynlab.backends.base import stack_tangent
 
     tb = stack_tangent(forms, xs)
-    R, C, E, alpha = (jnp.asarray(a, dtype=dtype) for a in (tb.R, tb.C, tb.eta, tb.alpha))
+    R, C, E, alpha = (jnp.asarray(a, dtype=dtype) for a in (tb.R[tb.group], tb.drive(), tb.eta, tb.alpha))
 
     def one(U, c, eta, a):
         D = U.shape[0]
@@ -227,13 +227,9 @@ def main(quick: bool = False, repeat: int = 3, log=print) -> int:
                                                  f"settings/s (agrees {agrees:.1e})"
     rows.append({"workload": "sweep", "unit": "settings/s", "cupy": n / t_gpu, "numba": n / t_cpu, "numba2": n / t_cpu2,
                  "peer": peer, "agrees": agreement(got, ref)})
-    import dataclasses
-
     from dynlab.backends.base import stack_tangent
 
-    tb32 = stack_tangent(forms, xs)
-    tb32 = dataclasses.replace(tb32, **{k: getattr(tb32, k).astype(np.float32)
-                                        for k in ("R", "C", "eta", "alpha", "sign", "leak")})
+    tb32 = stack_tangent(forms, xs).astype(np.float32)
     xp = runtime().xp
 
     def f32():
