@@ -21,7 +21,7 @@ from .._resources import progress as report_progress
 from ..progress import reports
 from ..errors import ParameterError
 from . import store as _store
-from .grid import RUN_SETTINGS, SweepSpec, make_sweep_spec, region_chunks, region_points, regions
+from .grid import RUN_SETTINGS, SweepSpec, make_sweep_spec, region_chunks, region_points, region_table, regions
 from .targets import get_target, model_and_input
 
 #: Points per region when the target has a batched kernel (one batch per region) and when not.
@@ -58,19 +58,23 @@ def split_settings(settings: dict, target) -> tuple[dict, dict]:
     return run, opts
 
 
-def compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool = True) -> dict:
+def compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool = True, memo=None) -> dict:
     """The values of one region: name → array (region shape + extra dims), with ``computed_at``.
     Inside the backend's ``region()`` (the numba backend splits no work between threads of its
-    own there: a sweep's workers are its parallelism)."""
+    own there: a sweep's workers are its parallelism).  ``memo``: what a vectorised target keeps
+    between the regions of one sweep (``columns.Memo``; None: a fresh one)."""
     be = get_backend(backend)
     with be, be.region():
-        return _compute_region(spec, region, backend, batched)
+        return _compute_region(spec, region, backend, batched, memo)
 
 
-def _compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool) -> dict:
+def _compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool, memo=None) -> dict:
     target = get_target(spec.analysis)
-    pts = region_points(spec, region)
     shape = tuple(s.stop - s.start for s in region)
+    if batched and target.vectorised is not None:   # the whole region from its settings as columns
+        table = region_table(spec, region, memo)
+        return _assemble(target, table.point(0), shape, target.vectorised(table, backend), np.full(shape, time.time()))
+    pts = region_points(spec, region)
     pairs = [split_settings(s, target) for _, s in pts]
     if batched and target.batched is not None:
         results = target.batched(pairs, backend)
@@ -80,9 +84,8 @@ def _compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool)
         for run, opts in pairs:
             results.append(target.compute(run, opts, backend))
             stamps.append(time.time())
-    variables = target.variables_for(pts[0][1])
-    out = {}
-    for name, var in variables.items():
+    columns = {}
+    for name, var in target.variables_for(pts[0][1]).items():
         extra = tuple(n for _, n in var.dims)
         arr = np.empty((len(pts),) + extra, dtype=np.dtype(var.dtype))
         for i, res in enumerate(results):
@@ -92,7 +95,23 @@ def _compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool)
             if v.shape != extra:
                 raise ValueError(f"sweep target {target.name!r}: {name!r} has shape {v.shape}, declared {extra}")
             arr[i] = v
-        out[name] = arr.reshape(shape + extra)
+        columns[name] = arr
+    return _assemble(target, pts[0][1], shape, columns, np.asarray(stamps, dtype=np.float64))
+
+
+def _assemble(target, first: dict, shape: tuple, columns: dict, stamps) -> dict:
+    """The region's arrays (region shape + each variable's extra dims) from one array per variable
+    over the region's points in C order, checked against the declared variables."""
+    n = int(np.prod(shape, dtype=np.int64))
+    out = {}
+    for name, var in target.variables_for(first).items():
+        extra = tuple(k for _, k in var.dims)
+        if name not in columns:
+            raise ValueError(f"sweep target {target.name!r} returned no {name!r}")
+        v = np.asarray(columns[name])
+        if v.shape != (n,) + extra:
+            raise ValueError(f"sweep target {target.name!r}: {name!r} has shape {v.shape}, declared {(n,) + extra}")
+        out[name] = v.astype(np.dtype(var.dtype), copy=False).reshape(shape + extra)
     out["computed_at"] = np.asarray(stamps, dtype=np.float64).reshape(shape)
     return out
 
@@ -299,11 +318,16 @@ def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=Non
 
         report_progress(STAGE, n_done, total)
         if scheduler is None:
-            for region in todo:
-                values = compute_region(spec, region, backend, batched)
-                if path is not None:
-                    _store.write_region(path, spec.dims, region, values, variables)
-                finished(region, values)
+            from .columns import Memo
+
+            memo = Memo(model_and_input)   # models and inputs built once for the whole sweep
+            be = get_backend(backend)
+            with be:               # the backend's policy (BLAS threads) set once, not per region
+                for region in todo:
+                    values = compute_region(spec, region, backend, batched, memo)
+                    if path is not None:
+                        _store.write_region(path, spec.dims, region, values, variables)
+                    finished(region, values)
         else:
             from distributed import as_completed
 
