@@ -172,11 +172,79 @@ def _attrs(spec: SweepSpec, backend: str, command, chunks) -> dict:
     return attrs
 
 
+#: Seconds a scheduler address has to accept a connection and answer as a Dask scheduler.
+SCHEDULER_TIMEOUT = 10.0
+
+
+def _host_port(address: str):
+    """(host, port) of a TCP scheduler address (``tcp://`` or ``tls://`` or none; port 8786 when
+    none is given), or None for another protocol or an address this does not read."""
+    text = address.strip()
+    for scheme in ("tcp://", "tls://"):
+        if text.startswith(scheme):
+            text = text[len(scheme):]
+    if "://" in text or "/" in text:
+        return None
+    if text.startswith("["):                        # [IPv6]:port
+        host, _, rest = text[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    else:
+        host, _, port = text.rpartition(":") if text.count(":") == 1 else (text, "", "")
+    try:
+        return (host, int(port) if port else 8786) if host else None
+    except ValueError:
+        return None
+
+
+def _why_unreachable(address: str, timeout: float):
+    """Why no Dask scheduler can be used at ``address`` (None: one answered within ``timeout``).
+
+    First, for a TCP address, whether a connection opens at all — a refused port or an unknown
+    host fails at once.  Then a Dask client's handshake, within the deadline, on an event loop of
+    its own in a thread of its own: a client that fails there is closed there.  (A synchronous
+    ``Client`` that fails in its constructor is left half made: distributed 2026.8 then closes it
+    from ``Client.__del__`` at exit, waiting 2 × its timeout and printing a traceback; one that
+    reaches an endpoint which accepts and never answers does not return at all.)"""
+    import asyncio
+    import socket
+    import threading
+
+    hp = _host_port(address)
+    if hp is not None:
+        try:
+            socket.create_connection(hp, timeout=timeout).close()
+        except OSError as exc:
+            return f"{type(exc).__name__}: {exc}"
+    from distributed import Client
+
+    found = []
+
+    async def handshake():
+        client = Client(address, asynchronous=True, timeout=timeout, set_as_default=False)
+        try:
+            await asyncio.wait_for(client, timeout)
+        except BaseException as exc:   # noqa: BLE001 — whatever it is, it is the reason
+            found.append(f"{type(exc).__name__}: {exc}" if str(exc) else f"no answer as a Dask scheduler within "
+                                                                          f"{timeout:g} s ({type(exc).__name__})")
+        try:
+            await asyncio.wait_for(client.close(), 2.0)
+        except BaseException:          # noqa: BLE001 — closing a client that never started
+            pass
+
+    worker = threading.Thread(target=lambda: asyncio.run(handshake()), daemon=True, name="dynlab-scheduler-probe")
+    worker.start()
+    worker.join(timeout + 5.0)
+    if worker.is_alive():
+        return f"no answer as a Dask scheduler within {timeout:g} s"
+    return found[0] if found else None
+
+
 def _client(scheduler, dask_options):
     """(client, what to close afterwards): a ``Client`` given by the caller is theirs (nothing to
     close); one dynlab opens — on a ``LocalCluster`` it starts, or to a scheduler address — is
     closed when the sweep ends (with the cluster), so no client of ours stays the process's
-    default dask scheduler."""
+    default dask scheduler.  An address is tried first (``_why_unreachable``), so that one that
+    cannot be used fails in one line, at once, with nothing left behind."""
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -188,11 +256,16 @@ def _client(scheduler, dask_options):
         opts.update(dask_options or {})
         cluster = LocalCluster(**opts)
         return Client(cluster, set_as_default=False), cluster
-    try:   # never the process's default (distributed 2026.8 leaves even a failed one as the default)
-        client = Client(str(scheduler), timeout="10s", set_as_default=False)
-        return client, client
-    except Exception as exc:
-        raise ParameterError("scheduler", f"cannot connect to {scheduler!r} ({type(exc).__name__}: {exc})") from None
+    address = str(scheduler)
+    why = _why_unreachable(address, SCHEDULER_TIMEOUT)
+    if why is None:
+        try:   # never the process's default (distributed 2026.8 leaves even a failed one as the default)
+            client = Client(address, timeout=f"{SCHEDULER_TIMEOUT:g}s", set_as_default=False)
+            return client, client
+        except Exception as exc:
+            why = f"{type(exc).__name__}: {exc}"
+    why = " ".join(why.split())
+    raise ParameterError("scheduler", f"cannot connect to {scheduler!r} ({why[:300]})")
 
 
 #: The stage the sweep reports (``dynlab.progress``).
