@@ -1,4 +1,4 @@
-"""Workload ``sweep-host`` (DESIGN §7): everything of the ``sweep`` workload but the kernels, µs per setting.
+"""Workload ``sweep-host`` (docs/design.md, *Benchmarks*): everything of the ``sweep`` workload but the kernels, µs per setting.
 
 The ``sweep`` workload's full grid — iRNN, D = 32, d = 1, T = 200, tanh, random walk, seed 0,
 K = 1..10 × 25 η × 40 weight scales = 10⁴ settings — through ``dl.sweep`` as a user calls it (spec
