@@ -24,8 +24,11 @@ At D = 32 in float64 with 256 threads: 8·(6·32 + 256 + 3·1024 + 1024) = 36.4 
 Register tiling: each thread computes 2 × 2 outputs of the D × D product R·B — rows {i, i + ⌈D/2⌉},
 columns {j, j + ⌈D/2⌉} — from two loads of R and two of B per four multiply-adds (consecutive
 threads take consecutive columns: consecutive shared-memory addresses; the threads of a warp
-share their rows: broadcasts).  Indices are int32 (``int32(…)`` around their products, which
-LLVM then computes in 32 bits); the loops run on int32 counters.
+share their rows: broadcasts).  Indices are int32 values (``int32(…)`` around their arithmetic;
+``range`` over int32 bounds gives int32 counters), and the inner loops step their offsets by
+addition, so no integer multiply is left in them.  (Numba widens int32 arithmetic to 64 bits and
+truncates back; on the CPU, LLVM keeps such a loop's adds 64-bit with no multiply — whether NVVM
+narrows the adds too is not checked here: there is no NVVM on the CI machines.)
 
 Reductions (Frobenius norm) are warp-level: a tree of ``shfl_down_sync`` within each warp, the
 warps' partials through shared memory, the same tree once more.  Numba's CUDA simulator has no
