@@ -86,6 +86,12 @@ NORM_MAXIT = 12
 #: The fallback: up to this many Lanczos steps on G = P Pᵀ, the top Ritz value θ certified by a
 #: Cholesky factorisation of θ(1 + 2·NORM_RTOL)·I − G, before LAPACK's ``dsyevr`` (0: always it).
 GRAM_LANCZOS_MAXIT = 40
+#: A batched sweep region on this backend holds about this much forward-tangent work (flops,
+#: ≈ 2·D³·(T·K + 4) a setting: a fraction of a second of one core), between these many settings:
+#: a region's fixed cost (its table, batch, launch, summaries; ≈ 1 ms) stays small beside its
+#: kernels, while a region is still a unit small enough to be durable (written as it finishes).
+SWEEP_REGION_FLOPS = 2e9
+SWEEP_REGION_RANGE = (64, 4096)
 
 # ============================================================================ numba: implicit networks
 #: ``method="auto"`` runs the jitted per-point Picard→Newton loop up to this many stacked units,

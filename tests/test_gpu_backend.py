@@ -257,13 +257,13 @@ def test_check_available_names_backend_without_a_gpu():
 
 def test_region_size_from_device_memory():
     """A sweep region fills SWEEP_MEMORY_FRACTION of the free memory: 80 GB free, D = 32,
-    T = 200, float64 → 0.5·80e9 / (2·8·(6400 + 11264 + 1 + 16)) ≈ 141 000 settings (the whole
+    T = 200, float64 → 0.5·80e9 / (2·8·(6400 + 4·1024 + 1 + 16)) ≈ 238 000 settings (the whole
     10⁴-setting benchmark sweep in one region), capped at SWEEP_MAX_REGION, at least 1."""
     from dynlab.backends.gpu import GPUBackend
 
     n = GPUBackend.region_from_memory(80e9, 32, 200, 1)
-    assert n == int(0.5 * 80e9 // (16 * (32 * 200 + 11 * 32 * 32 + 1 + 16)))
-    assert 100_000 < n < 200_000
+    assert n == int(0.5 * 80e9 // (16 * (32 * 200 + 4 * 32 * 32 + 1 + 16)))
+    assert 200_000 < n < 300_000
     assert GPUBackend.region_from_memory(float("inf"), 32, 200) == GPUBackend.SWEEP_MAX_REGION
     assert GPUBackend.region_from_memory(1.0, 32, 200) == 1
 

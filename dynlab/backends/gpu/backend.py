@@ -25,7 +25,7 @@ import threading
 import numpy as np
 
 from ...errors import ParameterError
-from ..base import Backend, previous_states, stack_tangent
+from ..base import Backend, as_tangent_batch, previous_states
 from .device import free_bytes, runtime, to_device, to_host
 from .limits import Launch, check_launch, device_limits
 
@@ -440,34 +440,62 @@ class GPUBackend(Backend):
         logs, M, J, bad = self._tangent_dev(batch)
         return self._result(logs), self._result(M), self._result(J), self._result(bad)
 
+    #: blocks of a sweep launch whose iterates spill to the global scratch (one D² triple each)
+    SCRATCH_BLOCKS = 1024
+
+    def tangent_launch(self, S: int, D: int, dtype=np.float64, gated: bool = False, *, simulator=None) -> dict:
+        """The launch shape of the sweep kernel (``kernels_tangent``) for S settings of D units:
+        ``threads`` (a power of two ≥ the ⌈D/2⌉² register tiles, at most ``MAX_THREADS``), ``blocks``
+        (a grid-stride loop over the settings), ``shared`` bytes and ``msh`` — 2: the iterates
+        (2 or 3 D × D) and Rᵀ in shared memory, 1: the iterates only, 0: neither (the iterates in
+        ``scratch`` of ``scratch_shape`` in global memory) — the most that fits ``SHARED_BYTES``.
+        ``simulator`` (default: where this process runs) picks the simulator's thread and block
+        caps; the bytes are the device's either way."""
+        sim = runtime().simulator if simulator is None else bool(simulator)
+        it = np.dtype(dtype).itemsize
+        tiles = ((D + 1) // 2) ** 2
+        threads = int(min(self.SIM_MAX_THREADS if sim else self.MAX_THREADS, _pow2(max(tiles, D))))
+        vec = it * (6 * D + max(32, threads))
+        mats = it * (2 if gated else 3) * D * D
+        weights = it * D * D
+        msh = 2 if self._fits(vec + mats + weights) else (1 if self._fits(vec + mats) else 0)
+        shared = vec + (mats if msh >= 1 else 0) + (weights if msh >= 2 else 0)
+        cap = self.SIM_MAX_BLOCKS if sim else (self.MAX_BLOCKS if msh else self.SCRATCH_BLOCKS)
+        blocks = int(max(1, min(cap, S)))
+        return {"threads": threads, "blocks": blocks, "shared": int(shared), "msh": msh,
+                "scratch_shape": (1, 3, 1) if msh else (blocks, 3, D * D)}
+
     def _tangent_dev(self, batch):
+        """The forward tangents of a ``TangentBatch`` on the device: (logs, M̃_T, J_T, diverged),
+        device arrays.  The groups' arrays are uploaded once each (R, W, b, X: G of them), the
+        settings' scalars once per setting; the drives are computed in the kernel."""
         xp = runtime().xp
         from .kernels import kernels
 
-        dt = np.dtype(batch.C.dtype)
-        S, T, D = batch.C.shape
-        threads = self._threads(D * D)
+        dt = np.dtype(batch.dtype)
+        S, D = batch.size, batch.hidden
+        G = batch.R.shape[0]
+        shape = self.tangent_launch(S, D, dt, bool(batch.gated))
         logs = xp.empty(S, dtype=dt)
         M = xp.empty((S, D, D), dtype=dt)
         J = xp.empty((S, D, D), dtype=dt)
         bad = xp.empty(S, dtype=np.int64)
-        vec = dt.itemsize * (4 * D + threads)
-        mats = dt.itemsize * 3 * D * 2 * D
-        weights = dt.itemsize * D * D
-        msh = 2 if self._fits(vec + mats + weights) else (1 if self._fits(vec + mats) else 0)
-        shared = vec + (mats if msh >= 1 else 0) + (weights if msh >= 2 else 0)
-        scratch = xp.empty((1, 3, 1), dtype=dt) if msh else xp.empty((S, 3, 2 * D * D), dtype=dt)
-        RT = to_device(np.ascontiguousarray(np.swapaxes(batch.R, 1, 2)).reshape(S, D * D), dt)
-        self._launch(kernels(dt).tangent, S, threads, shared, bool(batch.gated), RT, to_device(batch.C, dt),
-                     to_device(batch.eta, dt), to_device(batch.K, np.int64), to_device(batch.alpha, dt),
-                     to_device(batch.sign, dt), to_device(batch.g0prev, np.bool_), to_device(batch.act, np.int64),
-                     to_device(batch.leak, dt), scratch, int(msh), logs, M, J, bad)
+        scratch = xp.empty(shape["scratch_shape"], dtype=dt)
+        RT = to_device(np.ascontiguousarray(np.swapaxes(batch.R, 1, 2)).reshape(G, D * D), dt)
+        self._launch(kernels(dt).tangent, shape["blocks"], shape["threads"], shape["shared"], bool(batch.gated), RT,
+                     to_device(batch.W, dt), to_device(batch.b, dt), to_device(batch.X, dt),
+                     to_device(batch.group, np.int64), to_device(batch.eta, dt), to_device(batch.K, np.int64),
+                     to_device(batch.alpha, dt), to_device(batch.sign, dt), to_device(batch.g0prev, np.bool_),
+                     to_device(batch.act, np.int64), to_device(batch.leak, dt), scratch, int(shape["msh"]), logs, M, J,
+                     bad)
         return logs, M, J, bad
 
-    def sweep_gradients(self, forms, xs):
-        """``forward_tangent`` and σ₁ of M̃_T and J_T on the device (``top_singular``)."""
+    def sweep_gradients(self, forms, xs=None):
+        """``forward_tangent`` and σ₁ of M̃_T and J_T on the device (``top_singular``): forms and
+        their inputs, or a ``TangentBatch``."""
         xp = runtime().xp
-        logs, M, J, bad = self._tangent_dev(stack_tangent(forms, xs))
+        batch = as_tangent_batch(forms, xs)
+        logs, M, J, bad = self._tangent_dev(batch.astype(np.float64) if batch.dtype != np.float64 else batch)
         with np.errstate(divide="ignore", invalid="ignore"):
             log1 = to_host(logs + xp.log(self.top_singular(M)))
             logT = to_host(xp.log(self.top_singular(J)))
@@ -482,11 +510,14 @@ class GPUBackend(Backend):
 
     @classmethod
     def region_from_memory(cls, free: float, hidden: int, steps: int, inner: int = 1) -> int:
-        """Each setting of a batched sweep holds on the device its drive (T·D), recurrent matrix,
-        M̃_T and J_T (3·D²), the tangents' global scratch (6·D²), the σ₁ Gram scratch (2·D²) and
-        its η row (K), float64 — and about as much again on the host while the batch is stacked:
-        ``SWEEP_MEMORY_FRACTION`` of ``free`` bytes over that, between 1 and ``SWEEP_MAX_REGION``."""
-        per_point = 2 * 8 * (steps * hidden + 11 * hidden * hidden + inner + 16)
+        """Each setting of a batched sweep holds on the device its results M̃_T and J_T (2·D²),
+        its η row (K) and a dozen scalars, and — at worst, when no two settings share them — a
+        group's R, W, b and input (D², D·d + D, T·d: within 2·D² + T·D for d ≤ D), float64; about
+        as much again on the host while the batch is built: ``SWEEP_MEMORY_FRACTION`` of ``free``
+        bytes over 2·8·(T·D + 4·D² + K + 16), between 1 and ``SWEEP_MAX_REGION``.  (The
+        tangents' iterates live in shared memory, or in a global scratch of at most
+        ``SCRATCH_BLOCKS`` blocks, whatever the region.)"""
+        per_point = 2 * 8 * (steps * hidden + 4 * hidden * hidden + inner + 16)
         return int(max(1, min(cls.SWEEP_MAX_REGION, free * cls.SWEEP_MEMORY_FRACTION // per_point)))
 
     # ---------------------------------------------------------- partition

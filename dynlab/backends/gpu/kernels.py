@@ -51,13 +51,13 @@ def kernels(dtype) -> types.SimpleNamespace:
     """The kernels for one floating type (float32 or float64), from the modules beside this one."""
     import numba
 
-    from . import kernels_flow, kernels_jacobian, kernels_simulate, kernels_solve
+    from . import kernels_flow, kernels_jacobian, kernels_simulate, kernels_solve, kernels_tangent
 
     FT = numba.float32 if np.dtype(dtype) == np.float32 else numba.float64
     NINF = FT(-math.inf)   # constants in the kernel's own type (a float64 literal would promote)
     NAN = FT(math.nan)
     out = {}
-    for module in (kernels_simulate, kernels_jacobian, kernels_flow, kernels_solve):
+    for module in (kernels_simulate, kernels_jacobian, kernels_flow, kernels_solve, kernels_tangent):
         out.update(module.build(FT, NINF, NAN))
     assert set(out) == set(KERNEL_NAMES), sorted(set(out) ^ set(KERNEL_NAMES))
     return types.SimpleNamespace(**out)

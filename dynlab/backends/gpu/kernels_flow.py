@@ -1,6 +1,6 @@
-"""The gradient-flow and sweep kernels: forward tangents of sweep settings (``tangent``), the backward
-chain P_t and its log-norms (``products``), σ₁ by one-sided Jacobi on the Gram matrix (``top_sv``) and
-the Lyapunov QR steps (``qr_steps``) (``kernels.py``: the layout every kernel keeps).
+"""The gradient-flow kernels: the backward chain P_t and its log-norms (``products``), σ₁ by one-sided
+Jacobi on the Gram matrix (``top_sv``) and the Lyapunov QR steps (``qr_steps``) (``kernels.py``: the
+layout every kernel keeps; the sweep's forward tangents are in ``kernels_tangent``).
 """
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 
 from numba import cuda  # a module global: the simulator swaps it for its own in the kernels' globals
 
-from ..cells import one, zero, cell_update, cell_slope, irnn_inner, irnn_slope
+from ..cells import one, zero
 from .helpers import device_functions
 
 
@@ -19,159 +19,6 @@ def build(FT, NINF, NAN) -> dict:
     block_sum = helpers.block_sum
     block_sum2 = helpers.block_sum2
     block_max = helpers.block_max
-
-    @jit
-    def tangent(gated, RT, C, eta, K, alpha, sign, g0prev, act, leak, scratch, msh, logs, M_out, J_out, diverged):
-        """Forward tangents of one sweep setting per block (``base.Backend.forward_tangent``):
-        the state and A = ∂h_m/∂h_1 (Frobenius-normalised, log scale in ``logs``) through the
-        same update; at the last step A = [M_{T−1} | I] so that the same pass gives J_T.
-        iRNN: St = G + σA, G ← G + η_k φ'(z) ⊙ (U St) − η_k α St (``cells.irnn_slope``);
-        cells: G = a A + γ φ'(z) ⊙ (R A) (``cells.cell_slope``).  Shared: h, g, s, the slopes (D),
-        the reduction (blockDim); A, G, St (D × 2D each) when ``msh`` ≥ 1, else the setting's
-        slice of ``scratch`` (S, 3, 2D²); Rᵀ (D²) too when ``msh`` = 2."""
-        buf = cuda.shared.array(0, FT)
-        S, T, D = C.shape
-        n = cuda.blockIdx.x
-        tid = cuda.threadIdx.x
-        nt = cuda.blockDim.x
-        W2 = 2 * D
-        h = buf[0:D]
-        g = buf[D:2 * D]
-        s = buf[2 * D:3 * D]
-        sl = buf[3 * D:4 * D]
-        red = buf[4 * D:4 * D + nt]
-        off = 4 * D + nt
-        sx = min(n, scratch.shape[0] - 1)
-        A = scratch[sx, 0]
-        G = scratch[sx, 1]
-        St = scratch[sx, 2]
-        if msh >= 1:
-            A = buf[off:off + D * W2]
-            G = buf[off + D * W2:off + 2 * D * W2]
-            St = buf[off + 2 * D * W2:off + 3 * D * W2]
-            off += 3 * D * W2
-        R = RT[n]
-        if msh >= 2:
-            for e in range(tid, D * D, nt):
-                buf[off + e] = RT[n, e]
-            R = buf[off:off + D * D]
-        a_ = alpha[n]
-        sg = sign[n]
-        prev = g0prev[n]
-        o = one(a_)
-        ze = zero(a_)
-        for i in range(tid, D, nt):
-            h[i] = ze
-        for e in range(tid, D * D, nt):      # M_1 = I, row stride D until the last step
-            i = e // D
-            A[e] = o if i == e - i * D else ze
-        cuda.syncthreads()
-        lg = ze
-        bad = 0
-        for t in range(T):
-            tang = t > 0
-            w = W2 if (t == T - 1 and tang) else D
-            if w == W2:      # A = [M | I]: M was stored with row stride D; lay it out with stride 2D
-                for e in range(tid, D * D, nt):
-                    St[e] = A[e]
-                cuda.syncthreads()
-                for e in range(tid, D * D, nt):
-                    i = e // D
-                    j = e - i * D
-                    A[i * W2 + j] = St[e]
-                    A[i * W2 + D + j] = o if i == j else ze
-                cuda.syncthreads()
-            if gated:
-                for i in range(tid, D, nt):
-                    z = C[n, t, i]
-                    for j in range(D):
-                        z += R[j * D + i] * h[j]
-                    sl[i] = cell_slope(eta[n, 0], z, act[n], leak[n])
-                    g[i] = cell_update(a_, eta[n, 0], h[i], z, act[n], leak[n])
-                cuda.syncthreads()
-                if tang:
-                    for e in range(tid, D * w, nt):
-                        i = e // w
-                        j = e - i * w
-                        u = ze
-                        for l in range(D):
-                            u += R[l * D + i] * A[l * w + j]
-                        G[e] = a_ * A[e] + sl[i] * u
-                cuda.syncthreads()
-            else:
-                for i in range(tid, D, nt):
-                    g[i] = h[i] if prev else ze
-                if tang:
-                    for e in range(tid, D * w, nt):
-                        G[e] = A[e] if prev else ze
-                cuda.syncthreads()
-                for k in range(K[n]):
-                    ek = eta[n, k]
-                    for i in range(tid, D, nt):
-                        s[i] = g[i] + sg * h[i]
-                    if tang:
-                        for e in range(tid, D * w, nt):
-                            St[e] = G[e] + sg * A[e]
-                    cuda.syncthreads()
-                    for i in range(tid, D, nt):
-                        z = C[n, t, i]
-                        for j in range(D):
-                            z += R[j * D + i] * s[j]
-                        sl[i] = irnn_slope(z, ek, act[n], leak[n])
-                        g[i] = irnn_inner(g[i], s[i], z, ek, a_, act[n], leak[n])
-                    cuda.syncthreads()
-                    if tang:
-                        ea = ek * a_
-                        for e in range(tid, D * w, nt):
-                            i = e // w
-                            j = e - i * w
-                            u = ze
-                            for l in range(D):
-                                u += R[l * D + i] * St[l * w + j]
-                            G[e] = G[e] + (sl[i] * u - ea * St[e])
-                    cuda.syncthreads()
-            nf = ze
-            for i in range(tid, D, nt):
-                if not math.isfinite(g[i]):
-                    nf = o
-            if block_sum(red, nf) > ze:
-                bad = t + 1
-                break
-            for i in range(tid, D, nt):
-                h[i] = g[i]
-            if tang:
-                f2 = ze
-                for e in range(tid, D * w, nt):
-                    if e - (e // w) * w < D:
-                        f2 += G[e] * G[e]
-                f = math.sqrt(block_sum(red, f2))
-                ok = f > ze and math.isfinite(f)
-                if ok:
-                    lg += math.log(f)
-                elif f == ze:
-                    lg = NINF
-                else:
-                    lg = NAN
-                inv = o / f if ok else o
-                for e in range(tid, D * D, nt):
-                    i = e // D
-                    j = e - i * D
-                    v = G[i * w + j] * inv
-                    if w == W2:
-                        M_out[n, i, j] = v
-                        J_out[n, i, j] = G[i * w + D + j]
-                    else:
-                        A[e] = v
-            cuda.syncthreads()
-        if tid == 0:
-            diverged[n] = bad
-            logs[n] = NAN if bad > 0 else lg
-        if bad > 0 or T < 2:
-            for e in range(tid, D * D, nt):
-                i = e // D
-                j = e - i * D
-                M_out[n, i, j] = NAN if bad > 0 else (o if i == j else ze)
-                J_out[n, i, j] = NAN if bad > 0 else ze
 
     # ======================================================================== norms, QR
     @jit
@@ -514,5 +361,4 @@ def build(FT, NINF, NAN) -> dict:
         for e in range(tid, n * kq, nt):
             Q[b, e // kq, e - (e // kq) * kq] = Qs[e]
 
-    return {"tangent": tangent, "products": products, "top_sv": top_sv, "top_sv_power": top_sv_power,
-            "qr_steps": qr_steps}
+    return {"products": products, "top_sv": top_sv, "top_sv_power": top_sv_power, "qr_steps": qr_steps}

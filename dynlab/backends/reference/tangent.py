@@ -22,13 +22,18 @@ import numpy as np
 from ...activations import dphi, phi
 
 
-def forward_tangent(gated, R, C, eta, alpha, sign, g0prev, act_name, leak):
+def forward_tangent(gated, R, W, b, X, group, eta, alpha, sign, g0prev, act_name, leak):
     """The forward tangents of all S settings at once (module docstring): batched matmuls over
     the settings and element-wise passes, one activation (``act_name``, ``leak``) for the batch,
-    the K mask in ``eta`` (zeros past each setting's K leave g and G unchanged).  Returns (logs,
-    M̃_T, J_T, diverged)."""
-    S, T, D = C.shape
-    dt = C.dtype
+    the K mask in ``eta`` (zeros past each setting's K leave g and G unchanged).  R, W, b, X are
+    per group of settings and ``group`` (S,) says whose each setting is (``base.TangentBatch``):
+    the drives c_t = W x_t + b are computed once per group.  Returns (logs, M̃_T, J_T, diverged)."""
+    S = group.shape[0]
+    T = X.shape[1]
+    D = R.shape[1]
+    dt = R.dtype
+    Cg = np.matmul(X, np.swapaxes(W, 1, 2)) + b[:, None, :]   # (G, T, D): one drive per group
+    R = R[group]
     h = np.zeros((S, D), dtype=dt)
     eye = np.broadcast_to(np.eye(D, dtype=dt), (S, D, D))
     M = eye.copy()
@@ -44,7 +49,7 @@ def forward_tangent(gated, R, C, eta, alpha, sign, g0prev, act_name, leak):
     for t in range(T):
         tangent = t > 0
         A = np.concatenate([M, eye], axis=2) if (t == T - 1 and tangent) else M
-        c = C[:, t]
+        c = Cg[group, t]
         if gated:
             z = np.matmul(R, h[:, :, None])[:, :, 0] + c
             g = al * h + eta[:, :1] * phi(act_name, z, leak)
