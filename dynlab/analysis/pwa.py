@@ -15,7 +15,7 @@ circulant 𝒜 of blocks γ a^((j−1−l) mod k)/(1 − aᵏ) R.
 **Branch and bound.**  The regions are the leaves of a tree that fixes one unit's piece per
 level.  At a node (some units fixed, the others free) the linear program (scipy's HiGHS)
 
-    min t ≥ 0  s.t.  fixed unit i, piece p:  |r_i − m_p z_i − o_p| ≤ t,  lo_p − t ≤ z_i ≤ hi_p + t
+    min t ≥ 0  s.t.  fixed unit i, piece p:  r_i = m_p z_i + o_p,  lo_p − t ≤ z_i ≤ hi_p + t
                      free unit i:            m_q z_i + o_q − r_i ≤ t  for every piece q
 
 (rows scaled to unit norm in r; z = A r + c) relaxes the node: every fixed point whose region
@@ -81,8 +81,8 @@ def pieces(activation: str, leak: float = 0.01) -> Pieces:
         return Pieces(np.array([1.0]), np.zeros(1), np.array([-inf]), np.array([inf]), True)
     neg = {"relu": 0.0, "leaky-relu": float(leak), "abs": -1.0}.get(activation)
     if neg is None:
-        raise ParameterError("method", f"'complete' enumerates the regions of a piecewise-affine φ (relu, leaky-relu, "
-                                       f"abs, identity); this model's φ is {activation}")
+        raise ParameterError("activation", f"the complete enumeration needs a piecewise-affine φ (relu, leaky-relu, "
+                                           f"abs, identity); this model's is {activation}")
     return Pieces(np.array([neg, 1.0]), np.zeros(2), np.array([-inf, 0.0]), np.array([0.0, inf]), neg <= 1.0)
 
 
@@ -110,47 +110,46 @@ class Enumeration:
 
 
 def _node_lp(A, c, pc: Pieces, assign, scale):
-    """The node's LP (module docstring); returns (t*, r*) — t* = inf never: the LP is feasible."""
+    """The node's LP (module docstring); returns (t*, r*).  The fixed units' equalities are kept
+    exact (A_eq); the solver's failure to decide (any status but optimal) returns t* = 0: a node
+    is never pruned on anything but a solved LP."""
     from scipy.optimize import linprog
 
     N = c.size
-    rows, rhs = [], []
-
-    def add(coef_r, bound):
-        # coef_r · r ≤ bound, scaled to a unit-norm row, with −t on the left
-        n = float(np.linalg.norm(coef_r))
-        if n == 0.0:
-            if bound < 0:  # 0 ≤ bound fails by |bound|: expressed as −t ≤ bound
-                rows.append(np.concatenate([np.zeros(N), [-1.0]]))
-                rhs.append(bound)
-            return
-        rows.append(np.concatenate([coef_r / n, [-1.0]]))
-        rhs.append(bound / n)
-
     eye = np.eye(N)
+    fixed = assign >= 0
+    free = ~fixed
+    p = np.where(fixed, assign, 0)
+    m, o = pc.slope[p], pc.offset[p]
+    lo, hi = pc.lo[p], pc.hi[p]
+    rows, rhs = [], []
+    low = fixed & np.isfinite(lo)  # z_i ≥ lo_p:  −A_i r ≤ c_i − lo_p
+    rows.append(-A[low])
+    rhs.append(c[low] - lo[low])
+    up = fixed & np.isfinite(hi)  # z_i ≤ hi_p:  A_i r ≤ hi_p − c_i
+    rows.append(A[up])
+    rhs.append(hi[up] - c[up])
     sign = 1.0 if pc.convex else -1.0
-    for i in range(N):
-        p = assign[i]
-        if p >= 0:
-            m, o = pc.slope[p], pc.offset[p]
-            coef = eye[i] - m * A[i]
-            val = m * c[i] + o
-            add(coef, val)
-            add(-coef, -val)
-            if np.isfinite(pc.lo[p]):
-                add(-A[i], c[i] - pc.lo[p])
-            if np.isfinite(pc.hi[p]):
-                add(A[i], pc.hi[p] - c[i])
-        else:
-            for q in range(pc.count):
-                m, o = pc.slope[q], pc.offset[q]
-                add(sign * (m * A[i] - eye[i]), -sign * (m * c[i] + o))
+    for q in range(pc.count):  # free units: r_i above (convex φ) every piece m_q z_i + o_q
+        mq, oq = pc.slope[q], pc.offset[q]
+        rows.append(sign * (mq * A[free] - eye[free]))
+        rhs.append(-sign * (mq * c[free] + oq))
+    Aub = np.vstack(rows)
+    bub = np.concatenate(rhs)
+    norm = np.linalg.norm(Aub, axis=1)
+    zero = norm == 0.0
+    norm[zero] = 1.0
+    Aub = np.hstack([Aub / norm[:, None], -np.ones((Aub.shape[0], 1))])
+    bub = bub / norm
+    Aeq = np.hstack([eye[fixed] - m[fixed, None] * A[fixed], np.zeros((int(fixed.sum()), 1))])
+    beq = m[fixed] * c[fixed] + o[fixed]
     cost = np.zeros(N + 1)
     cost[-1] = 1.0
     bounds = [(None, None)] * N + [(0.0, None)]
-    res = linprog(cost, A_ub=np.array(rows), b_ub=np.array(rhs), bounds=bounds, method="highs")
+    res = linprog(cost, A_ub=Aub, b_ub=bub, A_eq=Aeq if beq.size else None, b_eq=beq if beq.size else None,
+                  bounds=bounds, method="highs", options={"presolve": False})
     if res.status != 0 or res.x is None:
-        return 0.0, None  # the solver could not decide: never prune on that
+        return 0.0, None
     return float(res.x[-1]), res.x[:N]
 
 
@@ -286,10 +285,10 @@ def complete_points(system, c, *, cycles: int = 1, max_regions: int = MAX_REGION
     lexicographically smallest state —, and ``proof``: one ``Enumeration`` per period.
     """
     if system.kind not in ("irnn", "ctrnn", "map"):
-        raise ParameterError("method", f"'complete' takes the models of the form β y = γ φ(R y + c) (rnn, fastrnn, "
-                                       f"rin, irnn, ctrnn); {system.model.name} is given by its step map")
+        raise ParameterError("model", f"the complete enumeration takes the models of the form β y = γ φ(R y + c) "
+                                      f"(rnn, fastrnn, rin, irnn, ctrnn); {system.model.name} is given by its step map")
     if float(system.beta) == 0.0:
-        raise ParameterError("method", f"'complete' needs β ≠ 0: {system.model.name} has h' = h + γ φ(·) (β = 0), "
+        raise ParameterError("model", f"the complete enumeration needs β ≠ 0: {system.model.name} has h' = h + γ φ(·) (β = 0), "
                                        "whose fixed points {y : φ(R y + c) = 0} form a polyhedron, not isolated points")
     cycles = int(cycles)
     if cycles < 1:
