@@ -174,7 +174,7 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
     x : (d,) the constant input (zeros by default); the swept component is replaced by λ
     start : (D,) first guess of the equilibrium at λ = lo (default: one Picard step from 0; for
         the gated maps 200 steps of the map from 0)
-    ds, ds_max : first and largest arclength step (default (hi − lo)/200 and (hi − lo)/50); a
+    ds, ds_max : first and largest arclength step (default (hi − lo)/200 and max((hi − lo)/50, ds)); a
         step is halved when the corrector lands farther than 0.3·ds from the predictor or the
         tangent turns by more than ~18°, so the branch is not lost at sharp folds
     detect : test for Hopf / Neimark–Sacker points, flips and branch points (folds always)
@@ -223,7 +223,7 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
         D = model.state_size
         span = hi - lo
         h = span / 200.0 if ds is None else float(ds)
-        h_max = span / 50.0 if ds_max is None else float(ds_max)
+        h_max = max(span / 50.0, h) if ds_max is None else float(ds_max)
         if not (h > 0 and h_max >= h):
             raise ParameterError("ds", f"needs 0 < ds ≤ ds_max, got {h}, {h_max}")
         h_min = 1e-10 * span
