@@ -27,9 +27,11 @@ from .harness import format_rows, run_workload
 
 
 def _modules():
-    from . import cli, equilibria, fixed_points, forward, gated, gradnorm, partition, spectra, sweep, train
+    from . import (cli, complete_fixed_points, equilibria, fixed_points, forward, gated, gradnorm, partition, spectra,
+                   sweep, train)
 
-    return (forward, gated, cli, gradnorm, equilibria, fixed_points, spectra, sweep, partition, train)
+    return (forward, gated, cli, gradnorm, equilibria, fixed_points, complete_fixed_points, spectra, sweep, partition,
+            train)
 
 
 def all_workloads():

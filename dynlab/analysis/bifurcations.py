@@ -18,8 +18,8 @@ branch (BP)     det [F_y F_λ; tᵀ]  (bordered)           F + βψ = 0, [F_y F_
 
 (the bordered systems of Govaerts, "Numerical methods for bifurcations of dynamical equilibria",
 2000; the branch-point system of Beyn).  The Hopf and NS products also vanish at neutral saddles
-(real λ, −λ; real μ, 1/μ): a located point with κ ≤ 0 (Hopf) or |κ| ≥ 1 (NS) is one, and is not
-reported.  The Newton matrices are central differences of the exact residuals (step 1e-7 relative;
+(real λ, −λ; real μ, 1/μ): a located point with κ ≤ 0 (Hopf) or |κ| ≥ 1 (NS), or a bisected one
+without a complex pair within ``BOUNDARY_TOL`` of the boundary, is one, and is not reported.  The Newton matrices are central differences of the exact residuals (step 1e-7 relative;
 the residuals, not the matrices, decide convergence, to ``tol``).  Where Newton does not converge
 — or φ is piecewise affine, and the eigenvalues jump at a kink — the point is located by
 bisection of the test function along the branch (``refined`` 0).
@@ -341,6 +341,22 @@ def _extra_guess(code, fam, y, lam):
     return None
 
 
+#: A bisected Hopf / NS point must have a complex pair this close to the boundary (|Re λ|, ||μ| − 1|,
+#: relative to 1 + |λ|); bisection to 2⁻⁴⁵ of a step leaves it at ~1e-12.
+BOUNDARY_TOL = 1e-7
+
+
+def _on_boundary(code, fam, y, lam) -> bool:
+    """Whether F_y (Hopf) or J (NS) at (y, λ) has a complex pair on the stability boundary."""
+    A = fam.jac(y, lam) + (np.eye(fam.D) if code == NS else 0.0)
+    ev = np.linalg.eigvals(A)
+    c = ev[np.abs(ev.imag) > 1e-10 * (1.0 + np.abs(ev))]
+    if not c.size:
+        return False
+    gap = np.abs(c.real) if code == HOPF else np.abs(np.abs(c) - 1.0)
+    return bool(np.min(gap / (1.0 + np.abs(c))) <= BOUNDARY_TOL)
+
+
 def locate(code, fam, Xa, Xb, qa, qb, sa, tol, bisect):
     """Locate the special point of type ``code`` between branch points Xa and Xb (test sign ``sa``
     at Xa, the opposite at Xb; qa, qb the smooth quantities of ``tests`` for the first guess).  ``bisect(s) → (X, sign)`` corrects (1 − s)Xa + sXb onto the branch
@@ -390,8 +406,8 @@ def locate(code, fam, Xa, Xb, qa, qb, sa, tol, bisect):
         res = float(np.max(np.abs(fam.F(y, lam))))
         if code in (HOPF, NS):
             extra = _extra_guess(code, fam, y, lam)
-            if code == HOPF and fam.smooth and not extra > 0:
-                return None
+            if fam.smooth and not _on_boundary(code, fam, y, lam):
+                return None  # a neutral saddle (real λ, −λ or μ, 1/μ): the product test vanishes there too
     coef, freq = (np.nan, np.nan)
     if fam.smooth and code != BP:
         try:
