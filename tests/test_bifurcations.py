@@ -171,6 +171,14 @@ def test_pitchfork_branch_point_and_the_switched_branch_in_closed_form():
     pitchfork_closed_form()
 
 
+def test_a_neutral_saddle_is_no_hopf_point():
+    """U = diag(0.5, 1.5): at g = 0 the eigenvalues 0.5 − α and 1.5 − α are real and sum to 0 at
+    α = 1 — the Hopf product ∏(λ_i + λ_j) changes sign there (a neutral saddle), but no Hopf point
+    may be reported (nor a branch point: none lies in [0.8, 1.2])."""
+    br = dl.continuation(CTRNN([[0.5, 0.0], [0.0, 1.5]], [[0.0], [0.0]], [0.0, 0.0]), "alpha", 0.8, 1.2, ds=0.02)
+    assert br.sizes["special"] == 0 and br.sizes["arc"] > 5
+
+
 def test_a_broken_symmetry_has_no_branch_point():
     """Perturbed (b = 0.05 on unit 1) the pitchfork unfolds: no branch point is reported, a fold is."""
     a, s = 0.5, 0.8

@@ -74,7 +74,9 @@ def _pair_sign(vals, kind):
 def tests(discrete: bool, Fy, Fl, t, eigs):
     """The test values at one point of the branch: {name: (sign, q)} with q a smooth quantity that
     crosses 0 with the sign (for the interpolated first guess): BP, and Hopf (flows) or NS and flip
-    (maps).  ``eigs`` are the eigenvalues of F_y."""
+    (maps); and ``hopf_n`` / ``ns_n``, the number of complex eigenvalues on the unstable side — a
+    sign change of the Hopf/NS product with no change of that count is a neutral saddle (a real
+    pair), which is not located at all.  ``eigs`` are the eigenvalues of F_y."""
     out = {}
     K = np.vstack([np.column_stack([Fy, Fl]), t[None]])
     sgn, _ = np.linalg.slogdet(K)
@@ -87,6 +89,7 @@ def tests(discrete: bool, Fy, Fl, t, eigs):
             re = eigs.real[cplx]
             q = float(re[np.argmin(np.abs(re))])
         out["hopf"] = (_pair_sign(eigs, "sum"), q)
+        out["hopf_n"] = int((cplx & (eigs.real > 0)).sum())
         return out
     mu = eigs + 1.0
     q = np.nan
@@ -94,6 +97,7 @@ def tests(discrete: bool, Fy, Fl, t, eigs):
         m = np.abs(mu[cplx]) - 1.0
         q = float(m[np.argmin(np.abs(m))])
     out["ns"] = (_pair_sign(mu, "prod"), q)
+    out["ns_n"] = int((cplx & (np.abs(mu) > 1)).sum())
     real = ~cplx
     sign = float(np.prod(np.sign(mu.real[real] + 1.0))) if real.any() else 1.0
     qf = float((mu.real[real] + 1.0)[np.argmin(np.abs(mu.real[real] + 1.0))]) if real.any() else np.nan
