@@ -125,7 +125,8 @@ def _build(D, quick):
     info["complete: fixed points, proof"] = (
         f"{len(P)} ({int(fp.attrs['n_stable'])} stable, {int(fp.attrs['n_saddles'])} one-mode saddles) in "
         f"{secs:.3g} s; {fp.attrs['lp_nodes']} LP nodes ({fp.attrs['pruned_nodes']} pruned), "
-        f"{fp.attrs['regions_solved']} regions solved of 2^{D} = {2 ** D}; {fp.attrs['completeness'][:9]}")
+        f"{fp.attrs['regions_solved']} regions solved of 2^{D} = {2 ** D}; proven complete: "
+        f"{'yes' if fp.attrs['complete'] else 'NO'}")
     for label, fn in (("random starts", random_starts), ("starts on its trajectories", trajectory_starts)):
         Q = fn()
         found, inside = _coverage(P, Q)

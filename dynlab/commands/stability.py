@@ -158,11 +158,11 @@ def equilibria_summary(ds) -> str:
     name = ds.attrs.get("model")
     if result == "continuation":
         lines = [f"continuation of the {name} equilibria over {ds.attrs['over']} ∈ [{ds.attrs['lo']:g}, "
-                 f"{ds.attrs['hi']:g}]: {ds.sizes['arc']} branch points, max residual "
+                 f"{ds.attrs['hi']:g}]: {ds.sizes['arc']} points on the branch{'es' if ds.attrs.get('n_branches', 1) > 1 else ''}, max residual "
                  f"{float(ds['residual'].max()):.3g}; stopped: {ds.attrs['stop_reason']}"]
         lines += _special_lines(ds)
         n_unst = int((ds["stability"].values == -1).sum())
-        lines.append(f"{n_unst} of {ds.sizes['arc']} branch points unstable")
+        lines.append(f"{n_unst} of {ds.sizes['arc']} points unstable")
         return "\n".join(lines)
     if result == "fixed_points" and ds.attrs.get("method") == "complete":
         return _complete_summary(ds, name)
