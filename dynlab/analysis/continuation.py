@@ -107,9 +107,11 @@ def _trace(fam, X, t, its0, lo, hi, h, h_max, h_min, max_points, tol, detect, fr
             tvn = bif.tests(fam.discrete, Fy, Fl, tn, evn)
             if tv is not None:
                 for name, code in (("bp", bif.BP), ("hopf", bif.HOPF), ("ns", bif.NS), ("flip", bif.FLIP)):
-                    if name in tvn and tv[name][0] * tvn[name][0] < 0 and tv.get(name + "_n") == tvn.get(name + "_n") \
-                            and name in ("hopf", "ns"):
-                        continue  # the product changed sign with no complex pair crossing: a neutral saddle
+                    if name in ("hopf", "ns") and name in tvn and tv[name][0] * tvn[name][0] < 0 \
+                            and tv[name + "_n"] == tvn[name + "_n"] \
+                            and not any(abs(q) <= bif.BOUNDARY_TOL for q in (tv[name][1], tvn[name][1])):
+                        continue  # the product changed sign, no complex pair crossed (nor sits on the boundary):
+                        # a neutral saddle
                     if name in tvn and tv[name][0] * tvn[name][0] < 0:
                         pt = bif.locate(code, fam, X, Xn, tv[name][1], tvn[name][1], tv[name][0], tol,
                                         _bisector(fam, X, Xn, tol, name))
