@@ -28,9 +28,11 @@ from .harness import format_rows, run_workload
 
 
 def _modules():
-    from . import cli, equilibria, fixed_points, forward, gated, gradnorm, partition, spectra, sweep, sweep_host, train
+    from . import (cli, complete_fixed_points, equilibria, fixed_points, forward, gated, gradnorm, partition, spectra,
+                   sweep, sweep_host, train)
 
-    return (forward, gated, cli, gradnorm, equilibria, fixed_points, spectra, sweep, sweep_host, partition, train)
+    return (forward, gated, cli, gradnorm, equilibria, fixed_points, complete_fixed_points, spectra, sweep, sweep_host,
+            partition, train)
 
 
 def all_workloads():
