@@ -73,6 +73,17 @@ def config_text(t: torch.Tensor) -> str:
     return bytes(t.detach().cpu().numpy().astype(np.uint8).tobytes()).decode("utf-8", errors="replace")
 
 
+#: Settings that say how a model's weights were drawn, not what it computes.
+_DRAW = ("seed", "weight_scale")
+
+
+def _rule(text: str) -> dict:
+    """A module's settings JSON without ``_DRAW``: what must agree for its state_dict to load."""
+    cfg = json.loads(text)
+    cfg["settings"] = {k: v for k, v in cfg.get("settings", {}).items() if k not in _DRAW}
+    return cfg
+
+
 def seed_from_torch() -> int:
     """A seed for dynlab's generator drawn from torch's global one, so ``torch.manual_seed`` governs
     a module made without ``seed=``."""
@@ -219,10 +230,14 @@ class DynlabModule(nn.Module):
         key = prefix + CONFIG
         if key in state_dict:
             theirs, ours = config_text(state_dict[key]), config_text(getattr(self, CONFIG))
-            if json.loads(theirs) != json.loads(ours):
+            if _rule(theirs) != _rule(ours):
                 error_msgs.append(f"{key}: the state_dict holds a dynlab model {theirs}, this module runs {ours} "
                                   f"(make the module with the same settings, or load the file with "
                                   f"dynlab.load_model)")
-            state_dict[key] = getattr(self, CONFIG)   # the load copies the module's own (same) settings
+                state_dict[key] = getattr(self, CONFIG)
+            else:   # the same rule; how the weights were drawn (seed, weight_scale) comes with them
+                self._buffers[CONFIG] = torch.empty_like(state_dict[key], device=getattr(self, CONFIG).device)
+                if hasattr(self, "settings"):
+                    self.settings.update({k: v for k, v in json.loads(theirs)["settings"].items() if k in _DRAW})
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)

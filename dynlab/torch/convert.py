@@ -9,11 +9,15 @@ rnn, fastrnn, antisymmetric, rin, irnn,    ``dynlab.torch.RNN``, ``FastRNN``, ``
 ctrnn (euler, rk4)                         ``RIN``, ``IRNN``, ``CTRNN``
 gru, lstm with tanh                        ``torch.nn.GRU``, ``torch.nn.LSTM`` (PyTorch's own, one layer)
 gru, lstm with another activation          ``dynlab.torch.GRU``, ``dynlab.torch.LSTM``
-stack of rnn (tanh or relu), of gru or     ``torch.nn.RNN``, ``GRU``, ``LSTM`` with ``num_layers`` = L
-lstm (tanh), every layer alike
+stack of rnn, gru or lstm layers, all     ``torch.nn.RNN``, ``GRU``, ``LSTM`` with ``num_layers`` = L
+alike with tanh
 any other stack                            ``dynlab.torch.Stack`` of dynlab modules
 implicit                                   ``dynlab.torch.Implicit``
 =========================================  ===============================================================
+
+A ReLU stack is not given to ``torch.nn.RNN(nonlinearity="relu")``: PyTorch's relu has derivative 0
+at 0 where dynlab takes 1 (``dynlab.torch._ops``), and an identity-initialised ReLU stack meets exact
+zeros (a silent unit read by the next layer), where the two gradients differ.
 
 ``Net`` wraps any of them for code that runs a model written once for all (``dl.train_model(...,
 engine="torch")``): the parameters by dynlab's names in both directions (``assign``, ``grads``), the
@@ -38,16 +42,14 @@ _NAMES = (("W_ih", "weight_ih"), ("W_hh", "weight_hh"), ("b_ih", "bias_ih"), ("b
 
 def _native_kind(model):
     """'rnn' | 'gru' | 'lstm' when PyTorch's own module computes ``model`` (a one-layer gru/lstm with
-    tanh, or a stack of alike rnn (tanh, relu) / gru / lstm (tanh) layers), else None."""
+    tanh, or a stack of alike rnn / gru / lstm layers with tanh), else None."""
     layers = list(model.layers) if model.name == "stack" else [model]
     kinds = {m.name for m in layers}
     acts = {m.activation for m in layers}
     if len(kinds) != 1 or len(acts) != 1:
         return None
     kind, act = kinds.pop(), acts.pop()
-    if kind in ("gru", "lstm") and act == "tanh":
-        return kind
-    if kind == "rnn" and model.name == "stack" and act in ("tanh", "relu"):
+    if act == "tanh" and (kind in ("gru", "lstm") or (kind == "rnn" and model.name == "stack")):
         return kind
     return None
 

@@ -1,9 +1,9 @@
 """A stack of dynlab cells as one PyTorch module (``dynlab.models.stack``): layer ℓ > 1 reads layer ℓ − 1's
 output at the same step; the state is [s¹; …; sᴸ], the top layer's output last.
 
-``dl.to_torch`` gives a stack of PyTorch's own kinds (rnn layers with tanh or relu, gru or lstm layers
-with tanh, all alike) as ``torch.nn.RNN``/``GRU``/``LSTM`` with ``num_layers``; every other stack
-(other activations, the one-line cells) becomes this module.  Its layers are dynlab modules
+``dl.to_torch`` gives a stack of PyTorch's own kinds (rnn, gru or lstm layers with tanh, all alike)
+as ``torch.nn.RNN``/``GRU``/``LSTM`` with ``num_layers``; every other stack (other activations, the
+one-line cells) becomes this module.  Its layers are dynlab modules
 (``layers[ℓ − 1]``), run one after the other over the whole sequence — the same arithmetic, step for
 step, as dynlab's step-by-step stack.
 """
