@@ -27,9 +27,9 @@ from .harness import format_rows, run_workload
 
 
 def _modules():
-    from . import cli, equilibria, fixed_points, forward, gated, gradnorm, partition, spectra, sweep, train
+    from . import cli, equilibria, fixed_points, forward, gated, gradnorm, partition, spectra, sweep, train, train_torch
 
-    return (forward, gated, cli, gradnorm, equilibria, fixed_points, spectra, sweep, partition, train)
+    return (forward, gated, cli, gradnorm, equilibria, fixed_points, spectra, sweep, partition, train, train_torch)
 
 
 def all_workloads():

@@ -374,7 +374,7 @@ def _dynlab_prefix(t: _Tensors, prefix):
         p = prefix if prefix == "" or str(prefix).endswith(".") else f"{prefix}."
         if p + CONFIG in t.keys:
             return p
-        return None if not _candidates(t.keys) else _fail_prefix(t, p, found)
+        return None if _candidates(t.keys) else _fail_prefix(t, p, found)
     if len(found) > 1 or _candidates(t.keys):
         every = found + [c for c in _candidates(t.keys)]
         t.fail(f"holds several recurrent modules (prefixes {', '.join(repr(c) for c in every)}); name one with "
@@ -591,9 +591,9 @@ def to_torch(model, *, batch_first: bool = False, dtype="float64", device=None, 
     ----------
     model : any dynlab model.  rnn, fastrnn, antisymmetric, rin, irnn and fixed-step ctrnn become
         ``dynlab.torch.RNN``, …, ``CTRNN``; a gru or lstm with tanh becomes ``torch.nn.GRU`` /
-        ``torch.nn.LSTM`` (another activation: ``dynlab.torch.GRU`` / ``LSTM``); a stack of alike rnn
-        (tanh or relu), gru or lstm (tanh) layers ``torch.nn.RNN`` / ``GRU`` / ``LSTM`` with
-        ``num_layers``, any other stack ``dynlab.torch.Stack``; an implicit network
+        ``torch.nn.LSTM`` (another activation: ``dynlab.torch.GRU`` / ``LSTM``); a stack of alike rnn,
+        gru or lstm layers with tanh ``torch.nn.RNN`` / ``GRU`` / ``LSTM`` with ``num_layers``, any
+        other stack ``dynlab.torch.Stack``; an implicit network
         ``dynlab.torch.Implicit`` (backward by the implicit function theorem).
     batch_first : inputs (B, T, d) instead of (T, B, d), as in ``torch.nn.RNN``
     dtype : "float64" (default: the conversion is exact) or "float32" (or a torch dtype)

@@ -197,3 +197,33 @@ def test_engine_options_are_checked():
     if not torch.cuda.is_available():
         with pytest.raises(ParameterError, match="^device: cuda:0 cannot be used here"):
             train_model(m, task, iterations=1, engine="torch", device="cuda:0", progress=False)
+
+
+@pytest.mark.slow
+def test_a_gallery_item_gives_the_same_verdict_through_the_torch_engine():
+    """The rin-gradients recipe (quick: 4 arms × 3 seeds × 100 iterations) computed by its own code on
+    both engines (benchmarks/torch_standin.py): the same verdict of every part, and each paired
+    effect within the exact trainer's SE of it.  (Float64 on the CPU: the runs start equal to
+    rounding and drift apart at training's own sensitivity — ≈ 1e-5 in a final validation MSE after
+    100 Adam steps of a ReLU RIN, far inside the effects' SE ≈ 0.1.)"""
+    from conftest import benchmarks_module
+
+    standin = benchmarks_module("torch_standin")
+    results = standin.run(quick=True)
+    c = standin.compare(results)
+    assert c["agree"], c
+    assert c["passed"][0] == c["passed"][1] and c["gate"][0] == c["gate"][1] and c["control"][0] == c["control"][1]
+
+
+def test_the_guide_example_runs():
+    """docs/guide/torch.md's first example, run as a script (its own assert checks the round trip)."""
+    import re
+
+    from conftest import CHECKOUT
+
+    with open(os.path.join(CHECKOUT, "docs", "guide", "torch.md"), encoding="utf-8") as f:
+        code = re.findall(r"```python\n(.*?)```", f.read(), flags=re.S)[0]
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, DYNLAB_QUIET="1"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "training MSE" in r.stdout and "largest state difference" in r.stdout

@@ -100,6 +100,8 @@ class IRNN(DynlabModule):
     Parameters: ``U`` (dense) or ``V``, ``H`` (U = I + V H, with ``rank=r``), ``W``, ``b``, ``eta``
     (scalar, (K,) or (T, K)), ``alpha`` (``requires_grad=False``: the paper trains η, not α).  With
     ``P="U"`` they are the paper's U (= P), W, b, and the step uses P U, P W, P b (``form()``).
+    η must stay > 0 (``dl.from_torch`` refuses η ≤ 0): an optimiser stepping η itself can cross 0
+    from a small η₀ — clamp it after each step, or optimise ln η as dynlab's trainer does.
 
     Example
     -------

@@ -24,6 +24,8 @@ diagnostics of the history are dynlab's, on the host, from the same master param
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ..errors import DivergenceError, ParameterError
@@ -101,6 +103,22 @@ class TorchEngine:
         return {"engine": "torch", "device": name, "torch_dtype": str(self.dtype).replace("torch.", ""),
                 "torch_version": self.torch.__version__}
 
+    @contextlib.contextmanager
+    def _threads(self):
+        """``config.TORCH_CPU_THREADS`` threads for the call on the CPU (restored after)."""
+        from .. import config
+
+        n = config.TORCH_CPU_THREADS
+        if self.device.type != "cpu" or n is None:
+            yield
+            return
+        saved = self.torch.get_num_threads()
+        self.torch.set_num_threads(int(n))
+        try:
+            yield
+        finally:
+            self.torch.set_num_threads(saved)
+
     def _tensor(self, a, *, grad=False):
         t = self.torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64)).to(self.device, self.dtype)
         return t.requires_grad_(grad)
@@ -110,7 +128,12 @@ class TorchEngine:
 
     # ------------------------------------------------------------------ one step
     def loss_and_grads(self, model, readout, x, target, *, loss: str, h0=None, workspace=None):
-        """As ``dynlab.train.backprop.loss_and_grads`` (module docstring); ``workspace`` is ignored."""
+        """As ``dynlab.train.backprop.loss_and_grads`` (module docstring); ``workspace`` is ignored.
+        On the CPU it runs on ``config.TORCH_CPU_THREADS`` torch threads."""
+        with self._threads():
+            return self._loss_and_grads(model, readout, x, target, loss, h0)
+
+    def _loss_and_grads(self, model, readout, x, target, loss, h0):
         loss = bp.check_loss(loss)
         bp._check_trainable(model)
         xa, h0a = bp._as_batch(model, x, h0)
@@ -167,7 +190,7 @@ class TorchEngine:
         Wo, bo = self._readout(readout, False)
         seq = loss.endswith("-seq")
         outs = []
-        with torch.no_grad():
+        with torch.no_grad(), self._threads():
             form = net.form()
             for lo in range(0, xa.shape[0], EVAL_CHUNK):
                 xt = self._tensor(np.swapaxes(xa[lo:lo + EVAL_CHUNK], 0, 1))
