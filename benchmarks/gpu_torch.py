@@ -178,7 +178,8 @@ def main(argv=None) -> int:
     Dq = (lambda D: min(D, 8)) if args.quick else (lambda D: D)
     out = {"device": name, "torch": torch.__version__, "dynlab": dl.__version__, "epochs": args.epochs,
            "seeds": args.seeds, "dtype": args.dtype}
-    print(f"# The torch engine on {name} (torch {torch.__version__}, dynlab {dl.__version__})\n")
+    print(f"# The torch engine on {name} (torch {torch.__version__}, dynlab {dl.__version__})"
+          + (" — quick: tiny sizes (T ≤ 12, D ≤ 8), a smoke run, not a measurement" if args.quick else "") + "\n")
 
     # 1. the train-torch step
     T1, D1 = shrink(784), Dq(128)

@@ -38,5 +38,7 @@ from .convert import Net, to_torch
 from .implicit import Implicit
 from .stack import Stack
 
-__all__ = ["AntisymmetricRNN", "CELLS", "CONFIG", "CTRNN", "DynlabModule", "FastRNN", "GRU", "IRNN", "Implicit",
-           "LSTM", "Net", "RIN", "RNN", "Stack", "to_torch"]
+#: the public classes and functions (``CELLS``, the registry name → class table, and ``CONFIG``, the
+#: settings buffer's name, are importable too)
+__all__ = ["AntisymmetricRNN", "CTRNN", "DynlabModule", "FastRNN", "GRU", "IRNN", "Implicit", "LSTM", "Net", "RIN",
+           "RNN", "Stack", "to_torch"]
