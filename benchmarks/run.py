@@ -29,10 +29,10 @@ from .harness import format_rows, run_workload
 
 def _modules():
     from . import (cli, complete_fixed_points, equilibria, fixed_points, forward, gated, gradnorm, partition, spectra,
-                   sweep, sweep_host, train)
+                   sweep, sweep_host, train, train_torch)
 
     return (forward, gated, cli, gradnorm, equilibria, fixed_points, complete_fixed_points, spectra, sweep, sweep_host,
-            partition, train)
+            partition, train, train_torch)
 
 
 def all_workloads():

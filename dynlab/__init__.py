@@ -60,6 +60,7 @@ _EXPORTS = {
     "read_dataset": "dynlab.io",
     "model_from_dataset": "dynlab.io",
     "from_torch": "dynlab.torch_import",
+    "to_torch": "dynlab.torch_import",
     # errors
     "DynlabError": "dynlab.errors",
     "ParameterError": "dynlab.errors",

@@ -143,3 +143,10 @@ BLAS_SMALL_GEMM = None
 SMALL_GEMM_MNK = 10 ** 6
 SMALL_GEMM_MIN_ROWS = 8
 SMALL_GEMM_ARCHITECTURES = ("skylakex", "cooperlake", "sapphirerapids")
+
+#: Threads of PyTorch's CPU kernels during the torch engine's calls (``train_model(...,
+#: engine="torch", device="cpu")``), restored after each call; None: torch's own setting.  One, because
+#: the engine's per-step operations are small: on two shared cores a 100-iteration ReLU RIN run (D = 16,
+#: T = 30, batch 64) took 0.55 s on one torch thread and 26.6 s on two (OpenMP's threads waiting on a
+#: core another process held); the ``train-torch`` rows time both at the iRNN's D = 128.
+TORCH_CPU_THREADS = 1

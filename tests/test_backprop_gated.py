@@ -328,6 +328,7 @@ def test_gradients_equal_pytorch_autograd_from_the_committed_fixture(case, loss)
     _compare_with_torch(case, loss, a)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("case", list(MAKER.CASES))
 def test_gradients_equal_live_pytorch_autograd(case):
     """Other sizes and seeds than the fixture (D = 12, T = 12, B = 4, three outputs), every loss;
