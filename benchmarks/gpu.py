@@ -1,5 +1,5 @@
-"""``python -m benchmarks.run --gpu [--quick] [--markdown FILE]``: the GPU table (DESIGN §7 ``gpu``,
-issue 41's goals), one short GPU run that can judge them.
+"""``python -m benchmarks.run --gpu [--quick] [--markdown FILE]``: the GPU table (the ``gpu`` workload of
+docs/design.md, issue 41's goals), one short GPU run that can judge them.
 
 The machinery is here; the rows are ``benchmarks/gpu_rows.py``, what both use ``benchmarks/gpu_common.py``.
 One row per workload:

@@ -2,8 +2,8 @@
 GPU: the refusal, the workload builders, the agreement measure, the row loop (a failing row reported,
 the run going on, each row printed and written as it finishes), the table and its Markdown report,
 the whole table at toy sizes under Numba's CUDA simulator (``--tiny``), and the JAX peers against the
-NumPy reference on the CPU.  The timings themselves need a GPU and are never tested (DESIGN §4:
-performance is measured by benchmarks)."""
+NumPy reference on the CPU.  The timings themselves need a GPU and are never tested
+(performance is measured by benchmarks, not by timed tests)."""
 from __future__ import annotations
 
 import os

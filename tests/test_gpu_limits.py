@@ -49,7 +49,7 @@ def test_limits_of_every_kind():
 def test_registers_need_a_cap_past_256_threads():
     """255 registers per thread (uncapped), allocated per warp in units of 256: 8 warps × 8192 =
     65536 registers fill a block at 256 threads; 512 threads need a cap; a 32×32 block needs
-    max_registers ≤ 64 (DESIGN §2: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES without it)."""
+    max_registers ≤ 64 (a real GPU answers CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES without it)."""
     check_launch(Launch("uncapped", 1, 256, 0), SIMULATED)
     with pytest.raises(LaunchError, match="registers"):
         check_launch(Launch("uncapped", 1, 512, 0), SIMULATED)

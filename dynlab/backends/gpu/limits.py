@@ -18,8 +18,8 @@ The limits checked:
 * registers: a block's warps × the registers of a warp ≤ ``MAX_REGISTERS_PER_BLOCK`` (65536).  A
   kernel may use up to 255 registers per thread unless compiled with ``max_registers``
   (``KERNEL_MAX_REGISTERS``), and registers are allocated per warp in units of 256, so without a
-  cap at most 256 threads per block always launch — the 32×32 block of DESIGN §2 needs
-  ``max_registers=64``.  The backend's own kernels use ≤ 256 threads.
+  cap at most 256 threads per block always launch — a 32×32 block needs ``max_registers=64``
+  (seen on an H200: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES without it).  The backend's own kernels use ≤ 256 threads.
 """
 from __future__ import annotations
 
