@@ -341,3 +341,17 @@ def test_kantorovich_certificate_contains_the_true_root():
     assert np.min(np.abs(z)) > 1e-3  # the root is inside a linear region
     ok, radius = rs.certify(eq.s_eq.values[None] + 1e-7, rs.c(np.array([[1.5]])))
     assert ok[0] and radius[0] >= 1e-7 * np.sqrt(3) * 0.999
+
+
+def test_a_ctrnn_equilibrium_dataset_keeps_the_model_s_own_method():
+    """The solve's method is the attr ``solve_method``: as ``method`` it overwrote the CTRNN's own
+    setting (euler, rk4, a scipy solver), so the model could not be rebuilt from the Dataset (the
+    data contract: a result is recomputed from the file alone)."""
+    m = dl.make_model("ctrnn", 3, 2, seed=1, weight_scale=0.8, method="euler", substeps=2, activation="relu")
+    x = np.array([0.3, -0.2])
+    for ds, how in ((equilibrium(m, x), "newton"), (fixed_points(m, x, n_starts=4), "search"),
+                    (fixed_points(m, x, method="complete"), "complete")):
+        back = dl.model_from_dataset(ds)
+        assert back.method == "euler" and back.substeps == 2
+        np.testing.assert_array_equal(back.U, m.U)
+        assert ds.attrs["solve_method"] == how and ds.attrs["method"] == "euler"
