@@ -42,7 +42,8 @@ MODELS = {"rnn": ("rnn", {}), "fastrnn": ("fastrnn", {}), "antisymmetric": ("ant
 def _models():
     import battery
 
-    return {case: (lambda name=name, kw=kw: battery.build(name, D, DIN, T, **kw)) for case, (name, kw) in MODELS.items()}
+    return {case: (lambda name=name, kw=kw: battery.build(name, D, DIN, T, **kw))
+            for case, (name, kw) in MODELS.items()}
 
 
 #: every form above: simulate (float64, float32), jacobians, gradient flow, Lyapunov

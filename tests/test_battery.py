@@ -11,9 +11,10 @@ refused with a one-line ``ParameterError`` naming the parameter; every other pai
 * every other available backend (``dl.available_backends()``: numba here, cupy on a GPU — the
   simulator runs it in tests/test_gpu_backend.py, whose cases come from the battery) against the
   reference;
-* the Dataset's contract (DESIGN §3): attrs model, seed, backend, dynlab_version, command; a
-  long_name and units on every data variable; the model rebuilt from the Dataset alone;
-  determinism under a seed; bad input refused with a ParameterError naming the parameter.
+* the Dataset's contract (docs/design.md, *Data contract*): attrs model, seed, backend,
+  dynlab_version, command; a long_name and units on every data variable; the model rebuilt from
+  the Dataset alone; determinism under a seed; bad input refused with a ParameterError naming
+  the parameter.
 
 Tolerances.  Backends against the reference: 1e-12·max(1, |ref|) — the same formulas summed in
 another order, ≈ 1e-16 per operation over a few dozen (T ≤ 5, D ≤ 6), the vectorised tanh/sigmoid
@@ -59,10 +60,10 @@ def refused(call, param, words):
 
 
 def contract(ds, m, backend, analysis, used=()):
-    """DESIGN §3 on a result: the attrs, a long_name and units on every data variable, and the
-    model rebuilt from the Dataset alone (its parameters are stored as variables; ``used``: the
-    parameters the call replaced, stored as used).  A CTRNN integrated by scipy records the
-    backend "scipy" (its solver runs on the host whatever the backend)."""
+    """The data contract (docs/design.md) on a result: the attrs, a long_name and units on every data
+    variable, and the model — parameters and settings — rebuilt from the Dataset alone (``used``: the
+    parameters the call replaced, stored as used).  A CTRNN integrated by scipy records the backend
+    "scipy" (its solver runs on the host whatever the backend)."""
     a = ds.attrs
     layered = analysis == "partition" and int(a.get("layers", 1)) > 1
     if layered:   # the MASO convention: layer 1's model and every layer's under layer{ℓ}_ (model_from_partition)
@@ -113,7 +114,7 @@ def check_simulate(case, m):
     H = ref.h.values
     assert ref.h.dims == ("batch", "time", "unit") and H.shape == (bt.B, bt.T, m.state_size)
     assert np.abs(H - H[:, :1]).max() > 1e-3                    # the state moves: the checks see the dynamics
-    if case.family == "ctrnn-scipy":   # scipy's solver (rtol 1e-12) against RK4 at h = 1.5e-3 (error ≈ h⁴ ≈ 5e-12)
+    if case.family == "ctrnn-scipy":   # scipy's solver (rtol 1e-12) vs RK4 at h = 1.5e-3 (error ≈ h⁴ ≈ 5e-12)
         fine = m.replace(method="rk4", substeps=200)
         close(H, dl.simulate(fine, x, h0, backend="numpy").h.values, 1e-9, "scipy vs fine RK4")
     else:
