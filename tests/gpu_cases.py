@@ -9,7 +9,9 @@ sees the simulator).  The child also records the argument types of every kernel 
 the parent can compile each kernel for a real device (``cuda.compile_ptx``) with the very types
 the simulator ran.
 
-Sizes are tiny (D = 3, an LSTM's state 6, B = 2, T = 5): the simulator runs one Python thread per
+The models are the common battery's cases (``tests/battery.py``, ``MODELS`` below): the GPU is the
+battery's third backend, run here because the simulator must run in a child process.  Sizes are
+tiny (D = 3, an LSTM's state 6, B = 2, T = 5): the simulator runs one Python thread per
 CUDA thread.  Inputs are drawn from a generator seeded by the case's name, so both sides see the
 same numbers.
 """
@@ -26,32 +28,22 @@ import numpy as np
 D, DIN, B, T = 3, 2, 2, 5
 
 
-def _models():
-    import dynlab as dl
+#: The battery's cases the GPU runs (tests/battery.py): case id → (battery case, overrides).  Every
+#: kernel form, every activation compiled into a GPU kernel at least once, and the inner loops kept
+#: short (K = 3, two CTRNN substeps): the simulator runs a Python thread per CUDA thread.
+MODELS = {"rnn": ("rnn", {}), "fastrnn": ("fastrnn", {}), "antisymmetric": ("antisymmetric", {}),
+          "rin-abs": ("rin", {"activation": "abs"}),
+          "irnn-K3-previous-minus": ("irnn-K5-previous-minus", {"K": 3}),
+          "irnn-K2-etaTK-relu": ("irnn-K2-etaTK-relu", {}), "irnn-K1-identity": ("irnn-K1-identity", {}),
+          "ctrnn-euler": ("ctrnn-euler", {"substeps": 2}), "ctrnn-rk4": ("ctrnn-rk4", {"substeps": 2}),
+          "gru": ("gru", {}), "lstm": ("lstm", {}), "stack-gru": ("stack-gru", {}), "stack-lstm": ("stack-lstm", {})}
 
-    rng = np.random.default_rng(7)
-    return {
-        "rnn-tanh": lambda: dl.make_model("rnn", D, DIN, seed=1, weight_scale=0.5),
-        "fastrnn-sigmoid": lambda: dl.make_model("fastrnn", D, DIN, seed=2, weight_scale=0.5, activation="sigmoid",
-                                                 alpha=-1.0, beta=2.0),
-        "antisymmetric-leaky": lambda: dl.make_model("antisymmetric", D, DIN, seed=4, weight_scale=0.5,
-                                                     activation="leaky-relu", eps=0.2, gamma=0.05),
-        "rin-abs": lambda: dl.make_model("rin", D, DIN, seed=5, weight_scale=0.1, activation="abs"),
-        "irnn-K3-previous-minus": lambda: dl.make_model("irnn", D, DIN, seed=3, weight_scale=0.5, K=3, eta=0.5,
-                                                        g0="previous", sign=-1),
-        "irnn-K2-zero-etaTK-relu": lambda: dl.make_model("irnn", D, DIN, seed=3, weight_scale=0.5, K=2,
-                                                         activation="relu", eta=rng.uniform(0.2, 1.0, (T, 2))),
-        "irnn-K1-identity": lambda: dl.make_model("irnn", D, DIN, seed=9, weight_scale=0.5, K=1, eta=0.7,
-                                                  activation="identity"),
-        "ctrnn-euler": lambda: dl.make_model("ctrnn", D, DIN, seed=6, weight_scale=0.5, method="euler", substeps=2,
-                                             dt=0.3),
-        "ctrnn-rk4": lambda: dl.make_model("ctrnn", D, DIN, seed=6, weight_scale=0.5, method="rk4", substeps=2,
-                                           dt=0.3),
-        "gru": lambda: dl.make_model("gru", D, DIN, seed=7),
-        "lstm": lambda: dl.make_model("lstm", D, DIN, seed=8),
-        "stack-gru": lambda: dl.make_model("stack", D, DIN, cell="gru", layers=2, seed=10),
-        "stack-lstm": lambda: dl.make_model("stack", D, DIN, cell="lstm", layers=2, seed=11),
-    }
+
+def _models():
+    import battery
+
+    return {case: (lambda name=name, kw=kw: battery.build(name, D, DIN, T, **kw))
+            for case, (name, kw) in MODELS.items()}
 
 
 #: every form above: simulate (float64, float32), jacobians, gradient flow, Lyapunov
@@ -68,9 +60,9 @@ API_CASES = ("api-simulate", "api-gradient_norms", "api-lyapunov", "api-partitio
 LARGE_CASES = ("large-gradient_norms-D64", "large-gradient_norms-D128", "large-lyapunov-D64", "large-simulate-D128",
                "large-gru-D64")
 #: the cases each backend variant (``VARIANTS``) runs again: every kernel's other paths at D = 3
-VARIANT_CASES = ("simulate-f64/rnn-tanh", "simulate-f64/irnn-K3-previous-minus", "simulate-f64/ctrnn-rk4",
+VARIANT_CASES = ("simulate-f64/rnn", "simulate-f64/irnn-K3-previous-minus", "simulate-f64/ctrnn-rk4",
                  "simulate-f64/gru", "simulate-f64/lstm", "simulate-f32/lstm", "simulate-diverge-stop",
-                 "jacobians/irnn-K2-zero-etaTK-relu", "jacobians/ctrnn-rk4", "gradient_flow/rnn-tanh",
+                 "jacobians/irnn-K2-etaTK-relu", "jacobians/ctrnn-rk4", "gradient_flow/rnn",
                  "lyapunov/irnn-K3-previous-minus", "backward_norms-2chunks",
                  "tangent_qr-2chunks", "sweep-irnn-f64", "sweep-cell-f32")
 #: Backend variants, as instance overrides of ``GPUBackend``'s thresholds:
@@ -97,22 +89,11 @@ def float32_case(case: str) -> bool:
 
 
 def close(got, want, rtol, where):
-    """``got`` equals ``want``: integers exactly, non-finite entries in the same places, finite ones to
+    """``battery.close``: integers exactly, non-finite entries in the same places, finite ones to
     |Δ| ≤ rtol·max(1, |want|)."""
-    got = np.asarray(got)
-    want = np.asarray(want)
-    assert got.shape == want.shape, (where, got.shape, want.shape)
-    if want.dtype.kind not in "fc":
-        np.testing.assert_array_equal(got, want, err_msg=where)
-        return
-    g = got.astype(np.float64)
-    w = want.astype(np.float64)
-    np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=f"{where}: NaN positions")
-    np.testing.assert_array_equal(np.isinf(g) & (g > 0), np.isinf(w) & (w > 0), err_msg=f"{where}: +inf positions")
-    np.testing.assert_array_equal(np.isinf(g) & (g < 0), np.isinf(w) & (w < 0), err_msg=f"{where}: -inf positions")
-    ok = np.isfinite(w)
-    err = np.abs(g[ok] - w[ok]) / np.maximum(1.0, np.abs(w[ok]))
-    assert err.size == 0 or err.max() <= rtol, f"{where}: relative error {err.max():.3g} > {rtol:g}"
+    import battery
+
+    battery.close(got, want, rtol, where)
 
 
 def as_float64_case(case: str) -> str:

@@ -283,7 +283,7 @@ PROBES = {
                                       else UNOBSERVED),
                   "step_norms": lambda ds, e: "step_norm" in ds},
     "equilibria": {**_model_probes(False, backend="trajectory_backend"),
-                   "method": lambda ds, e: ds.attrs["method"], "tol": lambda ds, e: float(ds.attrs["tol"])},
+                   "method": lambda ds, e: ds.attrs["solve_method"], "tol": lambda ds, e: float(ds.attrs["tol"])},
     "spectrum": {**_model_probes(False), "at": lambda ds, e: ds.attrs["at"]},
     "converge": {**_model_probes(False, backend="trajectory_backend"), "K_max": lambda ds, e: int(ds.attrs["K_max"])},
     "partition": {**_model_probes(False), "layers": lambda ds, e: int(ds.attrs["layers"]),
@@ -469,7 +469,7 @@ def test_complete_enumeration_defaults_are_the_stated_ones(tmp_path):
     from dynlab.analysis.pwa import MAX_REGIONS
 
     ds = _run_to_dataset(tmp_path, "equilibria", ["--complete", "--hidden", "3", "--activation", "relu"])
-    assert ds.attrs["method"] == "complete" and ds.attrs["cycles"] == 1
+    assert ds.attrs["solve_method"] == "complete" and ds.attrs["cycles"] == 1
     assert ds.attrs["max_regions"] == MAX_REGIONS
     assert DEFAULTS["equilibria"]["max_regions"].render() == str(MAX_REGIONS)
     assert DEFAULTS["equilibria"]["cycles"].render().startswith("1 ")

@@ -29,6 +29,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import battery  # noqa: E402
 import dynlab as dl  # noqa: E402
 import dynlab.torch as dt  # noqa: E402
 from dynlab.errors import ParameterError  # noqa: E402
@@ -39,43 +40,26 @@ pytestmark = pytest.mark.torch
 B, T, D, d = 3, 6, 4, 2
 FWD_TOL, GRAD_TOL = 1e-12, 1e-10
 
-#: name → (registry name, settings); every cell and variant
-CASES = {
-    "rnn": ("rnn", {}),
-    "rnn-identity-relu": ("rnn", {"identity_init": True, "weight_scale": 1.0}),
-    "rnn-abs": ("rnn", {"activation": "abs"}),
+#: The common battery's sequence models (tests/battery.py; a CTRNN by scipy has no module), and
+#: beside them: a leak other than the default, a GRU and an LSTM with another activation (dynlab's own
+#: modules, not PyTorch's), stacks of tanh RNN cells (PyTorch's nn.RNN) and of identity-initialised
+#: ReLU cells (dynlab's Stack).
+EXTRA = {
     "rnn-leaky": ("rnn", {"activation": "leaky-relu", "leak": 0.1}),
-    "fastrnn": ("fastrnn", {}),
-    "antisymmetric": ("antisymmetric", {"eps": 0.3, "gamma": 0.1}),
-    "rin": ("rin", {}),
-    "irnn": ("irnn", {"K": 3, "eta": 0.5}),
-    "sirnn": ("irnn", {"K": 1, "eta": 0.7, "activation": "sigmoid"}),
-    "irnn-eta-per-k": ("irnn", {"K": 2, "eta": np.array([0.3, 0.6]), "alpha": 0.8}),
-    "irnn-lowrank-previous-minus": ("irnn", {"K": 2, "rank": 2, "g0": "previous", "sign": -1, "eta": 0.4}),
-    "irnn-eq9-per-time": ("irnn", {"K": 2, "rank": 2, "P": "U", "g0": "previous", "activation": "relu",
-                                   "eta": np.linspace(0.05, 0.3, T * 2).reshape(T, 2)}),
-    "irnn-eq9-dense": ("irnn", {"K": 3, "P": "U", "activation": "relu", "eta": 0.1, "weight_scale": 0.3}),
-    "ctrnn-rk4": ("ctrnn", {"substeps": 2, "dt": 0.2}),
-    "ctrnn-euler": ("ctrnn", {"method": "euler", "substeps": 3, "tau": 0.7}),
-    "gru": ("gru", {}),
-    "lstm": ("lstm", {}),
     "gru-relu": ("gru", {"activation": "relu"}),
     "lstm-sigmoid": ("lstm", {"activation": "sigmoid"}),
-    "stack-rnn-tanh": ("stack", {"cell": "rnn", "layers": 2}),
-    "stack-rnn-relu": ("stack", {"cell": "rnn", "layers": 2, "activation": "relu", "identity_init": True}),
-    "stack-rnn-abs": ("stack", {"cell": "rnn", "layers": 3, "activation": "abs"}),
-    "stack-gru": ("stack", {"cell": "gru", "layers": 2}),
-    "stack-lstm": ("stack", {"cell": "lstm", "layers": 2}),
-    "stack-lstm-identity": ("stack", {"cell": "lstm", "layers": 2, "activation": "identity"}),
+    "stack-rnn-tanh": ("stack-rnn", {"activation": "tanh"}),
+    "stack-rnn-relu": ("stack-rnn", {"activation": "relu", "identity_init": True, "weight_scale": 1.0}),
 }
+CASES = battery.names("cell", "irnn", "ctrnn", "gated", "stack-gated", "stack-cell") + list(EXTRA)
 #: the module each case becomes
 KINDS = {"gru": "GRU", "lstm": "LSTM", "stack-rnn-tanh": "RNN", "stack-rnn-relu": "Stack", "stack-gru": "GRU",
-         "stack-lstm": "LSTM", "stack-rnn-abs": "Stack", "stack-lstm-identity": "Stack"}
+         "stack-lstm": "LSTM", "stack-rnn": "Stack", "stack-lstm-mixed": "Stack"}
 
 
 def _model(case):
-    name, kw = CASES[case]
-    return dl.make_model(name, D, d, seed=sum(map(ord, case)) % 97, **kw)
+    name, kw = EXTRA.get(case, (case, {}))
+    return battery.build(name, D, d, T, **kw)
 
 
 def _data(model, seed=0):
@@ -341,7 +325,7 @@ def test_bad_inputs_name_the_argument():
 
 def test_random_initial_state_in_training_mode_only():
     """sigma_eps: h_0 = hx + σ ε with ε from torch's generator, in training mode; none in eval mode."""
-    m = _model("rnn-identity-relu")
+    m = _model("rnn-identity-init")
     x, h0 = _data(m)
     module = dl.to_torch(m, batch_first=True, sigma_eps=0.5)
     torch.manual_seed(3)
@@ -358,7 +342,7 @@ def test_random_initial_state_in_training_mode_only():
 def test_float32_module_follows_float32_rounding():
     """A float32 module against dl.simulate in float64: the difference is float32 rounding, ≤ 1e-5
     relative over T = 6 steps (float32's ε ≈ 6e-8 per operation), and far above float64's."""
-    m = _model("irnn-eq9-per-time")
+    m = _model("irnn-K3-eq9-dense")
     x, h0 = _data(m)
     out, _ = dl.to_torch(m, batch_first=True, dtype=torch.float32)(torch.tensor(x, dtype=torch.float32),
                                                                    torch.tensor(h0, dtype=torch.float32))
@@ -367,7 +351,7 @@ def test_float32_module_follows_float32_rounding():
 
 
 def test_state_dict_settings_are_json():
-    module = dl.to_torch(_model("irnn-lowrank-previous-minus"))
+    module = dl.to_torch(_model("irnn-K5-previous-minus"))
     raw = module.state_dict()["dynlab_model"]
     assert raw.dtype == torch.uint8
     cfg = json.loads(bytes(raw.numpy()).decode())
@@ -376,7 +360,7 @@ def test_state_dict_settings_are_json():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
 def test_forward_and_gradients_on_the_gpu():
-    m = _model("irnn-eq9-per-time")
+    m = _model("irnn-K3-eq9-dense")
     x, h0 = _data(m)
     module = dl.to_torch(m, batch_first=True, device="cuda")
     out, _ = module(torch.tensor(x, device="cuda"), torch.tensor(h0, device="cuda"))

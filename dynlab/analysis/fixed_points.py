@@ -95,7 +95,8 @@ def fixed_points(model, x=None, *, method: str = "search", n_starts: int = 64, t
     ``n_stable`` (stable roots), ``n_saddles`` (roots with exactly one unstable mode),
     ``n_unreachable`` (points outside the reachable box: left out, or kept and flagged),
     ``state_box`` (the rule of that box), ``certificate`` (what certifies the roots, or why none
-    is claimed).  The counts are of the points in the result.  With ``method="complete"``: attrs
+    is claimed), ``solve_method`` ("search" or "complete"; not ``method``, which is a CTRNN's own
+    setting).  The counts are of the points in the result.  With ``method="complete"``: attrs
     ``complete`` (1 when every region was solved or pruned), ``completeness`` (the sentence saying
     what was proven, or "incomplete after N regions" and what was left), ``lp_nodes``,
     ``pruned_nodes``, ``regions_solved``, ``singular_regions``, ``unexamined_regions``,
@@ -197,7 +198,7 @@ def fixed_points(model, x=None, *, method: str = "search", n_starts: int = 64, t
                  "n_starts": int(Y.shape[0]), "trajectory_steps": int(trajectory_steps), "spread": float(spread),
                  "starts_from": "trajectories" if traj is not None else "random states run along the dynamics",
                  "start_noise": float(start_noise), "dedup_tol": float(dedup_tol),
-                 "search_seed": int(seed), "n_unreachable": n_unreachable, "method": "search"}
+                 "search_seed": int(seed), "n_unreachable": n_unreachable, "solve_method": "search"}
         return _assemble(model, system, xa, P, reach, hits, kinds, iters, traj, box, attrs, stability_tol,
                          n_components, command)
 
@@ -244,7 +245,7 @@ def _assemble(model, system, xa, P, reach, hits, kinds, iters, traj, box, extra,
     stab = stability_label(growth, discrete=system.discrete, tol=stability_tol)
     kinds = np.array(kinds, dtype=np.int8)
     lab = _flow_label(system)
-    how = ("the region's linear solve and one Newton step" if extra.get("method") == "complete" else
+    how = ("the region's linear solve and one Newton step" if extra.get("solve_method") == "complete" else
            "Newton iterations (search and polish) of the first start that ended here; Levenberg–Marquardt steps "
            "not counted")
     data = {
@@ -262,7 +263,7 @@ def _assemble(model, system, xa, P, reach, hits, kinds, iters, traj, box, extra,
                                                 "flag_values": np.array([0, 1], dtype=np.int8),
                                                 "flag_meanings": "slow_point root"}),
         "hits": xr.Variable(("point",), np.array(hits, dtype=np.int64),
-                            {"long_name": "regions holding it" if extra.get("method") == "complete"
+                            {"long_name": "regions holding it" if extra.get("solve_method") == "complete"
                              else "starts that ended here", "units": "1"}),
         **eig_variables(eigs, ("point",), what=lab),
         "max_real": xr.Variable(("point",), eigs.real.max(axis=1) if n else np.empty(0),
@@ -314,7 +315,7 @@ def _complete(model, system, xa, traj, box, *, tol, stability_tol, n_components,
                                    "units": "1"})}
     if int(cycles) > 1:
         more.update(_cycle_variables(system, c, out["cycles"], int(cycles), stability_tol))
-    extra = {"tol": tol, "method": "complete", "complete": int(complete), "completeness": sentence,
+    extra = {"tol": tol, "solve_method": "complete", "complete": int(complete), "completeness": sentence,
              "lp_nodes": int(sum(p.nodes for p in proofs)), "pruned_nodes": int(sum(p.pruned for p in proofs)),
              "regions_solved": int(sum(p.regions for p in proofs)),
              "singular_regions": int(sum(p.singular for p in proofs)),

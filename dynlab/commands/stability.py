@@ -143,7 +143,7 @@ def _implicit_equilibria(spec, model, x):
     ds = implicit_equilibrium(model, x, method=IMPLICIT_METHODS[spec.method], tol=spec.tol,
                               command=spec.run.command)
     ds = _along_time(ds, x.shape[0], "input m")
-    ds.attrs.update({"method": spec.method, "tol": spec.tol, **input_attrs(spec.run, x.shape[0])})
+    ds.attrs.update({"solve_method": spec.method, "tol": spec.tol, **input_attrs(spec.run, x.shape[0])})
     return ds
 
 
@@ -164,7 +164,7 @@ def equilibria_summary(ds) -> str:
         n_unst = int((ds["stability"].values == -1).sum())
         lines.append(f"{n_unst} of {ds.sizes['arc']} points unstable")
         return "\n".join(lines)
-    if result == "fixed_points" and ds.attrs.get("method") == "complete":
+    if result == "fixed_points" and ds.attrs.get("solve_method") == "complete":
         return _complete_summary(ds, name)
     if result == "fixed_points":
         far = int(ds.attrs.get("n_unreachable", 0))
@@ -185,11 +185,11 @@ def equilibria_summary(ds) -> str:
         return "\n".join(lines)
     n, ok = ds["converged"].size, int(ds["converged"].sum())
     if result == "implicit_equilibrium":
-        return (f"equilibria of the implicit net at {n} inputs ({ds.attrs['method']}, tol {ds.attrs['tol']:g}): "
+        return (f"equilibria of the implicit net at {n} inputs ({ds.attrs['solve_method']}, tol {ds.attrs['tol']:g}): "
                 f"{ok}/{n} converged, max residual {float(ds['residual'].max()):.3g}, iterations ≤ "
                 f"{int(ds['iterations'].max())}")
     stab = ds["stability"].values
-    lines = [f"equilibria of {name} at {n} inputs ({ds.attrs['method']}, tol {ds.attrs['tol']:g}): {ok}/{n} converged, "
+    lines = [f"equilibria of {name} at {n} inputs ({ds.attrs['solve_method']}, tol {ds.attrs['tol']:g}): {ok}/{n} converged, "
              f"max residual {float(ds['residual'].max()):.3g}, iterations ≤ {int(ds['iterations'].max())}",
              f"stability: {int((stab == 1).sum())} stable, {int((stab == 0).sum())} marginal, "
              f"{int((stab == -1).sum())} unstable; max Re λ = {float(ds['max_real'].max()):.4g}"]
@@ -248,7 +248,7 @@ def _complete_summary(ds, name) -> str:
 def not_converged(ds) -> str | None:
     """One line saying where a solve of ``dynlab equilibria`` failed (None when all converged), or that
     a ``--complete`` enumeration was stopped by its work limit."""
-    if ds.attrs.get("result") == "fixed_points" and ds.attrs.get("method") == "complete":
+    if ds.attrs.get("result") == "fixed_points" and ds.attrs.get("solve_method") == "complete":
         return None if int(ds.attrs["complete"]) else ds.attrs["completeness"]
     if ds.attrs.get("result") not in ("equilibrium", "implicit_equilibrium"):
         return None

@@ -150,7 +150,7 @@ def _sequence(ds, axes, kind):
             ax.semilogy(t[bad], r[bad], "x", color=COLORS["vermillion"], label="not converged")
         ax.set_xlabel(label)
         ax.set_ylabel("residual ‖F‖∞")
-        ax.set_title(f"{ds.attrs.get('method', 'solve')}: residual and convergence")
+        ax.set_title(f"{ds.attrs.get('solve_method', ds.attrs.get('method', 'solve'))}: residual and convergence")
         if tol is not None or bad.any():
             ax.legend(frameon=False)
     from matplotlib.ticker import MaxNLocator
