@@ -197,8 +197,13 @@ def _forward_cell(form, xt, h0a) -> Tape:
             phi(name, z, leak, out=A[t])
             H[t + 1] = ref_cells.cell_out(a_, c_, H[t], A[t])
             _check_finite(form, H, t)
-        for t in range(T):  # φ' over the pre-activations, a step at a time (temporaries stay small)
-            dphi_at(name, Z[t], A[t], leak, out=Z[t])
+        # φ' written over the pre-activations (one tape-sized array saved): tanh's and sigmoid's
+        # from A in place, the others a step at a time (their temporaries stay small)
+        if name in ("tanh", "sigmoid"):
+            dphi_at(name, Z, A, leak, out=Z)
+        else:
+            for t in range(T):
+                dphi_at(name, Z[t], A[t], leak, out=Z[t])
         return Tape(form, xt, H, A, Z)
 
 
