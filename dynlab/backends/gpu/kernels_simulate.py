@@ -249,11 +249,11 @@ def build(FT, NINF, NAN) -> dict:
                         if lstm:
                             q3 += W[j * GD + 3 * D + i] * hj
                     if lstm:
-                        hv, cv, _i, _f, _g, _o = lstm_unit(GI[b0 + b, t, i] + q0 + bhh[i],
-                                                          GI[b0 + b, t, D + i] + q1 + bhh[D + i],
-                                                          GI[b0 + b, t, 2 * D + i] + q2 + bhh[2 * D + i],
-                                                          GI[b0 + b, t, 3 * D + i] + q3 + bhh[3 * D + i],
-                                                          c[p], act, leak)
+                        hv, cv, _i, _f, _g, _o, _t = lstm_unit(GI[b0 + b, t, i] + q0 + bhh[i],
+                                                              GI[b0 + b, t, D + i] + q1 + bhh[D + i],
+                                                              GI[b0 + b, t, 2 * D + i] + q2 + bhh[2 * D + i],
+                                                              GI[b0 + b, t, 3 * D + i] + q3 + bhh[3 * D + i],
+                                                              c[p], act, leak)
                         c[p] = cv
                         H[b0 + b, t, D + i] = cv
                         if not math.isfinite(cv):
@@ -292,11 +292,11 @@ def build(FT, NINF, NAN) -> dict:
                 cn[b, i] = cc[b, i]
                 continue
             if lstm:
-                hv, cv, _i, _f, _g, _o = lstm_unit(GI[b, t, i] + Q[b, i] + bhh[i],
-                                                  GI[b, t, D + i] + Q[b, D + i] + bhh[D + i],
-                                                  GI[b, t, 2 * D + i] + Q[b, 2 * D + i] + bhh[2 * D + i],
-                                                  GI[b, t, 3 * D + i] + Q[b, 3 * D + i] + bhh[3 * D + i],
-                                                  cc[b, i], act, leak)
+                hv, cv, _i, _f, _g, _o, _t = lstm_unit(GI[b, t, i] + Q[b, i] + bhh[i],
+                                                      GI[b, t, D + i] + Q[b, D + i] + bhh[D + i],
+                                                      GI[b, t, 2 * D + i] + Q[b, 2 * D + i] + bhh[2 * D + i],
+                                                      GI[b, t, 3 * D + i] + Q[b, 3 * D + i] + bhh[3 * D + i],
+                                                      cc[b, i], act, leak)
                 cn[b, i] = cv
                 H[b, t, D + i] = cv
                 if not math.isfinite(cv) and bad[b] == T:

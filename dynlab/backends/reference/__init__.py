@@ -1,7 +1,9 @@
 """The NumPy reference backend: the update rules and their derivatives written as plainly as
 possible, batched over sequences or points with NumPy and LAPACK — the definition every other
-backend is tested against (the cells' arithmetic is written a second time, independently, in
-``dynlab.backends.cells`` for the compiled backends).
+backend is tested against.  Each cell's per-element arithmetic is written once here, in
+``cells`` (φ and φ' from ``dynlab.activations``), and a second time, independently, in
+``dynlab.backends.cells`` for the compiled backends; each rule's step (``simulate``) returns
+what its Jacobian and backward pass read (pre-activations, inner states, gates).
 
 =================  =========================================================================
 operation          how

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...activations import dphi, phi
+from . import cells
 
 
 def forward_tangent(gated, R, W, b, X, group, eta, alpha, sign, g0prev, act_name, leak):
@@ -52,9 +53,9 @@ def forward_tangent(gated, R, W, b, X, group, eta, alpha, sign, g0prev, act_name
         c = Cg[group, t]
         if gated:
             z = np.matmul(R, h[:, :, None])[:, :, 0] + c
-            g = al * h + eta[:, :1] * phi(act_name, z, leak)
+            g = cells.cell_update(al, eta[:, :1], h, z, act_name, leak)
             if tangent:
-                G = alm * A + (eta[:, :1] * dphi(act_name, z, leak))[:, :, None] * np.matmul(R, A)
+                G = cells.cell_out(alm, 1.0, A, cells.cell_slope(eta[:, :1], z, act_name, leak)[:, :, None] * np.matmul(R, A))
         else:
             g = np.where(prev, h, 0.0)
             G = np.where(prevm, A, 0.0) if tangent else None
@@ -64,8 +65,8 @@ def forward_tangent(gated, R, W, b, X, group, eta, alpha, sign, g0prev, act_name
                 z = np.matmul(R, s[:, :, None])[:, :, 0] + c
                 if tangent:
                     St = G + sgm * A
-                    G = G + e[:, :, None] * (dphi(act_name, z, leak)[:, :, None] * np.matmul(R, St) - alm * St)
-                g = g + e * (phi(act_name, z, leak) - al * s)
+                    G = cells.irnn_out(G, St, dphi(act_name, z, leak)[:, :, None] * np.matmul(R, St), e[:, :, None], alm)
+                g = cells.irnn_out(g, s, phi(act_name, z, leak), e, al)
         bad = ~np.isfinite(g).all(axis=1)
         diverged = np.where((diverged == 0) & bad, t + 1, diverged)
         h = g
