@@ -185,9 +185,10 @@ def _gmean(v):
         return float(np.exp(np.mean(np.log(v))))
 
 
-def run_outputs(model, readout, x, loss, h0=None, chunk: int = 500):
+def run_outputs(model, readout, x, loss, h0=None, chunk: int = 500, backend=None):
     """Read-out outputs on x (B, T, d) without keeping a tape: the simulation kernels
-    (``dynlab.simulation.run_states``, numba backend), in chunks of sequences."""
+    (``dynlab.simulation.run_states``) of ``backend`` (a name, a Backend, or None for
+    ``config.DEFAULT_BACKEND``), in chunks of sequences."""
     from ..backends import get_backend
     from ..simulation import check_h0, check_input, run_states
 
@@ -195,7 +196,7 @@ def run_outputs(model, readout, x, loss, h0=None, chunk: int = 500):
     B = xa.shape[0]
     h0a = check_h0(h0, B, model.state_size)
     outs = []
-    be = get_backend("numba")
+    be = get_backend(backend)
     for lo in range(0, B, chunk):
         with be:
             H, bad, _ = run_states(model, xa[lo:lo + chunk], h0a[lo:lo + chunk], be, stop=True)
@@ -207,34 +208,40 @@ def run_outputs(model, readout, x, loss, h0=None, chunk: int = 500):
     return np.concatenate(outs, axis=-2)
 
 
-def evaluate(model, readout, task, split: str = "val", chunk: int = 500) -> dict:
+def evaluate(model, readout, task, split: str = "val", chunk: int = 500, backend=None) -> dict:
     """Loss (and accuracy for classification) of a model on a whole split, from h_0 = 0.
 
     The split's inputs are built ``chunk`` sequences at a time (``task.batch``), so a task that
     builds its inputs per batch (noisy MNIST: T = 1000) never holds the whole split in float64."""
+    from ..backends import get_backend
+
+    be = get_backend(backend)
     n = task.size(split)
     outs, ys = [], []
     for lo in range(0, n, chunk):
         x, y = task.batch(split, np.arange(lo, min(n, lo + chunk)))
-        outs.append(run_outputs(model, readout, x, task.loss, chunk=chunk))
+        outs.append(run_outputs(model, readout, x, task.loss, chunk=chunk, backend=be))
         ys.append(y)
     Y, y = np.concatenate(outs, axis=-2), np.concatenate(ys, axis=0)
     L, _, extra = bp.loss_value(task.loss, Y, y)
     return {"loss": L, **extra}
 
 
-def jacobian_diagnostics(model, x, h0=None) -> dict:
+def jacobian_diagnostics(model, x, h0=None, backend=None) -> dict:
     """‖∂h_T/∂h_0‖, ‖∂h_T/∂h_1‖, ‖∂h_T/∂h_{T-1}‖ and their ratio for each sequence of x (B, T, d).
 
     The one-step Jacobians J_t come from ``jacobian_at`` along the simulated trajectory;
     the backward products of the stack [I, J_1, …, J_T] (``jacobian_norms``) give
     ‖∂h_T/∂h_t‖₂ for t = 0 … T in one pass.  h is the dynamical state every analysis works
     on: s = [h; c] for an LSTM, every layer's state for a stack.  Returns arrays of shape (B,).
+    ``backend`` runs the forward pass (a name, a Backend, or None for ``config.DEFAULT_BACKEND``).
     """
     from ..analysis.gradients import jacobian_norms
     from ..analysis.jacobians import jacobian_at
+    from ..backends import get_backend
 
-    tape = bp.forward(model, x, h0)
+    be = get_backend(backend)
+    tape = bp.forward(model, x, h0, backend=be)
     S = tape.H
     T, B, D = S.shape[0] - 1, S.shape[1], S.shape[2]
     if T < 2:
@@ -242,9 +249,9 @@ def jacobian_diagnostics(model, x, h0=None) -> dict:
     hprev = np.swapaxes(S[:-1], 0, 1).reshape(B * T, D)
     xs = np.swapaxes(tape.x, 0, 1).reshape(B * T, -1)
     t = np.tile(np.arange(T, dtype=np.int64), B)
-    J = jacobian_at(model, xs, hprev, t=t).reshape(B, T, D, D)
+    J = jacobian_at(model, xs, hprev, t=t, backend=be).reshape(B, T, D, D)
     stack = np.concatenate([np.broadcast_to(np.eye(D), (B, 1, D, D)), J], axis=1)
-    norms = jacobian_norms(stack)
+    norms = jacobian_norms(stack, backend=be)
     lj = norms["log_jac_norm"]              # index i: ln‖∂h_T/∂h_i‖, i = 0..T
     return {"A_h_norm": np.exp(lj[:, 0]), "jac_norm": np.exp(lj[:, 1]), "step_norm": np.exp(lj[:, T - 1]),
             "ratio": np.exp(lj[:, 1] - lj[:, T - 1])}
@@ -260,7 +267,8 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
                 seed: int = 0, freeze=None, learn_h0: bool = False, diag_batch: int = 8,
                 plateau: int | None = None, progress: bool | None = None, command: str | None = None,
                 penalty: dict | None = None, engine: str = "numba", device=None, dtype="float64",
-                checkpoint=None, checkpoint_every: int | None = None, _resume: dict | None = None) -> TrainResult:
+                checkpoint=None, checkpoint_every: int | None = None, backend=None,
+                _resume: dict | None = None) -> TrainResult:
     """Train ``model`` and a linear read-out on ``task`` with exact BPTT gradients.
 
     Each iteration: draw a batch (``default_rng([seed, 1, i])``) and h_0 = h0 + ε,
@@ -301,6 +309,11 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
     checkpoint, checkpoint_every : a ``.npz`` path the run's whole state is written to (atomically)
         every ``checkpoint_every`` iterations (default ``record_every``) and at the end: a run killed
         at any point continues from it with ``resume_training``, as if it had never stopped
+    backend : where dynlab's own engine runs the forward and backward passes, the evaluation and
+        the Jacobian diagnostics: "numpy" (the reference) or "numba"; None: ``config.DEFAULT_BACKEND``
+        (a Backend object is used as it is).  A backend without training passes (``cupy``) is refused
+        with a ParameterError naming ``backend`` before any work; the history's ``backend`` attribute
+        names the backend that ran
 
     Returns
     -------
@@ -316,10 +329,15 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
     >>> res = train_model(m, task, iterations=600, lr=1e-2)
     """
     from .._validate import as_int, as_scalar
+    from ..backends import get_backend
     from ..tasks.sequences import Task
-    from .torch_engine import make_engine
+    from .torch_engine import check_engine, make_engine
 
     bp.param_names(model)
+    be = get_backend(backend)       # resolved once: every pass below runs on this object
+    check_engine(engine)
+    be.require("train_forward", model.form())     # the passes (and the diagnostics' forward pass)
+    be.require("train_backward", model.form())    # of every engine
     if not isinstance(task, Task):
         raise ParameterError("task", f"must be a dynlab.tasks.Task (see make_task), got {type(task).__name__}")
     if task.inputs != model.inputs:
@@ -354,8 +372,14 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
     eng = make_engine(engine, model, device=device, dtype=dtype)
     if eng is not None:
         config.update(eng.config())
-    step_fn = bp.loss_and_grads if eng is None else eng.loss_and_grads
-    score = evaluate if eng is None else eng.evaluate
+    if eng is None:
+        def step_fn(*args, **kw):
+            return bp.loss_and_grads(*args, backend=be, **kw)
+
+        def score(*args):
+            return evaluate(*args, backend=be)
+    else:
+        step_fn, score = eng.loss_and_grads, eng.evaluate
 
     if _resume is None:
         readout = bp.init_readout(model.hidden, task.outputs, seed=[seed, 0])
@@ -408,7 +432,7 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
             model = bp.with_params(model, new)
             if it % record_every == 0 or it == end:
                 ev = score(model, readout, task, "val")
-                dg = jacobian_diagnostics(model, xd)
+                dg = jacobian_diagnostics(model, xd, backend=be)
                 its.append(it)
                 rec = {"loss": loss, "val_loss": ev["loss"], "val_accuracy": ev.get("accuracy", math.nan),
                        "dL_dh1_norm": float(np.mean(np.linalg.norm(batch * info["dL_dh1"], axis=1))),
@@ -419,16 +443,16 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
                 if sched is not None and it % record_every == 0:  # not the extra record at a run's end,
                     sched.update(ev["loss"])                      # so a resumed run sees the same schedule
             if checkpoint is not None and it % checkpoint_every == 0 and it != end:
-                hist = _history(model, readout, task, records, its, past, config, command, eng)
+                hist = _history(model, readout, task, records, its, past, config, command, eng, be.name)
                 _write_checkpoint(checkpoint, TrainResult(model, readout, opt, it, hist, config, h0, sched))
             report_progress(STAGE, it - start, iterations, note=f"loss {loss:.4g}")
     except DivergenceError as err:
-        hist = _history(model, readout, task, records, its, past, config, command, eng)
+        hist = _history(model, readout, task, records, its, past, config, command, eng, be.name)
         raise DivergenceError(step=err.step, batch=err.batch, model=f"{model.name} (training iteration {it})",
                               partial=hist) from None
     finally:
         talk.close()
-    hist = _history(model, readout, task, records, its, past, config, command, eng)
+    hist = _history(model, readout, task, records, its, past, config, command, eng, be.name)
     hist.attrs["seconds"] = round(time.perf_counter() - t0, 3)
     result = TrainResult(model, readout, opt, end, hist, config, h0, sched)
     if checkpoint is not None:
@@ -443,7 +467,7 @@ def _write_checkpoint(path: str, result: TrainResult) -> None:
     os.replace(tmp, final)
 
 
-def _history(model, readout, task, records, its, past, config, command, eng=None):
+def _history(model, readout, task, records, its, past, config, command, eng=None, backend="numba"):
     import xarray as xr
 
     from .._dataset import base_attrs, clean_attr, finish, model_attrs, model_variables
@@ -462,7 +486,7 @@ def _history(model, readout, task, records, its, past, config, command, eng=None
                                                                          "units": "1"})
     dvars["b_out"] = xr.Variable(("output",), readout["b_out"], {"long_name": "read-out bias b_out", "units": "1"})
     attrs = model_attrs(model)
-    attrs.update(base_attrs("numpy", command))
+    attrs.update(base_attrs(backend, command))        # the backend that ran
     attrs.update({"task": task.name, "loss_kind": task.loss, "baseline": float(task.baseline),
                   "baseline_name": task.baseline_name, "task_steps": int(task.steps)})
     for k, v in config.items():
@@ -763,10 +787,11 @@ def task_from_config(config: dict):
 
 
 def resume_training(path, iterations: int, *, progress=None, command=None, device=None, checkpoint=None,
-                    checkpoint_every: int | None = None) -> TrainResult:
+                    checkpoint_every: int | None = None, backend=None) -> TrainResult:
     """Continue the run saved in ``path`` for ``iterations`` more iterations, bit-for-bit as if
     it had never stopped (same batches, same ε, same optimiser moments), on its engine and dtype
-    (``device`` overrides the torch engine's); ``checkpoint``, ``checkpoint_every`` as ``train_model``'s."""
+    (``device`` overrides the torch engine's); ``checkpoint``, ``checkpoint_every`` and ``backend``
+    as ``train_model``'s."""
     from .._validate import as_int
 
     iterations = as_int(iterations, "iterations", low=1)
@@ -784,7 +809,7 @@ def resume_training(path, iterations: int, *, progress=None, command=None, devic
                            record_every=c["record_every"], seed=c["seed"], freeze=c["freeze"],
                            learn_h0=c["learn_h0"], diag_batch=c["diag_batch"], plateau=c["plateau"],
                            progress=progress, command=command, penalty=c.get("penalty"), checkpoint=checkpoint,
-                           checkpoint_every=checkpoint_every, _resume=state, **engine)
+                           checkpoint_every=checkpoint_every, backend=backend, _resume=state, **engine)
     except ParameterError as exc:  # every setting here came from the file, none from an option
         raise ParameterError("resume", f"{os.fspath(path)}: {exc.param}: {exc.message}") from None
 

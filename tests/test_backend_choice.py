@@ -1,0 +1,67 @@
+"""Issue 43: one backend object from the entry point down — training honours the backend the
+user chose (or refuses it in one line), provenance names the backend that ran."""
+import numpy as np
+import pytest
+
+import dynlab
+from dynlab.errors import ParameterError
+from dynlab.train.loop import train_model
+
+
+def _task():
+    return dynlab.tasks.make_task("adding", 10, seed=1, n_train=64, n_val=16, n_test=16)
+
+
+def _model():
+    return dynlab.make_model("rnn", 5, 2, seed=3)
+
+
+@pytest.mark.parametrize("name", ["numpy", "numba"])
+def test_training_names_the_backend_that_ran(name):
+    res = train_model(_model(), _task(), iterations=4, lr=1e-2, batch=8, record_every=2, seed=0, progress=False,
+                      backend=name)
+    assert res.history.attrs["backend"] == name
+
+
+def test_numpy_and_numba_train_alike():
+    kw = dict(iterations=6, lr=1e-2, batch=8, record_every=2, seed=0, sigma_eps=0.1, progress=False)
+    ref = train_model(_model(), _task(), backend="numpy", **kw).history
+    fast = train_model(_model(), _task(), backend="numba", **kw).history
+    for v in ("loss", "val_loss", "grad_norm", "jac_norm"):
+        np.testing.assert_allclose(fast[v].values, ref[v].values, rtol=1e-10, atol=0, err_msg=v)
+
+
+def test_training_uses_the_chosen_backend_object(monkeypatch):
+    """The reference's training passes run when backend="numpy" (numba's never)."""
+    from dynlab.backends import get_backend
+
+    seen = []
+    ref, fast = get_backend("numpy"), get_backend("numba")
+    for be in (ref, fast):
+        orig = type(be).train_forward
+
+        def spy(self, *a, _orig=orig, **k):
+            seen.append(self.name)
+            return _orig(self, *a, **k)
+        monkeypatch.setattr(type(be), "train_forward", spy)
+    train_model(_model(), _task(), iterations=2, lr=1e-2, batch=8, record_every=2, seed=0, progress=False,
+                backend="numpy")
+    assert seen and set(seen) == {"numpy"}
+
+
+def test_backend_without_training_passes_is_refused_before_work(monkeypatch):
+    from dynlab.backends.numba import NumbaBackend
+
+    class NoTraining(NumbaBackend):
+        name = "no-training"
+
+        def supports(self, op, form):
+            return op not in ("train_forward", "train_backward") and super().supports(op, form)
+
+        def train_forward(self, *a, **k):       # pragma: no cover - must not be reached
+            raise AssertionError("work started")
+
+    with pytest.raises(ParameterError) as err:
+        train_model(_model(), _task(), iterations=2, batch=8, progress=False, backend=NoTraining())
+    assert err.value.param == "backend"
+    assert "\n" not in str(err.value)
