@@ -65,3 +65,53 @@ def test_backend_without_training_passes_is_refused_before_work(monkeypatch):
         train_model(_model(), _task(), iterations=2, batch=8, progress=False, backend=NoTraining())
     assert err.value.param == "backend"
     assert "\n" not in str(err.value)
+
+
+# ---------------------------------------------------------------- the CLI reads the registry
+@pytest.fixture
+def xyz_backend():
+    """``test-xyz`` registered for one test; the registry, BACKENDS and the instances as they were after."""
+    import dynlab.backends as B
+
+    before = (dict(B._REGISTRY), B.BACKENDS, dict(B._INSTANCES))
+    B.register_backend("test-xyz", "xyz_backend:XyzBackend")
+    try:
+        yield
+    finally:
+        B._REGISTRY.clear()
+        B._REGISTRY.update(before[0])
+        B.BACKENDS = before[1]
+        B._INSTANCES.clear()
+        B._INSTANCES.update(before[2])
+
+
+def test_cli_backend_registered_at_run_time_is_a_choice(xyz_backend, tmp_path):
+    import xarray as xr
+    from click.testing import CliRunner
+
+    from dynlab.cli import main
+    from xyz_backend import XyzBackend
+
+    XyzBackend.simulations = 0
+    out = tmp_path / "s.nc"
+    r = CliRunner().invoke(main, ["simulate", "--model", "rnn", "--hidden", "3", "--steps", "5", "--backend",
+                                  "test-xyz", "--data", str(out), "--quiet"])
+    assert r.exit_code == 0, r.output
+    assert XyzBackend.simulations >= 1
+    with xr.open_dataset(out) as ds:
+        assert ds.attrs["backend"] == "test-xyz"
+    help_text = CliRunner().invoke(main, ["simulate", "--help"]).output
+    assert "test-xyz" in help_text
+
+
+def test_cli_backend_choices_follow_the_registry():
+    from click.testing import CliRunner
+
+    import dynlab.backends as B
+    from dynlab.cli import main
+
+    assert "test-xyz" not in B.BACKENDS           # the fixture above left the registry as it was
+    r = CliRunner().invoke(main, ["simulate", "--backend", "test-xyz"])
+    assert r.exit_code == 2 and "--backend" in r.output and len(r.output.strip().splitlines()) == 1
+    r = CliRunner().invoke(main, ["simulate", "--backend", "reference", "--steps", "3", "--quiet"])  # an alias
+    assert r.exit_code == 0, r.output

@@ -20,6 +20,8 @@ MODEL_NAMES = ("rnn", "fastrnn", "antisymmetric", "rin", "irnn", "ctrnn", "impli
 ACTIVATION_NAMES = ("tanh", "relu", "sigmoid", "identity", "leaky-relu", "abs")
 #: Input kinds (tests check this equals ``dynlab.tasks.INPUTS``).
 INPUT_KINDS = ("random-walk", "constant", "sine", "noise")
+#: The backends registered when dynlab is installed; ``--backend`` reads the registry itself when it
+#: parses (``BackendChoice``), so a backend added with ``dynlab.backends.register_backend`` is a choice too.
 BACKEND_NAMES = ("numpy", "numba", "cupy")
 G0_CHOICES = ("zero", "previous")
 
@@ -260,6 +262,32 @@ force_option = click.option("--force", is_flag=True, default=False, expose_value
 _CHOICE = dict(case_sensitive=False)
 
 
+class BackendChoice(click.Choice):
+    """``--backend``'s choices, read from ``dynlab.backends`` each time they are asked for (at parse
+    time, for ``--help``): the registered names (``BACKENDS``, with any ``register_backend`` added
+    at run time) and their aliases (``ALIASES``).  ``--help`` lists the registered names."""
+
+    name = "backend"
+
+    def __init__(self):
+        super().__init__((), case_sensitive=False)
+
+    @property
+    def choices(self):
+        from .. import backends
+
+        return tuple(backends.BACKENDS) + tuple(a for a in backends.ALIASES if a not in backends.BACKENDS)
+
+    @choices.setter
+    def choices(self, value):        # click.Choice.__init__ sets it; the registry is the one list
+        pass
+
+    def get_metavar(self, param, ctx=None):
+        from .. import backends
+
+        return "[" + "|".join(backends.BACKENDS) + "]"
+
+
 def model_option(models=MODEL_NAMES):
     """``--model``: any registry name parses (so a model a command refuses gets the library's own
     one-line reason), and the help lists the models this command takes (``dynlab.cli.defaults``)."""
@@ -407,7 +435,9 @@ OPTIONS = {
     "variance": O("--variance", type=FLOAT, default=None, metavar="V",
                   help="Step variance of random-walk, variance of noise."),
     # ------------------------------------------------------------ where it runs, what it writes
-    "backend": O("--backend", type=click.Choice(BACKEND_NAMES, **_CHOICE), default=None, help="Where the kernels run."),
+    "backend": O("--backend", type=BackendChoice(), default=None,
+                 help="Where the kernels run: a registered backend (dynlab.backends.register_backend adds one), "
+                      "or an alias of one (gpu: cupy, reference: numpy, cpu: numba)."),
     "out": O("--out", type=str, default=None, metavar="FILE", callback=_parse_out,
              help="Write the picture (.png, .pdf or .svg, by suffix)."),
     "data": O("--data", type=str, default=None, metavar="FILE.nc", callback=_parse_data,
