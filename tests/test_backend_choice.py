@@ -115,3 +115,48 @@ def test_cli_backend_choices_follow_the_registry():
     assert r.exit_code == 2 and "--backend" in r.output and len(r.output.strip().splitlines()) == 1
     r = CliRunner().invoke(main, ["simulate", "--backend", "reference", "--steps", "3", "--quiet"])  # an alias
     assert r.exit_code == 0, r.output
+
+
+# ---------------------------------------------------------------- one lookup per public call
+def _count_lookups(monkeypatch):
+    import dynlab.backends as B
+
+    n = [0]
+    orig = B._name
+
+    def counted(backend):
+        n[0] += 1
+        return orig(backend)
+    monkeypatch.setattr(B, "_name", counted)
+    return n
+
+
+@pytest.mark.parametrize("backend", [None, "numpy", "numba"])
+def test_gradient_norms_looks_the_backend_up_once(monkeypatch, backend):
+    m = dynlab.make_model("irnn", 3, 1, K=2, seed=0)
+    x = np.zeros((12, 1))
+    dynlab.gradient_norms(m, x, backend=backend)        # compiled, cached
+    n = _count_lookups(monkeypatch)
+    ds = dynlab.gradient_norms(m, x, backend=backend)
+    assert n[0] == 1
+    assert ds.attrs["backend"] == (backend or dynlab.config.DEFAULT_BACKEND)
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_sweep_looks_the_backend_up_once(monkeypatch, batched):
+    kw = dict(fixed={"model": "irnn", "hidden": 3, "steps": 12}, seeds=1, batched=batched, progress=False)
+    dynlab.sweep("gradient_norms", {"K": [1, 2]}, **kw)
+    n = _count_lookups(monkeypatch)
+    dynlab.sweep("gradient_norms", {"K": [1, 2], "eta": [0.1, 0.5]}, **kw)
+    assert n[0] == 1
+
+
+def test_cli_gradients_looks_the_backend_up_once(monkeypatch):
+    from dynlab.commands.gradients import gradients_dataset
+    from dynlab.spec import GradientSpec, RunSpec
+
+    spec = GradientSpec(RunSpec(model="irnn", hidden=3, steps=12), K_values=(1, 2), lyapunov=True)
+    gradients_dataset(spec)
+    n = _count_lookups(monkeypatch)
+    gradients_dataset(spec)
+    assert n[0] == 1

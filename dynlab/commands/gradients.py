@@ -51,7 +51,7 @@ def gradients_dataset(spec):
     from .._dataset import base_attrs, finish
     from ..analysis.gradients import gradient_norms
     from ..analysis.lyapunov import lyapunov
-    from ..backends import resolve_backend
+    from ..backends import get_backend
     from ..models import get_model_class
     from ..spec import build_input, build_model, input_attrs
 
@@ -60,7 +60,7 @@ def gradients_dataset(spec):
         raise ParameterError("batch", "gradients compares models on one sequence; leave batch unset")
     if run.steps < 2:
         raise ParameterError("steps", f"needs at least 2 steps for ∂h_T/∂h_(T-1), got {run.steps}")
-    backend = resolve_backend(run.backend)
+    be = get_backend(run.backend)    # resolved once: the object goes to every analysis below
     Ks = tuple(spec.K_values) or (None,)
     from .._resources import check_gradients
 
@@ -93,7 +93,7 @@ def gradients_dataset(spec):
     diverged = np.zeros(n, dtype=np.int64)
     for i, model in enumerate(models):
         try:
-            g = gradient_norms(model, x, backend=backend, step_norms=spec.step_norms, command=run.command)
+            g = gradient_norms(model, x, backend=be, step_norms=spec.step_norms, command=run.command)
         except DivergenceError as err:
             H[i, :err.step - 1] = err.partial["h"].values[:, model.output_slice]
             diverged[i] = err.step
@@ -103,7 +103,7 @@ def gradients_dataset(spec):
         ratio[i] = float(g["ratio"])
         H[i] = g["h"].values[:, model.output_slice]
         ki = min(k, model.state_size)
-        lam[i, :ki] = lyapunov(model, x, k=ki, backend=backend)["lyapunov"].values
+        lam[i, :ki] = lyapunov(model, x, k=ki, backend=be)["lyapunov"].values
 
     data = {
         "jac_norm": xr.Variable(("model", "time"), out["jac_norm"], {"long_name": "‖∂h_T/∂h_t‖₂", "units": "1"}),
@@ -125,7 +125,7 @@ def gradients_dataset(spec):
     }
     coords = entry_coords(names, models, T)
     coords["exponent"] = ("exponent", np.arange(1, k + 1), {"long_name": "exponent index i", "units": "1"})
-    attrs = base_attrs(backend, run.command)
+    attrs = base_attrs(be.name, run.command)
     add_entries(data, attrs, names, models)
     attrs.update(input_attrs(run, T))
     attrs.update({"lyapunov_spectrum": int(spec.lyapunov), "step_norms": int(spec.step_norms)})

@@ -29,7 +29,7 @@ REGION_SIZE_BATCHED = 64
 REGION_SIZE = 8
 
 
-def default_region_size(spec: SweepSpec, target, backend: str, batched: bool = True) -> int:
+def default_region_size(spec: SweepSpec, target, backend, batched: bool = True) -> int:
     """Points per region when the caller gives none: for a target with a batched kernel the
     backend's own answer (``Backend.sweep_region_size`` for the grid's largest hidden size,
     steps and K — a GPU fills a share of its free memory, so one region is one launch), else
@@ -58,17 +58,18 @@ def split_settings(settings: dict, target) -> tuple[dict, dict]:
     return run, opts
 
 
-def compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool = True, memo=None) -> dict:
+def compute_region(spec: SweepSpec, region: tuple, backend, batched: bool = True, memo=None) -> dict:
     """The values of one region: name → array (region shape + extra dims), with ``computed_at``.
+    ``backend``: a Backend (passed down as it is) or a name (a Dask task's: looked up here, once).
     Inside the backend's ``region()`` (the numba backend splits no work between threads of its
     own there: a sweep's workers are its parallelism).  ``memo``: what a vectorised target keeps
     between the regions of one sweep (``columns.Memo``; None: a fresh one)."""
     be = get_backend(backend)
     with be, be.region():
-        return _compute_region(spec, region, backend, batched, memo)
+        return _compute_region(spec, region, be, batched, memo)
 
 
-def _compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool, memo=None) -> dict:
+def _compute_region(spec: SweepSpec, region: tuple, backend, batched: bool, memo=None) -> dict:
     target = get_target(spec.analysis)
     shape = tuple(s.stop - s.start for s in region)
     if batched and target.vectorised is not None:   # the whole region from its settings as columns
@@ -326,16 +327,15 @@ def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=Non
     ...                fixed={"model": "irnn", "hidden": 8, "steps": 200}, seeds=2)
     >>> res.ratio.sel(K=10).mean("seed")
     """
-    from ..backends import resolve_backend
-
     spec = make_sweep_spec(analysis, grid, fixed=fixed, zipped=zipped, seeds=seeds)
     target = get_target(spec.analysis)
     # before the store, the lock or any array: a grid whose results cannot be held is refused
     check_grid(spec.size, len(target.variables_for(spec.point((0,) * len(spec.axes)))) + 2,
                "×".join(str(n) for n in spec.shape) or "1")
-    backend = resolve_backend(backend)
+    be = get_backend(backend)      # resolved once: the object goes down; its name to the attrs and to Dask
+    backend = be.name
     if region_size is None:
-        region_size = default_region_size(spec, target, backend, batched)
+        region_size = default_region_size(spec, target, be, batched)
     if isinstance(region_size, bool) or not isinstance(region_size, (int, np.integer)) or region_size < 1:
         raise ParameterError("region_size", f"must be a positive integer, got {region_size!r}")
     path = None if store is None else os.fspath(store)
@@ -394,10 +394,9 @@ def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=Non
             from .columns import Memo
 
             memo = Memo(model_and_input)   # models and inputs built once for the whole sweep
-            be = get_backend(backend)
             with be:               # the backend's policy (BLAS threads) set once, not per region
                 for region in todo:
-                    values = compute_region(spec, region, backend, batched, memo)
+                    values = compute_region(spec, region, be, batched, memo)
                     if path is not None:
                         _store.write_region(path, spec.dims, region, values, variables)
                     finished(region, values)

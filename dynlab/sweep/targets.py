@@ -63,7 +63,7 @@ class Target:
     Parameters
     ----------
     name : str — the registry key (``dynlab sweep``'s ``analysis = "…"``)
-    compute : (run: dict, opts: dict, backend: str) → dict name → value
+    compute : (run: dict, opts: dict, backend: a Backend) → dict name → value
     variables : dict name → Var, or settings → such a dict
     options : dict name → (default, type) — the target's own settings (None: not passed)
     description : str
