@@ -160,3 +160,16 @@ def test_cli_gradients_looks_the_backend_up_once(monkeypatch):
     n = _count_lookups(monkeypatch)
     gradients_dataset(spec)
     assert n[0] == 1
+
+
+# ---------------------------------------------------------------- a model's step on the caller's backend
+def test_model_step_takes_the_callers_backend():
+    m = dynlab.make_model("gru", 4, 2, seed=1)
+    rng = np.random.default_rng(0)
+    S, X = rng.standard_normal((5, 4)), rng.standard_normal((5, 2))
+    ref = m.step(S, X)
+    np.testing.assert_allclose(m.step(S, X, backend="numba"), ref, rtol=1e-12, atol=1e-14)
+    J, Jx = m.step_jacobian(S, X, inputs=True)
+    J2, Jx2 = m.step_jacobian(S, X, inputs=True, backend="numba")
+    np.testing.assert_allclose(J2, J, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(Jx2, Jx, rtol=1e-12, atol=1e-14)

@@ -122,25 +122,36 @@ class Model:
         raise ParameterError("model", f"{self.name} is not a sequence model: it has no kernel form")
 
     # ------------------------------------------------------------- the map
-    def step(self, S, X):
+    def step(self, S, X, *, backend="numpy"):
         """One step of the update on row-batched states: s_t for s_{t−1} = S (N, n) and x_t = X
-        (N, d), by the NumPy reference backend (``dynlab.backends.reference``)."""
-        from ..backends import get_backend
+        (N, d), as a NumPy array, by ``backend`` (a name or a Backend).
 
+        The default is the NumPy reference (``dynlab.backends.reference``) on purpose: the
+        fixed-point and continuation solvers (``analysis.equilibria``, ``analysis.family``) call
+        this once per Newton or scipy.optimize iteration on a few host points, where a compiled
+        backend's dispatch (or a device's transfers) costs more than the step itself."""
+        from ..backends import get_backend, to_numpy
+
+        be = get_backend(backend)
         S = np.ascontiguousarray(np.atleast_2d(S), dtype=np.float64)
         X = np.ascontiguousarray(np.atleast_2d(X), dtype=np.float64)
-        H, _, _ = get_backend("numpy").simulate(self.form(), X[:, None, :], S, stop=False)
-        return H[:, 0]
+        with be:
+            H, _, _ = be.simulate(self.form(), X[:, None, :], S, stop=False)
+        return to_numpy(H[:, 0])
 
-    def step_jacobian(self, S, X, *, inputs: bool = False):
+    def step_jacobian(self, S, X, *, inputs: bool = False, backend="numpy"):
         """∂s_t/∂s_{t−1} (N, n, n) at row-batched (S, X), and with ``inputs`` also ∂s_t/∂x_t
-        (N, n, d): the closed forms of the NumPy reference backend."""
-        from ..backends import get_backend
+        (N, n, d): the closed forms of ``backend`` (a name or a Backend), as NumPy arrays.  The
+        default is the NumPy reference on purpose, as for ``step``: the Newton and continuation
+        solvers call this per iteration on a few host points."""
+        from ..backends import get_backend, to_numpy
 
+        be = get_backend(backend)
         S = np.ascontiguousarray(np.atleast_2d(S), dtype=np.float64)
         X = np.ascontiguousarray(np.atleast_2d(X), dtype=np.float64)
-        J, Jx, _ = get_backend("numpy").jacobians(self.form(), X, S, inputs=inputs)
-        return (J, Jx) if inputs else J
+        with be:
+            J, Jx, _ = be.jacobians(self.form(), X, S, inputs=inputs)
+        return (to_numpy(J), None if Jx is None else to_numpy(Jx)) if inputs else to_numpy(J)
 
     # ---------------------------------------------------------- training
     def pullback(self, g: dict) -> dict:
