@@ -173,3 +173,25 @@ def test_model_step_takes_the_callers_backend():
     J2, Jx2 = m.step_jacobian(S, X, inputs=True, backend="numba")
     np.testing.assert_allclose(J2, J, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(Jx2, Jx, rtol=1e-12, atol=1e-14)
+
+
+# ---------------------------------------------------------------- provenance of calls without backend=
+@pytest.fixture(params=["numpy", "numba"])
+def default_backend(request, monkeypatch):
+    monkeypatch.setattr(dynlab.config, "DEFAULT_BACKEND", request.param)
+    return request.param
+
+
+def test_implicit_training_names_the_backend_that_ran(default_backend):
+    from dynlab.train.implicit import train_implicit
+
+    _, ds = train_implicit("xor", hidden=2, iterations=3, seed=0, eval_every=3)
+    assert ds.attrs["backend"] == default_backend
+
+
+def test_figure_training_histories_name_the_backend_that_ran(default_backend):
+    from dynlab.figures._training import histories
+
+    task = dynlab.tasks.make_task("adding", 8, seed=1, n_train=32, n_val=8, n_test=8)
+    ds = histories(task, [("rnn", "rnn", {}, {})], iterations=2, lr=1e-2, batch=8, record_every=2, hidden=4)
+    assert ds.attrs["backend"] == default_backend

@@ -138,13 +138,14 @@ def seed_runs(task, keys, seeds, *, iterations, batch, record_every, hidden, aft
 
     import dynlab as dl
 
-    runs, params = [], {}
+    runs, params, ran = [], {}, set()
     for key in keys:
         per_seed = []
         for s in seeds:
             res = train(key, task, hidden=hidden, iterations=iterations, seed=s, batch=batch,
                         record_every=record_every, diag_batch=diag_batch, command=command)
             params[key] = n_params(res.model, outputs=task.outputs)
+            ran.add(res.history.attrs["backend"])        # the backend the training ran on
             h = res.history[[k for k in HISTORY_KEEP if k in res.history]]
             h = h.drop_vars([c for c in h.coords if c != "iteration"])
             if after is not None:
@@ -159,7 +160,8 @@ def seed_runs(task, keys, seeds, *, iterations, batch, record_every, hidden, aft
                      "labels": json.dumps({k: label(k) for k in keys}, ensure_ascii=False),
                      "short": json.dumps({k: short_label(k) for k in keys}, ensure_ascii=False),
                      "params": json.dumps(params),
-                     "dynlab_version": dl.__version__, "backend": "numpy", "command": command or "python"})
+                     "dynlab_version": dl.__version__, "backend": ",".join(sorted(ran)),
+                     "command": command or "python"})
     return ds
 
 

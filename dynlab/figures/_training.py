@@ -49,13 +49,14 @@ def histories(task, entries, *, iterations, lr, batch, record_every, seed=0, sig
 
     import dynlab as dl
 
-    parts = []
+    parts, ran = [], set()
     for entry, name, settings, extra in entries:
         m = dl.make_model(name, hidden, task.inputs, seed=seed, **settings)
         kw = dict(iterations=iterations, lr=lr, batch=batch, record_every=record_every, seed=seed,
                   sigma_eps=sigma_eps, command=command, progress=False)
         kw.update(extra)
         res = dl.train_model(m, task, **kw)
+        ran.add(res.history.attrs["backend"])            # the backend the training ran on
         h = res.history[[k for k in HISTORY_KEEP if k in res.history]]
         parts.append(h.expand_dims(model=[entry]))
     ds = xr.concat(parts, dim="model", combine_attrs="drop")
@@ -66,7 +67,7 @@ def histories(task, entries, *, iterations, lr, batch, record_every, seed=0, sig
                      "iterations": iterations, "lr": lr, "batch": batch, "seed": seed, "sigma_eps": sigma_eps,
                      "entries": json.dumps([[e, n, {k: _plain(v) for k, v in s.items()},
                                              {k: _plain(v) for k, v in x.items()}] for e, n, s, x in entries]),
-                     "dynlab_version": dl.__version__, "backend": "numpy",
+                     "dynlab_version": dl.__version__, "backend": ",".join(sorted(ran)),
                      "command": command or "python"})
     return ds
 

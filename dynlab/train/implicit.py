@@ -42,11 +42,12 @@ def _output_block(model, Z, k):
     return slice(out.start, out.start + k)
 
 
-def evaluate(model, X, target, *, tol=1e-12):
-    """(MSE, outputs Y, max residual) of ``model`` on inputs X against ``target`` (NaN: free)."""
+def evaluate(model, X, target, *, tol=1e-12, backend=None):
+    """(MSE, outputs Y, max residual) of ``model`` on inputs X against ``target`` (NaN: free);
+    the equilibria solved on ``backend`` (None: ``config.DEFAULT_BACKEND``)."""
     from ..analysis.implicit import solve
 
-    Z, res, _, conv, _ = solve(model, X, tol=tol)
+    Z, res, _, conv, _ = solve(model, X, tol=tol, backend=backend)
     if not conv.all():
         bad = int(np.argmax(~conv))
         raise ConvergenceError(f"implicit equilibrium not found for input {bad} (residual {res[bad]:.2e} > {tol:g})")
@@ -89,7 +90,8 @@ def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: s
     -------
     >>> m, ds = train_implicit("xor", hidden=2, gradient="exact", iterations=3000, seed=0)
     """
-    with get_backend(None):
+    be = get_backend(None)      # the default backend solves the equilibria; the attrs name it
+    with be:
         import xarray as xr
 
         from .._dataset import base_attrs, finish, model_attrs, model_variables
@@ -155,7 +157,7 @@ def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: s
                 idx = order[pos:pos + batch]
                 pos += batch
             X, Yt = data.X_train[idx], data.Y_train[idx]
-            Z, res, _, conv, _ = solve(model, X, tol=tol)
+            Z, res, _, conv, _ = solve(model, X, tol=tol, backend=be)
             if not conv.all():
                 bad = int(np.argmax(~conv))
                 err = ConvergenceError(f"iteration {it}: implicit equilibrium not found for batch input {bad} "
@@ -175,12 +177,12 @@ def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: s
             gnorm_h[it] = float(np.sqrt(sum(float(np.sum(g * g)) for g in grads.values())))
             if it % eval_every == 0:
                 val_it.append(it)
-                val_h.append(evaluate(model, data.X_val, data.Y_val, tol=tol)[0])
+                val_h.append(evaluate(model, data.X_val, data.Y_val, tol=tol, backend=be)[0])
             new = opt.step(model.params(), grads)
             model = model.replace(**new)
         val_it.append(iterations)
-        val_h.append(evaluate(model, data.X_val, data.Y_val, tol=tol)[0])
-        test_loss, Y_test, _ = evaluate(model, data.X_test, data.Y_test, tol=tol)
+        val_h.append(evaluate(model, data.X_val, data.Y_val, tol=tol, backend=be)[0])
+        test_loss, Y_test, _ = evaluate(model, data.X_test, data.Y_test, tol=tol, backend=be)
         if weights_out is not None:
             save_model(model, weights_out)
         k = data.targets
@@ -197,7 +199,7 @@ def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: s
                 **model_variables(model),
             },
             coords={"iteration": np.arange(iterations), "eval_iteration": np.array(val_it)},
-            attrs={**model_attrs(model), **base_attrs("numpy", command), "task": data.name, "gradient": gradient,
+            attrs={**model_attrs(model), **base_attrs(be.name, command), "task": data.name, "gradient": gradient,
                    "feedforward": int(bool(feedforward)), "optimiser": optimiser, "lr": lr,
                    "batch": -1 if batch is None else batch, "iterations": iterations, "hidden2": model.hidden2,
                    "tol": tol, **{f"task_{k_}": (v if not isinstance(v, list) else str(v)) for k_, v in data.info.items()}},
