@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import dynlab
+from dynlab import config
 from dynlab.errors import ParameterError
 from dynlab.train.loop import train_model
 
@@ -139,7 +140,7 @@ def test_gradient_norms_looks_the_backend_up_once(monkeypatch, backend):
     n = _count_lookups(monkeypatch)
     ds = dynlab.gradient_norms(m, x, backend=backend)
     assert n[0] == 1
-    assert ds.attrs["backend"] == (backend or dynlab.config.DEFAULT_BACKEND)
+    assert ds.attrs["backend"] == (backend or config.DEFAULT_BACKEND)
 
 
 @pytest.mark.parametrize("batched", [True, False])
@@ -178,7 +179,7 @@ def test_model_step_takes_the_callers_backend():
 # ---------------------------------------------------------------- provenance of calls without backend=
 @pytest.fixture(params=["numpy", "numba"])
 def default_backend(request, monkeypatch):
-    monkeypatch.setattr(dynlab.config, "DEFAULT_BACKEND", request.param)
+    monkeypatch.setattr(config, "DEFAULT_BACKEND", request.param)
     return request.param
 
 
@@ -195,3 +196,11 @@ def test_figure_training_histories_name_the_backend_that_ran(default_backend):
     task = dynlab.tasks.make_task("adding", 8, seed=1, n_train=32, n_val=8, n_test=8)
     ds = histories(task, [("rnn", "rnn", {}, {})], iterations=2, lr=1e-2, batch=8, record_every=2, hidden=4)
     assert ds.attrs["backend"] == default_backend
+
+
+def test_figure_recipe_names_the_backend_that_ran(default_backend):
+    """implicit-fig1's neuron is solved by the default backend's implicit_solve: the attrs name it
+    (a literal "numpy" before; the MASO recipes' was a literal "numba")."""
+    from dynlab.figures import implicit_fig1_derivative as recipe
+
+    assert recipe.compute(True).attrs["backend"] == default_backend

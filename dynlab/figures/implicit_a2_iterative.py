@@ -145,6 +145,7 @@ def compute(quick: bool):
     import xarray as xr
 
     from dynlab._dataset import base_attrs
+    from dynlab.backends import resolve_backend
 
     out = {}
     for tag, control in (("", False), ("_control", True)):
@@ -166,7 +167,7 @@ def compute(quick: bool):
                "scaling": (f"paper: derivation only (no numbers); here {NETWORKS} one-layer sigmoid nets, {HIDDEN} units, "
                            f"{INPUTS} inputs, W ~ N(0, {SCALE:g}²/{HIDDEN}), n = 1…{N_MAX} iterations from Y(0) = 0; "
                            f"control: W − {SELF_INHIBITION:g} I, T + {SHIFT:g}"),
-               **base_attrs("numpy", "dynlab figures implicit-a2-iterative")},
+               **base_attrs(resolve_backend(None), "dynlab figures implicit-a2-iterative")},
     )
 
 

@@ -36,6 +36,7 @@ def compute(quick: bool):
 
     import dynlab as dl
     from dynlab._dataset import base_attrs
+    from dynlab.backends import resolve_backend
 
     ws = np.linspace(-6.0, 3.5, 40 if quick else 200)
     y, eq2, num, printed = (np.empty_like(ws) for _ in range(4))
@@ -54,7 +55,7 @@ def compute(quick: bool):
                "tolerance": TOL,
                "scaling": (f"one sigmoid neuron as the paper; {ws.size} values of w in [−6, 3.5] (unique equilibrium); "
                            f"q = {Q:g}, x = {X:g}, t = {T:g} are ours (the paper gives no values for Fig. 1)"),
-               **base_attrs("numpy", "dynlab figures implicit-fig1-derivative")},
+               **base_attrs(resolve_backend(None), "dynlab figures implicit-fig1-derivative")},
     )
 
 

@@ -37,6 +37,7 @@ def compute(quick: bool):
 
     import dynlab as dl
     from dynlab._dataset import base_attrs
+    from dynlab.backends import resolve_backend
 
     seeds = seeds_for(quick)
     loss, Y = np.empty((3, len(seeds), ITERATIONS)), np.full((3, len(seeds), 4, 2), np.nan)
@@ -60,7 +61,7 @@ def compute(quick: bool):
                "scaling": (f"as the paper (2 sigmoid neurons, W = 0 and Q, T ~ U[−0.5, 0.5] at the start, Adam lr 0.01, "
                            f"full batch); {ITERATIONS} steps (the paper's count is not given), {len(seeds)} seeds per "
                            f"method" + (" (quick)" if quick else "")),
-               **base_attrs("numpy", "dynlab figures implicit-fig2-xor")},
+               **base_attrs(resolve_backend(None), "dynlab figures implicit-fig2-xor")},
     )
 
 

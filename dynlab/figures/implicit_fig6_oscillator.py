@@ -60,6 +60,7 @@ def compute(quick: bool):
 
     import dynlab as dl
     from dynlab._dataset import base_attrs
+    from dynlab.backends import resolve_backend
     from dynlab.train.implicit import evaluate
 
     samples, hidden, batch, iterations, every = QUICK if quick else FULL
@@ -105,7 +106,7 @@ def compute(quick: bool):
                            f"(60/20/20 split), {hidden} hidden (matched feed-forward: {h_matched}), {iterations} Adam "
                            f"steps of batch {batch}, {len(seeds)} seeds" + (" (quick)" if quick else "")
                            + f";\ntargets (ω₀−1, δ/2), windows of {WINDOW} normalised by their max"),
-               **base_attrs("numpy", "dynlab figures implicit-fig6-oscillator")},
+               **base_attrs(resolve_backend(None), "dynlab figures implicit-fig6-oscillator")},
     )
 
 

@@ -71,6 +71,7 @@ def compute(quick: bool):
 
     import dynlab as dl
     from dynlab._dataset import base_attrs
+    from dynlab.backends import resolve_backend
     from dynlab.train.implicit import evaluate
 
     samples, batch, iterations, every = SIZES[quick]
@@ -118,7 +119,7 @@ def compute(quick: bool):
                            f"here {samples} samples (60/20/20), {iterations} Adam steps of batch {batch}, "
                            f"{len(seeds)} seeds" + (" (quick)" if quick else "")
                            + f";\nimplicit (exact and semi-gradient) hidden {list(imp_h)}, feed-forward hidden {list(ff_h)}"),
-               **base_attrs("numpy", "dynlab figures implicit-fig7-size")},
+               **base_attrs(resolve_backend(None), "dynlab figures implicit-fig7-size")},
     )
 
 

@@ -113,6 +113,7 @@ def compute(quick: bool):
     import xarray as xr
 
     from dynlab._dataset import base_attrs
+    from dynlab.backends import resolve_backend
     from dynlab.analysis.implicit import solve_stacked
     from dynlab.backends.reference.implicit import solve_rk4
 
@@ -172,7 +173,7 @@ def compute(quick: bool):
                            f"{points} input vectors x" + (" (quick)" if quick else "") + ";\n"
                            f"{EVALS} evaluations of f each: {EVALS} steps of h = 1, {EVALS // 4} RK4 steps of size 1; "
                            f"tolerance {TOL:g} (the paper's ‖dY/dt‖ ≈ 1e-8)"),
-               **base_attrs("numpy", "dynlab figures implicit-s34-stepsize")},
+               **base_attrs(resolve_backend(None), "dynlab figures implicit-s34-stepsize")},
     )
 
 

@@ -47,6 +47,7 @@ def _compute(quick: bool):
 
     import dynlab as dl
     from dynlab._dataset import base_attrs
+    from dynlab.backends import resolve_backend
     from dynlab.analysis.partition import embed_codes
 
     from . import _maso_training as mt
@@ -111,7 +112,7 @@ def _compute(quick: bool):
               "slice_time": ("slice", slices, {"long_name": "time slice t", "units": "step"}),
               "eval_time": ("eval_time", times, {"long_name": "time step t", "units": "step"}),
               "time": ("time", np.arange(1, T + 1), {"long_name": "time step t", "units": "step"})}
-    attrs = base_attrs("numba", f"dynlab figures make {NAME}")
+    attrs = base_attrs(resolve_backend(None), f"dynlab figures make {NAME}")
     kind_name = mt.dataset_name(nets["task"])
     attrs.update(dataset=kind_name, splits=splits, held_out=N, hidden=int(m0.hidden), activation="relu",
                  scaling=mt.describe(quick, kind_name) + f"; k-NN on the {N} held-out sequences, mean of {splits} random 80/20 "

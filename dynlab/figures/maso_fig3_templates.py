@@ -42,6 +42,7 @@ def _compute(quick: bool):
 
     import dynlab as dl
     from dynlab._dataset import base_attrs
+    from dynlab.backends import resolve_backend
 
     from . import _maso_training as mt
 
@@ -110,7 +111,7 @@ def _compute(quick: bool):
               "seed": ("seed", np.asarray(nets["seeds"]), {"long_name": "training seed", "units": "1"}),
               "class": ("class", np.arange(C), {"long_name": "class c", "units": "1"}),
               "time": ("time", np.arange(1, T + 1), {"long_name": "time step t", "units": "step"})}
-    attrs = base_attrs("numba", f"dynlab figures make {NAME}")
+    attrs = base_attrs(resolve_backend(None), f"dynlab figures make {NAME}")
     kind_name = mt.dataset_name(task)
     attrs.update(dataset=kind_name, held_out=len(y), hidden=int(nets["hidden"]), activation="relu",
                  scaling=mt.describe(quick, kind_name) + f"; {len(y)} held-out sequences (paper: MNIST and SST-2)")

@@ -94,6 +94,7 @@ def _compute(quick: bool):
 
     import dynlab as dl
     from dynlab._dataset import base_attrs
+    from dynlab.backends import resolve_backend
 
     from ._stats import seeds_for
 
@@ -131,7 +132,7 @@ def _compute(quick: bool):
                                                                        "units": "1"}),
         "iteration": ("iteration", it, {"long_name": "training iteration", "units": "1"})})
     ds = ds.merge(_regulariser(1000 if quick else 4000))
-    ds.attrs.update(base_attrs("numba", f"dynlab figures make {NAME}"))
+    ds.attrs.update(base_attrs(resolve_backend(None), f"dynlab figures make {NAME}"))
     ds.attrs.update({"figure": NAME, "baseline_ternary": float(tasks["ternary"].baseline),
                      "baseline_regression": float(tasks["regression"].baseline),
                      "scaling": f"adding tasks T={T} (paper 100), ReLU RNN D={D} (paper 128) from U=I, RMSprop lr {LR} "

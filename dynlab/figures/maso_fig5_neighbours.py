@@ -79,6 +79,7 @@ def _compute(quick: bool):
 
     import dynlab as dl
     from dynlab._dataset import base_attrs
+    from dynlab.backends import resolve_backend
 
     from . import _maso_training as mt
 
@@ -117,7 +118,7 @@ def _compute(quick: bool):
     }
     coords = {"space": ("space", list(SPACES)), "seed": ("seed", np.asarray(seeds), {"long_name": "training seed"}),
               "rank": ("rank", np.arange(1, K + 1))}
-    attrs = base_attrs("numba", f"dynlab figures make {NAME}")
+    attrs = base_attrs(resolve_backend(None), f"dynlab figures make {NAME}")
     kind = mt.dataset_name(nets["task"])
     attrs.update(dataset=kind, held_out=N, steps=T, hidden=int(nets["hidden"]),
                  scaling=mt.describe(quick, kind) + f"; neighbours among the {N} held-out sequences by ℓ2 code "

@@ -77,6 +77,7 @@ def _compute(quick: bool):
 
     import dynlab as dl
     from dynlab._dataset import base_attrs
+    from dynlab.backends import resolve_backend
 
     from . import _maso_training as mt
 
@@ -111,7 +112,7 @@ def _compute(quick: bool):
         "val_accuracy": xr.Variable(("seed",), nets["val_accuracy"], {"long_name": "trained validation accuracy"}),
     }
     coords = {"network": ("network", list(CODES)), "seed": ("seed", np.asarray(seeds), {"long_name": "training seed"})}
-    attrs = base_attrs("numba", f"dynlab figures make {NAME}")
+    attrs = base_attrs(resolve_backend(None), f"dynlab figures make {NAME}")
     kind = mt.dataset_name(nets["task"])
     attrs.update(dataset=kind, held_out=N, embedded=len(sub), method=method, hidden=int(nets["hidden"]),
                  scaling=mt.describe(quick, kind) + f"; silhouette on all {N} held-out sequences, {method} of "

@@ -73,6 +73,7 @@ def _compute(quick: bool):
     import xarray as xr
 
     from dynlab._dataset import base_attrs
+    from dynlab.backends import resolve_backend
 
     from . import _maso_training as mt
     from ._maso_tables import train_score
@@ -133,7 +134,7 @@ def _compute(quick: bool):
                                                           "units": "1"})
     y = tasks["digits"].data["test"][1]
     coords["gated"] = ("gated", [r for r, _, _ in GATED])
-    attrs = base_attrs("numba", f"dynlab figures make {NAME}")
+    attrs = base_attrs(resolve_backend(None), f"dynlab figures make {NAME}")
     attrs["majority_accuracy"] = float(np.bincount(y).max() / y.size)
     dname = mt.dataset_name(tasks["digits"])
     data_txt = ("8x8 digits read pixel by pixel (T=64), and with one fixed permutation of the steps, for MNIST / "

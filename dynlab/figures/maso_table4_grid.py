@@ -78,6 +78,7 @@ def _compute(quick: bool):
     import xarray as xr
 
     from dynlab._dataset import base_attrs
+    from dynlab.backends import resolve_backend
 
     from . import _maso_training as mt
     from ._maso_tables import train_score
@@ -123,7 +124,7 @@ def _compute(quick: bool):
     coords = {"optimiser": ("optimiser", list(OPTIMISERS)), "lr_index": ("lr_index", np.asarray(lri)),
               "sigma_eps": ("sigma_eps", np.asarray(sigmas), {"long_name": "σ_ε of the random h_0"}),
               "seed": ("seed", np.asarray(seeds), {"long_name": "training seed"})}
-    attrs = base_attrs("numba", cmd)
+    attrs = base_attrs(resolve_backend(None), cmd)
     dname = mt.dataset_name(task)
     data_txt = ("8x8 digits read pixel by pixel (T=64) for MNIST (T=784)" if dname == "digits" else
                 "synthetic pattern sequences (no scikit-learn; T=32) for MNIST")
