@@ -38,18 +38,30 @@ def test_silhouette_known_values():
     assert abs(f6.silhouette(G, rng.integers(0, 4, 400))) < 0.05
 
 
-def test_fig6_rule_passes_clustered_codes_and_fails_the_control():
-    """Codes 0.05 above the pixels on every seed: pass; codes at the pixels' level: fail (control)."""
+def _fig6_ds(codes, pixels, init, seeds=5):
     rng = np.random.default_rng(0)
-    sil = np.stack([0.2 + 0.005 * rng.standard_normal(5), 0.15 + 0.005 * rng.standard_normal(5),
-                    0.1 + 0.005 * rng.standard_normal(5)])
-    ds = xr.Dataset({"silhouette_codes": (("network", "seed"), sil), "silhouette_pixels": 0.15,
-                     "val_accuracy": ("seed", np.full(5, 0.9))},
-                    coords={"network": list(f6.CODES), "seed": np.arange(5)})
-    r = f6.check(ds)
-    assert r["passed"] and not r["control"]["passed"]
-    r = f6.check(ds.assign(silhouette_pixels=0.3))
-    assert not r["passed"] and "finding" in r
+    sil = np.stack([0.2 + 0.005 * rng.standard_normal(seeds), 0.15 + 0.005 * rng.standard_normal(seeds),
+                    0.1 + 0.005 * rng.standard_normal(seeds)])
+    noisy = lambda v: v + 0.005 * rng.standard_normal(seeds)  # noqa: E731
+    return xr.Dataset({"silhouette_codes": (("network", "seed"), sil), "silhouette_pixels": 0.15,
+                       "tsne_silhouette_codes": ("seed", noisy(codes)), "tsne_silhouette_pixels": ("seed", noisy(pixels)),
+                       "tsne_silhouette_init_codes": ("seed", noisy(init)),
+                       "val_accuracy": ("seed", np.full(seeds, 0.9))},
+                      coords={"network": list(f6.CODES), "seed": np.arange(seeds)}, attrs={"method": "t-SNE"})
+
+
+def test_fig6_rule_judges_the_pictures_the_paper_shows():
+    """Mutation test of the restated claim (the class silhouette of the 2-D t-SNE embeddings, codes −
+    pixels): codes 0.15 above the pixels on every seed hold, and the untrained codes below them make the
+    control fail; codes below the pixels do not hold; the original-space silhouettes do not decide."""
+    from dynlab.figures._recipe import record_of
+
+    r = f6.check(_fig6_ds(0.45, 0.30, 0.10))
+    assert r["passed"] and not r["control"]["passed"] and record_of(f6.RECIPE, r)["verdict"] == "holds"
+    r = f6.check(_fig6_ds(0.20, 0.30, 0.10))
+    assert not r["passed"] and "finding" in r and record_of(f6.RECIPE, r)["verdict"] == "does not hold"
+    # the untrained codes clustering as well as the trained ones: the control passes (an error)
+    assert f6.check(_fig6_ds(0.45, 0.30, 0.45))["control"]["passed"]
 
 
 # ------------------------------------------------------------------ Fig. 5: neighbours
@@ -227,3 +239,39 @@ def test_table4_rule_passes_the_papers_pattern_and_fails_without_it():
     assert not r["passed"] and not r["higher_lr_claim"] and r["sensitivity_claim"] and "finding" in r
     r = t4.check(_table4_ds(0.11, 0.10, 0.8))
     assert not r["passed"] and r["higher_lr_claim"] and not r["sensitivity_claim"]
+
+
+def test_table4_gates_the_arm_that_must_train():
+    """Mutation test of the gates on the deciding arms: SGD at σ_ε = 0.01 collapsing at the highest rate
+    exactly as at σ_ε = 0 (the earlier record: 0.149 ± 0.029 both) is not the h₀-driven explosion the
+    paper describes — (a) for SGD is inconclusive, not a failure of the claim."""
+    from dynlab.figures._recipe import record_of
+
+    ds = _table4_ds(0.11, 0.10, 0.1)
+    both = ds["accuracy"].copy()
+    both.loc[dict(optimiser="sgd", lr_index=2, sigma_eps=0.01)] = ds["accuracy"].sel(optimiser="sgd", lr_index=2,
+                                                                                        sigma_eps=0.0).values
+    r = t4.check(ds.assign(accuracy=both))
+    assert not r["higher_lr_claim"] and record_of(t4.RECIPE, r)["verdict"] == "inconclusive"
+    sgd_a = [p for p in r["parts"] if p["name"].startswith("(a) sgd")][0]
+    assert sgd_a["verdict"] == "inconclusive" and sgd_a["not_competent"]
+
+
+def _fig5_ds(trained, init, other, seeds=5):
+    rng = np.random.default_rng(3)
+    near = np.stack([v + 0.003 * rng.standard_normal(seeds) for v in (trained, init, 0.95, other)])
+    far = np.full_like(near, 0.02)
+    return xr.Dataset({"near_rate": (("space", "seed"), near), "far_rate": (("space", "seed"), far),
+                       "chance": 0.1, "val_accuracy": ("seed", np.full(seeds, 0.9))},
+                      coords={"space": list(f5.SPACES), "seed": np.arange(seeds)}, attrs={"held_out": 719})
+
+
+def test_fig5_control_compares_the_untrained_network_with_another_draw_not_itself():
+    """The control's third part is the untrained network against another untrained draw: with the two
+    alike it fails (as it must), and it can pass — it discriminates — when the reference draw clusters
+    worse; the earlier control compared the untrained network with itself (0 by construction)."""
+    r = f5.check(_fig5_ds(0.90, 0.70, 0.70))
+    assert r["passed"] and not r["control"]["passed"]
+    third = list(r["control"]["measured"].values())[2]
+    assert abs(third[0]) < 0.01 and third[1] > 0            # a measured difference with its SE, not 0 ± 0
+    assert f5.check(_fig5_ds(0.90, 0.70, 0.40))["control"]["passed"]

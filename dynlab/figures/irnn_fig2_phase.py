@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._recipe import Recipe
+from ._recipe import Recipe, setting, setting_attr
 from ._stats import effect, fact, gate
 
 NAME = "irnn-fig2-phase"
@@ -41,9 +41,12 @@ PAPER_SETTINGS = (("P", "U"), ("rank", 1), ("sign", 1))
 EQ5 = "eq5"
 
 
-def compute(quick: bool):
+def compute(scale):
     import dataclasses
 
+    from ._recipe import Scale
+
+    quick = Scale.of(scale).quick
     import dynlab as dl
     from ..io import model_from_dataset
     from ..commands import phase_dataset
@@ -90,6 +93,7 @@ def compute(quick: bool):
     ds.attrs["scaling"] = ("as in the paper (T=1000, variance-10 walk, tanh), plus i.i.d. N(0, 1) inputs where the cells "
                            "are not saturated; η = 1 (not stated in the paper)" if not quick else
                            "quick: T=300 instead of 1000; plus i.i.d. N(0, 1) inputs where the cells are not saturated")
+    ds.attrs["setting"] = setting_attr(data="random walk, variance 10", T=T, D=2)
     return ds
 
 
@@ -230,4 +234,5 @@ RECIPE = Recipe(NAME, "iRNN Fig. 2", "iRNN's s_m = h_m + h_{m-1} stays on its eq
                       "initial point (black circle) onto the equilibrium surface (blue) and moving within it "
                       "(green).” (§3.2, Fig. 2)",
                 gate="≥ 100 unsaturated noise steps are left to judge (the residual of the equilibrium equation is "
-                     "computed at each step)")
+                     "computed at each step)",
+                paper=setting(data="random walk, variance 10", T=1000, D=2), scales=("quick", "stand-in"))
