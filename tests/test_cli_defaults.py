@@ -103,7 +103,7 @@ def test_model_settings_table_equals_the_models_own_defaults():
                 assert setting not in own, f"{name} takes {setting}: list it in MODEL_SETTINGS"
 
 
-def test_command_defaults_equal_the_library_constants():
+def test_command_defaults_equal_the_library_constants(tmp_path_factory):
     """Where the library has the same default for its own callers, the two agree."""
     from dynlab.commands import partition as rp, phase as rph
     from dynlab.sweep import driver
@@ -117,10 +117,17 @@ def test_command_defaults_equal_the_library_constants():
     assert train_spec.TRAIN_DEFAULTS == {"sequence": (D.TRAIN_ITERATIONS, D.TRAIN_LR),
                                    "implicit": (D.IMPLICIT_ITERATIONS, D.IMPLICIT_LR)}
     assert D.IMPLICIT_TASKS == train_spec.IMPLICIT_TASKS
+    import realdata_files as rf
+
+    folder = tmp_path_factory.mktemp("data")
+    rf.write_mnist_idx(folder / "mnist")
+    rf.write_har(folder / "har")
+    data = {t: folder / ("har" if t == "har2" else "mnist") for t in dynlab.tasks.DATA_TASKS}
+    assert set(data) <= set(D.TASK_INPUTS)
     for task, d in D.TASK_INPUTS.items():
-        assert make_task(task, None, n_train=4, n_val=4, n_test=4).inputs == d, task
+        assert make_task(task, None, n_train=4, n_val=4, n_test=4, data=data.get(task)).inputs == d, task
     for task, T in D.TASK_STEPS.items():
-        assert make_task(task, None, n_train=4, n_val=4, n_test=4).settings["steps"] == T, task
+        assert make_task(task, None, n_train=4, n_val=4, n_test=4, data=data.get(task)).settings["steps"] == T, task
     assert (driver.REGION_SIZE_BATCHED, driver.REGION_SIZE) == (64, 8)   # as the help of sweep --region-size says
     assert str(driver.REGION_SIZE_BATCHED) in DEFAULTS["sweep"]["region_size"].render()
 
@@ -257,6 +264,7 @@ TRAIN_PROBES = {
     "task": lambda r, e: _trained(r, lambda r: r["task"].name, lambda r: r["task"]),
     "steps": lambda r, e: _trained(r, lambda r: r["task"].settings["steps"]),
     "pad": lambda r, e: _trained(r, lambda r: r["task"].settings["pad"]),
+    "permute": lambda r, e: _trained(r, lambda r: r["task"].settings.get("permute")),
     "iterations": lambda r, e: r["iterations"],
     "lr": lambda r, e: r["lr"],
     "optimiser": lambda r, e: r["optimiser"],
@@ -365,6 +373,16 @@ def test_each_stated_default_is_the_value_the_command_uses(key, tmp_path, monkey
     described = {n for n, e in stated.items() if e.value is DESCRIBED}
     assert described == {n for (k, n) in DESCRIBED_TESTS if k == key}, "a DESCRIBED default needs its own test"
     assert set(probes) == set(stated) - described, f"dynlab {key}: no probe for {set(stated) - described - set(probes)}"
+
+    if key == "train":      # the tasks of the real data read files: tiny ones in the real formats
+        import realdata_files as rf
+
+        rf.write_mnist_idx(tmp_path / "mnist")
+        rf.write_har(tmp_path / "har")
+        for task in D.TASK_INPUTS:
+            if task in dynlab.tasks.DATA_TASKS:
+                folder = tmp_path / ("har" if task == "har2" else "mnist")
+                monkeypatch.setitem(NEEDS, ("train", "task", task), {"task_data": str(folder)})
 
     def measure(assignment):
         args = _args(key, assignment)

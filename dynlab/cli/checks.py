@@ -21,6 +21,7 @@ import click
 from ..errors import ParameterError
 from ..spec import VARIANCE_INPUTS
 from .defaults import IMPLICIT_TASKS, MAP_MODELS
+from .options import DATA_TASK_NAMES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,11 +129,13 @@ PARTITION = [
 # ----------------------------------------------------------------------------------- train
 #: What a checkpoint fixes: with --resume only --iterations and the outputs may be given.
 FIXED_BY_CHECKPOINT = ("model", "hidden", "inputs", "activation", "K", "eta", "alpha", "g0", "weight_scale",
-                       "settings", "seed", "weights", "task", "steps", "pad", "lr", "optimiser", "batch", "clip",
-                       "sigma_eps", "record_every", "eta_per_k")
+                       "settings", "seed", "weights", "task", "task_data", "steps", "pad", "permute", "lr", "optimiser",
+                       "batch", "clip", "sigma_eps", "record_every", "eta_per_k")
 #: Options without a meaning for the implicit networks (``train_implicit`` has no such setting).
 NOT_IMPLICIT = ("steps", "pad", "clip", "sigma_eps", "record_every", "eta_per_k", "resume", "inputs", "K", "eta",
-                "alpha", "g0", "weights")
+                "alpha", "g0", "weights", "task_data", "permute")
+#: The tasks a permutation applies to (``--permute``; ``make_task``'s ``permute``).
+PERMUTABLE = ("digits-pixels", "digits-rows", "mnist-pixels", "mnist-rows")
 
 
 def _task(v) -> str:
@@ -155,6 +158,12 @@ TRAIN = [
          lambda v: f"{_task(v)!r} is a task of the implicit networks; use --model implicit"),
     Rule("task", lambda v, g: _implicit_model(v) and _task(v) not in IMPLICIT_TASKS,
          lambda v: f"the implicit networks train on {', '.join(IMPLICIT_TASKS)}, not {_task(v)!r}"),
+    Rule("task_data", lambda v, g: "task_data" in g and v.get("resume") is None and not _implicit_model(v)
+         and _task(v) not in DATA_TASK_NAMES,
+         lambda v: f"reads the files of --task {', '.join(DATA_TASK_NAMES)}; --task {_task(v)} needs none"),
+    Rule("permute", lambda v, g: "permute" in g and v.get("resume") is None and not _implicit_model(v)
+         and _task(v) not in PERMUTABLE,
+         lambda v: f"applies to --task {', '.join(PERMUTABLE)}, not to {_task(v)}"),
     *model_rules(),
 ]
 

@@ -411,13 +411,16 @@ COMMANDS = (
             "--g0 previous --activation relu --set rank=4 --set sign=-1 --weight-scale 0.05 --eta 0.1 --lr 0.01 "
             "--iterations 600 --out add.png\n\n"
             "PyTorch's cells: --model gru, --model lstm (the read-out reads h, not c), and stacks of them: --model "
-            "stack --set cell=lstm --set layers=2.",
-            options=(*MODEL, "task", "task_steps", "pad", "iterations", "lr", "optimiser", "train_batch", "clip",
-                     "sigma_eps", "record_every", "eta_per_k", "resume", "save_weights", "out", "data", "quiet",
-                     "force"),
+            "stack --set cell=lstm --set layers=2.\n\n"
+            "The real data, from your files: --task mnist-pixels (--permute 42: permuted), mnist-rows, noisy-mnist "
+            "(--steps T, 1000 by default), har2, with --task-data DIR, e.g. dynlab train --task noisy-mnist "
+            "--task-data ~/data/mnist --model irnn --hidden 128 --K 5.",
+            options=(*MODEL, "task", "task_data", "task_steps", "pad", "permute", "iterations", "lr", "optimiser",
+                     "train_batch", "clip", "sigma_eps", "record_every", "eta_per_k", "resume", "save_weights", "out",
+                     "data", "quiet", "force"),
             compute="train_spec", summary="train_result_summary", spec="dynlab.train.spec:TrainSpec",
-            own={k: k for k in ("task", "steps", "pad", "iterations", "lr", "optimiser", "batch", "clip", "sigma_eps",
-                                "record_every", "eta_per_k", "resume", "save_weights")},
+            own={k: k for k in ("task", "task_data", "steps", "pad", "permute", "iterations", "lr", "optimiser",
+                                "batch", "clip", "sigma_eps", "record_every", "eta_per_k", "resume", "save_weights")},
             writes=("save_weights",)),
     Command("sweep", "Sweep one analysis over a grid of settings (TOML spec) into a Zarr store.",
             "Run the sweep SPEC.toml describes (see `dynlab.sweep.specfile`): analysis, [model], [input], "

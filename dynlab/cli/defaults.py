@@ -210,9 +210,10 @@ TRAIN_HIDDEN, IMPLICIT_HIDDEN = 64, 2
 TRAIN_ITERATIONS, IMPLICIT_ITERATIONS = 500, 3000
 TRAIN_LR, IMPLICIT_LR = 1e-3, 1e-2
 #: Input size of each sequence task (``make_task(name).inputs``; a test checks).
-TASK_INPUTS = {"adding": 2, "adding-ternary": 2, "copy": 10, "digits-pixels": 1, "digits-rows": 8, "flipflop": 3}
-#: ``--steps`` of the tasks that take one (``make_task``; digits fix their own).
-TASK_STEPS = {"adding": 100, "adding-ternary": 100, "copy": 100, "flipflop": 100}
+TASK_INPUTS = {"adding": 2, "adding-ternary": 2, "copy": 10, "digits-pixels": 1, "digits-rows": 8, "flipflop": 3,
+               "mnist-pixels": 1, "mnist-rows": 28, "noisy-mnist": 28, "har2": 9}
+#: ``--steps`` of the tasks that take one (``make_task``; digits, mnist-pixels, mnist-rows, har2 fix their own).
+TASK_STEPS = {"adding": 100, "adding-ternary": 100, "copy": 100, "flipflop": 100, "noisy-mnist": 1000}
 #: ``--batch`` of ``dynlab partition --dataset`` (``dynlab.commands.partition.DATASET_BATCH``; a test checks).
 PARTITION_DATASET_BATCH = 500
 #: ``dynlab phase``'s input variance per input kind (``dynlab.commands.phase.DEFAULT_VARIANCE``: the iRNN
@@ -279,9 +280,12 @@ DEFAULTS = {
                                overrides={"weight_scale": {"implicit": 0.0}}),
               "hidden": Default(_by_kind(IMPLICIT_HIDDEN, TRAIN_HIDDEN), unless=("weights", "resume")),
               "task": Default("adding"),
+              "task_data": NO_DEFAULT,
               "steps": Default(By("task", TASK_STEPS), fill=False,
-                               text="100 for --task adding, adding-ternary, copy, flipflop; the digits tasks fix their own"),
+                               text="100 for --task adding, adding-ternary, copy, flipflop; 1000 for noisy-mnist; "
+                                    "the digits, mnist-pixels, mnist-rows and har2 fix their own"),
               "pad": Default(0),
+              "permute": Default(None, fill=False, text="none: the natural order"),
               "iterations": Default(_by_kind(IMPLICIT_ITERATIONS, TRAIN_ITERATIONS)),
               "lr": Default(_by_kind(IMPLICIT_LR, TRAIN_LR)),
               "optimiser": Default("adam"), "batch": Default(128),

@@ -371,9 +371,13 @@ def _parse_out_dir(ctx, param, value):
 IRNN_ONLY = ("K", "eta", "g0")
 #: Solvers of ``dynlab equilibria --method``.
 EQ_METHOD_NAMES = ("newton", "euler", "rk4", "scipy")
-#: Task names of ``dynlab train`` (tests check this equals ``dynlab.tasks.TASKS``), and the
-#: implicit-network tasks (``--model implicit``).
-TASK_NAMES = ("adding", "adding-ternary", "copy", "digits-pixels", "digits-rows", "flipflop")
+#: Task names of ``dynlab train`` (tests check this equals ``dynlab.tasks.TASKS``): the synthetic
+#: ones, and those of the real data, read from the user's files (``--task-data``; tests check
+#: ``DATA_TASK_NAMES`` equals ``dynlab.tasks.DATA_TASKS``); and the implicit-network tasks
+#: (``--model implicit``).
+SYNTHETIC_TASK_NAMES = ("adding", "adding-ternary", "copy", "digits-pixels", "digits-rows", "flipflop")
+DATA_TASK_NAMES = ("mnist-pixels", "mnist-rows", "noisy-mnist", "har2")
+TASK_NAMES = SYNTHETIC_TASK_NAMES + DATA_TASK_NAMES
 IMPLICIT_TASK_NAMES = ("xor", "oscillator")
 OPTIMISER_NAMES = ("adam", "rmsprop", "sgd")
 
@@ -447,7 +451,7 @@ OPTIONS = {
                         callback=_parse_numbers,
                         help="With --fixed-points: the constant input x (one number for every input unit, or d "
                              "numbers)."),
-    "starts_task": O("--task", "task", type=click.Choice(TASK_NAMES, **_CHOICE), default=None,
+    "starts_task": O("--task", "task", type=click.Choice(SYNTHETIC_TASK_NAMES, **_CHOICE), default=None,
                      help="With --fixed-points: start from the states the network visits on this task's test "
                           "inputs (and draw those trajectories), as for a network trained on it."),
     "keep_unreachable": O("--keep-unreachable", "keep_unreachable", is_flag=True, default=False,
@@ -479,6 +483,13 @@ OPTIONS = {
                     help="Task length T (adding: sequence length; copy: the delay)."),
     "pad": O("--pad", type=INT, default=None, metavar="P",
              help="Noise padding: append P steps of N(0, 1) noise to every input (end-of-sequence tasks)."),
+    "task_data": O("--task-data", "task_data", type=str, default=None, metavar="DIR|FILE",
+                   help="The real data's files, for --task " + ", ".join(DATA_TASK_NAMES) + ": a folder of "
+                        "MNIST's four idx files (gzipped or not) or keras' mnist.npz; the unpacked 'UCI HAR "
+                        "Dataset' folder for har2.  (--data names the history file written.)"),
+    "permute": O("--permute", type=INT, default=None, metavar="SEED",
+                 help="Permuted pixel order (digits-*, mnist-pixels, mnist-rows): one fixed permutation of the "
+                      "time steps, numpy's default_rng(SEED).permutation(T); the iRNN paper's seed is 42."),
     "iterations": O("--iterations", type=INT, default=None, metavar="N",
                     help="Training iterations (with --resume: further iterations)."),
     "lr": O("--lr", type=FLOAT, default=None, help="Learning rate."),
@@ -549,7 +560,7 @@ OPTION_OF.update({"store": "--out", "scheduler": "--scheduler", "region_size": "
                   "task": "--task", "iterations": "--iterations", "lr": "--lr", "optimiser": "--optimiser",
                   "clip": "--clip", "sigma_eps": "--sigma-eps", "record_every": "--record-every",
                   "resume": "--resume", "save_weights": "--save-weights", "eta_per_k": "--eta-per-k",
-                  "pad": "--pad"})
+                  "pad": "--pad", "task_data": "--task-data", "permute": "--permute"})
 # ("method" is left out: it is also the ctrnn's integration setting, given with --set method=…;
 # the solver's --method is a click Choice, checked before the library sees it)
 

@@ -13,6 +13,10 @@ from .sequences import (TASKS, Task, adding_problem, copy_baseline, copy_memory,
 
 __all__ += ["TASKS", "Task", "adding_problem", "copy_baseline", "copy_memory", "flipflop", "load_digits_sequences",
             "make_task", "noise_padded", "pad_with_noise"]
+from .datafiles import LabelledData, read_har, read_mnist
+from .realdata import DATA_TASKS
+
+__all__ += ["DATA_TASKS", "LabelledData", "read_har", "read_mnist"]
 from .static import STATIC_TASKS, StaticTask, damped_oscillator, oscillator_trajectory, xor
 
 __all__ += ["STATIC_TASKS", "StaticTask", "damped_oscillator", "oscillator_trajectory", "xor"]

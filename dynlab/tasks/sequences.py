@@ -38,6 +38,12 @@ memoryless baseline predicts 0: MSE 1 (the targets are ±1).
 Digits: scikit-learn's bundled 8×8 digits (1797 images, optional extra ``dynlab[digits]``),
 scaled to [0, 1], as pixel sequences (T = 64, d = 1, row-major) or row sequences (T = 8,
 d = 8); 10 classes, baseline ln 10.  The splits are a seeded shuffle of the 1797 images.
+
+The real data (``DATA_TASKS``, built by ``dynlab.tasks.realdata`` from the user's files,
+``data=``): ``mnist-pixels`` (T = 784, d = 1; ``permute=`` for permuted MNIST), ``mnist-rows``
+(T = 28, d = 28), ``noisy-mnist`` (the rows, then N(0, 1) noise to T = 1000) and ``har2`` (UCI HAR,
+9 channels × 128 steps, two classes).  Their tasks keep the examples as the files store them and
+build float64 inputs per batch (``Task.view``).
 """
 from __future__ import annotations
 
@@ -48,8 +54,13 @@ import numpy as np
 
 from .._validate import as_int, as_scalar
 from ..errors import ParameterError
+from .realdata import DATA_TASKS, build
 
-TASKS = ("adding", "adding-ternary", "copy", "digits-pixels", "digits-rows", "flipflop")
+TASKS = ("adding", "adding-ternary", "copy", "digits-pixels", "digits-rows", "flipflop") + DATA_TASKS
+#: Tasks whose length the data fix (``make_task`` refuses ``steps``).
+FIXED_STEPS = ("digits-pixels", "digits-rows", "mnist-pixels", "mnist-rows", "har2")
+#: Split sizes of the synthetic tasks (and the proportions of the digits' split) when not given.
+DEFAULT_SIZES = (10000, 1000, 1000)
 SPLITS = ("train", "val", "test")
 #: Tertiles of v_a + v_b (triangular on [0, 2]) — the ternary adding task's class edges.
 TERNARY_EDGES = (math.sqrt(2.0 / 3.0), 2.0 - math.sqrt(2.0 / 3.0))
@@ -185,8 +196,12 @@ class Task:
     inputs, outputs : d and the read-out size C;  steps : the sequence length the model sees
     baseline : the loss of the best memoryless predictor (adding 1/6, ternary ln 3, copy
         10 ln 8/(T+20), digits ln 10);  baseline_name : what it is
-    data : split → (x, target); the copy task keeps x as symbol codes, one-hot on demand
+    data : split → (x, target); the copy task keeps x as symbol codes, one-hot on demand; a
+        task with a ``view`` keeps its examples as stored (uint8 images, float32 signals)
     settings : the generator's settings (recorded in the history's attrs)
+    view : None, or how a split's stored examples become inputs, per batch
+        (``dynlab.tasks.realdata.SequenceView``: called with the stored rows, the split and
+        their positions in it); ``batch`` and ``sample`` apply it
     """
 
     name: str
@@ -200,6 +215,7 @@ class Task:
     settings: dict
     seed: int | None = None
     onehot: int = 0
+    view: object = None
 
     def size(self, split: str) -> int:
         return int(self._split(split)[1].shape[0])
@@ -210,8 +226,15 @@ class Task:
         return self.data[split]
 
     def batch(self, split: str, idx=None):
-        """(x (B, T, d), target) for the sequences ``idx`` of a split (all when None)."""
+        """(x (B, T, d), target) for the sequences ``idx`` of a split (all when None).
+
+        A task with a ``view`` builds float64 inputs of only these sequences (the whole split,
+        for ``idx=None``, may not fit in memory: ``noisy-mnist``'s 10 000 test sequences are
+        2.2 GB; take a split in batches, as ``dynlab.train.loop.evaluate`` does)."""
         x, y = self._split(split)
+        if self.view is not None:
+            pos = np.arange(len(y)) if idx is None else np.arange(len(y))[idx]
+            return self.view(x[pos], split, pos), y[pos]
         if idx is not None:
             x, y = x[idx], y[idx]
         if self.onehot:
@@ -233,9 +256,13 @@ class Task:
         from .._repr import number, shape, value
 
         extra = "".join(f", {k}={value(self.settings[k])}" for k in ("pad", "pad_variance") if self.settings.get(k))
+        if self.view is not None:
+            extra += "".join(f", {k}={value(self.settings[k])}" for k in ("permute", "normalise") if k in self.settings)
         splits = []
         for split, (x, y) in self.data.items():
             xs = tuple(np.shape(x)) + ((self.onehot,) if self.onehot else ())
+            if self.view is not None:
+                xs = (len(y), self.view.steps, self.view.inputs)
             splits.append(f"{split}: x {shape(xs)}, target {shape(y)}")
         return (f"Task({self.name!r}, loss={self.loss!r}, steps={self.steps}, inputs={self.inputs}, "
                 f"outputs={self.outputs}, seed={value(self.seed)}{extra},\n"
@@ -251,33 +278,46 @@ def _splits(gen, sizes, seed):
     return out
 
 
-def make_task(name: str, steps: int | None = None, *, seed: int | None = 0, n_train: int = 10000,
-              n_val: int = 1000, n_test: int = 1000, pad: int = 0, pad_variance: float = 1.0,
-              binary: bool = False, permute: int | None = None) -> Task:
+def make_task(name: str, steps: int | None = None, *, seed: int | None = 0, n_train: int | None = None,
+              n_val: int | None = None, n_test: int | None = None, pad: int = 0, pad_variance: float = 1.0,
+              binary: bool = False, permute: int | None = None, data=None, normalise: str | None = None) -> Task:
     """A task by name with seeded train / validation / test splits.
 
     Parameters
     ----------
-    name : ``adding``, ``adding-ternary``, ``copy``, ``digits-pixels``, ``digits-rows``, ``flipflop``
+    name : ``adding``, ``adding-ternary``, ``copy``, ``digits-pixels``, ``digits-rows``, ``flipflop``,
+        or, from the user's files (``data``), ``mnist-pixels``, ``mnist-rows``, ``noisy-mnist``, ``har2``
     steps : T (adding, flipflop: sequence length, default 100; copy: the delay, default 100;
-        digits: fixed by the data, must be None)
-    seed : seeds the three splits (independent streams)
-    n_train, n_val, n_test : split sizes (synthetic tasks; digits split its 1797 images
-        in the same proportions)
+        noisy-mnist: the total length, default 1000, the 28 rows then noise; digits, mnist-pixels,
+        mnist-rows, har2: fixed by the data, must be None)
+    seed : seeds the three splits (independent streams), and the noise of noisy-mnist and ``pad``
+    n_train, n_val, n_test : split sizes (synthetic tasks: default 10000, 1000, 1000; digits split
+        its 1797 images in these proportions; the real data: ``n_val`` carved from the official
+        training set — default 5000 for MNIST, 735 for HAR —, ``n_train`` of the rest — default
+        all —, ``n_test`` of the official test set — default all —; ``dynlab.tasks.realdata``)
     pad, pad_variance : noise padding (end-of-sequence tasks only): ``pad`` steps of
-        N(0, pad_variance) appended to every input
+        N(0, pad_variance) appended to every input (the real data: built per batch, never stored)
     binary : adding tasks only: the MASO paper's form (``adding_problem``): values in {0, 1},
         markers anywhere; ``adding-ternary`` then labels the sum 0 / 1 / 2 (probabilities
         1/4, 1/2, 1/4; baseline the label entropy 1.5 ln 2), ``adding`` regresses it (baseline
         the MSE of predicting 1, Var = 1/2)
-    permute : digits tasks only: the *permuted* form (the papers' permuted pixel MNIST): one
-        fixed permutation of the time steps, drawn from ``default_rng(permute)``, applied to
-        every sequence of every split (None: the natural order)
+    permute : digits and mnist pixel/row tasks only: the *permuted* form (the papers' permuted
+        pixel MNIST): one fixed permutation of the time steps, drawn from
+        ``default_rng(permute).permutation(T)``, applied to every sequence of every split (None:
+        the natural order).  The iRNN paper's seed is 42; its generator is not stated, so its
+        exact permutation cannot be rebuilt
+    data : the real data's files (mnist-pixels, mnist-rows, noisy-mnist: a folder of MNIST's idx files, gzipped or
+        not, or keras' mnist.npz; har2: the unpacked "UCI HAR Dataset" folder); a missing or
+        malformed file raises ``ParameterError("data", …)`` naming it
+    normalise : the real data only: the z-score's statistics, from the training split —
+        ``global`` (MNIST's default), ``channel``, ``step`` (HAR's default) or ``none``
+        (``dynlab.tasks.realdata``)
 
     Example
     -------
     >>> task = make_task("adding", 100, seed=0)
     >>> x, y = task.sample(np.random.default_rng(0), 128)     # (128, 100, 2), (128, 1)
+    >>> mnist = make_task("mnist-pixels", data="~/data/mnist", permute=42)   # doctest: +SKIP
     """
     key = str(name).strip().lower().replace("_", "-")
     if key not in TASKS:
@@ -285,7 +325,18 @@ def make_task(name: str, steps: int | None = None, *, seed: int | None = 0, n_tr
     if seed is not None:
         seed = as_int(seed, "seed", low=0)
     pad = as_int(pad, "pad", low=0)
-    sizes = (n_train, n_val, n_test)
+    if key in DATA_TASKS:
+        if binary:
+            raise ParameterError("binary", f"applies to the adding tasks only, not to {key}")
+        return Task(**build(key, steps, data=data, seed=seed, n_train=n_train, n_val=n_val, n_test=n_test,
+                            permute=permute, pad=pad, pad_variance=pad_variance, normalise=normalise))
+    if data is not None:
+        raise ParameterError("data", f"applies to the tasks of the real data ({', '.join(DATA_TASKS)}), not to {key}")
+    if normalise is not None:
+        raise ParameterError("normalise", f"applies to the tasks of the real data ({', '.join(DATA_TASKS)}), "
+                                          f"not to {key}")
+    sizes = tuple(d if n is None else n for n, d in zip((n_train, n_val, n_test), DEFAULT_SIZES))
+    n_train, n_val, n_test = sizes
     settings = {"task": key, "n_train": n_train, "n_val": n_val, "n_test": n_test, "pad": pad}
     if permute is not None and not key.startswith("digits"):
         raise ParameterError("permute", f"applies to the digits tasks only, not to {key}")
@@ -341,10 +392,23 @@ def make_task(name: str, steps: int | None = None, *, seed: int | None = 0, n_tr
 
 
 def noise_padded(task: Task, pad: int, *, variance: float = 1.0, seed=None) -> Task:
-    """``task`` with ``pad`` steps of N(0, variance) noise appended to every input sequence."""
+    """``task`` with ``pad`` steps of N(0, variance) noise appended to every input sequence.
+
+    A task with a ``view`` (the real data) gets its noise built per batch, never stored (the
+    view's ``pad``; its noise seed ``seed``, or the task's when None); a view that already pads
+    (noisy-mnist, ``pad=``) is refused."""
     if task.loss.endswith("-seq"):
         raise ParameterError("pad", f"noise padding applies to end-of-sequence tasks, not to {task.name}")
     pad = as_int(pad, "pad", low=0)
+    if task.view is not None:
+        if task.view.pad:
+            raise ParameterError("pad", f"{task.name} is padded already ({task.view.pad} steps); "
+                                        "give make_task the whole padding")
+        variance = as_scalar(variance, "variance", low=0.0)
+        view = dataclasses.replace(task.view, pad=pad, pad_variance=variance,
+                                   noise_seed=task.view.noise_seed if seed is None else as_int(seed, "seed", low=0))
+        settings = dict(task.settings, pad=pad, pad_variance=float(variance), steps=view.steps)
+        return dataclasses.replace(task, view=view, steps=view.steps, settings=settings)
     data = {}
     for i, (split, (x, y)) in enumerate(task.data.items()):
         data[split] = (pad_with_noise(x, pad, variance=variance, seed=None if seed is None else [int(seed), 10 + i]),
@@ -353,6 +417,6 @@ def noise_padded(task: Task, pad: int, *, variance: float = 1.0, seed=None) -> T
     return dataclasses.replace(task, data=data, steps=task.steps + pad, settings=settings)
 
 
-__all__ = ["COPY_CLASSES", "FLIPFLOP_BITS", "FLIPFLOP_P", "SPLITS", "flipflop", "TASKS", "TERNARY_EDGES", "Task", "adding_problem", "copy_baseline",
-           "copy_memory", "copy_memory_codes", "load_digits_sequences", "make_task", "noise_padded",
-           "pad_with_noise", "ternary_labels"]
+__all__ = ["COPY_CLASSES", "DATA_TASKS", "DEFAULT_SIZES", "FIXED_STEPS", "FLIPFLOP_BITS", "FLIPFLOP_P", "SPLITS",
+           "TASKS", "TERNARY_EDGES", "Task", "adding_problem", "copy_baseline", "copy_memory", "copy_memory_codes",
+           "flipflop", "load_digits_sequences", "make_task", "noise_padded", "pad_with_noise", "ternary_labels"]

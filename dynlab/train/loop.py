@@ -207,10 +207,18 @@ def run_outputs(model, readout, x, loss, h0=None, chunk: int = 500):
     return np.concatenate(outs, axis=-2)
 
 
-def evaluate(model, readout, task, split: str = "val") -> dict:
-    """Loss (and accuracy for classification) of a model on a whole split, from h_0 = 0."""
-    x, y = task.batch(split)
-    Y = run_outputs(model, readout, x, task.loss)
+def evaluate(model, readout, task, split: str = "val", chunk: int = 500) -> dict:
+    """Loss (and accuracy for classification) of a model on a whole split, from h_0 = 0.
+
+    The split's inputs are built ``chunk`` sequences at a time (``task.batch``), so a task that
+    builds its inputs per batch (noisy MNIST: T = 1000) never holds the whole split in float64."""
+    n = task.size(split)
+    outs, ys = [], []
+    for lo in range(0, n, chunk):
+        x, y = task.batch(split, np.arange(lo, min(n, lo + chunk)))
+        outs.append(run_outputs(model, readout, x, task.loss, chunk=chunk))
+        ys.append(y)
+    Y, y = np.concatenate(outs, axis=-2), np.concatenate(ys, axis=0)
     L, _, extra = bp.loss_value(task.loss, Y, y)
     return {"loss": L, **extra}
 
@@ -706,13 +714,16 @@ def _checkpoint_task(ck: _Checkpoint, config: dict, model):
 
 
 def task_from_config(config: dict):
-    """The task a run's settings describe (``make_task`` with the saved name, steps, seed, sizes)."""
+    """The task a run's settings describe (``make_task`` with the saved name, steps, seed, sizes,
+    padding, permutation, and for the real data its files and normalisation)."""
     from ..tasks import make_task
+    from ..tasks.sequences import FIXED_STEPS
 
     t = config["task"]
-    return make_task(t["task"], None if t["task"].startswith("digits") else t.get("steps"), seed=t["seed"],
+    return make_task(t["task"], None if t["task"] in FIXED_STEPS else t.get("steps"), seed=t["seed"],
                      n_train=t["n_train"], n_val=t["n_val"], n_test=t["n_test"], pad=t.get("pad", 0),
-                     pad_variance=t.get("pad_variance", 1.0))
+                     pad_variance=t.get("pad_variance", 1.0), permute=t.get("permute"), data=t.get("data"),
+                     normalise=t.get("normalise"), binary=bool(t.get("binary", False)))
 
 
 def resume_training(path, iterations: int, *, progress=None, command=None) -> TrainResult:

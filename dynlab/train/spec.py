@@ -22,7 +22,10 @@ class TrainSpec:
     ----------
     run : dynlab.spec.RunSpec — the model (``hidden`` None means 64; ``inputs`` come from the task)
     task : task name (``dynlab.tasks.TASKS``; ``xor``/``oscillator`` with ``--model implicit``)
+    task_data : the real data's files for ``mnist-pixels``, ``mnist-rows``, ``noisy-mnist``, ``har2``
+        (``make_task``'s ``data``)
     steps : the task's T (None: its default);  pad : noise-padding steps (``make_task``)
+    permute : the permuted pixel order's seed (``make_task``'s ``permute``; None: natural order)
     iterations, lr, optimiser, batch, clip, sigma_eps, record_every : as ``train_model``;
         iterations None means 500 (3000 for the implicit tasks), lr None 1e-3 (0.01 for them)
     eta_per_k : give an iRNN one learnable η per inner step (η becomes a (K,) array)
@@ -34,6 +37,8 @@ class TrainSpec:
     task: str = "adding"
     steps: int | None = None
     pad: int = 0
+    task_data: str | None = None
+    permute: int | None = None
     iterations: int | None = None
     lr: float | None = None
     optimiser: str = "adam"
@@ -79,7 +84,13 @@ def train_spec(spec: TrainSpec) -> TrainResult:
         from ..spec import build_model
         from ..tasks import make_task
 
-        task = make_task(spec.task, spec.steps, seed=run.seed, pad=spec.pad)
+        try:
+            task = make_task(spec.task, spec.steps, seed=run.seed, pad=spec.pad, data=spec.task_data,
+                             permute=spec.permute)
+        except ParameterError as exc:   # make_task's data= is --task-data here (--data is the history file)
+            if exc.param != "data":
+                raise
+            raise ParameterError("task_data", exc.message) from None
         if run.inputs is not None and run.inputs != task.inputs:
             raise ParameterError("inputs", f"task {task.name!r} has {task.inputs} input features, not {run.inputs}")
         if run.weights is None:
@@ -125,7 +136,8 @@ class ImplicitTrainResult:
 
 
 #: ``dynlab train`` options that have no meaning for the implicit networks, with their defaults.
-_NOT_IMPLICIT = {"steps": None, "pad": 0, "clip": None, "sigma_eps": 0.0, "eta_per_k": False, "resume": None}
+_NOT_IMPLICIT = {"steps": None, "pad": 0, "clip": None, "sigma_eps": 0.0, "eta_per_k": False, "resume": None,
+                 "task_data": None, "permute": None}
 #: ``--set`` settings passed on to ``train_implicit`` (the rest are model settings).
 _IMPLICIT_TRAIN_SETTINGS = ("hidden2", "gradient", "feedforward", "second", "samples", "window", "eval_every", "tol")
 
