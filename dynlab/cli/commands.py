@@ -322,7 +322,13 @@ def _figures_all(ctx, out_dir, quick, fmt, scale=None, real_data=None, redraw=Fa
     if out_dir is None:     # the default depends on --quick (never the gallery for a quick run)
         param = next(p for p in ctx.command.params if p.name == "out_dir")
         out_dir = check_writable_dir(fill(ctx, {"out_dir": None, "quick": scale == "quick"})["out_dir"], ctx, param)
-    names = [n for n, r in recipes().items() if scale in r.scales or redraw]
+    found = recipes()
+    names = [n for n, r in found.items()
+             if redraw or (scale in r.scales and not (scale == "paper" and r.reads and real_data is None))]
+    skipped = [n for n in found if n not in names]
+    if skipped:         # the items with no such scale here, or whose paper scale needs --data: said, not run
+        _say(ctx, f"not at the {scale} scale here (see each record's paper_cost; --data for the real data): "
+                  + ", ".join(skipped))
     _make_figures(ctx, names, out_dir, scale == "quick", fmt, gallery=True, scale=scale, real_data=real_data,
                   redraw=redraw)
 

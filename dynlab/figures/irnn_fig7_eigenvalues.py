@@ -207,6 +207,11 @@ def draw(ds):
         ax.stairs(c / c.sum(), edges, color=COLORS["vermillion"], lw=1.0,
                   label=f"control: untrained, weight scale {ds.attrs['control_weight_scale']:g}")
         ax.axvline(0, color="k", lw=0.7)
+        if "structural_zeros" in ds:
+            ax.annotate(f"the spike at 0: the structural zeros\n(≥ n_a − r per point; "
+                        f"{float(ds['zeros_found'].mean()):.1f} of {int(ds.attrs['eigenvalues_per_point'])} on average)",
+                        (0.0, 0.2), xytext=(0.35, 0.75), textcoords="axes fraction", fontsize=6,
+                        arrowprops={"arrowstyle": "->", "lw": 0.6})
         ax.set_yscale("log")
         ax.set_xlabel("Re λ of ∇φU − I (values beyond the axis are put in the end bins)")
         ax.set_ylabel("fraction of eigenvalues")
