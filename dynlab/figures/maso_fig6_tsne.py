@@ -42,7 +42,7 @@ CODES = ("trained", "init", "random")
 INTEREST = 0.02
 #: quick mode: t-SNE of a fixed subsample, and half the default iterations
 QUICK_SUBSAMPLE = 100
-QUICK_TSNE_ITER = 500
+QUICK_TSNE_ITER = 250
 
 
 def silhouette(F, labels) -> float:
