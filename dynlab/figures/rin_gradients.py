@@ -153,11 +153,23 @@ def draw(ds):
 
     @styled
     def _draw():
-        fig, axes = new_figure(3, height=3.0)
+        from ._training import panel_grid
+
+        fig, axes = panel_grid(1, 4, width=3.4, height=3.0)
         arms = [str(a) for a in ds["arm"].values]
         labels = {"penalty-U": "λ‖U‖² (on U)", "penalty-V": "λ‖V‖² (on V = U + I)", "none": "no penalty",
                   "none-fresh": "control: none,\nfresh seeds"}
         x = np.arange(len(arms))
+        dist = axes.pop(0)
+        for i, a in enumerate(arms):
+            v = ds["dist_identity"].sel(arm=a).values
+            m, se, _ = mean_se(v)
+            dist.bar(i, m, yerr=2 * se, color=CYCLE[i], alpha=0.6, capsize=3)
+            dist.scatter(np.full(v.size, i), v, s=9, color="k", zorder=3)
+        dist.set_xticks(x, [labels.get(a, a) for a in arms], rotation=20, fontsize=6)
+        dist.set_ylabel("‖V − I‖_F after training")
+        dist.set_ylim(bottom=0)
+        dist.set_title("judged: distance from the identity", fontsize=7.5)
         for ax, var, ylab in ((axes[0], "jac_norm", "|log10 ‖∂h_T/∂h_1‖| after training"),
                               (axes[1], "val_mse", "validation MSE after training")):
             for i, a in enumerate(arms):
@@ -171,8 +183,8 @@ def draw(ds):
             ax.set_ylim(bottom=0)
         axes[1].axhline(float(ds.attrs["baseline"]), color="0.4", ls="--", lw=0.8, label="baseline 1/6 (predict 1)")
         axes[1].legend(frameon=False, fontsize=6.5)
-        axes[0].set_title("gradient through time: 0 = identity (bars: mean ± 2 SE)", fontsize=7.5)
-        axes[1].set_title("task error (dots: seeds)", fontsize=7.5)
+        axes[0].set_title("reported: gradient through time (0 = identity)", fontsize=7.5)
+        axes[1].set_title("reported: task error (dots: seeds; bars ± 2 SE)", fontsize=7.5)
         ax = axes[2]
         it = ds["iteration"].values
         for i, a in enumerate(arms):
