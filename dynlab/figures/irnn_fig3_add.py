@@ -31,6 +31,7 @@ import textwrap
 
 import numpy as np
 
+from ._estimate import cost_of
 from ._irnn_parta import adding_grid, competent, paper_setting, scaling
 from ._irnn_training import short_of
 from ._recipe import Recipe, Scale
@@ -209,4 +210,5 @@ RECIPE = Recipe(NAME, "iRNN Figs. 3, 9",
                       "correlates with increased accuracy (Fig. 3).” (§4.2(a))",
                 gate="every K of the iRNN (each arm of each step) has learned something: final validation MSE below "
                      "1/6 − 1/60 (the predict-1 baseline less the minimum effect) beyond 2 SE",
-                paper=paper_setting((T,), 1000), scales=("quick", "stand-in", "paper"))
+                paper=paper_setting((T,), 1000), scales=("quick", "stand-in", "paper"),
+                paper_cost="run here (the record beside this one); " + cost_of(NAME))
