@@ -275,3 +275,17 @@ def test_fig5_control_compares_the_untrained_network_with_another_draw_not_itsel
     third = list(r["control"]["measured"].values())[2]
     assert abs(third[0]) < 0.01 and third[1] > 0            # a measured difference with its SE, not 0 ± 0
     assert f5.check(_fig5_ds(0.90, 0.70, 0.40))["control"]["passed"]
+
+
+def test_table1_rule_gates_both_arms_of_each_cell():
+    """Mutation test of maso-table1's arm gates: a cell whose random-h₀ network stays at the majority class
+    is inconclusive, not a failure (the rest decided as before); the minimum effect is the held-out
+    resolution (0.019), so +0.01 beyond 2 SE does not hold."""
+    from dynlab.figures._recipe import record_of
+
+    ds = _table1_ds(0.03)
+    idle = ds["accuracy"].copy()
+    idle.loc[dict(dataset="permuted", layers=2, h0="random")] = 0.1
+    r = t1.check(ds.assign(accuracy=idle))
+    assert record_of(t1.RECIPE, r)["verdict"] == "inconclusive"
+    assert record_of(t1.RECIPE, t1.check(_table1_ds(0.01)))["verdict"] == "does not hold"
