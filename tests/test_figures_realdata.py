@@ -42,3 +42,23 @@ def test_the_mnist_recipes_read_mnist_at_paper_scale_and_name_the_missing_data(t
     assert not np.array_equal(x, xn)
     with pytest.raises(ParameterError, match="data"):
         tb.real_task(Scale("paper", None), "pixels")
+
+
+def test_the_noisy_mnist_control_replaces_the_28_rows_batch_by_batch(tmp_path):
+    """irnn-table2 at paper scale: the control's test inputs are Noisy-MNIST's with the 28 informative
+    rows replaced by seeded N(0, 1) noise (the reader builds inputs per batch; nothing stored), the noise
+    steps and the other splits untouched."""
+    from dynlab.figures import irnn_table2_noisy_digits as t2
+
+    write_mnist_idx(tmp_path)
+    task = tb.real_task(Scale("paper", str(tmp_path)), "noisy")
+    assert task.steps == 1000 and task.inputs == 28
+    ctrl = t2.pure_noise(task, t2.PAPER_INFORMATIVE)
+    idx = np.arange(3)
+    x, y = task.batch("test", idx)
+    xc, yc = ctrl.batch("test", idx)
+    np.testing.assert_array_equal(y, yc)
+    np.testing.assert_array_equal(xc[:, 28:], x[:, 28:])
+    assert not np.allclose(xc[:, :28], x[:, :28])
+    np.testing.assert_array_equal(ctrl.batch("test", idx)[0], xc)               # seeded: the same every time
+    np.testing.assert_array_equal(ctrl.batch("train", idx)[0], task.batch("train", idx)[0])
