@@ -253,7 +253,6 @@ def _scale_of(ctx, quick, scale):
 
 def _make_figures(ctx, names, out_dir, quick, fmt, gallery=False, scale=None, real_data=None, redraw=False):
     import os
-    import time
 
     from .._resources import progress as report_progress
     from ..figures import get
@@ -274,7 +273,6 @@ def _make_figures(ctx, names, out_dir, quick, fmt, gallery=False, scale=None, re
         raise ParameterError("out_dir", f"cannot create {out_dir} ({exc.strerror or exc})") from None
     announce_compilation(ctx)
     records = []
-    t0 = time.perf_counter()
     broken = []
     with talking(ctx):
         report_progress(FIGURES_STAGE, 0, len(chosen))
