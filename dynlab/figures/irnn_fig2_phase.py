@@ -98,7 +98,8 @@ def compute(scale):
     ds.attrs["scaling"] = ("as in the paper (T=1000, variance-10 walk, tanh), plus i.i.d. N(0, 1) inputs where the cells "
                            "are not saturated; η = 1 (not stated in the paper)" if not quick else
                            "quick: T=300 instead of 1000; plus i.i.d. N(0, 1) inputs where the cells are not saturated")
-    ds.attrs["setting"] = setting_attr(data="random walk, variance 10", T=T, D=2)
+    # judged on i.i.d. N(0, 1) inputs beside the paper's walk (module docstring): not the paper's data alone
+    ds.attrs["setting"] = setting_attr(data="random walk, variance 10; judged on N(0, 1) inputs", T=T, D=2)
     return ds
 
 
