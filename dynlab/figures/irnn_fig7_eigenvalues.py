@@ -186,7 +186,8 @@ def check(ds):
                           f"{out['zeros found per point (mean)']:.1f} per point on average); setting them aside, "
                           f"the largest real part of the other eigenvalues per seed is "
                           f"{[round(float(p), 4) for p in per]} (mean {part['mean']:.4g} ± {part['se']:.2g} SE, "
-                          f"{part['verdict']}): positive — a real instability, not rounding; the fraction of points "
+                          f"{part['verdict']}): positive on {int(np.sum(per > ZERO_TOL))} of {per.size} seeds — "
+                          f"eigenvalues the structure does not force, not rounding on its zeros; the fraction of points "
                           f"whose other eigenvalues are all negative per seed {[round(f, 4) for f in frac_ok]}; "
                           f"validation accuracy {acc.mean():.3f}")
     return out
