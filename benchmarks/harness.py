@@ -88,6 +88,7 @@ def max_rel_error(a, b) -> float:
     return worst
 
 
+# info["per_item"] of a workload: (n, "setting") — every row's median over n items, in µs per item.
 # info["ratios"] of a workload: (label, numerator, denominator), each side an implementation name
 # (its median), a tuple of names (the sum of their medians, a name starting with "-"
 # subtracted: a bound built from measured parts) or a time in seconds measured by the workload
@@ -138,6 +139,11 @@ def run_workload(w: Workload, *, repeat: int | None = None, quick: bool = False,
             impl.fn()
             times[impl.name].append(time.perf_counter() - t0)
     base = statistics.median(times[w.baseline])
+    per = info.pop("per_item", None)     # (n, "setting"): each row's median per item, in µs
+    if per is not None:
+        n, item = per
+        for impl in impls:
+            info[f"µs per {item}, {impl.name}"] = f"{statistics.median(times[impl.name]) / n * 1e6:.3g}"
     for label, num, den in info.pop("ratios", []):
         if ratio_term_known(num, times) and ratio_term_known(den, times):
             (a, sa), (b, sb) = ratio_term(num, times), ratio_term(den, times)

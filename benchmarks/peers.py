@@ -28,8 +28,9 @@ def torch_or_none():
     return torch
 
 
-def jax_irnn_forward(U, W, b, x, h0, eta, alpha, K, dtype=np.float64):
-    """A jitted JAX iRNN forward (tanh, g_0 = 0, sign +1); returns a no-argument callable → (B, T, D)."""
+def jax_irnn_scan(U, W, b, eta, alpha, K, dtype=np.float64):
+    """The jitted JAX iRNN forward (tanh, g_0 = 0, sign +1) as ``run(h0 (B, D), xs (T, B, d)) → H (B, T, D)``,
+    the weights baked in (on JAX's default device)."""
     jax = jax_or_none()
     import jax.numpy as jnp
     from jax import lax
@@ -37,8 +38,6 @@ def jax_irnn_forward(U, W, b, x, h0, eta, alpha, K, dtype=np.float64):
     UT = jnp.asarray(U.T, dtype=dtype)
     WT = jnp.asarray(W.T, dtype=dtype)
     bj = jnp.asarray(b, dtype=dtype)
-    xs = jnp.asarray(np.swapaxes(x, 0, 1), dtype=dtype)  # (T, B, d): scan runs over the leading axis
-    h0j = jnp.asarray(h0, dtype=dtype)
 
     @jax.jit
     def run(h0, xs):
@@ -53,27 +52,34 @@ def jax_irnn_forward(U, W, b, x, h0, eta, alpha, K, dtype=np.float64):
         _, H = lax.scan(step, h0, xs)
         return jnp.swapaxes(H, 0, 1)
 
+    return run
+
+
+def jax_irnn_forward(U, W, b, x, h0, eta, alpha, K, dtype=np.float64):
+    """A jitted JAX iRNN forward (tanh, g_0 = 0, sign +1); returns a no-argument callable → (B, T, D)."""
+    import jax.numpy as jnp
+
+    run = jax_irnn_scan(U, W, b, eta, alpha, K, dtype)
+    xs = jnp.asarray(np.swapaxes(x, 0, 1), dtype=dtype)  # (T, B, d): scan runs over the leading axis
+    h0j = jnp.asarray(h0, dtype=dtype)
+
     def call():
         return np.asarray(run(h0j, xs).block_until_ready())
 
     return call
 
 
-def torch_irnn_forward(U, W, b, x, h0, eta, alpha, K, dtype=np.float64):
-    """An eager PyTorch iRNN forward under ``no_grad``; returns a no-argument callable → (B, T, D)."""
+def torch_irnn_eager(U, W, b, eta, alpha, K, dtype=np.float64, device="cpu"):
+    """The eager PyTorch iRNN forward under ``no_grad`` as ``forward(x (B, T, d), h0 (B, D)) → H`` on
+    tensors of ``device``."""
     torch = torch_or_none()
     tdt = torch.float64 if dtype == np.float64 else torch.float32
-    UT = torch.as_tensor(np.ascontiguousarray(U.T), dtype=tdt)
-    WT = torch.as_tensor(np.ascontiguousarray(W.T), dtype=tdt)
-    bt = torch.as_tensor(b, dtype=tdt)
-    xt = torch.as_tensor(x, dtype=tdt)
-    h0t = torch.as_tensor(h0, dtype=tdt)
-    B, T, _ = x.shape
+    UT, WT, bt = (torch.as_tensor(np.ascontiguousarray(a), dtype=tdt, device=device) for a in (U.T, W.T, b))
 
-    def call():
+    def forward(xt, h):
         with torch.no_grad():
-            H = torch.empty((B, T, UT.shape[0]), dtype=tdt)
-            h = h0t
+            B, T, _ = xt.shape
+            H = torch.empty((B, T, UT.shape[0]), dtype=tdt, device=device)
             for t in range(T):
                 c = torch.addmm(bt, xt[:, t], WT)
                 g = torch.zeros_like(h)
@@ -82,9 +88,19 @@ def torch_irnn_forward(U, W, b, x, h0, eta, alpha, K, dtype=np.float64):
                     g = g + eta * (torch.tanh(torch.addmm(c, s, UT)) - alpha * s)
                 H[:, t] = g
                 h = g
-        return H.numpy()
+        return H
 
-    return call
+    return forward
+
+
+def torch_irnn_forward(U, W, b, x, h0, eta, alpha, K, dtype=np.float64):
+    """An eager PyTorch iRNN forward under ``no_grad``; returns a no-argument callable → (B, T, D)."""
+    torch = torch_or_none()
+    tdt = torch.float64 if dtype == np.float64 else torch.float32
+    forward = torch_irnn_eager(U, W, b, eta, alpha, K, dtype)
+    xt = torch.as_tensor(x, dtype=tdt)
+    h0t = torch.as_tensor(h0, dtype=tdt)
+    return lambda: forward(xt, h0t).numpy()
 
 
 def torch_gated_forward(model, x, h0, dtype=np.float64):
@@ -115,10 +131,10 @@ def torch_gated_forward(model, x, h0, dtype=np.float64):
     return call
 
 
-def jax_gated_forward(model, x, h0, dtype=np.float64):
-    """A jitted JAX GRU/LSTM with PyTorch's equations (``lax.scan`` over time; the input
-    projection of every step done before the scan in one product, as PyTorch does); returns a
-    no-argument callable → the hidden outputs h_1..h_T (B, T, D)."""
+def jax_gated_scan(model, dtype=np.float64):
+    """The jitted JAX GRU/LSTM with PyTorch's equations (``lax.scan`` over time; the input projection
+    of every step done before the scan in one product, as PyTorch does) as
+    ``run(s0 (B, n), xs (T, B, d)) → the hidden outputs h_1..h_T (B, T, D)``, the weights baked in."""
     jax = jax_or_none()
     import jax.numpy as jnp
     from jax import lax
@@ -128,8 +144,6 @@ def jax_gated_forward(model, x, h0, dtype=np.float64):
     W_hhT = jnp.asarray(model.W_hh.T, dtype=dtype)
     b_ih = jnp.asarray(model.b_ih, dtype=dtype)
     b_hh = jnp.asarray(model.b_hh, dtype=dtype)
-    xs = jnp.asarray(np.swapaxes(x, 0, 1), dtype=dtype)   # (T, B, d)
-    s0 = jnp.asarray(h0, dtype=dtype)
     lstm = model.name == "lstm"
 
     @jax.jit
@@ -160,6 +174,18 @@ def jax_gated_forward(model, x, h0, dtype=np.float64):
         else:
             _, H = lax.scan(gru_step, s0, gis)
         return jnp.swapaxes(H, 0, 1)
+
+    return run
+
+
+def jax_gated_forward(model, x, h0, dtype=np.float64):
+    """A jitted JAX GRU/LSTM with PyTorch's equations (``jax_gated_scan``); returns a no-argument
+    callable → the hidden outputs h_1..h_T (B, T, D)."""
+    import jax.numpy as jnp
+
+    run = jax_gated_scan(model, dtype)
+    xs = jnp.asarray(np.swapaxes(x, 0, 1), dtype=dtype)   # (T, B, d)
+    s0 = jnp.asarray(h0, dtype=dtype)
 
     def call():
         return np.asarray(run(s0, xs).block_until_ready())

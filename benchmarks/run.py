@@ -1,8 +1,9 @@
 """Run benchmark workloads: ``python -m benchmarks.run [NAME ...] [--repeat N] [--quick] [--markdown FILE] [--isa LEVEL]``.
 
-``python -m benchmarks.run --gpu [--quick] [--repeat N]`` prints the GPU table instead
-(``benchmarks/gpu.py``: dynlab's cupy backend, its numba backend on all cores and two, JAX and
-torch on the same GPU); without a GPU it refuses in one line.
+``python -m benchmarks.run --gpu [--quick] [--markdown FILE] [--repeat N]`` prints the GPU table
+instead (``benchmarks/gpu.py``: dynlab's cupy backend at the public call and device-resident, its
+numba backend on all cores and two, JAX and torch on the same GPU, each row as it finishes); without
+a GPU it refuses in one line (``--tiny`` runs its machinery under Numba's CUDA simulator).
 
 Prints, per workload, every implementation's median and best time and its speed relative to
 the baseline, all measured in this one run, after checking each result against the
@@ -27,9 +28,11 @@ from .harness import format_rows, run_workload
 
 
 def _modules():
-    from . import cli, equilibria, fixed_points, forward, gated, gradnorm, partition, spectra, sweep, train
+    from . import (cli, complete_fixed_points, equilibria, fixed_points, forward, gated, gradnorm, partition, spectra,
+                   sweep, sweep_host, train, train_torch)
 
-    return (forward, gated, cli, gradnorm, equilibria, fixed_points, spectra, sweep, partition, train)
+    return (forward, gated, cli, gradnorm, equilibria, fixed_points, complete_fixed_points, spectra, sweep, sweep_host,
+            partition, train, train_torch)
 
 
 def all_workloads():
@@ -77,15 +80,22 @@ def machine() -> str:
 
 
 def gpu_main(argv) -> int:
-    """``--gpu``: the GPU table alone (it needs none of the CPU workloads' modules)."""
+    """``--gpu``: the GPU table alone (benchmarks/gpu.py; it needs none of the CPU workloads' modules)."""
     p = argparse.ArgumentParser(prog="python -m benchmarks.run --gpu")
     p.add_argument("--gpu", action="store_true")
-    p.add_argument("--quick", action="store_true", help="reduced sizes (a smoke run)")
-    p.add_argument("--repeat", type=int, default=3, help="timed calls per implementation")
+    p.add_argument("--quick", action="store_true", help="every row at reduced sizes (≤ 3 minutes on an H100)")
+    p.add_argument("--tiny", action="store_true",
+                   help="toy sizes under Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1): the machinery, not a timing")
+    p.add_argument("--repeat", type=int, default=None, help="timed calls per implementation (default 3; --tiny 1)")
+    p.add_argument("--markdown", metavar="FILE", help="write the report to FILE, rewritten after every row")
+    p.add_argument("--peers", choices=["auto", "none", "on"], default="auto",
+                   help="JAX and torch on the same GPU where installed (auto), none, or on (--tiny: on the CPU)")
     args = p.parse_args(argv)
     from . import gpu
 
-    return gpu.main(quick=args.quick, repeat=args.repeat)
+    repeat = args.repeat if args.repeat is not None else (1 if args.tiny else 3)
+    return gpu.main(quick=args.quick, repeat=repeat, markdown=args.markdown, tiny=args.tiny, peers=args.peers,
+                    command="python -m benchmarks.run " + shlex.join(argv))
 
 
 #: Packages whose versions the report names (``absent`` when not installed; nothing is imported).

@@ -8,13 +8,15 @@ returning ln‖∂h_T/∂h_1‖₂ of every setting:
   called once per setting (numba backend: closed-form J_t, one backward pass, certified
   norms of every P_t and J_t, the Dataset), the summary read from it;
 * ``dl.sweep, numba prange batched``: the sweep (in memory) with the batched forward-tangent
-  kernel (``dynlab.backends.numba.tangent.tangent_numba``), one batch per 64-point region;
-* ``dl.sweep, NumPy array-namespace kernel``: the same algorithm as batched NumPy matmuls
-  (the code CuPy runs on a GPU);
+  kernel (``dynlab.backends.numba.tangent.tangent_numba``) and σ₁ by the certified power
+  iteration (``tangent.sweep_norms``), regions of the backend's size (64 here);
+* ``dl.sweep, NumPy array-namespace kernel``: the same algorithm as the reference's batched NumPy
+  matmuls, σ₁ by LAPACK's SVD (the name is historical: the GPU runs its own fused kernel);
 * ``dl.sweep per point (batched=False)``: the sweep machinery calling the public analysis.
 
 Info lines: the full 10⁴-setting sweep (K 1..10 × 25 η × 40 weight scales), run once, into a
-Zarr store, in settings per second; and settings per second of every row.
+Zarr store, in settings per second; and settings per second of every row.  The host side of the
+same sweep alone is the ``sweep-host`` workload (``benchmarks/sweep_host.py``).
 """
 from __future__ import annotations
 
@@ -78,7 +80,7 @@ def build(quick: bool):
     info = {"sizes": f"iRNN D={D}, d=1, T={T}, tanh, float64; {n} settings per timed call "
                      "(settings/s = 64 / median)",
             "full sweep": _full(quick),
-            "GPU": "no GPU on this machine: the CuPy path (same array-namespace kernel) was not timed",
+            "GPU": "not timed here (python -m benchmarks.run --gpu)",
             "rtol": {}}
     return impls, info
 

@@ -46,6 +46,8 @@ myst_heading_anchors = 3
 autosummary_generate = True
 autodoc_default_options = {"members": False}
 autodoc_typehints = "none"
+# dynlab.torch needs PyTorch, which the docs build does not install: autodoc imports it with torch mocked
+autodoc_mock_imports = ["torch"]
 # numpy-style docstrings, read by napoleon (part of Sphinx): it takes dynlab's singular "Example"
 # sections as numpydoc would take "Examples", so no docstring is rewritten for the site's sake.
 napoleon_google_docstring = False

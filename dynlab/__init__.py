@@ -47,6 +47,7 @@ _EXPORTS = {
     "spectrum": "dynlab.analysis.spectra",
     "convergence": "dynlab.analysis.convergence",
     "continuation": "dynlab.analysis.continuation",
+    "bifurcation_curve": "dynlab.analysis.codim2",
     "implicit_equilibrium": "dynlab.analysis.implicit",
     "implicit_vjp": "dynlab.analysis.implicit",
     "implicit_jacobian": "dynlab.analysis.implicit",
@@ -59,6 +60,7 @@ _EXPORTS = {
     "read_dataset": "dynlab.io",
     "model_from_dataset": "dynlab.io",
     "from_torch": "dynlab.torch_import",
+    "to_torch": "dynlab.torch_import",
     # errors
     "DynlabError": "dynlab.errors",
     "ParameterError": "dynlab.errors",
@@ -91,7 +93,7 @@ _EXPORTS = {
 #: The long calls: their public names take ``progress=`` and talk (``dynlab.progress.reports``).
 #: (``train_model`` and ``sweep`` take it in their own signature.)
 _LONG = ("simulate", "gradient_norms", "lyapunov", "jacobians", "equilibrium", "fixed_points", "spectrum",
-         "continuation", "partition", "templates", "train_implicit")
+         "continuation", "bifurcation_curve", "partition", "templates", "train_implicit")
 _SUBMODULES = ("tasks", "models", "activations", "analysis", "backends", "io", "plot", "errors")
 _SUBMODULES += ("sweep", "progress")  # dynlab.sweep is a callable package: dl.sweep(analysis, grid, ...)
 

@@ -86,6 +86,12 @@ NORM_MAXIT = 12
 #: The fallback: up to this many Lanczos steps on G = P Pᵀ, the top Ritz value θ certified by a
 #: Cholesky factorisation of θ(1 + 2·NORM_RTOL)·I − G, before LAPACK's ``dsyevr`` (0: always it).
 GRAM_LANCZOS_MAXIT = 40
+#: A batched sweep region on this backend holds about this much forward-tangent work (flops,
+#: ≈ 2·D³·(T·K + 4) a setting: a fraction of a second of one core), between these many settings:
+#: a region's fixed cost (its table, batch, launch, summaries; ≈ 1 ms) stays small beside its
+#: kernels, while a region is still a unit small enough to be durable (written as it finishes).
+SWEEP_REGION_FLOPS = 2e9
+SWEEP_REGION_RANGE = (64, 4096)
 
 # ============================================================================ numba: implicit networks
 #: ``method="auto"`` runs the jitted per-point Picard→Newton loop up to this many stacked units,
@@ -137,3 +143,10 @@ BLAS_SMALL_GEMM = None
 SMALL_GEMM_MNK = 10 ** 6
 SMALL_GEMM_MIN_ROWS = 8
 SMALL_GEMM_ARCHITECTURES = ("skylakex", "cooperlake", "sapphirerapids")
+
+#: Threads of PyTorch's CPU kernels during the torch engine's calls (``train_model(...,
+#: engine="torch", device="cpu")``), restored after each call; None: torch's own setting.  One, because
+#: the engine's per-step operations are small: on two shared cores a 100-iteration ReLU RIN run (D = 16,
+#: T = 30, batch 64) took 0.55 s on one torch thread and 26.6 s on two (OpenMP's threads waiting on a
+#: core another process held); the ``train-torch`` rows time both at the iRNN's D = 128.
+TORCH_CPU_THREADS = 1

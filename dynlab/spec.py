@@ -227,6 +227,11 @@ class GradientSpec:
     step_norms: bool = True
 
 
+#: The work limit of ``dynlab equilibria --complete`` (``dynlab.analysis.pwa.MAX_REGIONS``; a test
+#: checks they agree, so --help states what the library does without importing it).
+COMPLETE_MAX_REGIONS = 200_000
+
+
 @dataclasses.dataclass(frozen=True)
 class EquilibriaSpec:
     """A ``dynlab equilibria`` run: the shared ``RunSpec`` plus the solve and its mode.
@@ -245,6 +250,10 @@ class EquilibriaSpec:
     keep_unreachable : keep the points outside the states a trajectory can reach (flagged)
     continue_over : str or None — continuation (``dynlab.continuation``) over x, x<j>, b, b<i>, alpha
     param_range : (lo, hi) of the continuation
+    complete : every fixed point by region enumeration (``dynlab.fixed_points(method="complete")``)
+        at ``constant_input``
+    cycles : with ``complete``, the longest cycle period searched (1: fixed points only)
+    max_regions : with ``complete``, the work limit
     """
 
     run: RunSpec
@@ -256,6 +265,9 @@ class EquilibriaSpec:
     keep_unreachable: bool = False
     continue_over: str | None = None
     param_range: tuple | None = None
+    complete: bool = False
+    cycles: int = 1
+    max_regions: int = COMPLETE_MAX_REGIONS
 
     def __post_init__(self):
         # checked here, where the values are first seen: the default mode simulates the
@@ -265,6 +277,9 @@ class EquilibriaSpec:
         object.__setattr__(self, "tol", as_scalar(self.tol, "tol", low=0.0, low_open=True))
         if self.n_starts is not None:
             object.__setattr__(self, "n_starts", as_int(self.n_starts, "n_starts", low=1))
+        object.__setattr__(self, "cycles", as_int(1 if self.cycles is None else self.cycles, "cycles", low=1))
+        object.__setattr__(self, "max_regions", as_int(COMPLETE_MAX_REGIONS if self.max_regions is None
+                                                       else self.max_regions, "max_regions", low=1))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -263,6 +263,9 @@ def model_from_tensors(t: _Tensors, *, model=None, activation=None, prefix=None)
     """The dynlab model of a PyTorch recurrent module's named tensors (module docstring)."""
     from .models import GRU, LSTM, RNN, Stack
 
+    own = _dynlab_prefix(t, prefix)
+    if own is not None:
+        return model_from_dynlab_tensors(t, own, model=model, activation=activation)
     kind = _check_kind(model)
     p = _find_prefix(t, prefix)
     own = {}
@@ -351,6 +354,94 @@ def model_from_tensors(t: _Tensors, *, model=None, activation=None, prefix=None)
     return layers[0] if L == 1 else Stack(tuple(layers))
 
 
+# ====================================================== a dynlab.torch module's state_dict → dynlab model
+#: The uint8 tensor holding a dynlab module's settings as JSON (``dynlab.torch.base.CONFIG``).
+CONFIG = "dynlab_model"
+
+
+def _dynlab_candidates(keys) -> list:
+    """Prefixes of the outermost dynlab modules in a state_dict (a stack's layers are inside it)."""
+    found = sorted(k[:-len(CONFIG)] for k in keys if k == CONFIG or k.endswith("." + CONFIG))
+    return [p for p in found if not any(q != p and p.startswith(q) for q in found)]
+
+
+def _dynlab_prefix(t: _Tensors, prefix):
+    """The prefix of the dynlab module to read, or None when the tensors are PyTorch's own modules'."""
+    found = _dynlab_candidates(t.keys)
+    if not found:
+        return None
+    if prefix is not None:
+        p = prefix if prefix == "" or str(prefix).endswith(".") else f"{prefix}."
+        if p + CONFIG in t.keys:
+            return p
+        return None if _candidates(t.keys) else _fail_prefix(t, p, found)
+    if len(found) > 1 or _candidates(t.keys):
+        every = found + [c for c in _candidates(t.keys)]
+        t.fail(f"holds several recurrent modules (prefixes {', '.join(repr(c) for c in every)}); name one with "
+               f"dynlab.load_model(…, prefix=…)")
+    return found[0]
+
+
+def _fail_prefix(t, p, found):
+    t.fail(f"holds no module directly under prefix {p!r}; dynlab modules in the file: "
+           f"{', '.join(repr(c) for c in found)}", param="prefix")
+
+
+def _config(t: _Tensors, key: str) -> dict:
+    raw = np.asarray(t._get(key))
+    try:
+        if raw.dtype != np.uint8 or raw.ndim != 1:
+            raise ValueError(f"dtype {raw.dtype}, shape {raw.shape}")
+        cfg = json.loads(raw.tobytes().decode("utf-8"))
+        if not (isinstance(cfg, dict) and isinstance(cfg.get("model"), str) and isinstance(cfg.get("settings"), dict)):
+            raise ValueError("not an object with 'model' and 'settings'")
+    except ValueError as exc:
+        t.fail(f"tensor {key!r} is not a dynlab module's settings (uint8 JSON: {exc})")
+    return cfg
+
+
+def model_from_dynlab_tensors(t: _Tensors, prefix: str, *, model=None, activation=None):
+    """The dynlab model of a ``dynlab.torch`` module's state_dict (the tensors under ``prefix``): the
+    parameters by dynlab's names, the settings from the JSON of its ``dynlab_model`` tensor."""
+    from .models import Stack, get_model_class
+
+    for key, value in (("activation", activation),):
+        if value is not None:
+            raise ParameterError(key, f"cannot be combined with {t.source}: it holds a dynlab module, whose "
+                                      f"settings fix the model")
+    cfg = _config(t, prefix + CONFIG)
+    name, settings = cfg["model"], cfg["settings"]
+    try:
+        cls = get_model_class(name, t.param)
+    except ParameterError as exc:
+        t.fail(f"tensor {prefix + CONFIG!r}: {exc.message}")
+    if model is not None:
+        want = get_model_class(model, "model").name
+        if want != name:
+            raise ParameterError("model", f"is {model!r} but {t.source} holds a {name!r} module")
+    if cls is Stack:
+        layers, ell = [], 0
+        while f"{prefix}layers.{ell}.{CONFIG}" in t.keys:
+            layers.append(model_from_dynlab_tensors(t, f"{prefix}layers.{ell}."))
+            ell += 1
+        try:
+            return Stack(tuple(layers), seed=settings.get("seed"), weight_scale=settings.get("weight_scale"))
+        except ParameterError as exc:
+            t.fail(f"the stack under {prefix!r}: {exc.param}: {exc.message}")
+    params = {k[len(prefix):]: t.get(k) for k in t.keys
+              if k.startswith(prefix) and "." not in k[len(prefix):] and k != prefix + CONFIG}
+    kwargs = {**{k: (v.item() if v.ndim == 0 else v) for k, v in params.items()}, **settings}
+    if name == "irnn" and "U" not in kwargs:
+        kwargs["U"] = None
+    try:
+        return cls(**kwargs)
+    except ParameterError as exc:
+        where = f"tensor {prefix + exc.param!r}" if exc.param in params else f"setting {exc.param!r}"
+        t.fail(f"{where}: {exc.message}")
+    except TypeError as exc:
+        t.fail(f"the tensors under {prefix!r} do not describe a {name} model ({exc})")
+
+
 def load_torch_weights(path, model=None, *, activation=None, prefix=None, param: str = "weights",
                        safetensors: bool | None = None):
     """A dynlab model from a file of PyTorch parameters: ``.safetensors``, or ``.npz`` with
@@ -412,10 +503,12 @@ def from_torch(module):
 
     Parameters
     ----------
-    module : torch.nn.RNN | GRU | LSTM | RNNCell | GRUCell | LSTMCell
+    module : torch.nn.RNN | GRU | LSTM | RNNCell | GRUCell | LSTMCell, or a ``dynlab.torch`` module
         Any ``num_layers`` (more than one: a ``Stack`` whose state concatenates the layers'
         states, the top layer's last), ``bias`` either way, ``batch_first`` either way,
-        an RNN's ``nonlinearity`` tanh or relu.
+        an RNN's ``nonlinearity`` tanh or relu.  A ``dynlab.torch`` module (``dl.to_torch``'s, or
+        one made in ``dynlab.torch``) gives back its dynlab model, parameter for parameter (its
+        settings travel in its ``dynlab_model`` buffer).
 
     Returns
     -------
@@ -436,6 +529,14 @@ def from_torch(module):
     torch = _import_torch()
     nn = torch.nn
     name = type(module).__name__
+    from .torch.base import DynlabModule
+
+    if isinstance(module, DynlabModule):
+        sd = module.state_dict()
+        arrays = {k: (v.detach().cpu().numpy() if k.endswith(CONFIG) else _tensor(torch, name, k, v))
+                  for k, v in sd.items()}
+        t = _Tensors(arrays, arrays.__getitem__, name, "module")
+        return model_from_dynlab_tensors(t, "")
     if isinstance(module, nn.RNNBase):
         mode = getattr(module, "mode", "")
         kind = {"RNN_TANH": "rnn", "RNN_RELU": "rnn", "GRU": "gru", "LSTM": "lstm"}.get(mode)
@@ -480,3 +581,46 @@ def from_torch(module):
     arrays = {k: _tensor(torch, name, k, getattr(module, k)) for k in keys}
     t = _Tensors(arrays, arrays.__getitem__, name, "module")
     return model_from_tensors(t, model=kind, activation=activation, prefix="")
+
+
+def to_torch(model, *, batch_first: bool = False, dtype="float64", device=None, sigma_eps: float = 0.0):
+    """A PyTorch module computing a dynlab model: forward equal to ``dl.simulate``, autograd
+    gradients equal to dynlab's exact BPTT gradients.
+
+    Parameters
+    ----------
+    model : any dynlab model.  rnn, fastrnn, antisymmetric, rin, irnn and fixed-step ctrnn become
+        ``dynlab.torch.RNN``, …, ``CTRNN``; a gru or lstm with tanh becomes ``torch.nn.GRU`` /
+        ``torch.nn.LSTM`` (another activation: ``dynlab.torch.GRU`` / ``LSTM``); a stack of alike rnn,
+        gru or lstm layers with tanh ``torch.nn.RNN`` / ``GRU`` / ``LSTM`` with ``num_layers``, any
+        other stack ``dynlab.torch.Stack``; an implicit network
+        ``dynlab.torch.Implicit`` (backward by the implicit function theorem).
+    batch_first : inputs (B, T, d) instead of (T, B, d), as in ``torch.nn.RNN``
+    dtype : "float64" (default: the conversion is exact) or "float32" (or a torch dtype)
+    device : where the parameters live ("cpu", "cuda", a ``torch.device``; default the CPU)
+    sigma_eps : σ_ε of the random initial state h_0 = hx + ε drawn in training mode (the MASO
+        paper's regulariser); dynlab modules only
+
+    Returns
+    -------
+    torch.nn.Module.  ``module(x, hx)`` returns ``(output, h_n)`` like ``torch.nn.RNN``; the state
+    of a dynlab module is dynlab's (an LSTM's [h; c]; a stack's every layer, concatenated).
+    ``dl.from_torch(module)`` gives the model back; ``module.state_dict()`` saved with
+    ``safetensors.torch.save_file`` is read by ``dl.load_model``.
+
+    Raises ``ImportError`` in one line when PyTorch is not installed (``pip install "dynlab[torch]"``),
+    ``ParameterError`` for what has no module (a ctrnn on scipy's adaptive solver).
+
+    Example
+    -------
+    >>> m = dl.make_model("irnn", 64, 2, K=5, rank=4, g0="previous", activation="relu", eta=0.1, seed=0)
+    >>> cell = dl.to_torch(m, batch_first=True)        # dynlab.torch.IRNN, float64
+    >>> out, h_n = cell(torch.randn(8, 100, 2, dtype=torch.float64))
+    """
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise ImportError('dl.to_torch needs PyTorch: pip install "dynlab[torch]" (or pip install torch)') from None
+    from .torch.convert import to_torch as convert
+
+    return convert(model, batch_first=batch_first, dtype=dtype, device=device, sigma_eps=sigma_eps)

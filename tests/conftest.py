@@ -1,9 +1,9 @@
 """Shared fixtures and model cases for the dynlab tests.
 
-``MODEL_CASES`` builds every model variant the simulation tests sweep over: name →
-``build(activation, T)``.  Weights are kept small (weight_scale 0.5; 0.1 for the RIN, whose
-recurrence is U + I) so that even the unbounded activations (identity, relu, abs,
-leaky-relu) keep the states of a T ≈ 40 run of moderate size: then the kernels differ from
+``MODEL_CASES`` builds the common battery's model variants (``tests/battery.py``) the simulation
+tests sweep over: name → ``build(activation, T)``.  Weights are kept small (weight_scale 0.5; 0.1
+for the RIN, whose recurrence is U + I) so that even the unbounded activations (identity, relu,
+abs, leaky-relu) keep the states of a T ≈ 40 run of moderate size: then the kernels differ from
 each other and from tests/naive.py only by summation order, ≈ 1e-16 relative per step.
 
 ``kernel_path`` runs one test on each of the three kernel families: the NumPy reference,
@@ -183,46 +183,13 @@ def scratch_cwd(tmp_path_factory):
 D_HIDDEN = 4
 D_IN = 2
 
+import battery  # noqa: E402
 
-def _irnn(activation, T, **kw):
-    kw.setdefault("eta", 0.5)
-    kw.setdefault("weight_scale", 0.5)
-    return dynlab.make_model("irnn", D_HIDDEN, D_IN, seed=3, activation=activation, **kw)
-
-
-def _eta_K(K):
-    return np.linspace(0.3, 0.9, K)
-
-
-def _eta_TK(T, K):
-    return np.random.default_rng(11).uniform(0.2, 1.0, (T, K))
-
-
-MODEL_CASES = {
-    "rnn": lambda act, T: dynlab.make_model("rnn", D_HIDDEN, D_IN, seed=1, weight_scale=0.5, activation=act),
-    "rnn-identity-init": lambda act, T: dynlab.make_model("rnn", D_HIDDEN, D_IN, seed=1, weight_scale=0.5,
-                                                          identity_init=True, activation=act),
-    "fastrnn": lambda act, T: dynlab.make_model("fastrnn", D_HIDDEN, D_IN, seed=2, weight_scale=0.5,
-                                                activation=act, alpha=-1.0, beta=2.0),
-    "antisymmetric": lambda act, T: dynlab.make_model("antisymmetric", D_HIDDEN, D_IN, seed=4, weight_scale=0.5,
-                                                      activation=act, eps=0.2, gamma=0.05),
-    "rin": lambda act, T: dynlab.make_model("rin", D_HIDDEN, D_IN, seed=5, weight_scale=0.1, activation=act),
-    "irnn-K1": lambda act, T: _irnn(act, T, K=1),
-    "irnn-K5-zero-plus": lambda act, T: _irnn(act, T, K=5, g0="zero", sign=1),
-    "irnn-K5-zero-minus": lambda act, T: _irnn(act, T, K=5, g0="zero", sign=-1),
-    "irnn-K5-previous-plus": lambda act, T: _irnn(act, T, K=5, g0="previous", sign=1),
-    "irnn-K5-previous-minus": lambda act, T: _irnn(act, T, K=5, g0="previous", sign=-1),
-    "irnn-K5-etaK": lambda act, T: _irnn(act, T, K=5, eta=_eta_K(5)),
-    "irnn-K5-etaTK": lambda act, T: _irnn(act, T, K=5, eta=_eta_TK(T, 5), g0="previous"),
-    "irnn-K5-lowrank1": lambda act, T: _irnn(act, T, K=5, rank=1),
-    # the paper's eq. 9: P = U = I + V H on the whole argument of φ (small V: P U, P W are products)
-    "irnn-K3-eq9-lowrank2": lambda act, T: _irnn(act, T, K=3, rank=2, P="U", g0="previous", weight_scale=0.3,
-                                                 alpha=1.5),
-    "ctrnn-euler": lambda act, T: dynlab.make_model("ctrnn", D_HIDDEN, D_IN, seed=6, weight_scale=0.5,
-                                                    activation=act, method="euler", substeps=3, dt=0.3),
-    "ctrnn-rk4": lambda act, T: dynlab.make_model("ctrnn", D_HIDDEN, D_IN, seed=6, weight_scale=0.5,
-                                                  activation=act, method="rk4", substeps=3, dt=0.3),
-}
+#: The battery's one-line cells, iRNN and fixed-step CTRNN cases (tests/battery.py), as
+#: ``build(activation, T)`` at D_HIDDEN × D_IN (the files that sweep the activation: the battery's
+#: ``irnn-K1-identity`` is ``irnn-K1-zero-plus`` at another η, so it is left out of the sweep).
+MODEL_CASES = {name: (lambda act, T, name=name: battery.build(name, D_HIDDEN, D_IN, T, activation=act))
+               for name in battery.names("cell", "irnn", "ctrnn", exclude=("irnn-K1-identity",))}
 
 ACTIVATIONS = ("tanh", "relu", "sigmoid", "identity", "leaky-relu", "abs")
 

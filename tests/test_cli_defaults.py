@@ -283,7 +283,7 @@ PROBES = {
                                       else UNOBSERVED),
                   "step_norms": lambda ds, e: "step_norm" in ds},
     "equilibria": {**_model_probes(False, backend="trajectory_backend"),
-                   "method": lambda ds, e: ds.attrs["method"], "tol": lambda ds, e: float(ds.attrs["tol"])},
+                   "method": lambda ds, e: ds.attrs["solve_method"], "tol": lambda ds, e: float(ds.attrs["tol"])},
     "spectrum": {**_model_probes(False), "at": lambda ds, e: ds.attrs["at"]},
     "converge": {**_model_probes(False, backend="trajectory_backend"), "K_max": lambda ds, e: int(ds.attrs["K_max"])},
     "partition": {**_model_probes(False), "layers": lambda ds, e: int(ds.attrs["layers"]),
@@ -298,7 +298,9 @@ CAPS = {("partition", "batch"): lambda ds: (len(dynlab.tasks.labelled.labelled_s
                                             if "label" in ds else math.inf)}
 #: Defaults stated in words only (``DESCRIBED``), each measured by its own test below.
 DESCRIBED_TESTS = {("sweep", "region_size"): "test_sweep_region_size_default_is_the_stated_one",
-                   ("equilibria", "constant_input"): "test_fixed_points_search_at_zero_input_by_default"}
+                   ("equilibria", "constant_input"): "test_fixed_points_search_at_zero_input_by_default",
+                   ("equilibria", "cycles"): "test_complete_enumeration_defaults_are_the_stated_ones",
+                   ("equilibria", "max_regions"): "test_complete_enumeration_defaults_are_the_stated_ones"}
 #: Extra arguments a value of a key option needs (the implicit networks train on xor, oscillator).
 NEEDS = {("train", "model", "implicit"): {"task": "xor"}, ("train", "task", "xor"): {"model": "implicit"},
          ("train", "task", "oscillator"): {"model": "implicit"}}
@@ -434,13 +436,19 @@ def _flag(key, name):
 
 
 def test_sweep_region_size_default_is_the_stated_one(tmp_path, monkeypatch):
-    """64 points per region for a batched target, 8 otherwise (the store's chunks)."""
-    ds, _ = _run_sweep(tmp_path, monkeypatch, [], analysis="gradient_norms", points=100)
-    assert [int(c) for c in ds.attrs["sweep_chunks"].split(",")] == [64]
+    """A batched target's regions are the backend's own size (numba: ``config.SWEEP_REGION_FLOPS`` of
+    tangent work, within ``config.SWEEP_REGION_RANGE``), 8 points otherwise (the store's chunks)."""
+    from dynlab import config
+
+    lo, hi = config.SWEEP_REGION_RANGE
+    ds, _ = _run_sweep(tmp_path, monkeypatch, [], analysis="gradient_norms", points=lo + 36)
+    # D = 2, T = 5: a few hundred flops a setting, so the range's top, cut to the grid's points
+    assert [int(c) for c in ds.attrs["sweep_chunks"].split(",")] == [lo + 36]
     ds, _ = _run_sweep(tmp_path, monkeypatch, [], analysis="simulate", points=10)
     assert [int(c) for c in ds.attrs["sweep_chunks"].split(",")] == [8]
     text = DEFAULTS["sweep"]["region_size"].render()
-    assert re.search(r"\b64 for batched targets, 8 otherwise", text)
+    assert re.search(r"the backend's size for batched targets \(numba: .*{}–{} settings.*\), 8 otherwise".format(lo, hi),
+                     text)
 
 
 def test_fixed_points_search_at_zero_input_by_default(tmp_path):
@@ -454,6 +462,17 @@ def test_fixed_points_search_at_zero_input_by_default(tmp_path):
                                                   "--constant-input", "0.5,-1"])
     assert ds["x"].values.tolist() == [0.5, -1.0]
     assert "0 for every input unit" in DEFAULTS["equilibria"]["constant_input"].render()
+
+
+def test_complete_enumeration_defaults_are_the_stated_ones(tmp_path):
+    """--complete searches fixed points only (--cycles 1) with the work limit --help states."""
+    from dynlab.analysis.pwa import MAX_REGIONS
+
+    ds = _run_to_dataset(tmp_path, "equilibria", ["--complete", "--hidden", "3", "--activation", "relu"])
+    assert ds.attrs["solve_method"] == "complete" and ds.attrs["cycles"] == 1
+    assert ds.attrs["max_regions"] == MAX_REGIONS
+    assert DEFAULTS["equilibria"]["max_regions"].render() == str(MAX_REGIONS)
+    assert DEFAULTS["equilibria"]["cycles"].render().startswith("1 ")
 
 
 def test_partition_and_train_defaults_are_what_the_issue_found_wrong(tmp_path, monkeypatch):

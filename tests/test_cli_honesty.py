@@ -119,7 +119,7 @@ NOT_APPLICABLE = [
 #: A valid value of each option a training checkpoint fixes.
 _TRAIN_SAMPLE = {"model": "rnn", "hidden": "8", "inputs": "2", "activation": "relu", "K": "2", "eta": "0.5",
                  "alpha": "0.5", "g0": "previous", "weight_scale": "0.3", "settings": "rank=2", "seed": "1",
-                 "weights": "{W}", "task": "copy", "steps": "20", "pad": "2", "lr": "0.1", "optimiser": "sgd",
+                 "weights": "{W}", "task": "copy", "task_data": "{W}", "permute": "3", "steps": "20", "pad": "2", "lr": "0.1", "optimiser": "sgd",
                  "batch": "4", "clip": "1", "sigma_eps": "0.1", "record_every": "5", "eta_per_k": None}
 
 

@@ -44,6 +44,10 @@ def test_the_api_page_lists_every_public_callable(pages):
         names = [n for n in getattr(dl, module).__all__ if callable(getattr(getattr(dl, module), n))]
         for n in names:
             assert f"   dynlab.{module}.{n}\n" in pages["api.md"], (module, n)
+    torch_names, _ = _ext("dynlab_docs").source_names("dynlab.torch")    # listed without importing torch
+    assert "IRNN" in torch_names and "to_torch" in torch_names
+    for n in torch_names:
+        assert f"   dynlab.torch.{n}\n" in pages["api.md"], n
 
 
 def test_generated_tables_follow_the_registries(pages):

@@ -40,6 +40,11 @@ def _gru_fixed_points():
     return dl.fixed_points(m, np.zeros(3), n_starts=16, trajectories=H)
 
 
+def _fold_curve():
+    m = dl.CTRNN([[8.0]], [[0.7]], [0.0], activation="sigmoid")
+    return dl.bifurcation_curve(m, dl.continuation(m, "b", -8, 0), 0, "x", -1, 1)
+
+
 # name → (the call, the plot_* function that draws it, the expected attrs["result"])
 CALLS = {
     "simulate": (lambda: dl.simulate(_irnn(), _x()), "plot_states", "simulate"),
@@ -54,7 +59,10 @@ CALLS = {
                      "plot_fixed_points", "fixed_points"),
     "fixed_points-trajectories": (lambda: _gru_fixed_points(), "plot_fixed_points", "fixed_points"),
     "continuation": (lambda: dl.continuation(dl.make_model("ctrnn", 1, 1, weight_scale=3.0, seed=0), "b", -4, 4,
-                                             x=np.zeros(1)), "plot_equilibria", "continuation"),
+                                             x=np.zeros(1)), "plot_bifurcation", "continuation"),
+    "continuation-hopf": (lambda: dl.continuation(dl.CTRNN([[0.7, -1.3], [1.3, 0.7]], [[0.0], [0.0]], [0.0, 0.0]),
+                                                  "alpha", 0.2, 1.2), "plot_bifurcation", "continuation"),
+    "bifurcation_curve": (lambda: _fold_curve(), "plot_bifurcation", "bifurcation_curve"),
     "implicit_equilibrium": (lambda: dl.implicit_equilibrium(dl.make_model("implicit", 3, 2, seed=0),
                                                              np.random.default_rng(0).standard_normal((6, 2))),
                              "plot_equilibria", "implicit_equilibrium"),

@@ -5,9 +5,9 @@ the errors, the eigenvalues, the test errors, the fixed points), never the check
 
 Recipes: irnn-fig2-phase, irnn-fig6-convergence, irnn-fig7-eigenvalues, implicit-fig1-derivative,
 implicit-fig2-xor, implicit-fig6-oscillator, implicit-fig7-size, implicit-a2-iterative,
-implicit-s34-stepsize, flipflop-fixed-points.  The claims restated for issue 42 (fig6: Eq. 11, the typical
-point; fig7: the structural zeros; implicit-fig7: the curve; s34: the judged family) are mutated the
-same way; the other restated claims are mutated on built Datasets in the tests beside their recipes.
+implicit-s34-stepsize, flipflop-fixed-points, flipflop-bifurcation.  The claims restated for issue 42 (fig6:
+Eq. 11, the typical point; fig7: the structural zeros; implicit-fig7: the curve; s34: the judged family) are
+mutated the same way; the other restated claims are mutated on built Datasets in the tests beside their recipes.
 """
 import numpy as np
 
@@ -173,3 +173,16 @@ def test_flipflop_passes_on_the_trained_gru_and_fails_on_the_untrained_one():
     for v in ctrl:          # the untrained GRU's fixed points in the trained one's place
         swapped[v[len("control_"):]] = (("found",), ds[v].values)
     assert not get("flipflop-fixed-points").check(swapped)["passed"]
+
+
+# ------------------------------------------------------------------ flip-flop bifurcations
+def test_flipflop_bifurcation_passes_as_computed_and_fails_with_the_folds_swapped():
+    """With the effect: the quick Dataset as computed (every memory's fold against its bit 0 comes
+    first); without: the two directions of every seed's branches swapped (x0 → −x0 of the special
+    points), so each memory's first fold is the one held *with* its bit 0 — the check must fail."""
+    ds = quick("flipflop-bifurcation")
+    assert get("flipflop-bifurcation").check(ds)["passed"]
+    off = ds.copy()
+    off["special_direction"] = (ds["special_direction"].dims, -ds["special_direction"].values)
+    off["special_x"] = (ds["special_x"].dims, -ds["special_x"].values)
+    assert not get("flipflop-bifurcation").check(off)["passed"]

@@ -284,8 +284,18 @@ def test_continuation_of_an_lstm_follows_the_equilibria():
         x = np.array([0.5, br["param"].values[i]])
         s = br["h_eq"].values[i]
         np.testing.assert_allclose(m.step(s[None], x[None])[0], s, atol=1e-12)
-    with pytest.raises(ParameterError, match="over"):
-        dl.continuation(m, "b", -1.0, 1.0)
+    # over one input-side gate bias b_ih[i] (PyTorch's gate order): each point a fixed point of the
+    # step of the model with that bias set to λ
+    br = dl.continuation(m, "b4", -1.0, 1.0, x=[0.5, 0.0], detect=False)
+    assert br["residual"].values.max() <= 1e-12
+    for i in range(0, br.sizes["arc"], max(1, br.sizes["arc"] // 4)):
+        b_ih = m.b_ih.copy()
+        b_ih[4] = br["param"].values[i]
+        s = br["h_eq"].values[i]
+        np.testing.assert_allclose(m.replace(b_ih=b_ih).step(s[None], np.array([[0.5, 0.0]]))[0], s, atol=1e-12)
+    for bad in ("b12", "alpha"):  # an LSTM with D = 3 has 12 gate biases (0..11) and no α
+        with pytest.raises(ParameterError, match="over"):
+            dl.continuation(m, bad, -1.0, 1.0)
 
 
 # ------------------------------------------------------------------ the flip-flop task
@@ -324,7 +334,7 @@ def test_cli_equilibria_and_spectrum_take_the_map_models(tmp_path):
     assert ds.sizes["unit"] == 6 and "unstable_vectors" in ds
     res = runner.invoke(main, ["spectrum", "--model", "gru", "--hidden", "3", "--steps", "5"])
     assert res.exit_code == 0, res.output
-    res = runner.invoke(main, ["equilibria", "--model", "gru", "--hidden", "2", "--continue-over", "b",
+    res = runner.invoke(main, ["equilibria", "--model", "gru", "--hidden", "2", "--continue-over", "alpha",
                                "--range", "-1,1"])
     assert res.exit_code == 2
     assert res.output.strip().startswith("Error: --continue-over:") and res.output.strip().count("\n") == 0

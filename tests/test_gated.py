@@ -1,9 +1,10 @@
-"""GRU, LSTM and stacks of layers: closed forms, Jacobians against finite differences, and the
-analyses that run on the state (an LSTM's s = [h; c]).
+"""GRU, LSTM and stacks of layers: closed forms, the model's own step Jacobians against finite
+differences, the state's layout.  (Every analysis on the state — an LSTM's s = [h; c] — on every
+backend is the common battery's, tests/test_battery.py.)
 
 Tolerances: central differences with step 1e-6 have error O(h²·|f'''|) + O(ε/h) ≈ 1e-10, so
-Jacobians are compared to 1e-8; identities that hold exactly (Σλ = mean ln|det J|, a gate held
-at 0 or 1 keeping a state) to a few ulps (1e-12 relative).  The comparison with PyTorch's own
+Jacobians are compared to 1e-8; identities that hold exactly (a gate held at 0 or 1 keeping a
+state) to a few ulps (1e-12 relative).  The comparison with PyTorch's own
 modules is in tests/test_torch_import.py.
 """
 from __future__ import annotations
@@ -11,17 +12,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import battery
 import dynlab as dl
 from dynlab.errors import ParameterError
 
-CASES = {
-    "gru": lambda: dl.make_model("gru", 4, 3, seed=0),
-    "lstm": lambda: dl.make_model("lstm", 4, 3, seed=1),
-    "gru-relu": lambda: dl.make_model("gru", 4, 3, seed=2, activation="relu"),
-    "stack-gru": lambda: dl.make_model("stack", 3, 3, cell="gru", layers=2, seed=3),
-    "stack-lstm": lambda: dl.make_model("stack", 3, 3, cell="lstm", layers=3, seed=4),
-    "stack-rnn": lambda: dl.make_model("stack", 3, 3, cell="rnn", layers=2, seed=5),
-}
+#: The battery's gated cells and stacks (tests/battery.py) at D = 4 (a stack's layers 3), and a GRU
+#: whose candidate is ReLU.
+CASES = {**{n: (lambda n=n: battery.build(n, 4, 3)) for n in battery.names("gated")},
+         **{n: (lambda n=n: battery.build(n, 3, 3)) for n in battery.names("stack-gated", "stack-cell")},
+         "gru-relu": lambda: battery.build("gru", 4, 3, activation="relu")}
 
 
 def _fd(f, v, h=1e-6):
@@ -77,25 +76,6 @@ def test_lstm_with_forget_open_and_input_shut_keeps_its_cell():
     assert np.abs(m.step(S, X)[:, 3:] - S[:, 3:]).max() > 0.05   # negative control
 
 
-@pytest.mark.parametrize("case", ["gru", "lstm", "stack-lstm"])
-@pytest.mark.parametrize("backend", ["numpy", "numba"])
-def test_analyses_run_on_the_state(case, backend):
-    """simulate, jacobians, gradient norms and the full Lyapunov spectrum on s: Σλ_i equals the
-    mean ln|det J_t| (k = n, exactly), ‖∂h_T/∂h_{T−1}‖ is the last step Jacobian's 2-norm."""
-    m = CASES[case]()
-    x = np.random.default_rng(3).standard_normal((2, 50, m.inputs))
-    ds = dl.simulate(m, x, backend=backend)
-    assert ds["h"].shape == (2, 50, m.state_size)
-    J = dl.jacobians(m, x, inputs=False, backend=backend)["jac"].values
-    logdet = np.linalg.slogdet(J)[1].mean(axis=1)
-    ly = dl.lyapunov(m, x, backend=backend)
-    np.testing.assert_allclose(ly["lyapunov"].values.sum(axis=1), logdet, rtol=1e-12, atol=1e-12)
-    g = dl.gradient_norms(m, x, backend=backend)
-    np.testing.assert_allclose(g["step_norm"].values[:, -1], np.linalg.norm(J[:, -1], 2, axis=(1, 2)), rtol=1e-10)
-    P = J[:, -1] @ J[:, -2]
-    np.testing.assert_allclose(g["jac_norm"].values[:, -3], np.linalg.norm(P, 2, axis=(1, 2)), rtol=1e-10)
-
-
 def test_lstm_state_is_labelled_h_then_c():
     m = dl.make_model("lstm", 3, 2, seed=0)
     ds = dl.simulate(m, np.zeros((5, 2)))
@@ -107,7 +87,7 @@ def test_lstm_state_is_labelled_h_then_c():
 
 def test_stack_is_layer_by_layer():
     """A stack's state is each layer run on the layer below's output."""
-    st = CASES["stack-lstm"]()
+    st = CASES["stack-lstm-mixed"]()
     x = np.random.default_rng(4).standard_normal((30, 3))
     s = dl.simulate(st, x)["h"].values
     inp = x

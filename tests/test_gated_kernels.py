@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import battery
 import dynlab
 import isa_child
 import naive
@@ -33,17 +34,15 @@ RTOL = ATOL = 1e-12
 D, DIN = 4, 3
 
 
+#: The battery's GRU and LSTM (tests/battery.py) at every activation (each its own seed), and its
+#: stacks: of GRUs, of LSTMs, three LSTM layers with an identity one between, of RNN cells.
 def _cell(kind, act, seed=0, **kw):
-    return dynlab.make_model(kind, D, DIN, seed=seed, activation=act, **kw)
+    return battery.build(kind, D, DIN, activation=act, seed=seed, **kw)
 
 
-CASES = {f"{k}-{a}": (lambda k=k, a=a: _cell(k, a, seed=ACTIVATIONS.index(a))) for k in ("gru", "lstm")
+CASES = {f"{k}-{a}": (lambda k=k, a=a: _cell(k, a, seed=ACTIVATIONS.index(a))) for k in battery.names("gated")
          for a in ACTIVATIONS}
-CASES.update({
-    "stack-gru": lambda: dynlab.make_model("stack", D, DIN, cell="gru", layers=2, seed=3),
-    "stack-lstm": lambda: dynlab.make_model("stack", D, DIN, cell="lstm", layers=3, seed=4),
-    "stack-rnn": lambda: dynlab.make_model("stack", D, DIN, cell="rnn", layers=2, seed=5, weight_scale=0.5),
-})
+CASES.update(battery.builders(battery.names("stack-gated", "stack-cell"), D, DIN))
 
 
 def _x(B, T, d=DIN, seed=0):
@@ -83,7 +82,7 @@ def test_every_path_matches_naive_and_the_step_map(case, monkeypatch):
         np.testing.assert_allclose(ds.h.values, ref, rtol=RTOL, atol=ATOL * scale, err_msg=f"{path} vs naive")
 
 
-@pytest.mark.parametrize("case", ["gru-tanh", "lstm-tanh", "lstm-relu", "stack-lstm", "stack-rnn"])
+@pytest.mark.parametrize("case", ["gru-tanh", "lstm-tanh", "lstm-relu", "stack-lstm-mixed", "stack-rnn"])
 def test_float32_on_every_path(case, monkeypatch):
     """float32 states within 1e-5 of float64 on every path, and really single precision."""
     m = CASES[case]()

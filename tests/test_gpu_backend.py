@@ -53,17 +53,17 @@ def _in_process():
 
 @pytest.fixture(scope="module")
 def gpu_side(tmp_path_factory):
-    """{'results': {case: arrays or traceback}, 'launches': [...], 'device': str}."""
+    """{'results': {case: arrays or traceback}, 'launches': [...], 'shapes': [...], 'device': str}."""
     be = _in_process()
     if be is not None:
-        launches = set()
+        launches, shapes = set(), set()
         old = sys.getswitchinterval()
         sys.setswitchinterval(1e-4)
         try:
-            results = gpu_cases.run_all(be, gpu_cases.case_ids(), launches)
+            results = gpu_cases.run_all(be, gpu_cases.case_ids(), launches, shapes)
         finally:
             sys.setswitchinterval(old)
-        return {"results": results, "launches": sorted(launches), "device": be.device}
+        return {"results": results, "launches": sorted(launches), "shapes": sorted(shapes), "device": be.device}
     out = tmp_path_factory.mktemp("gpu") / "gpu.pkl"
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     proc = subprocess.run([sys.executable, gpu_cases.__file__, str(out)], env=env, capture_output=True, text=True,
@@ -97,6 +97,7 @@ def test_gpu_case_equals_the_reference(gpu_side, case):
     got = gpu_side["results"][case]
     if isinstance(got, str):
         pytest.fail(f"{case} raised on the GPU backend:\n{got}")
+    case = gpu_cases.base_case(case)       # a variant of the backend computes what the reference does
     if _float32(case):
         want = _reference(case if case.startswith("api-") else _as_float64_case(case))
         for k, g in got.items():
@@ -147,6 +148,38 @@ def test_scipy_ctrnn_and_training_are_refused_naming_backend(gpu_side):
     assert not got["supports_train"][0]
 
 
+def test_a_launch_past_the_limits_is_refused_before_it_runs(gpu_side):
+    """A launch that asks for more shared memory than a block may have (the CTRNN Jacobian's 7
+    vectors at D = 900: 50,400 bytes) raises LaunchError naming the kernel and the limit — under
+    the simulator too, which would have run it."""
+    got = gpu_side["results"]["refuse-launch"]
+    assert not isinstance(got, str), got
+    msg = str(got["error"][0])
+    assert "jac_ctrnn" in msg and "50,400" in msg and "49,152" in msg, msg
+
+
+def test_every_launch_fits_a_real_gpu(gpu_side):
+    """Every launch the cases made (the simulator's thread counts, ≤ 16 per block) passed the launch
+    check against an H100's limits; here again, on the records: ≤ 1024 threads, ≤ 48 KiB shared."""
+    from dynlab.backends.gpu.limits import SIMULATED
+
+    shapes = gpu_side["shapes"]
+    assert shapes, "no launch was recorded"
+    for name, blocks, threads, shared in shapes:
+        assert 1 <= threads <= SIMULATED.max_threads_per_block, (name, threads)
+        assert 0 <= shared <= SIMULATED.max_shared_per_block, (name, shared)
+        assert 1 <= blocks <= SIMULATED.max_grid_x, (name, blocks)
+
+
+def test_the_large_cases_take_the_global_paths(gpu_side):
+    """The D = 64/128 cases ran kernels whose D² parts do not fit 48 KiB: their launches asked for
+    little shared memory (the vectors) although the matrices they walk are 32–128 KiB."""
+    shapes = {(name, shared) for name, _, _, shared in gpu_side["shapes"]}
+    small = {name for name, shared in shapes if shared < 8 * 64 * 64}
+    for kernel in ("jac_irnn", "qr_steps", "products", "sim_cell", "sim_irnn", "top_sv_power"):
+        assert kernel in small, (kernel, sorted(s for s in shapes if s[0] == kernel))
+
+
 def test_every_kernel_is_exercised(gpu_side):
     """Every kernel of ``kernels`` ran in the cases above (with the types the compile test uses)."""
     from dynlab.backends.gpu import kernels as gpu_kernels
@@ -184,7 +217,8 @@ def test_every_kernel_compiles_for_a_device(gpu_side, tmp_path):
     the float32 path).  numba-cuda compiles the cells' ``register_jitable`` functions as device
     functions for the current device, so this needs NVVM and a CUDA driver: where the cases ran on
     a GPU it runs, elsewhere it skips."""
-    probe = subprocess.run([sys.executable, "-c", "from numba import cuda\nfrom dynlab.backends import cells\n"
+    probe = subprocess.run([sys.executable, "-c", "from dynlab.backends.gpu.device import numpy_row_stack_shim\n"
+                            "numpy_row_stack_shim()\nfrom numba import cuda\nfrom dynlab.backends import cells\n"
                             "def k(a):\n    a[0] = cells.one(a[0])\n"
                             "cuda.compile_ptx(k, 'void(float64[::1])', cc=(8, 0))"],
                            env={k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"},
@@ -223,13 +257,13 @@ def test_check_available_names_backend_without_a_gpu():
 
 def test_region_size_from_device_memory():
     """A sweep region fills SWEEP_MEMORY_FRACTION of the free memory: 80 GB free, D = 32,
-    T = 200, float64 → 0.5·80e9 / (2·8·(6400 + 11264 + 1 + 16)) ≈ 141 000 settings (the whole
+    T = 200, float64 → 0.5·80e9 / (2·8·(6400 + 4·1024 + 1 + 16)) ≈ 238 000 settings (the whole
     10⁴-setting benchmark sweep in one region), capped at SWEEP_MAX_REGION, at least 1."""
     from dynlab.backends.gpu import GPUBackend
 
     n = GPUBackend.region_from_memory(80e9, 32, 200, 1)
-    assert n == int(0.5 * 80e9 // (16 * (32 * 200 + 11 * 32 * 32 + 1 + 16)))
-    assert 100_000 < n < 200_000
+    assert n == int(0.5 * 80e9 // (16 * (32 * 200 + 4 * 32 * 32 + 1 + 16)))
+    assert 200_000 < n < 300_000
     assert GPUBackend.region_from_memory(float("inf"), 32, 200) == GPUBackend.SWEEP_MAX_REGION
     assert GPUBackend.region_from_memory(1.0, 32, 200) == 1
 

@@ -11,9 +11,9 @@ own statements, typed in independently of the model's derived matrices:
   parameters, so a changed η or V never mixes the two;
 - training moves V, H, W, b, η (not P U, P W): the loss falls on a small adding task.
 
-The model-wide batteries (every kernel path against tests/naive.py, Jacobians against finite
-differences, BPTT against finite differences, NetCDF and .npz round trips) include eq. 9 cases
-through conftest.MODEL_CASES, test_jacobians.CASES and test_backprop.CASES.
+The common battery (tests/battery.py: irnn-K3-eq9-lowrank2, irnn-K3-eq9-dense) runs eq. 9 through
+every analysis on every backend, and through the files whose cases come from it (every kernel path
+against tests/naive.py, Jacobians and BPTT against finite differences, NetCDF and .npz round trips).
 """
 import numpy as np
 import pytest

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from scipy.linalg import expm
 
+import battery
 import dynlab
 import dynlab.config
 import naive
@@ -37,36 +38,13 @@ KINK_MARGIN = 1e-3
 ETA_ROWS = 6  # rows (time steps) of the per-(time, k) η table
 
 
-def _irnn(act, **kw):
-    kw.setdefault("eta", 0.5)
-    kw.setdefault("weight_scale", 0.9)
-    return dynlab.make_model("irnn", D_HIDDEN, D_IN, seed=3, activation=act, **kw)
-
-
-def _ctrnn(act, **kw):
-    return dynlab.make_model("ctrnn", D_HIDDEN, D_IN, seed=6, weight_scale=0.9, activation=act, dt=0.3, **kw)
-
-
-CASES = {
-    "rnn": lambda act: dynlab.make_model("rnn", D_HIDDEN, D_IN, seed=1, weight_scale=0.9, activation=act),
-    "fastrnn": lambda act: dynlab.make_model("fastrnn", D_HIDDEN, D_IN, seed=2, weight_scale=0.9, activation=act,
-                                             alpha=-1.0, beta=2.0),
-    "antisymmetric": lambda act: dynlab.make_model("antisymmetric", D_HIDDEN, D_IN, seed=4, weight_scale=0.9,
-                                                   activation=act, eps=0.3, gamma=0.05),
-    "rin": lambda act: dynlab.make_model("rin", D_HIDDEN, D_IN, seed=5, weight_scale=0.3, activation=act),
-    **{f"irnn-K{K}-{g0}-{'plus' if s > 0 else 'minus'}":
-       (lambda act, K=K, g0=g0, s=s: _irnn(act, K=K, g0=g0, sign=s))
-       for K in (1, 5) for g0 in ("zero", "previous") for s in (1, -1)},
-    "irnn-K5-etaK": lambda act: _irnn(act, K=5, eta=np.linspace(0.3, 0.9, 5), sign=-1),
-    "irnn-K5-etaTK": lambda act: _irnn(act, K=5, g0="previous",
-                                       eta=np.random.default_rng(11).uniform(0.2, 1.0, (ETA_ROWS, 5))),
-    "irnn-K5-lowrank1": lambda act: _irnn(act, K=5, rank=1),
-    "irnn-K5-eq9-lowrank2": lambda act: _irnn(act, K=5, rank=2, P="U", g0="previous", alpha=1.5, weight_scale=0.3),
-    "ctrnn-euler": lambda act: _ctrnn(act, method="euler", substeps=3),
-    "ctrnn-rk4": lambda act: _ctrnn(act, method="rk4", substeps=3),
-    "ctrnn-DOP853": lambda act: _ctrnn(act, method="DOP853", rtol=1e-12, atol=1e-14),
-    "ctrnn-Radau": lambda act: _ctrnn(act, method="Radau", rtol=1e-12, atol=1e-14),
-}
+#: The battery's cases with closed-form step Jacobians (tests/battery.py): the one-line cells, the
+#: iRNN, the CTRNN on fixed steps and by scipy; ``build(activation)`` at D_HIDDEN × D_IN with a
+#: per-(time, k) η table of ETA_ROWS rows.  Beside them, scipy's implicit Radau (the CTRNN's
+#: one-point-at-a-time variational path).
+CASES = {name: (lambda act, name=name: battery.build(name, D_HIDDEN, D_IN, ETA_ROWS, activation=act))
+         for name in battery.names("cell", "irnn", "ctrnn", "ctrnn-scipy", exclude=("irnn-K1-identity",))}
+CASES["ctrnn-Radau"] = lambda act: battery.build("ctrnn-DOP853", D_HIDDEN, D_IN, activation=act, method="Radau")
 
 
 # ------------------------------------------------------------------------------ helpers

@@ -213,6 +213,25 @@ def test_A_h_of_a_stack_is_the_jacobian_wrt_every_layer_initial_state():
             np.testing.assert_allclose(Ah[:, ell * D + j], fd, rtol=0, atol=1e-8)
 
 
+def test_a_stack_takes_its_whole_state_as_simulate_does():
+    """h0 of a stack as ``dl.simulate`` takes it, (B, L·D) or (L·D,) with the layers bottom first,
+    gives the partition of the per-layer list (bitwise: the same arrays split), and its states are
+    simulate's (the tests/battery.py pass one h0 to every analysis; this was refused before)."""
+    rng = np.random.default_rng(10)
+    m = dl.make_model("stack", D, d, cell="rnn", layers=2, activation="relu", seed=3, weight_scale=0.8)
+    x = rng.standard_normal((2, T, d))
+    h0 = rng.standard_normal((2, 2 * D))
+    ds = P.partition(m, x, h0, backend="numpy")
+    per_layer = P.partition(m, x, [h0[:, :D], h0[:, D:]], backend="numpy")
+    np.testing.assert_array_equal(ds.codes.values, per_layer.codes.values)
+    np.testing.assert_array_equal(ds.h.values, per_layer.h.values)
+    H = dl.simulate(m, x, h0, backend="numpy").h.values
+    np.testing.assert_allclose(np.concatenate([ds.h.values[..., 0], ds.h.values[..., 1]], axis=-1), H, rtol=0,
+                               atol=1e-14)
+    one = P.partition(m, x[0], h0[0], backend="numpy")
+    np.testing.assert_array_equal(one.codes.values, ds.codes.values[0])
+
+
 @pytest.mark.parametrize("loss", ["mse", "ce"])
 def test_dL_dh0_is_dL_dz_W_out_A_h(loss):
     rng = np.random.default_rng(9)

@@ -12,17 +12,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import battery
 import dynlab as dl
 from dynlab.analysis.reachable import state_box
 
+#: The battery's cases (tests/battery.py) with weights large enough (scale 2–3; the RIN's own 0.1)
+#: that the states reach the faces of their boxes: the Elman cell under a bounded and a one-sided
+#: activation, the RIN, the FastRNN, the gated cells and a stack of LSTMs.
 CASES = {
-    "rnn tanh": lambda: dl.make_model("rnn", 5, 2, weight_scale=2.0, seed=1),
-    "rnn sigmoid": lambda: dl.make_model("rnn", 5, 2, activation="sigmoid", weight_scale=2.0, seed=1),
-    "rin relu": lambda: dl.make_model("rin", 5, 2, seed=1),
-    "fastrnn": lambda: dl.make_model("fastrnn", 5, 2, weight_scale=2.0, seed=1, beta=1.0, alpha=0.5),
-    "gru": lambda: dl.make_model("gru", 5, 2, weight_scale=3.0, seed=1),
-    "lstm": lambda: dl.make_model("lstm", 5, 2, weight_scale=2.0, seed=1),
-    "stack gru-lstm": lambda: dl.make_model("stack", 4, 2, cell="lstm", layers=2, seed=1, weight_scale=2.0),
+    "rnn tanh": lambda: battery.build("rnn", 5, 2, weight_scale=2.0),
+    "rnn sigmoid": lambda: battery.build("rnn", 5, 2, activation="sigmoid", weight_scale=2.0),
+    "rin relu": lambda: battery.build("rin", 5, 2),
+    "fastrnn": lambda: battery.build("fastrnn", 5, 2, activation="tanh", weight_scale=2.0, beta=1.0, alpha=0.5),
+    "gru": lambda: battery.build("gru", 5, 2, weight_scale=3.0),
+    "lstm": lambda: battery.build("lstm", 5, 2, weight_scale=2.0),
+    "stack lstm": lambda: battery.build("stack-lstm", 4, 2, weight_scale=2.0),
 }
 X = np.array([0.7, -1.3])
 

@@ -278,7 +278,6 @@ EXPECTED_PARAMS = {
     "rin": {"U", "W", "b"},
     "irnn": {"U", "W", "b", "eta", "alpha"},
     "irnn-lowrank": {"V", "H", "W", "b", "eta", "alpha"},
-    "irnn-eq9-lowrank": {"V", "H", "W", "b", "eta", "alpha"},
     "ctrnn": {"U", "W", "b", "tau", "alpha"},
 }
 EXPECTED_SETTINGS = {
@@ -308,7 +307,7 @@ def test_dataset_contract(case):
     allowed_dims = {"batch", "time", "unit", "unit_in", "unit_from", "k", "rank", "eta_time"}
     assert set(ds.dims) <= allowed_dims, set(ds.dims) - allowed_dims
     # parameters as variables, with the model's values
-    key = ("irnn-eq9-lowrank" if "eq9" in case else "irnn-lowrank" if "lowrank" in case else model.name)
+    key = "irnn-lowrank" if "lowrank" in case else model.name
     names = EXPECTED_PARAMS[key]
     assert names <= set(ds.data_vars), names - set(ds.data_vars)
     for name in names:     # the parameters (for eq. 9 the paper's W, b, not the step's P W, P b)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
+import battery
 import dynlab as dl
 from dynlab.analysis.equilibria import System, eigenvalues_from, equilibrium
 from dynlab.analysis.fixed_points import fixed_points
@@ -31,43 +32,9 @@ def _neuron(w, b, activation="sigmoid"):
     return CTRNN([[w]], [[0.0]], [b], activation=activation)
 
 
-MODELS = {
-    "irnn": lambda: _irnn(),
-    "ctrnn": lambda: dl.make_model("ctrnn", 4, 2, seed=1, weight_scale=0.8),
-    "rnn": lambda: dl.make_model("rnn", 4, 2, seed=2, weight_scale=0.8),
-    "fastrnn": lambda: dl.make_model("fastrnn", 4, 2, seed=3, weight_scale=0.8),
-    "antisymmetric": lambda: dl.make_model("antisymmetric", 4, 2, seed=4, weight_scale=0.8, eps=0.3, gamma=0.5),
-    "rin": lambda: dl.make_model("rin", 4, 2, seed=5, weight_scale=0.1, activation="tanh"),
-}
-
-
 # ------------------------------------------------------------------------------ solvers
-@pytest.mark.parametrize("name", list(MODELS))
-def test_newton_reaches_1e12_and_agrees_with_scipy(name):
-    """Newton to ‖F‖∞ ≤ 1e-12; scipy's root (the independent reference) to the same; the two
-    within 1e-10.  Near a root y − y* ≈ F_y⁻¹F, and ‖F_y⁻¹‖ ≤ 1/(α − ‖U‖) = 5 for these
-    contracting settings, so both are within ~5e-12 of y*: 1e-10 leaves a 10× margin."""
-    m = MODELS[name]()
-    x = np.random.default_rng(7).standard_normal((6, m.inputs))
-    new = equilibrium(m, x, method="newton")
-    ref = equilibrium(m, x, method="scipy")
-    assert new.converged.values.all() and ref.converged.values.all()
-    assert new.residual.values.max() <= 1e-12
-    np.testing.assert_allclose(new.h_eq.values, ref.h_eq.values, rtol=0, atol=1e-10)
-    assert new.iterations.values.max() <= 10  # quadratic convergence: a handful of steps
-
-
-@pytest.mark.parametrize("name", ["rnn", "fastrnn", "antisymmetric", "rin", "ctrnn"])
-def test_fixed_point_is_left_in_place_by_the_simulation_kernel(name):
-    """An equilibrium of the map (or of the CTRNN flow) is a fixed point of ``dl.simulate``:
-    one step from h_eq returns h_eq (the kernels never see the solver's residual form).  The
-    step is a contraction-or-better of F's residual (≤ 1e-12) times a modest factor."""
-    m = MODELS[name]()
-    x = np.array([0.4, -0.7])
-    eq = equilibrium(m, x)
-    h = eq.h_eq.values
-    out = dl.simulate(m, np.tile(x, (3, 1)), h0=h, backend="numpy")["h"].values
-    np.testing.assert_allclose(out, np.tile(h, (3, 1)), rtol=0, atol=1e-11)
+# Newton to 1e-12 against scipy's root, and a root left in place by one step of the simulation
+# kernels, for every model: the common battery (tests/test_battery.py, check_equilibrium).
 
 
 def test_residual_against_the_naive_equation():
@@ -181,7 +148,7 @@ def test_contracting_irnn_spectrum_is_in_the_left_half_plane_and_matches_fd():
 def test_map_step_eigenvalues_are_flow_eigenvalues_plus_one():
     """For a discrete cell F(h) = step(h) − h, so the step Jacobian (``jacobian_at``'s closed
     form) has the flow Jacobian's eigenvalues shifted by +1 (to rounding, 1e-12)."""
-    m = MODELS["fastrnn"]()
+    m = battery.build("fastrnn", 4, 2)
     x = dl.tasks.random_walk(steps=30, inputs=2, variance=1.0, seed=1)
     sp = dl.spectrum(m, x, backend="numpy")
     a = np.sort_complex(eigenvalues_from(sp, "eig") + 1.0)
@@ -241,7 +208,7 @@ def test_convergence_bound_rates_and_erratum():
 
 def test_convergence_needs_an_irnn_and_one_step_size():
     with pytest.raises(ParameterError, match="model"):
-        dl.convergence(MODELS["rnn"](), np.zeros(2))
+        dl.convergence(battery.build("rnn", 4, 2), np.zeros(2))
     with pytest.raises(ParameterError, match="K_max"):
         dl.convergence(_irnn(), np.zeros(2), K_max=0)
     with pytest.raises(ParameterError, match="eta"):
@@ -341,3 +308,17 @@ def test_kantorovich_certificate_contains_the_true_root():
     assert np.min(np.abs(z)) > 1e-3  # the root is inside a linear region
     ok, radius = rs.certify(eq.s_eq.values[None] + 1e-7, rs.c(np.array([[1.5]])))
     assert ok[0] and radius[0] >= 1e-7 * np.sqrt(3) * 0.999
+
+
+def test_a_ctrnn_equilibrium_dataset_keeps_the_model_s_own_method():
+    """The solve's method is the attr ``solve_method``: as ``method`` it overwrote the CTRNN's own
+    setting (euler, rk4, a scipy solver), so the model could not be rebuilt from the Dataset (the
+    data contract: a result is recomputed from the file alone)."""
+    m = dl.make_model("ctrnn", 3, 2, seed=1, weight_scale=0.8, method="euler", substeps=2, activation="relu")
+    x = np.array([0.3, -0.2])
+    for ds, how in ((equilibrium(m, x), "newton"), (fixed_points(m, x, n_starts=4), "search"),
+                    (fixed_points(m, x, method="complete"), "complete")):
+        back = dl.model_from_dataset(ds)
+        assert back.method == "euler" and back.substeps == 2
+        np.testing.assert_array_equal(back.U, m.U)
+        assert ds.attrs["solve_method"] == how and ds.attrs["method"] == "euler"

@@ -6,8 +6,11 @@ Tolerances:
   take LAPACK's SVD, so they differ by rounding only: ≈ T·D·2⁻⁵³ relative per factor at
   worst, observed ≤ 1e-13 in ln‖·‖ for T ≤ 60, D ≤ 4; we ask 1e-12 (absolute in the log =
   relative in the norm);
-* the NumPy run of the array-namespace kernel vs the numba prange kernel: same algorithm,
-  summation order differs (BLAS vs loops): 1e-12;
+* the numba backend's sweep takes σ₁ by the certified power iteration (``config.NORM_RTOL`` = 1e-12
+  relative, one-sided) or the Gram matrix's top eigenvalue, so its logs are asked to
+  NORM_RTOL + 1e-13 (``NUMBA_ATOL``) where the NumPy backend's are asked to 1e-12;
+* the NumPy run of the batched kernel vs the numba prange kernel: same algorithm, summation
+  order differs (BLAS vs loops), σ₁ as above: NUMBA_ATOL;
 * vs central differences of tests/naive.py: O(eps²) + O(2⁻⁵³/eps) ≈ 1e-9 relative, we ask 1e-7;
 * targets without a batched kernel call the public analysis per point: exactly equal.
 """
@@ -25,6 +28,7 @@ import pytest
 from click.testing import CliRunner
 
 import dynlab as dl
+from dynlab import config
 from dynlab.cli import main
 from dynlab.spec import DEFAULT_INPUT
 from dynlab.errors import DivergenceError, ParameterError
@@ -34,6 +38,7 @@ from dynlab.sweep.grid import region_chunks, regions
 import naive
 
 FIXED = {"model": "irnn", "hidden": 4, "steps": 40}
+NUMBA_ATOL = config.NORM_RTOL + 1e-13
 
 
 def _run(settings):
@@ -86,9 +91,10 @@ def test_gradient_sweep_equals_points_one_by_one(backend):
         m, x = _run({**FIXED, "g0": "previous", **settings})
         (l1, lT, ratio), bad = _public_grad(m, x)
         assert bad == 0
-        assert abs(res["log_jac_norm_1"].values[idx] - l1) <= 1e-12
-        assert abs(res["log_step_norm_T"].values[idx] - lT) <= 1e-12
-        assert abs(res["ratio"].values[idx] / ratio - 1) <= 1e-12
+        tol = NUMBA_ATOL if backend == "numba" else 1e-12
+        assert abs(res["log_jac_norm_1"].values[idx] - l1) <= tol
+        assert abs(res["log_step_norm_T"].values[idx] - lT) <= tol
+        assert abs(res["ratio"].values[idx] / ratio - 1) <= 2 * tol
         n += 1
     assert n == 8
 
@@ -100,8 +106,8 @@ def test_gradient_sweep_gated_models_and_divergence():
     for settings, idx in _points(res):
         m, x = _run({"hidden": 3, "steps": 30, **settings})
         (l1, lT, _), bad = _public_grad(m, x)
-        assert _close(res["log_jac_norm_1"].values[idx], l1)
-        assert _close(res["log_step_norm_T"].values[idx], lT)
+        assert _close(res["log_jac_norm_1"].values[idx], l1, NUMBA_ATOL)
+        assert _close(res["log_step_norm_T"].values[idx], lT, NUMBA_ATOL)
     # identity activation, U ~ N(0, 3²/D): |h| grows ≈ 3^t and overflows near t ≈ 650
     fixed = {"model": "rnn", "hidden": 3, "steps": 900, "activation": "identity", "weight_scale": 3.0}
     res = dl.sweep("gradient_norms", {"seed": [0, 1]}, fixed=fixed)
@@ -118,7 +124,7 @@ def test_batched_equals_per_point_path_and_finite_differences():
     a = dl.sweep("gradient_norms", grid, fixed=fixed, seeds=2)
     b = dl.sweep("gradient_norms", grid, fixed=fixed, seeds=2, batched=False, backend="numpy")
     for v in ("log_jac_norm_1", "log_step_norm_T", "log_ratio"):
-        np.testing.assert_allclose(a[v].values, b[v].values, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(a[v].values, b[v].values, rtol=0, atol=2 * NUMBA_ATOL)
     # independent: ∂h_T/∂h_1 by central differences of the slow reference simulation
     m, x = _run({**fixed, "K": 4, "seed": 1})
     h = naive.simulate(m, x)
@@ -127,8 +133,8 @@ def test_batched_equals_per_point_path_and_finite_differences():
     assert abs(a["log_jac_norm_1"].sel(K=4, seed=1).item() - want) <= 1e-7
 
 
-def test_array_namespace_kernel_matches_numba_kernel():
-    """The xp kernel (run on NumPy here; the same code runs on CuPy) vs the prange kernel."""
+def test_numpy_batched_kernel_matches_numba_kernel():
+    """The reference's batched matmuls vs the numba prange kernel and its certified σ₁."""
     from dynlab.sweep import batched_gradient_summaries
 
     models = [dl.make_model("irnn", 5, 1, seed=s, K=k, eta=0.4, sign=sg) for s, k, sg in
@@ -137,7 +143,7 @@ def test_array_namespace_kernel_matches_numba_kernel():
     a = batched_gradient_summaries(models, xs, "numba")
     b = batched_gradient_summaries(models, xs, "numpy")
     for u, v in zip(a, b):
-        np.testing.assert_allclose(u, v, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(u, v, rtol=0, atol=NUMBA_ATOL)
 
 
 def test_cupy_kernel_matches_numpy():

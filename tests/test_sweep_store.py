@@ -198,6 +198,56 @@ def test_a_failed_scheduler_leaves_no_store(tmp_path):
         __import__("distributed").default_client()
 
 
+def _answering_garbage():
+    """A local TCP port that accepts connections and answers with bytes that are no Dask message
+    (what an address taken by another service looks like to a client): its port."""
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+
+    def serve():
+        while True:
+            conn, _ = srv.accept()
+            conn.sendall(b"\xff" * 128)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return srv.getsockname()[1]
+
+
+def _closed_port():
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.mark.parametrize("kind", ["refused", "garbage", "unknown-host"])
+def test_an_unreachable_scheduler_is_one_line_and_exits_at_once(tmp_path, kind):
+    """``dynlab sweep --scheduler ADDRESS`` where no Dask scheduler answers: exit 2, one line naming
+    --scheduler, and the process gone within seconds — a refused port or an unknown host at once, a
+    port that answers garbage after the failed handshake.  (Before: the line came after 10 s, and
+    under distributed 2026.8 the half-made client's ``__del__`` then held the process another 20 s
+    and printed a 10-line traceback.)  In a child process, so its exit is part of what is timed."""
+    pytest.importorskip("distributed")
+    address = {"refused": lambda: f"tcp://127.0.0.1:{_closed_port()}", "garbage": lambda: f"127.0.0.1:{_answering_garbage()}",
+               "unknown-host": lambda: "tcp://no-such-host.invalid:8786"}[kind]()
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "dynlab.cli", "sweep", _spec(tmp_path), "--scheduler", address],
+                          capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    elapsed = time.perf_counter() - t0
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("Error: --scheduler:") and address in lines[0], lines
+    assert elapsed < 8.0, f"{elapsed:.1f} s"          # ≈ 1.5 s of it starting Python and dynlab
+    assert os.listdir(tmp_path) == ["g.toml"]         # nothing written
+
+
 def test_a_store_loads_without_the_process_dask_scheduler(tmp_path, reference):
     """Loading a store must not go through dask's default scheduler: a client to a scheduler that
     went away, left as the process's default, blocked ``sweep``'s final load forever (seen with

@@ -404,10 +404,12 @@ def mk():
     return make_fixtures
 
 
+@pytest.mark.torch
 def test_live_cases_are_the_fixture_cases(mk):
     assert tuple(mk.CASES) == CASES
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("case", CASES)
 def test_live_from_torch_equals_pytorch(mk, case, tmp_path):
     """dl.from_torch on a live module (float32, converted exactly to float64) against that
@@ -424,6 +426,7 @@ def test_live_from_torch_equals_pytorch(mk, case, tmp_path):
     _check(_compare_run(m, ref, is_cell=cls.endswith("Cell"), lstm=KIND[cls] == "lstm"))
 
 
+@pytest.mark.torch
 def test_live_float64_module_and_parametrisation(mk):
     """A module already in float64 converts without rounding; a module whose weight is
     reparametrised (weight_norm-style parametrize) converts its *effective* weight."""
@@ -444,6 +447,7 @@ def test_live_float64_module_and_parametrisation(mk):
     np.testing.assert_array_equal(dl.from_torch(net).W_hh, 2 * raw.numpy())
 
 
+@pytest.mark.torch
 def test_live_refusals_and_dropout(mk):
     import torch
 
@@ -488,6 +492,7 @@ def test_live_refusals_and_dropout(mk):
         dl.from_torch(single)
 
 
+@pytest.mark.torch
 def test_live_safetensors_reader_equals_the_library(tmp_path):
     """The NumPy-only reader against safetensors' own, on every fixture and on fresh files."""
     st = pytest.importorskip("safetensors.numpy")
@@ -505,3 +510,68 @@ def test_live_safetensors_reader_equals_the_library(tmp_path):
     got = read_safetensors(tmp_path / "x.safetensors")
     for k, v in arrays.items():
         assert got[k].dtype == v.dtype and got[k].shape == v.shape and got[k].tobytes() == v.tobytes()
+
+
+# ===================================================== dynlab.torch modules' files (no torch needed)
+MODULES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "torch_modules")
+
+
+def _module_fixture():
+    with np.load(os.path.join(MODULES, "expected.npz"), allow_pickle=False) as f:
+        return {k: f[k] for k in f.files}
+
+
+def test_dynlab_module_files_load_without_torch(monkeypatch):
+    """State_dicts of dynlab.torch modules (float32, trained-network style: tests/fixtures/torch_modules/
+    make_module_fixtures.py) read by load_model with torch unimportable: every parameter is the module's
+    (float32 → float64 exactly), every setting the module's JSON."""
+    monkeypatch.setitem(sys.modules, "torch", None)
+    exp = _module_fixture()
+    m = dl.load_model(os.path.join(MODULES, "irnn.safetensors"))            # found under 'cell.', beside fc.*
+    cfg = json.loads(str(exp["irnn/dynlab_model"]))
+    assert m.name == "irnn" and {k: getattr(m, k) for k in cfg["settings"]} == cfg["settings"]
+    assert m.P == "U" and m.lowrank == 2 and np.shape(m.eta) == (5, 2)
+    for k, v in m.params().items():
+        np.testing.assert_array_equal(np.asarray(v), exp[f"irnn/{k}"], err_msg=k)
+    s = dl.load_model(os.path.join(MODULES, "stack.safetensors"))
+    assert s.name == "stack" and [layer.activation for layer in s.layers] == ["abs", "abs"]
+    for ell, layer in enumerate(s.layers):
+        assert layer.seed == json.loads(str(exp[f"stack/layers.{ell}.dynlab_model"]))["settings"]["seed"]
+        for k, v in layer.params().items():
+            np.testing.assert_array_equal(v, exp[f"stack/layers.{ell}.{k}"], err_msg=(ell, k))
+    path = os.path.join(MODULES, "irnn.safetensors")
+    for kwargs, param, needle in (({"model": "gru"}, "model", "holds a 'irnn' module"),
+                                  ({"activation": "tanh"}, "activation", "fix the model"),
+                                  ({"prefix": "fc."}, "prefix", "holds no module directly under prefix 'fc.'")):
+        with pytest.raises(ParameterError) as info:
+            dl.load_model(path, **kwargs)
+        assert info.value.param == param and needle in info.value.message and "\n" not in str(info.value)
+
+
+def test_to_torch_without_torch_says_how_to_get_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    m = dl.make_model("irnn", 3, 2, seed=0)
+    task = dl.make_task("adding", 5, n_train=4, n_val=4, n_test=4)
+    for call in (lambda: dl.to_torch(m), lambda: dl.train_model(m, task, iterations=1, engine="torch")):
+        with pytest.raises(ImportError) as info:
+            call()
+        assert 'pip install "dynlab[torch]"' in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.torch
+def test_dynlab_module_fixtures_are_what_their_script_makes():
+    pytest.importorskip("torch")
+    st = pytest.importorskip("safetensors.torch")
+    sys.path.insert(0, MODULES)
+    try:
+        import make_module_fixtures as made
+    finally:
+        sys.path.remove(MODULES)
+    files, expected = made.build()
+    for name, sd in files.items():
+        with open(os.path.join(MODULES, name), "rb") as f:
+            assert st.save({k: v.contiguous() for k, v in sd.items()}) == f.read(), name
+    exp = _module_fixture()
+    assert sorted(exp) == sorted(expected)
+    for k, v in expected.items():
+        np.testing.assert_array_equal(exp[k], v, err_msg=k)

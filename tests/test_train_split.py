@@ -127,7 +127,7 @@ def test_no_thread_splits_inside_a_sweep_region(monkeypatch):
     assert seen == [1]
 
 
-@pytest.mark.parametrize("case", ["irnn-prev-minus", "irnn-abs", "rnn-relu", "gru", "lstm", "stack-mixed-depth"])
+@pytest.mark.parametrize("case", ["irnn-K5-previous-minus", "irnn-abs", "rin", "gru", "lstm", "stack-lstm-mixed"])
 @pytest.mark.parametrize("threads", [1, 3])
 def test_a_workspace_reuses_tape_memory_and_changes_no_number(case, threads, monkeypatch):
     """Three calls with one ``Workspace`` (different inputs, then another batch size) equal

@@ -32,6 +32,25 @@ API_SECTIONS = (
 )
 #: Submodules documented by their own ``__all__``.
 SUBMODULES = ("dynlab.plot", "dynlab.sweep", "dynlab.tasks", "dynlab.progress")
+#: Submodules that need an optional package (the docs build has none of them): their ``__all__`` and
+#: first docstring paragraph are read from the source, never imported; autodoc imports them with the
+#: package mocked (``autodoc_mock_imports`` in conf.py).
+OPTIONAL = {"dynlab.torch": "torch"}
+
+
+def source_names(mod: str) -> tuple:
+    """(``__all__``, docstring) of a package's ``__init__.py`` read with :mod:`ast` (not imported)."""
+    import ast
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        *mod.split("."), "__init__.py")
+    with open(path, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read())
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            names = list(ast.literal_eval(node.value))
+    return names, ast.get_docstring(tree) or ""
 
 
 def _cell(text) -> str:
@@ -74,6 +93,9 @@ def api_page() -> str:
         module = importlib.import_module(mod)
         names = [n for n in getattr(module, "__all__", ()) if _callable_or_class(getattr(module, n, None))]
         lines += [f"## `{mod}`", "", f"{_first_line(module.__doc__)}", ""] + _autosummary(names, f"{mod}.")
+    for mod, package in OPTIONAL.items():
+        names, doc = source_names(mod)
+        lines += [f"## `{mod}` (needs {package})", "", f"{_first_line(doc)}", ""] + _autosummary(names, f"{mod}.")
     return "\n".join(lines)
 
 
@@ -253,9 +275,11 @@ def _on_init(app) -> None:
     write_all(app.srcdir)
     # the API page is written now, after Sphinx listed the sources autosummary scans: its stubs are
     # generated here, as ``sphinx-autogen`` would
+    from sphinx.ext.autodoc.mock import mock
     from sphinx.ext.autosummary.generate import generate_autosummary_docs
 
-    generate_autosummary_docs([os.path.join(app.srcdir, "_generated", "api.md")], app=app, overwrite=False)
+    with mock(app.config.autosummary_mock_imports):     # dynlab.torch without torch (conf.py)
+        generate_autosummary_docs([os.path.join(app.srcdir, "_generated", "api.md")], app=app, overwrite=False)
 
 
 def setup(app):

@@ -653,7 +653,8 @@ def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1
     ``converged`` (0/1), ``eig_real``/``eig_imag`` ([batch,] eig): eigenvalues of ∂F/∂y (for the
     iRNN ∇φ·U − αI; sorted by decreasing real part), ``max_real``, ``stability`` (1/0/−1; for
     the maps from the step Jacobian's spectral radius, ``step_radius``), ``x``, ``h_prev``,
-    the iRNN's ``s_eq``, the model's parameters; attrs ``method``, ``tol``, ``n_converged``.
+    the iRNN's ``s_eq``, the model's parameters; attrs ``solve_method`` (not ``method``, which is
+    a CTRNN's own setting), ``tol``, ``n_converged``.
     Non-convergence is never hidden: ``converged`` is 0 and the residual is the one reached.
 
     Example
@@ -712,7 +713,8 @@ def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1
             if dhp is not None:
                 data["dh_dhprev"] = xr.Variable(lead + ("unit", "unit_from"), dhp[sel],
                                                 {"long_name": "∂h_eq/∂h_(m-1) (implicit function)", "units": "1"})
-        attrs = {**model_attrs(model), **base_attrs("numpy", command), "method": method, "tol": tol,
+        # the solve's method as "solve_method": a CTRNN's own setting ``method`` is an attr of the model
+        attrs = {**model_attrs(model), **base_attrs("numpy", command), "solve_method": method, "tol": tol,
                  "step_size": float(system.step_size if step_size is None else step_size),
                  "n_converged": int(conv.sum()), "n_points": int(N), "system": system.kind,
                  "equation": _EQUATIONS[system.kind]}

@@ -18,10 +18,11 @@ from .reachable import state_box, task_states
 
 
 # ------------------------------------------------------------------ multi-start search
-def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 50, spread: float = 2.0,
-                 starts=None, trajectories=None, start_noise: float = 0.0, n_components: int = 3, seed: int = 0,
-                 tol: float = 1e-12, slow_tol: float = 1e-6, dedup_tol: float = 1e-6, max_iter: int = 200,
-                 stability_tol: float = 1e-9, keep_unreachable: bool = False, command=None):
+def fixed_points(model, x=None, *, method: str = "search", n_starts: int = 64, trajectory_steps: int = 50,
+                 spread: float = 2.0, starts=None, trajectories=None, start_noise: float = 0.0, n_components: int = 3,
+                 seed: int = 0, tol: float = 1e-12, slow_tol: float = 1e-6, dedup_tol: float = 1e-6,
+                 max_iter: int = 200, stability_tol: float = 1e-9, keep_unreachable: bool = False, cycles: int = 1,
+                 max_regions: int | None = None, command=None):
     """All the equilibria a multi-start search finds at one constant input, each certified and
     linearised (eigenvalues; eigenvectors of the unstable modes, so saddles are told apart).
 
@@ -52,9 +53,21 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
     the map; for gru, lstm and stack the fixed points s = step(s, x) of the whole state (an
     LSTM's [h; c]), stability from the step Jacobian against the unit circle.
 
+    ``method="complete"`` (piecewise-affine φ: relu, leaky-relu, abs, identity; the models of the
+    form β y = γ φ(R y + c): rnn, fastrnn, rin, irnn, ctrnn) finds *every* fixed point instead, by
+    branch and bound over the activation regions with a linear-programming test
+    (``dynlab.analysis.pwa``), and for the maps every cycle of period 2..``cycles``; the result
+    states what was proven (attrs ``complete``, ``completeness``) or where a work limit
+    (``max_regions``) stopped it.  The search options (``n_starts``, ``starts``, …) do not apply;
+    ``trajectories`` still gives the projection.
+
     Parameters
     ----------
     model : dynlab model;  x : (d,) constant input, any value (zeros by default)
+    method : "search" (the multi-start search; the default) or "complete" (above)
+    cycles : with "complete": the longest cycle period k searched (1: fixed points only)
+    max_regions : with "complete": the work limit, LP nodes plus regions solved
+        (``dynlab.analysis.pwa.MAX_REGIONS`` by default)
     starts : (n, D) array, optional — extra starting points (in the solve's variable y)
     trajectories : (B, T, D) or (N, D) states of the network's own trajectories, or a ``Task``
         (``dynlab.make_task``: the states the model visits on its test inputs), optional: the
@@ -82,40 +95,41 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
     ``n_stable`` (stable roots), ``n_saddles`` (roots with exactly one unstable mode),
     ``n_unreachable`` (points outside the reachable box: left out, or kept and flagged),
     ``state_box`` (the rule of that box), ``certificate`` (what certifies the roots, or why none
-    is claimed).  The counts are of the points in the result.
+    is claimed), ``solve_method`` ("search" or "complete"; not ``method``, which is a CTRNN's own
+    setting).  The counts are of the points in the result.  With ``method="complete"``: attrs
+    ``complete`` (1 when every region was solved or pruned), ``completeness`` (the sentence saying
+    what was proven, or "incomplete after N regions" and what was left), ``lp_nodes``,
+    ``pruned_nodes``, ``regions_solved``, ``singular_regions``, ``unexamined_regions``,
+    ``max_regions``, ``cycles``; every root has ``hits`` 1 and its region's code in ``region``
+    (point, unit: the affine piece of each unit, 0 the lower); for ``cycles`` > 1 the cycles along
+    ``cycle``: ``cycle_h`` (cycle, phase, unit; NaN past a cycle's period), ``cycle_period``,
+    ``cycle_radius`` (spectral radius of the product of the step Jacobians around it),
+    ``cycle_stability``, ``cycle_residual``.
 
     Example
     -------
     >>> fp = fixed_points(make_model("ctrnn", 2, 1, weight_scale=3, seed=1), [0.0])
     """
     with get_backend(None):
-        import xarray as xr
-
-        from .._dataset import base_attrs, model_attrs, model_variables
-
         system = System(model)
         tol = _check_tol(tol)
         xa, _ = _inputs(model, np.zeros(model.inputs) if x is None else x)
         if xa.shape[0] != 1:
             raise ParameterError("x", "fixed_points takes one constant input (d,)")
+        if method not in FP_METHODS:
+            raise ParameterError("method", f"must be one of {', '.join(FP_METHODS)}, got {method!r}")
+        D = model.state_size
+        box = state_box(model, xa[0])
+        traj = _trajectories(model, trajectories, start_noise)
+        if method == "complete":
+            if starts is not None:
+                raise ParameterError("starts", "method='complete' searches no starts: it enumerates every region")
+            return _complete(model, system, xa, traj, box, tol=tol, stability_tol=stability_tol,
+                             n_components=n_components, cycles=cycles, max_regions=max_regions, command=command)
         if int(n_starts) < 1 and starts is None:
             raise ParameterError("n_starts", f"must be ≥ 1, got {n_starts}")
-        D = model.state_size
         check_fixed_points(max(int(n_starts), 0) + (0 if starts is None else len(starts)), D)  # before allocating
         rng = np.random.default_rng(seed)
-        box = state_box(model, xa[0])
-        traj = None
-        if trajectories is not None and hasattr(trajectories, "batch"):  # a Task: the states on its test inputs
-            trajectories = task_states(model, trajectories)
-        if trajectories is not None:
-            traj = np.asarray(trajectories, dtype=np.float64)
-            if traj.ndim == 2:
-                traj = traj[None]
-            if traj.ndim != 3 or traj.shape[2] != D or traj.shape[1] < 1 or not np.all(np.isfinite(traj)):
-                raise ParameterError("trajectories", f"must be finite states (B, T, {D}) or (N, {D}), "
-                                                     f"got shape {np.shape(trajectories)}")
-            if not (np.isfinite(start_noise) and start_noise >= 0):
-                raise ParameterError("start_noise", f"must be finite and ≥ 0, got {start_noise}")
         Y = [np.empty((0, D))]
         if int(n_starts) > 0 and traj is not None:
             flat = traj.reshape(-1, D)
@@ -180,65 +194,166 @@ def fixed_points(model, x=None, *, n_starts: int = 64, trajectory_steps: int = 5
         if not keep_unreachable:  # left out: an answer no trajectory can reach is no answer
             hits, kinds, iters = ([v for v, r in zip(lst, reach) if r] for lst in (hits, kinds, iters))
             P, reach = P[reach], reach[reach]
-        n = P.shape[0]
-        cP = system.c_rows(xa, n)
-        FP = system.F(P, cP) if n else np.empty((0, D))
-        resP = _maxabs(FP) if n else np.empty(0)
-        cert, radius = system.certify(P, cP, FP) if n else (np.zeros(0, bool), np.empty(0))
-        eigs, vecs = _eig_with_vectors(system, P, cP)
-        growth = eigs + 1.0 if system.discrete else eigs
-        stab = stability_label(growth, discrete=system.discrete, tol=stability_tol)
-        kinds = np.array(kinds, dtype=np.int8)
-        lab = _flow_label(system)
-        data = {
-            "h_eq": xr.Variable(("point", "unit"), P, {"long_name": f"equilibrium ({system.variable})", "units": "1"}),
-            "q": xr.Variable(("point",), 0.5 * np.sum(FP ** 2, axis=1), {"long_name": "q = ½‖F‖²", "units": "1"}),
-            "residual": xr.Variable(("point",), resP, {"long_name": "max-abs residual ‖F‖∞", "units": "1"}),
-            "converged": xr.Variable(("point",), (resP <= tol).astype(np.int8), {"long_name": f"residual ≤ {tol:g}",
-                                                                                "units": "1"}),
-            "iterations": xr.Variable(("point",), np.array(iters, dtype=np.int64),
-                                      {"long_name": "Newton iterations (search and polish) of the first start that "
-                                                    "ended here; Levenberg–Marquardt steps not counted", "units": "1"}),
-            "certified": xr.Variable(("point",), cert.astype(np.int8),
-                                     {"long_name": "a unique true root proven nearby (Newton–Kantorovich)", "units": "1"}),
-            "certified_radius": xr.Variable(("point",), radius, {"long_name": "radius of the ball holding the true root",
-                                                                 "units": "1"}),
-            "kind": xr.Variable(("point",), kinds, {"long_name": "1 root, 0 slow point", "units": "1",
-                                                    "flag_values": np.array([0, 1], dtype=np.int8),
-                                                    "flag_meanings": "slow_point root"}),
-            "hits": xr.Variable(("point",), np.array(hits, dtype=np.int64), {"long_name": "starts that ended here",
-                                                                              "units": "1"}),
-            **eig_variables(eigs, ("point",), what=lab),
-            "max_real": xr.Variable(("point",), eigs.real.max(axis=1) if n else np.empty(0),
-                                    {"long_name": "largest real part of the eigenvalues", "units": "1"}),
-            "stability": xr.Variable(("point",), stab, dict(STABILITY_ATTRS)),
-            "x": xr.Variable(("unit_in",), xa[0], {"long_name": "constant input x", "units": "1"}),
-            "reachable": xr.Variable(("point",), reach.astype(np.int8),
-                                     {"long_name": "inside the states a trajectory can reach", "units": "1"}),
-            **_unstable_modes(eigs, vecs, growth, system.discrete, stability_tol, lab),
-            **model_variables(model),
-        }
-        if system.discrete:
-            data.update(eig_variables(eigs + 1.0, ("point",), name="step_eig",
-                                      what="eigenvalue of the step Jacobian ∂s_t/∂s_(t-1)"))
-            data["step_radius"] = xr.Variable(("point",), np.abs(eigs + 1.0).max(axis=1) if n else np.empty(0),
-                                              {"long_name": "spectral radius of the step Jacobian", "units": "1"})
-        if traj is not None:
-            data.update(_projection(traj, P, data, int(n_components)))
-        n_unst = data["n_unstable"].values
-        attrs = {**model_attrs(model), **base_attrs("numpy", command), "tol": tol, "slow_tol": slow_tol,
+        attrs = {"tol": tol, "slow_tol": slow_tol,
                  "n_starts": int(Y.shape[0]), "trajectory_steps": int(trajectory_steps), "spread": float(spread),
                  "starts_from": "trajectories" if traj is not None else "random states run along the dynamics",
                  "start_noise": float(start_noise), "dedup_tol": float(dedup_tol),
-                 "search_seed": int(seed), "n_roots": int((kinds == 1).sum()), "n_slow": int((kinds == 0).sum()),
-                 "n_stable": int(((kinds == 1) & (stab == STABLE)).sum()),
-                 "n_saddles": int(((kinds == 1) & (n_unst == 1)).sum()),
-                 "n_unreachable": n_unreachable, "state_box": box.rule,
-                 "certificate": _certificate_note(system),
-                 "system": system.kind, "equation": _EQUATIONS[system.kind]}
-        ds = xr.Dataset(data, attrs=attrs)
-        ds = ds.assign_coords(_part_coords(model))
-        return finish(ds, "fixed_points")
+                 "search_seed": int(seed), "n_unreachable": n_unreachable, "solve_method": "search"}
+        return _assemble(model, system, xa, P, reach, hits, kinds, iters, traj, box, attrs, stability_tol,
+                         n_components, command)
+
+
+#: Methods of ``fixed_points``.
+FP_METHODS = ("search", "complete")
+
+
+def _trajectories(model, trajectories, start_noise):
+    """The (B, T, D) states of ``trajectories`` (states or a Task), checked; None when not given."""
+    D = model.state_size
+    if trajectories is None:
+        return None
+    if hasattr(trajectories, "batch"):  # a Task: the states on its test inputs
+        trajectories = task_states(model, trajectories)
+    traj = np.asarray(trajectories, dtype=np.float64)
+    if traj.ndim == 2:
+        traj = traj[None]
+    if traj.ndim != 3 or traj.shape[2] != D or traj.shape[1] < 1 or not np.all(np.isfinite(traj)):
+        raise ParameterError("trajectories", f"must be finite states (B, T, {D}) or (N, {D}), "
+                                             f"got shape {np.shape(trajectories)}")
+    if not (np.isfinite(start_noise) and start_noise >= 0):
+        raise ParameterError("start_noise", f"must be finite and ≥ 0, got {start_noise}")
+    return traj
+
+
+def _assemble(model, system, xa, P, reach, hits, kinds, iters, traj, box, extra, stability_tol, n_components,
+              command, more=None):
+    """The Dataset of ``fixed_points`` (either method) from its points P (n, D)."""
+    import xarray as xr
+
+    from .._dataset import base_attrs, model_attrs, model_variables
+
+    D = model.state_size
+    tol = extra["tol"]
+    P = np.asarray(P, dtype=np.float64).reshape(-1, D)
+    n = P.shape[0]
+    cP = system.c_rows(xa, n)
+    FP = system.F(P, cP) if n else np.empty((0, D))
+    resP = _maxabs(FP) if n else np.empty(0)
+    cert, radius = system.certify(P, cP, FP) if n else (np.zeros(0, bool), np.empty(0))
+    eigs, vecs = _eig_with_vectors(system, P, cP)
+    growth = eigs + 1.0 if system.discrete else eigs
+    stab = stability_label(growth, discrete=system.discrete, tol=stability_tol)
+    kinds = np.array(kinds, dtype=np.int8)
+    lab = _flow_label(system)
+    how = ("the region's linear solve and one Newton step" if extra.get("solve_method") == "complete" else
+           "Newton iterations (search and polish) of the first start that ended here; Levenberg–Marquardt steps "
+           "not counted")
+    data = {
+        "h_eq": xr.Variable(("point", "unit"), P, {"long_name": f"equilibrium ({system.variable})", "units": "1"}),
+        "q": xr.Variable(("point",), 0.5 * np.sum(FP ** 2, axis=1), {"long_name": "q = ½‖F‖²", "units": "1"}),
+        "residual": xr.Variable(("point",), resP, {"long_name": "max-abs residual ‖F‖∞", "units": "1"}),
+        "converged": xr.Variable(("point",), (resP <= tol).astype(np.int8), {"long_name": f"residual ≤ {tol:g}",
+                                                                            "units": "1"}),
+        "iterations": xr.Variable(("point",), np.array(iters, dtype=np.int64), {"long_name": how, "units": "1"}),
+        "certified": xr.Variable(("point",), cert.astype(np.int8),
+                                 {"long_name": "a unique true root proven nearby (Newton–Kantorovich)", "units": "1"}),
+        "certified_radius": xr.Variable(("point",), radius, {"long_name": "radius of the ball holding the true root",
+                                                             "units": "1"}),
+        "kind": xr.Variable(("point",), kinds, {"long_name": "1 root, 0 slow point", "units": "1",
+                                                "flag_values": np.array([0, 1], dtype=np.int8),
+                                                "flag_meanings": "slow_point root"}),
+        "hits": xr.Variable(("point",), np.array(hits, dtype=np.int64),
+                            {"long_name": "regions holding it" if extra.get("solve_method") == "complete"
+                             else "starts that ended here", "units": "1"}),
+        **eig_variables(eigs, ("point",), what=lab),
+        "max_real": xr.Variable(("point",), eigs.real.max(axis=1) if n else np.empty(0),
+                                {"long_name": "largest real part of the eigenvalues", "units": "1"}),
+        "stability": xr.Variable(("point",), stab, dict(STABILITY_ATTRS)),
+        "x": xr.Variable(("unit_in",), xa[0], {"long_name": "constant input x", "units": "1"}),
+        "reachable": xr.Variable(("point",), np.asarray(reach).astype(np.int8),
+                                 {"long_name": "inside the states a trajectory can reach", "units": "1"}),
+        **_unstable_modes(eigs, vecs, growth, system.discrete, stability_tol, lab),
+        **model_variables(model),
+        **(more or {}),
+    }
+    if system.discrete:
+        data.update(eig_variables(eigs + 1.0, ("point",), name="step_eig",
+                                  what="eigenvalue of the step Jacobian ∂s_t/∂s_(t-1)"))
+        data["step_radius"] = xr.Variable(("point",), np.abs(eigs + 1.0).max(axis=1) if n else np.empty(0),
+                                          {"long_name": "spectral radius of the step Jacobian", "units": "1"})
+    if traj is not None:
+        data.update(_projection(traj, P, data, int(n_components)))
+    n_unst = data["n_unstable"].values
+    attrs = {**model_attrs(model), **base_attrs("numpy", command), **extra,
+             "n_roots": int((kinds == 1).sum()), "n_slow": int((kinds == 0).sum()),
+             "n_stable": int(((kinds == 1) & (stab == STABLE)).sum()),
+             "n_saddles": int(((kinds == 1) & (n_unst == 1)).sum()),
+             "state_box": box.rule, "certificate": _certificate_note(system),
+             "system": system.kind, "equation": _EQUATIONS[system.kind]}
+    ds = xr.Dataset(data, attrs=attrs)
+    ds = ds.assign_coords(_part_coords(model))
+    return finish(ds, "fixed_points")
+
+
+def _complete(model, system, xa, traj, box, *, tol, stability_tol, n_components, cycles, max_regions, command):
+    """``fixed_points(method="complete")``: ``dynlab.analysis.pwa.complete_points`` → the Dataset."""
+    import xarray as xr
+
+    from . import pwa
+
+    max_regions = pwa.MAX_REGIONS if max_regions is None else int(max_regions)
+    if max_regions < 1:
+        raise ParameterError("max_regions", f"must be ≥ 1, got {max_regions}")
+    c = system.c(xa)[0]
+    out = pwa.complete_points(system, c, cycles=cycles, max_regions=max_regions)
+    P = out["points"]
+    n, D = P.shape
+    complete, sentence = pwa.statement(out["proof"], out["pieces"], D, int(cycles))
+    proofs = out["proof"]
+    more = {"region": xr.Variable(("point", "unit"), out["patterns"].astype(np.int8),
+                                  {"long_name": "affine piece of each unit (0 the lower: z < 0, 1 the upper)",
+                                   "units": "1"})}
+    if int(cycles) > 1:
+        more.update(_cycle_variables(system, c, out["cycles"], int(cycles), stability_tol))
+    extra = {"tol": tol, "solve_method": "complete", "complete": int(complete), "completeness": sentence,
+             "lp_nodes": int(sum(p.nodes for p in proofs)), "pruned_nodes": int(sum(p.pruned for p in proofs)),
+             "regions_solved": int(sum(p.regions for p in proofs)),
+             "singular_regions": int(sum(p.singular for p in proofs)),
+             "unexamined_regions": float(sum(p.open_patterns for p in proofs)),
+             "max_regions": max_regions, "cycles": int(cycles), "n_cycles": len(out["cycles"]),
+             "prune_tol": pwa.PRUNE_TOL, "n_unreachable": 0}
+    return _assemble(model, system, xa, P, np.ones(n, dtype=bool), [1] * n, [1] * n, [1] * n, traj, box, extra,
+                     stability_tol, n_components, command, more)
+
+
+def _cycle_variables(system, c, cycles, k_max, stability_tol):
+    """The cycles of ``complete_points`` as variables along ``cycle`` and ``phase``."""
+    import xarray as xr
+
+    D = system.R.shape[0]
+    n = len(cycles)
+    H = np.full((n, k_max, D), np.nan)
+    period = np.array([k for k, _ in cycles], dtype=np.int64)
+    radius, res = np.empty(n), np.empty(n)
+    for i, (k, y) in enumerate(cycles):
+        H[i, :k] = y
+        C = np.broadcast_to(c, y.shape)
+        nxt = system.F(y, C) + y  # the map's step: F = step − y
+        res[i] = float(np.max(np.abs(nxt - np.roll(y, -1, axis=0))))
+        J = system.jac(y, C) + np.eye(D)[None]
+        mono = np.eye(D)
+        for j in range(k):
+            mono = J[j] @ mono
+        radius[i] = float(np.max(np.abs(np.linalg.eigvals(mono))))
+    stab = np.where(radius < 1 - stability_tol, 1, np.where(radius > 1 + stability_tol, -1, 0)).astype(np.int8)
+    return {"cycle_h": xr.Variable(("cycle", "phase", "unit"), H, {"long_name": "state along the cycle (NaN past "
+                                                                                 "its period)", "units": "1"}),
+            "cycle_period": xr.Variable(("cycle",), period, {"long_name": "minimal period k", "units": "step"}),
+            "cycle_radius": xr.Variable(("cycle",), radius, {"long_name": "spectral radius of the product of the step "
+                                                                          "Jacobians around the cycle", "units": "1"}),
+            "cycle_stability": xr.Variable(("cycle",), stab, dict(STABILITY_ATTRS)),
+            "cycle_residual": xr.Variable(("cycle",), res, {"long_name": "max |step(h_j) − h_(j+1)| around the cycle",
+                                                            "units": "1"})}
 
 
 #: Newton iterations from every start before the rows that have not converged go on by

@@ -38,16 +38,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..activations import BOUNDS
+from ..backends.reference.cells import gru_unit, lstm_unit
+
 #: sup|σ'|, sup|σ''| of the logistic gate
-SIG1, SIG2 = 0.25, 1.0 / (6.0 * np.sqrt(3.0))
-#: activation → (sup|φ|, sup|φ'|, sup|φ''|) for the smooth activations
-ACT_BOUNDS = {"tanh": (1.0, 1.0, 4.0 / (3.0 * np.sqrt(3.0))),
-              "sigmoid": (1.0, 0.25, 1.0 / (6.0 * np.sqrt(3.0))),
-              "identity": (np.inf, 1.0, 0.0)}
-
-
-def _sigmoid(z):
-    return 0.5 * (1.0 + np.tanh(0.5 * z))
+SIG1, SIG2 = BOUNDS["sigmoid"][1:]
+#: activation → (sup|φ|, sup|φ'|, sup|φ''|) for the smooth activations (``dynlab.activations.BOUNDS``)
+ACT_BOUNDS = {name: b for name, b in BOUNDS.items() if b[2] is not None}
 
 
 def jacobian_lipschitz(model, S, X, radius: float):
@@ -82,10 +79,19 @@ class _Gated:
     def drive(self, X) -> np.ndarray:
         return X @ self.form.W_ih.T + self.form.b_ih
 
-    def _phi(self, z):
-        from ..activations import phi
+    def gru_gates(self, S, X):
+        """The GRU's gates at (S, X): the reference's unit (``reference.cells.gru_unit``)."""
+        D = self.hidden
+        gi, gh = self.drive(X), S @ self.W_hh.T + self.b_hh
+        return gru_unit(gi[:, :D] + gh[:, :D], gi[:, D:2 * D] + gh[:, D:2 * D], gi[:, 2 * D:], gh[:, 2 * D:], S,
+                        self.form.act, self.form.leak)[1]
 
-        return phi(self.form.act, z, self.form.leak)
+    def lstm_gates(self, S, X):
+        """The LSTM's gates at (S, X), t = φ(c') among them (``reference.cells.lstm_unit``)."""
+        D = self.hidden
+        a = self.drive(X) + S[:, :D] @ self.W_hh.T + self.b_hh
+        return lstm_unit(a[:, :D], a[:, D:2 * D], a[:, 2 * D:3 * D], a[:, 3 * D:], S[:, D:], self.form.act,
+                         self.form.leak)[2]
 
 
 def _rows(W):
@@ -97,11 +103,8 @@ def _gru(m, S, X, rho, sup_phi, d1, d2):
     W_hr, W_hz, W_hn = (m.block("W_hh", g) for g in "rzn")
     wr, wz, wn = _rows(W_hr), _rows(W_hz), _rows(W_hn)
     nr, nz, nn = (np.linalg.norm(W, 2) for W in (W_hr, W_hz, W_hn))
-    gi = m.drive(X)
-    gh = S @ m.W_hh.T + m.b_hh
-    r0 = _sigmoid(gi[:, :D] + gh[:, :D])
-    q0 = gh[:, 2 * D:]
-    n0 = m._phi(gi[:, 2 * D:] + r0 * q0)
+    gates = m.gru_gates(S, X)
+    q0, n0 = gates.q, gates.n
     Q = np.abs(q0) + rho * wn                       # |q| on the ball
     G_an = wn + 0.25 * Q * wr                       # ‖∇a_n‖
     Nb = np.minimum(sup_phi, np.abs(n0) + rho * d1 * G_an)   # |n| on the ball
@@ -132,15 +135,12 @@ def _lstm(m, S, X, rho, sup_phi, d1, d2):
     Wi, Wf, Wg, Wo = (m.block("W_hh", k) for k in "ifgo")
     wi, wf, wg, wo = _rows(Wi), _rows(Wf), _rows(Wg), _rows(Wo)
     ni, nf, ng, no = (np.linalg.norm(W, 2) for W in (Wi, Wf, Wg, Wo))
-    h0, c0 = S[:, :D], S[:, D:]
-    a = m.drive(X) + h0 @ m.W_hh.T + m.b_hh
-    i0, f0 = _sigmoid(a[:, :D]), _sigmoid(a[:, D:2 * D])
-    g0 = m._phi(a[:, 2 * D:3 * D])
+    c0 = S[:, D:]
+    gates = m.lstm_gates(S, X)
     C = np.abs(c0) + rho
-    Gb = np.minimum(sup_phi, np.abs(g0) + rho * d1 * wg)
+    Gb = np.minimum(sup_phi, np.abs(gates.g) + rho * d1 * wg)
     G_c2 = 0.25 * wf * C + 1.0 + 0.25 * wi * Gb + d1 * wg
-    c2 = f0 * c0 + i0 * g0
-    Tb = np.minimum(sup_phi, np.abs(m._phi(c2)) + rho * d1 * G_c2)
+    Tb = np.minimum(sup_phi, np.abs(gates.t) + rho * d1 * G_c2)
     M_c = (0.25 * C).max(axis=1) * nf + (0.25 * Gb).max(axis=1) * ni + d1 * ng
     L_c = ((0.25 + C * SIG2 * wf).max(axis=1) * nf + (0.25 * d1 * wg + Gb * SIG2 * wi).max(axis=1) * ni
            + (0.25 * wi * d1 + d2 * wg).max() * ng)

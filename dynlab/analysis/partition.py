@@ -90,6 +90,8 @@ def _check_h0s(h0, layers, B: int) -> list:
     if isinstance(h0, (list, tuple)) and len(h0) == L:
         return [check_h0(h, B, D) for h in h0]
     arr = np.asarray(h0, dtype=np.float64) if not isinstance(h0, (list, tuple)) else None
+    if arr is not None and arr.ndim in (1, 2) and arr.shape[-1] == L * D:   # the stack's state, as simulate takes it
+        return [check_h0(arr[..., ell * D:(ell + 1) * D], B, D) for ell in range(L)]
     if arr is not None and arr.ndim in (2, 3) and arr.shape[0] == L:
         return [check_h0(arr[ell], B, D) for ell in range(L)]
     raise ParameterError("h0", f"a {L}-layer model takes one initial state per layer: a sequence of {L} arrays "
@@ -139,7 +141,8 @@ def forward(model, x, h0=None, *, backend=None) -> Trace:
     ----------
     model : rnn / rin / fastrnn / antisymmetric model or a stack of them, max-affine activation
     x : (T, d) or (B, T, d) array
-    h0 : initial state(s): (D,) or (B, D); for L > 1 layers a sequence of L of those
+    h0 : initial state(s): (D,) or (B, D); for L > 1 layers a sequence of L of those, or the
+        stack's whole state (L·D,) or (B, L·D), layers bottom first (what ``simulate`` takes)
     backend : "numpy" | "numba" (default)
 
     Returns a ``Trace``; raises ``DivergenceError`` (step, sequence) on a non-finite state.

@@ -33,6 +33,8 @@ import dataclasses
 
 import numpy as np
 
+from ..activations import sigmoid
+
 #: The closed hull of {0} ∪ the range of each activation (the state h_0 = 0 is always inside).
 HULL = {"tanh": (-1.0, 1.0), "sigmoid": (0.0, 1.0), "relu": (0.0, np.inf), "abs": (0.0, np.inf),
         "identity": (-np.inf, np.inf), "leaky-relu": (-np.inf, np.inf)}
@@ -62,10 +64,6 @@ class StateBox:
         return np.clip(Y, self.lo, self.hi)
 
 
-def _sigmoid(z):
-    return 1.0 / (1.0 + np.exp(-np.asarray(z, dtype=np.float64)))
-
-
 def _hull(activation: str) -> tuple[float, float]:
     return HULL.get(str(activation), (-np.inf, np.inf))
 
@@ -85,7 +83,7 @@ def _gated_box(f, x_lo, x_hi):
     mid, rad = 0.5 * (x_lo + x_hi), 0.5 * (x_hi - x_lo)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         pre = b_f + W_f @ mid + np.abs(W_f) @ rad + np.abs(U_f).sum(axis=1) * Hb
-        f_max = _sigmoid(pre)
+        f_max = sigmoid(np.asarray(pre, dtype=np.float64))
         c_lo = np.where(f_max < 1.0, min(0.0, pl) / (1.0 - f_max), -np.inf) if pl < 0 else np.zeros(D)
         c_hi = np.where(f_max < 1.0, max(0.0, ph) / (1.0 - f_max), np.inf)
     if not np.isfinite(Hb):

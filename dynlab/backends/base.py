@@ -19,9 +19,10 @@ Every backend implements the primitives on plain arrays and a form (``dynlab.mod
     the forward tangents M_m = ∂h_m/∂h_1 of S sweep settings stacked in a ``TangentBatch`` (kept
     Frobenius-normalised, with their log scale) and J_T: what ``sweep_gradients`` reads;
 
-``sweep_gradients(forms, xs)``
+``sweep_gradients(forms, xs)`` or ``sweep_gradients(batch)``
     ln‖∂h_T/∂h_1‖₂, ln‖∂h_T/∂h_{T−1}‖₂ and the divergence step of S settings of one kind
-    (iRNN or one-line cell) and one shape, by forward tangents (``TangentBatch``);
+    (iRNN or one-line cell) and one shape, by forward tangents (``TangentBatch``: the settings'
+    scalars, and their matrices and inputs once per group of settings that share them);
 ``partition_trace(forms, x, h0s)``
     a stack of one-line cells layer by layer: per layer the states H (B, T, D) and the
     pre-activations Z (B, T, D) whose affine pieces are the MASO partition codes;
@@ -74,16 +75,34 @@ def previous_states(h0, H, lo: int, hi: int) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class TangentBatch:
-    """S settings of one kind (``gated``: one-line cells, else iRNN) with one shape, stacked for
-    the forward tangents of a sweep (``forward_tangent``).  R (S, D, D) the recurrent matrices
-    (U for the iRNN); C (S, T, D) the drives c_t = W x_t + b; eta (S, K_max) the iRNN's η_k (zero
-    past a setting's K: those inner steps then leave g and its tangent unchanged) or, for the
-    cells, γ in column 0; K (S,) int; alpha (S,) the iRNN's α or the cells' a; sign (S,) σ;
-    g0prev (S,) bool; act (S,) int ids; leak (S,)."""
+    """S settings of one kind (``gated``: one-line cells, else iRNN) with one shape (D units, d
+    inputs, T steps), stacked for the forward tangents of a sweep (``forward_tangent``).
+
+    What settings share is stored once.  The settings fall into G ≤ S *weight groups*: the
+    settings of one group have the same recurrent matrix, input weights, bias and input sequence,
+    and differ only in their scalars (a sweep over K, η, α, g₀ of one model is one group).
+
+    Per group (G leading): R (G, D, D) the recurrent matrices (U for the iRNN, the cells' R);
+    W (G, D, d), b (G, D) the input weights and biases; X (G, T, d) the input sequences.
+
+    Per setting (S leading): group (S,) int64, the setting's group (0 ≤ group < G); eta
+    (S, K_max) the iRNN's η_k (zero past a setting's K: those inner steps then leave g and its
+    tangent unchanged) or, for the cells, γ in column 0; K (S,) int64; alpha (S,) the iRNN's α
+    or the cells' a; sign (S,) σ; g0prev (S,) bool; act (S,) int64 activation ids; leak (S,).
+
+    The drive of setting n at step t, c_t = W x_t + b with (W, b, x) those of its group, is
+    never stored per setting (that (S, T, D) array is 0.5 GB for 10⁴ settings at D = 32,
+    T = 200, all copies of a few distinct drives): the backends compute it from the group's
+    arrays — once per group (the reference), or inside the kernel at every step (D·d products
+    against the step's D² — the numba and GPU kernels).  ``drive()`` computes it for checks and
+    peers.  Floating arrays share one dtype (``dtype``: float64, or float32 on the GPU)."""
 
     gated: bool
     R: np.ndarray
-    C: np.ndarray
+    W: np.ndarray
+    b: np.ndarray
+    X: np.ndarray
+    group: np.ndarray
     eta: np.ndarray
     K: np.ndarray
     alpha: np.ndarray
@@ -92,18 +111,59 @@ class TangentBatch:
     act: np.ndarray
     leak: np.ndarray
 
+    def __post_init__(self):
+        G, D = self.R.shape[0], self.R.shape[1]
+        S = self.group.shape[0]
+        if (self.R.shape != (G, D, D) or self.W.shape[:2] != (G, D) or self.b.shape != (G, D)
+                or self.X.shape[0] != G or self.X.shape[2] != self.W.shape[2]):
+            raise ValueError(f"TangentBatch: R {self.R.shape}, W {self.W.shape}, b {self.b.shape}, X {self.X.shape} "
+                             f"do not describe G groups of (D, D), (D, d), (D,), (T, d)")
+        for name in ("eta", "K", "alpha", "sign", "g0prev", "act", "leak"):
+            if getattr(self, name).shape[0] != S:
+                raise ValueError(f"TangentBatch: {name} has {getattr(self, name).shape[0]} rows for {S} settings")
+        if S and (int(self.group.min()) < 0 or int(self.group.max()) >= G):
+            raise ValueError(f"TangentBatch: group indices must lie in 0..{G - 1}")
+
+    @property
+    def size(self) -> int:
+        """S, the number of settings."""
+        return int(self.group.shape[0])
+
+    @property
+    def steps(self) -> int:
+        return int(self.X.shape[1])
+
+    @property
+    def hidden(self) -> int:
+        return int(self.R.shape[1])
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.R.dtype
+
+    def drive(self) -> np.ndarray:
+        """The drives c_t = W x_t + b of every setting, (S, T, D), computed (the kernels never take it)."""
+        C = np.matmul(self.X, np.swapaxes(self.W, 1, 2)) + self.b[:, None, :]
+        return C[self.group]
+
+    def astype(self, dtype) -> "TangentBatch":
+        """The batch with its floating arrays in ``dtype`` (float32 for the GPU's float32 path)."""
+        return dataclasses.replace(self, **{k: np.asarray(getattr(self, k), dtype=dtype)
+                                            for k in ("R", "W", "b", "X", "eta", "alpha", "sign", "leak")})
+
 
 def stack_tangent(forms, xs) -> TangentBatch:
     """The ``TangentBatch`` of S forms of one kind ("irnn" or "cell") and one shape, with their
-    inputs xs (each (T, d), one T)."""
+    inputs xs (each (T, d), one T).  Settings that pass the same form arrays and the same input
+    object share a group (a form made once and passed for several settings is stored once)."""
     S = len(forms)
     f0 = forms[0]
-    T = xs[0].shape[0]
-    D = f0.hidden
+    T = np.shape(xs[0])[0]
+    D, d = f0.hidden, f0.inputs
     gated = f0.kind == "cell"
     Kmax = 1 if gated else max(f.K for f in forms)
-    R = np.empty((S, D, D))
-    C = np.empty((S, T, D))
+    keys = {}
+    group = np.empty(S, dtype=np.int64)
     eta = np.zeros((S, Kmax))
     K = np.ones(S, dtype=np.int64)
     alpha = np.empty(S)
@@ -111,19 +171,42 @@ def stack_tangent(forms, xs) -> TangentBatch:
     g0prev = np.zeros(S, dtype=np.bool_)
     act = np.empty(S, dtype=np.int64)
     leak = np.empty(S)
+    members = []
     for n, (f, x) in enumerate(zip(forms, xs)):
         if f.kind != f0.kind:
             raise ValueError(f"one kind per batch: {f0.kind} and {f.kind}")
-        C[n] = np.asarray(x, dtype=np.float64).reshape(T, -1) @ f.W.T + f.b
+        rec = f.R if gated else f.U
+        key = (id(rec), id(f.W), id(f.b), id(x))
+        if key not in keys:
+            keys[key] = len(members)
+            members.append((rec, f.W, f.b, x))
+        group[n] = keys[key]
         act[n] = f.act_id
         leak[n] = f.leak
         if gated:
-            R[n], alpha[n], eta[n, 0] = f.R, f.a, f.gain
+            alpha[n], eta[n, 0] = f.a, f.gain
         else:
-            R[n] = f.U
             eta[n, :f.K] = f.eta[0]
             K[n], alpha[n], sign[n], g0prev[n] = f.K, f.alpha, f.sign, f.g0prev
-    return TangentBatch(gated, R, C, eta, K, alpha, sign, g0prev, act, leak)
+    G = len(members)
+    R = np.empty((G, D, D))
+    W = np.empty((G, D, d))
+    b = np.empty((G, D))
+    X = np.empty((G, T, d))
+    for g, (rec, w, bias, x) in enumerate(members):
+        R[g], W[g], b[g] = rec, w, bias
+        X[g] = np.asarray(x, dtype=np.float64).reshape(T, d)
+    return TangentBatch(gated, R, W, b, X, group, eta, K, alpha, sign, g0prev, act, leak)
+
+
+def as_tangent_batch(forms, xs=None) -> TangentBatch:
+    """``forms`` itself when it is a ``TangentBatch`` (xs None), else ``stack_tangent(forms, xs)``:
+    what ``sweep_gradients`` takes either way."""
+    if isinstance(forms, TangentBatch):
+        if xs is not None:
+            raise TypeError("sweep_gradients takes a TangentBatch alone, or forms and their inputs")
+        return forms
+    return stack_tangent(forms, xs)
 
 
 class Workspace:
@@ -312,12 +395,14 @@ class Backend:
             inp = np.ascontiguousarray(H[:, :, layer.output], dtype=np.float64)
         return np.concatenate(Hs, axis=2), bad, path
 
-    def sweep_gradients(self, forms, xs):
+    def sweep_gradients(self, forms, xs=None):
         """(ln‖∂h_T/∂h_1‖₂, ln‖∂h_T/∂h_{T−1}‖₂, diverged) of S settings of one kind and shape,
-        from ``forward_tangent``; σ₁ by LAPACK's SVD, exact to rounding."""
+        from ``forward_tangent``: ``forms`` and their inputs ``xs`` (each (T, d)), or one
+        ``TangentBatch`` (what a sweep builds without a model per setting); σ₁ by LAPACK's SVD,
+        exact to rounding."""
         from .reference.norms import svd_top
 
-        logs, M, J, bad = self.forward_tangent(stack_tangent(forms, xs))
+        logs, M, J, bad = self.forward_tangent(as_tangent_batch(forms, xs))
         with np.errstate(divide="ignore", invalid="ignore"):
             log1 = np.asarray(logs) + np.log(svd_top(np.asarray(M)))
             logT = np.log(svd_top(np.asarray(J)))
@@ -350,6 +435,11 @@ class Backend:
         J, _, _ = self.jacobians(form, np.ascontiguousarray(x[:, lo:hi]).reshape(B * m, d), hprev, eta=eta)
         return J.reshape(B, m, n, n)
 
+    def flow_chunk_steps(self, B: int, n: int, T: int) -> int:
+        """Time steps per chunk of Jacobians of the composites below (``chunk_steps``: the CPU's
+        memory budget; a GPU backend answers from its own)."""
+        return chunk_steps(B, n, T)
+
     def flow_jacobians(self, form, x, h0, H, lo: int, hi: int):
         """The J_t the composites below feed to ``backward_norms``/``tangent_qr`` accumulators:
         ``trajectory_jacobians``, or a backend's own arrays that its accumulators take (a GPU's
@@ -362,7 +452,7 @@ class Backend:
         B, T, _ = x.shape
         n = form.state_size
         acc = self.backward_norms(B, n, dL_dhT=dL_dhT, step_norms=step_norms)
-        m = chunk_steps(B, n, T)
+        m = self.flow_chunk_steps(B, n, T)
         out = {}
         hi = T
         while hi > 0:
@@ -380,7 +470,7 @@ class Backend:
         B, T, _ = x.shape
         n = form.state_size
         qr = self.tangent_qr(B, n, Q)
-        m = chunk_steps(B, n, T)
+        m = self.flow_chunk_steps(B, n, T)
         logr = np.empty((B, T, Q.shape[2]))
         for lo in range(0, T, m):
             hi = min(T, lo + m)

@@ -55,13 +55,18 @@ def zero(x):
 
 # ============================================================================ activations
 @register_jitable
-def sigmoid(z):
-    """σ(z), two-sided: never the exponential of a large positive number."""
+def sigmoid_from(z, e):
+    """σ(z) from e = e^{−|z|} (0 ≤ e ≤ 1: never the exponential of a large positive number):
+    1/(1 + e) for z ≥ 0, e/(1 + e) below (NaN stays NaN).  A target with a faster exponential
+    of its own (the numba backend's vectorisable one) supplies e and keeps this formula."""
     o = one(z)
-    if z >= zero(z):
-        return o / (o + math.exp(-z))
-    e = math.exp(z)
-    return e / (o + e)
+    return (o if z >= zero(z) else e) / (o + e)
+
+
+@register_jitable
+def sigmoid(z):
+    """σ(z), two-sided (``sigmoid_from`` with libm's exponential)."""
+    return sigmoid_from(z, math.exp(-abs(z)))
 
 
 @register_jitable
@@ -129,11 +134,24 @@ def cell_slope(gain, z, act, leak):
     return gain * dphi(act, z, leak)
 
 
-# ============================================================================ iRNN
+# ============================================================================ iRNN, CTRNN
+@register_jitable
+def drift(y, p, alpha):
+    """F = p − α y from p = φ(z): the right-hand side shared by the iRNN and the CTRNN."""
+    return p - alpha * y
+
+
+@register_jitable
+def rhs(y, z, alpha, act, leak):
+    """F(y) = φ(z) − α y, z = (U y + W x + b)_i: the iRNN's equilibrium equation is F = 0
+    (α s = φ(U s + W x + b)), a CTRNN's rate is F/τ; ∂F/∂y = diag(φ'(z)) U − α I."""
+    return drift(y, phi(act, z, leak), alpha)
+
+
 @register_jitable
 def irnn_out(g, s, p, eta, alpha):
     """One inner Euler step from p = φ(z): g' = g + η (p − α s)."""
-    return g + eta * (p - alpha * s)
+    return g + eta * drift(s, p, alpha)
 
 
 @register_jitable
@@ -143,16 +161,23 @@ def irnn_inner(g, s, z, eta, alpha, act, leak):
 
 
 @register_jitable
+def irnn_keep(eta, alpha):
+    """1 − η α: ∂g'/∂s = keep I + diag(η φ'(z)) U, and on s = g + σ h_{m−1} (h_{m−1} held) the
+    inner step is s' = keep·s + η φ(z) — ``cell_out(keep, η, s, φ(z))``, a one-line cell."""
+    return one(eta) - eta * alpha
+
+
+@register_jitable
 def irnn_slope(z, eta, act, leak):
     """η φ'(z): ∂g'/∂s = keep I + diag(slope) U with keep = 1 − η α."""
     return eta * dphi(act, z, leak)
 
 
-# ============================================================================ CTRNN
 @register_jitable
 def ctrnn_out(y, p, tau, alpha):
-    """f = (p − α y) / τ from p = φ(z)."""
-    return (p - alpha * y) / tau
+    """f = (p − α y) / τ from p = φ(z); with p = φ'(z)·(U Y)_ij and y = Y_ij, the same line is the
+    rate's tangent (∂f/∂y) Y."""
+    return drift(y, p, alpha) / tau
 
 
 @register_jitable
@@ -172,18 +197,6 @@ def ctrnn_slope(z, tau, act, leak):
 def gru_out(z, n, h):
     """h' = (1 − z) n + z h from the update gate z and the candidate n."""
     return (one(z) - z) * n + z * h
-
-
-@register_jitable
-def gru_unit(a_r, a_z, a_nx, q, h, act, leak):
-    """PyTorch's GRU for one unit: a_r, a_z the gate pre-activations (input and hidden parts
-    summed, biases included), a_nx = (W_in x + b_in)_i, q = (W_hn h + b_hn)_i.  Returns
-    (h', r, z, n, a_n) with a_n = a_nx + r q."""
-    r = sigmoid(a_r)
-    z = sigmoid(a_z)
-    a_n = a_nx + r * q
-    n = phi(act, a_n, leak)
-    return gru_out(z, n, h), r, z, n, a_n
 
 
 @register_jitable
@@ -218,18 +231,6 @@ def lstm_out(o, t):
 
 
 @register_jitable
-def lstm_unit(a_i, a_f, a_g, a_o, c, act, leak):
-    """PyTorch's LSTM for one unit (pre-activations with both biases).  Returns
-    (h', c', i, f, g, o)."""
-    i = sigmoid(a_i)
-    f = sigmoid(a_f)
-    g = phi(act, a_g, leak)
-    o = sigmoid(a_o)
-    c2 = lstm_cell(f, c, i, g)
-    return lstm_out(o, phi(act, c2, leak)), c2, i, f, g, o
-
-
-@register_jitable
 def lstm_slopes_at(c, i, f, g, o, t, dg, dt):
     """The coefficients of row i of the LSTM's Jacobian on s = [h; c] from the gates, t = φ(c'),
     dg = φ'(a_g) and dt = φ'(c'): (c_i, c_f, c_g, h_o, h_c) with ∂c'/∂h = c_i W_hi + c_f W_hf +
@@ -241,12 +242,59 @@ def lstm_slopes_at(c, i, f, g, o, t, dg, dt):
 
 
 @register_jitable
-def lstm_slopes(c, c2, i, f, g, o, a_g, act, leak):
-    """``lstm_slopes_at`` with t, φ'(a_g) and φ'(c') from a_g and c'."""
-    t = phi(act, c2, leak)
+def lstm_slopes(c, c2, i, f, g, o, t, a_g, act, leak):
+    """``lstm_slopes_at`` with φ'(a_g) and φ'(c') from a_g, c' and t = φ(c') (``lstm_unit``'s)."""
     return lstm_slopes_at(c, i, f, g, o, t, dphi(act, a_g, leak), dphi_at(act, c2, t, leak))
 
 
-__all__ = ["one", "zero", "sigmoid", "phi", "dphi", "dphi_at", "cell_out", "cell_update", "cell_slope", "irnn_out",
-           "irnn_inner", "irnn_slope", "ctrnn_out", "ctrnn_rate", "ctrnn_slope", "gru_out", "gru_unit", "gru_slopes_at", "gru_slopes",
-           "lstm_cell", "lstm_out", "lstm_unit", "lstm_slopes_at", "lstm_slopes"]
+# ============================================================================ the gated units
+def gated_units(sig, act_phi, jit=register_jitable):
+    """The GRU's and the LSTM's unit (the gate wiring), written once, with σ = ``sig(z)`` and
+    φ = ``act_phi(act, z, leak)`` supplied by the target: (``gru_unit``, ``lstm_unit``).
+
+    The module's own pair is ``gated_units(sigmoid, phi)``; the numba backend's batched and
+    training passes make theirs from its vectorisable σ and tanh (one pair with φ = tanh for the
+    unit loops written out for tanh, one with its other activations), so that their loops still
+    vectorise while the wiring stays this module's.  ``sig`` and ``act_phi`` are jitted functions
+    (``register_jitable`` or ``njit``); the two returned are closures over them made by ``jit``
+    (``register_jitable`` by default; the numba backend's are ``njit(inline="always")``: a unit
+    inlined by Numba, not left to LLVM's inliner, which kept a separate call — and a scalar
+    loop — for a unit of two exponentials and a tanh, 1.3–1.8× slower).
+
+    ``gru_unit(a_r, a_z, a_nx, q, h, act, leak)``: PyTorch's GRU for one unit from the gate
+    pre-activations a_r, a_z (input and hidden parts summed, biases included), a_nx =
+    (W_in x + b_in)_i and q = (W_hn h + b_hn)_i; returns (h', r, z, n, a_n), a_n = a_nx + r q.
+
+    ``lstm_unit(a_i, a_f, a_g, a_o, c, act, leak)``: PyTorch's LSTM for one unit from the
+    pre-activations (both biases included) and the cell c; returns (h', c', i, f, g, o, t),
+    t = φ(c')."""
+
+    @jit
+    def gru_unit(a_r, a_z, a_nx, q, h, act, leak):
+        r = sig(a_r)
+        z = sig(a_z)
+        a_n = a_nx + r * q
+        n = act_phi(act, a_n, leak)
+        return gru_out(z, n, h), r, z, n, a_n
+
+    @jit
+    def lstm_unit(a_i, a_f, a_g, a_o, c, act, leak):
+        i = sig(a_i)
+        f = sig(a_f)
+        g = act_phi(act, a_g, leak)
+        o = sig(a_o)
+        c2 = lstm_cell(f, c, i, g)
+        t = act_phi(act, c2, leak)
+        return lstm_out(o, t), c2, i, f, g, o, t
+
+    return gru_unit, lstm_unit
+
+
+#: PyTorch's GRU and LSTM for one unit with this module's σ and φ (``gated_units``).
+gru_unit, lstm_unit = gated_units(sigmoid, phi)
+
+
+__all__ = ["one", "zero", "sigmoid_from", "sigmoid", "phi", "dphi", "dphi_at", "cell_out", "cell_update", "cell_slope",
+           "drift", "rhs", "irnn_out", "irnn_inner", "irnn_keep", "irnn_slope", "ctrnn_out", "ctrnn_rate", "ctrnn_slope",
+           "gru_out", "gru_slopes_at", "gru_slopes", "lstm_cell", "lstm_out", "lstm_slopes_at", "lstm_slopes",
+           "gated_units", "gru_unit", "lstm_unit"]

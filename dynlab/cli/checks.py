@@ -64,6 +64,8 @@ VARIANCE_RULE = Rule("variance", lambda v, g: "variance" in g and _kind(v) not i
 def _eq_mode(v) -> str | None:
     if v.get("n_starts") is not None:
         return "--fixed-points"
+    if v.get("complete"):
+        return "--complete"
     if v.get("continue_over") is not None:
         return "--continue-over"
     return None
@@ -71,6 +73,7 @@ def _eq_mode(v) -> str | None:
 
 #: The solver each mode runs instead of --method.
 _OWN_SOLVER = {"--fixed-points": "a multi-start Levenberg–Marquardt search, polished by Newton",
+               "--complete": "an exact linear solve in every activation region",
                "--continue-over": "pseudo-arclength continuation with a Newton corrector"}
 
 def _fp_from_input(v) -> bool:
@@ -91,9 +94,21 @@ EQUILIBRIA = [
          "applies only with --continue-over NAME (it is the range of that parameter)"),
     Rule("n_starts", lambda v, g: v.get("n_starts") is not None and v.get("continue_over") is not None,
          "and --continue-over are two modes; give one of them"),
+    Rule("complete", lambda v, g: v.get("complete") and (v.get("n_starts") is not None
+                                                          or v.get("continue_over") is not None),
+         lambda v: f"and {'--fixed-points' if v.get('n_starts') is not None else '--continue-over'} are two modes; "
+                   "give one of them"),
+    Rule("constant_input", lambda v, g: "constant_input" in g and v.get("n_starts") is None and not v.get("complete"),
+         "applies only with --fixed-points N or --complete (the constant input of the search)"),
     *(Rule(name, lambda v, g, name=name: name in g and v.get("n_starts") is None,
            "applies only with --fixed-points N (the multi-start search)")
-      for name in ("constant_input", "task", "keep_unreachable")),
+      for name in ("task", "keep_unreachable")),
+    *(Rule(name, lambda v, g, name=name: name in g and not v.get("complete"),
+           "applies only with --complete (the region enumeration)")
+      for name in ("cycles", "max_regions")),
+    *(Rule(name, lambda v, g, name=name: name in g and v.get("complete"),
+           lambda v, name=name: f"--complete enumerates the regions at --constant-input; leave --{name} out")
+      for name in ("steps", "input", "variance")),
     Rule("method", lambda v, g: "method" in g and _eq_mode(v) is not None,
          lambda v: f"chooses the solver of the equilibria along the sequence; {_eq_mode(v)} runs its own "
                    f"({_OWN_SOLVER[_eq_mode(v)]}): leave --method out"),

@@ -372,15 +372,20 @@ COMMANDS = (
             "(0 by default), started from the states the network visits (--task: on that task's inputs; gru, lstm, "
             "stack: on the input sequence; others: random states run along the dynamics).  Points outside the "
             "states a trajectory can reach are left out unless --keep-unreachable.\n\n"
-            "--continue-over NAME --range LO,HI: the branch of equilibria over a parameter, with folds.  Exits 1 "
+            "--complete: every fixed point of a piecewise-affine model at --constant-input, with what was proven "
+            "(all activation regions solved or pruned by an LP), and every cycle of period ≤ --cycles K of a map; "
+            "exits 1 (data kept) when --max-regions stops the search before it is complete.\n\n"
+            "--continue-over NAME --range LO,HI: the branch of equilibria over a parameter, with its folds, Hopf / "
+            "Neimark–Sacker points, flips and branch points (located, classified, the other branch followed).  Exits 1 "
             "(data kept) when a solve did not converge.\n\n"
             "Example: dynlab equilibria --model gru --weights net.npz --fixed-points 1024 --task flipflop --out fp.png",
             options=(*MODEL, *_INPUT_ONE, "method", "tol", "n_starts", "constant_input", "starts_task",
-                     "keep_unreachable", "continue_over", "param_range", *RUNS),
+                     "keep_unreachable", "complete", "cycles", "max_regions", "continue_over", "param_range", *RUNS),
             compute="equilibria_dataset", summary="equilibria_summary", spec="dynlab.spec:EquilibriaSpec",
             own={"method": "method", "tol": "tol", "n_starts": "n_starts", "constant_input": "constant_input",
                  "task": "task", "keep_unreachable": "keep_unreachable", "continue_over": "continue_over",
-                 "param_range": "param_range"},
+                 "param_range": "param_range", "complete": "complete", "cycles": "cycles",
+                 "max_regions": "max_regions"},
             failed="not_converged"),
     Command("spectrum", "Eigenvalues of ∇φU − αI along trajectories (iRNN paper Fig. 7).",
             "Stability spectra at every point of the input sequence(s): eigenvalues of ∇φU − αI (histogram of "

@@ -257,7 +257,9 @@ DEFAULTS = {
                    "method": Default("newton"), "tol": Default(1e-12),
                    "n_starts": NO_DEFAULT, "constant_input": Default(DESCRIBED, fill=False, text="0 for every input unit"),
                    "task": NO_DEFAULT, "keep_unreachable": NO_DEFAULT,
-                   "continue_over": NO_DEFAULT, "param_range": NO_DEFAULT,
+                   "continue_over": NO_DEFAULT, "param_range": NO_DEFAULT, "complete": NO_DEFAULT,
+                   "cycles": Default(DESCRIBED, fill=False, text="1 (fixed points only)"),
+                   "max_regions": Default(DESCRIBED, fill=False, text=f"{spec.COMPLETE_MAX_REGIONS}"),
                    **_BACKEND, **_OUTPUTS},
     "spectrum": {**model_defaults(SPECTRUM_MODELS), **input_defaults(200), "at": Default("trajectory"),
                  **_BACKEND, **_OUTPUTS},
@@ -295,7 +297,10 @@ DEFAULTS = {
     "sweep": {"spec_file": NO_DEFAULT, "store": NO_DEFAULT, "resume": NO_DEFAULT, "verify_store": NO_DEFAULT,
               "scheduler": Default(None, fill=False, text="in process"),
               "region_size": Default(DESCRIBED, fill=False,
-                                     text="the spec file's region_size, else 64 for batched targets, 8 otherwise"),
+                                     text="the spec file's region_size, else the backend's size for batched targets (numba: "
+                                          f"{config.SWEEP_REGION_FLOPS:.0e} flops of tangent work a region, "
+                                          f"{config.SWEEP_REGION_RANGE[0]}–{config.SWEEP_REGION_RANGE[1]} settings; "
+                                          "the GPU: half its free memory), 8 otherwise"),
               "backend": Default(config.DEFAULT_BACKEND, fill=False, text=f"the spec file's backend, "
                                                                           f"else {config.DEFAULT_BACKEND}"),
               "data": NO_DEFAULT, "quiet": NO_DEFAULT},

@@ -457,9 +457,20 @@ OPTIONS = {
     "keep_unreachable": O("--keep-unreachable", "keep_unreachable", is_flag=True, default=False,
                           help="With --fixed-points: keep the points outside the states a trajectory can reach "
                                "(flagged in `reachable`)."),
+    "complete": O("--complete", "complete", is_flag=True, default=False,
+                  help="Instead: every fixed point at --constant-input of a piecewise-affine model (relu, "
+                       "leaky-relu, abs; rnn, fastrnn, rin, irnn, ctrnn), by branch and bound over its activation "
+                       "regions with an LP test (HiGHS), certified complete — or reported incomplete when "
+                       "--max-regions stops it (exit 1, data kept)."),
+    "cycles": O("--cycles", "cycles", type=INT, default=None, metavar="K",
+                help="With --complete, for the maps: also every cycle of period 2..K."),
+    "max_regions": O("--max-regions", "max_regions", type=INT, default=None, metavar="N",
+                     help="With --complete: the work limit (LP nodes plus regions solved)."),
     "continue_over": O("--continue-over", "continue_over", type=str, default=None, metavar="NAME",
                        help="Instead: continue the equilibria at x_1 over x, x<j>, b, b<i> or alpha (pseudo-arclength; "
-                            "bifurcation diagram with folds); needs --range; no --steps, --method or --backend."),
+                            "bifurcation diagram with folds, Hopf / Neimark–Sacker points, flips and branch points, "
+                            "the other branch followed at each branch point); needs --range; no --steps, --method or "
+                            "--backend."),
     "param_range": O("--range", "param_range", type=str, default=None, metavar="LO,HI", callback=_parse_range,
                      help="Range of the --continue-over parameter (only with it)."),
     "at": O("--at", "at", type=click.Choice(("trajectory", "equilibrium"), **_CHOICE), default=None,
@@ -555,7 +566,8 @@ OPTION_OF.update({"store": "--out", "scheduler": "--scheduler", "region_size": "
                   "tol": "--tol", "n_starts": "--fixed-points", "over": "--continue-over",
                   "continue_over": "--continue-over", "range": "--range", "param_range": "--range",
                   "K_max": "--K-max", "at": "--at", "field": "--field", "constant_input": "--constant-input",
-                  "keep_unreachable": "--keep-unreachable",
+                  "keep_unreachable": "--keep-unreachable", "complete": "--complete", "cycles": "--cycles",
+                  "max_regions": "--max-regions",
                   "layers": "--layers", "embed": "--embed", "dataset": "--dataset", "tsne": "--tsne",
                   "task": "--task", "iterations": "--iterations", "lr": "--lr", "optimiser": "--optimiser",
                   "clip": "--clip", "sigma_eps": "--sigma-eps", "record_every": "--record-every",

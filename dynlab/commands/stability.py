@@ -48,7 +48,8 @@ def equilibria_dataset(spec):
     Default: ``dynlab.equilibrium`` at every input x_m of the sequence with h_prev = h_{m-1}
     of the simulated trajectory (for the iRNN the step equilibrium; for the others the fixed
     point at the constant input x_m, Newton started from h_{m-1}), along ``time``;
-    ``n_starts``: ``dynlab.fixed_points`` at ``constant_input`` (``_fixed_points``); ``continue_over``: ``dynlab.continuation``
+    ``n_starts``: ``dynlab.fixed_points`` at ``constant_input`` (``_fixed_points``); ``complete``: the same
+    with ``method="complete"``; ``continue_over``: ``dynlab.continuation``
     from x_1 over the named input/parameter; an implicit net: ``dynlab.implicit_equilibrium``
     at every input.  ``attrs["result"]`` names the call that made it.
     """
@@ -67,6 +68,11 @@ def equilibria_dataset(spec):
         ds = continuation(model, spec.continue_over, lo, hi, x=x[0], tol=spec.tol, command=run.command)
     elif spec.n_starts is not None:
         ds = _fixed_points(spec, model, x)
+    elif spec.complete:
+        from ..analysis.fixed_points import fixed_points
+
+        ds = fixed_points(model, constant_input(spec, model), method="complete", cycles=spec.cycles,
+                          max_regions=spec.max_regions, tol=spec.tol, command=run.command)
     else:
         hp = _previous_states(model, x, run.backend)
         ds = equilibrium(model, x, hp, method=spec.method, tol=spec.tol, command=run.command)
@@ -132,10 +138,12 @@ def _implicit_equilibria(spec, model, x):
     for name in ("n_starts", "continue_over"):
         if getattr(spec, name) is not None:
             raise ParameterError(name, "is not available for the implicit networks")
+    if spec.complete:
+        raise ParameterError("complete", "is not available for the implicit networks")
     ds = implicit_equilibrium(model, x, method=IMPLICIT_METHODS[spec.method], tol=spec.tol,
                               command=spec.run.command)
     ds = _along_time(ds, x.shape[0], "input m")
-    ds.attrs.update({"method": spec.method, "tol": spec.tol, **input_attrs(spec.run, x.shape[0])})
+    ds.attrs.update({"solve_method": spec.method, "tol": spec.tol, **input_attrs(spec.run, x.shape[0])})
     return ds
 
 
@@ -150,15 +158,14 @@ def equilibria_summary(ds) -> str:
     name = ds.attrs.get("model")
     if result == "continuation":
         lines = [f"continuation of the {name} equilibria over {ds.attrs['over']} ∈ [{ds.attrs['lo']:g}, "
-                 f"{ds.attrs['hi']:g}]: {ds.sizes['arc']} branch points, max residual "
+                 f"{ds.attrs['hi']:g}]: {ds.sizes['arc']} points on the branch{'es' if ds.attrs.get('n_branches', 1) > 1 else ''}, max residual "
                  f"{float(ds['residual'].max()):.3g}; stopped: {ds.attrs['stop_reason']}"]
-        for i in range(ds.sizes.get("fold", 0)):
-            ref = "refined" if int(ds["fold_refined"][i]) else "interpolated"
-            lines.append(f"fold at {ds.attrs['over']} = {float(ds['fold_param'][i]):.10g}, "
-                         f"h = {np.array2string(ds['fold_h'].values[i], precision=6)} ({ref})")
+        lines += _special_lines(ds)
         n_unst = int((ds["stability"].values == -1).sum())
-        lines.append(f"{n_unst} of {ds.sizes['arc']} branch points unstable")
+        lines.append(f"{n_unst} of {ds.sizes['arc']} points unstable")
         return "\n".join(lines)
+    if result == "fixed_points" and ds.attrs.get("solve_method") == "complete":
+        return _complete_summary(ds, name)
     if result == "fixed_points":
         far = int(ds.attrs.get("n_unreachable", 0))
         kept = "reachable" in ds and int((ds["reachable"] == 0).sum()) > 0
@@ -178,19 +185,71 @@ def equilibria_summary(ds) -> str:
         return "\n".join(lines)
     n, ok = ds["converged"].size, int(ds["converged"].sum())
     if result == "implicit_equilibrium":
-        return (f"equilibria of the implicit net at {n} inputs ({ds.attrs['method']}, tol {ds.attrs['tol']:g}): "
+        return (f"equilibria of the implicit net at {n} inputs ({ds.attrs['solve_method']}, tol {ds.attrs['tol']:g}): "
                 f"{ok}/{n} converged, max residual {float(ds['residual'].max()):.3g}, iterations ≤ "
                 f"{int(ds['iterations'].max())}")
     stab = ds["stability"].values
-    lines = [f"equilibria of {name} at {n} inputs ({ds.attrs['method']}, tol {ds.attrs['tol']:g}): {ok}/{n} converged, "
+    lines = [f"equilibria of {name} at {n} inputs ({ds.attrs['solve_method']}, tol {ds.attrs['tol']:g}): {ok}/{n} converged, "
              f"max residual {float(ds['residual'].max()):.3g}, iterations ≤ {int(ds['iterations'].max())}",
              f"stability: {int((stab == 1).sum())} stable, {int((stab == 0).sum())} marginal, "
              f"{int((stab == -1).sum())} unstable; max Re λ = {float(ds['max_real'].max()):.4g}"]
     return "\n".join(lines)
 
 
+#: Names of the special points of a continuation, by ``special_type``.
+SPECIAL_NAMES = {1: "fold", 2: "Hopf point", 3: "Neimark–Sacker point", 4: "flip", 5: "branch point"}
+CRITICALITY = {-1: "supercritical", 1: "subcritical", 0: ""}
+COEFFICIENT = {1: "a", 2: "l1", 3: "d", 4: "c"}
+
+
+def _special_lines(ds) -> list:
+    """One line per special point of a continuation (files without them: their folds)."""
+    if "special_type" not in ds:
+        return [f"fold at {ds.attrs['over']} = {float(ds['fold_param'][i]):.10g}, h = "
+                f"{np.array2string(ds['fold_h'].values[i], precision=6)} "
+                f"({'refined' if int(ds['fold_refined'][i]) else 'interpolated'})" for i in range(ds.sizes.get("fold", 0))]
+    out = []
+    for i in range(ds.sizes.get("special", 0)):
+        code = int(ds["special_type"][i])
+        crit = CRITICALITY[int(ds["special_criticality"][i])]
+        coef = float(ds["special_coefficient"][i])
+        extra = f", {COEFFICIENT[code]} = {coef:.6g}" if code in COEFFICIENT and np.isfinite(coef) else ""
+        freq = float(ds["special_frequency"][i])
+        extra += (f", ω = {freq:.6g}" if code == 2 else f", θ = {freq:.6g}") if code in (2, 3) and np.isfinite(freq) else ""
+        how = "refined" if int(ds["special_refined"][i]) else ("interpolated" if code == 1 else "bisected")
+        br = f" (branch {int(ds['special_branch'][i])})" if int(ds['special_branch'][i]) else ""
+        out.append(f"{(crit + ' ') if crit else ''}{SPECIAL_NAMES[code]} at {ds.attrs['over']} = "
+                   f"{float(ds['special_param'][i]):.10g}{br}, h = "
+                   f"{np.array2string(ds['special_h'].values[i], precision=6, threshold=8)} ({how}{extra})")
+    if int(ds.attrs.get("n_branches", 1)) > 1:
+        out.append(f"{int(ds.attrs['n_branches'])} branches (the others switched at branch points): "
+                   f"{ds.attrs.get('stop_reasons', '')}")
+    return out
+
+
+def _complete_summary(ds, name) -> str:
+    """The text of ``dynlab equilibria --complete``."""
+    lines = [f"every fixed point of {name} at x = {np.array2string(ds['x'].values, precision=4)} by region "
+             f"enumeration: {_count(ds.attrs['n_roots'], 'root')} ({int(ds.attrs['n_stable'])} stable, "
+             f"{int(ds.attrs['n_saddles'])} with one unstable mode)",
+             ds.attrs["completeness"]]
+    for i in range(ds.sizes["point"]):
+        lines.append(f"  root: h = {np.array2string(ds['h_eq'].values[i], precision=6, threshold=8)}, residual "
+                     f"{float(ds['residual'][i]):.2g}, {STAB_NAMES[int(ds['stability'][i])]}, "
+                     f"{int(ds['n_unstable'][i])} unstable modes")
+    for i in range(ds.sizes.get("cycle", 0)):
+        k = int(ds["cycle_period"][i])
+        lines.append(f"  {k}-cycle: h_1 = {np.array2string(ds['cycle_h'].values[i, 0], precision=6, threshold=8)}, "
+                     f"{STAB_NAMES[int(ds['cycle_stability'][i])]} (multiplier radius "
+                     f"{float(ds['cycle_radius'][i]):.4g})")
+    return "\n".join(lines)
+
+
 def not_converged(ds) -> str | None:
-    """One line saying where a solve of ``dynlab equilibria`` failed (None when all converged)."""
+    """One line saying where a solve of ``dynlab equilibria`` failed (None when all converged), or that
+    a ``--complete`` enumeration was stopped by its work limit."""
+    if ds.attrs.get("result") == "fixed_points" and ds.attrs.get("solve_method") == "complete":
+        return None if int(ds.attrs["complete"]) else ds.attrs["completeness"]
     if ds.attrs.get("result") not in ("equilibrium", "implicit_equilibrium"):
         return None
     bad = np.flatnonzero(ds["converged"].values == 0)

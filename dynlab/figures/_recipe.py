@@ -16,6 +16,7 @@ ORDER = (
     "maso-table1-h0", "maso-table4-grid",
     "implicit-fig1-derivative", "implicit-fig2-xor", "implicit-fig6-oscillator", "implicit-fig7-size",
     "implicit-a2-iterative", "implicit-s34-stepsize", "rin-gradients", "flipflop-fixed-points",
+    "flipflop-bifurcation",
 )
 
 #: the scales a recipe runs at: ``quick`` (seconds, for tests), ``stand-in`` (the gallery's reduced

@@ -1,6 +1,7 @@
 """The model zoo: frozen parameter dataclasses and the registry keyed by name."""
 from __future__ import annotations
 
+import functools
 import inspect
 
 from ..errors import ParameterError
@@ -27,18 +28,23 @@ def get_model_class(name: str, param: str = "model") -> type[Model]:
 
 def model_options(name: str) -> dict[str, object]:
     """The keyword settings ``make_model(name, ...)`` accepts, with their defaults."""
-    cls = get_model_class(name)
-    sig = inspect.signature(cls.random)
-    out = {}
-    for p in sig.parameters.values():
+    return dict(_keyword_defaults(get_model_class(name)))
+
+
+@functools.lru_cache(maxsize=None)
+def _keyword_defaults(cls) -> tuple:
+    """(name, default) of the keyword settings of ``cls.random``, read once per class (``inspect``
+    costs ≈ 0.1 ms a call, and ``make_model`` asks at every model a sweep builds)."""
+    out = []
+    for p in inspect.signature(cls.random).parameters.values():
         if p.kind is p.KEYWORD_ONLY:
             default = p.default
             if p.name == "weight_scale":
                 default = cls.DEFAULT_WEIGHT_SCALE
             if p.name == "activation":
                 default = cls.DEFAULT_ACTIVATION
-            out[p.name] = default
-    return out
+            out.append((p.name, default))
+    return tuple(out)
 
 
 def make_model(name: str, hidden: int, inputs: int, *, seed: int | None = None,

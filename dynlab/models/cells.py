@@ -16,11 +16,8 @@ from typing import ClassVar
 import numpy as np
 
 from .._validate import as_bool, as_matrix, as_scalar
+from ..activations import dphi, sigmoid
 from .base import Model
-
-
-def _sigmoid(v: float) -> float:
-    return float(1.0 / (1.0 + np.exp(-v))) if v >= 0 else float(np.exp(v) / (1.0 + np.exp(v)))
 
 
 class _GatedCell(Model):
@@ -113,13 +110,12 @@ class FastRNN(_GatedCell):
         self._set("beta", as_scalar(self.beta, "beta"))
 
     def gated_form(self):
-        return _sigmoid(self.beta), _sigmoid(self.alpha), self.U
+        return float(sigmoid(self.beta)), float(sigmoid(self.alpha)), self.U
 
     def pullback(self, g):
         """a = σ(β), γ = σ(α) on the raw gates: β̄ = ā σ'(β), ᾱ = γ̄ σ'(α)."""
-        sa, sb = _sigmoid(self.alpha), _sigmoid(self.beta)
-        return {"U": g["R"], "W": g["W"], "b": g["b"], "alpha": g["gain"] * sa * (1 - sa),
-                "beta": g["a"] * sb * (1 - sb)}
+        return {"U": g["R"], "W": g["W"], "b": g["b"], "alpha": g["gain"] * float(dphi("sigmoid", self.alpha)),
+                "beta": g["a"] * float(dphi("sigmoid", self.beta))}
 
     @classmethod
     def random(cls, hidden, inputs, *, seed=None, weight_scale=None, alpha=-3.0, beta=3.0,

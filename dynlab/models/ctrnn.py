@@ -74,11 +74,12 @@ class CTRNN(Model):
                          method=self.method, rtol=float(self.rtol), atol=float(self.atol))
 
     def vector_field(self, g, x):
-        """dg/dt = (−α g + φ(U g + W x + b)) / τ for row-batched g (…, D) and x (…, d)."""
-        from ..activations import phi
+        """dg/dt = (−α g + φ(U g + W x + b)) / τ for row-batched g (…, D) and x (…, d)
+        (the reference's rate, ``dynlab.backends.reference.cells.ctrnn_rate``)."""
+        from ..backends.reference.cells import ctrnn_rate
         g = np.asarray(g, dtype=np.float64)
         z = g @ self.U.T + np.asarray(x, dtype=np.float64) @ self.W.T + self.b
-        return (-self.alpha * g + phi(self.activation, z, self.leak)) / self.tau
+        return ctrnn_rate(g, z, self.tau, self.alpha, self.activation, self.leak)
 
     @classmethod
     def random(cls, hidden, inputs, *, seed=None, weight_scale=None, tau=1.0, alpha=1.0, dt=0.1,

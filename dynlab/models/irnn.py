@@ -260,11 +260,12 @@ class IRNN(Model):
                         K=int(self.K), g0prev=self.g0 == "previous", sign=float(self.sign))
 
     def equilibrium_residual(self, s, x):
-        """α s − φ(U s + W x + b), the residual of the equilibrium equation (batched rows)."""
-        from ..activations import phi
+        """α s − φ(U s + W x + b), the residual of the equilibrium equation (batched rows): minus
+        the right-hand side of the reference's cells (``dynlab.backends.reference.cells.rhs``)."""
+        from ..backends.reference.cells import rhs
         s = np.asarray(s, dtype=np.float64)
         x = np.asarray(x, dtype=np.float64)
-        return self.alpha * s - phi(self.activation, s @ self.U.T + x @ self.W.T + self.b, self.leak)
+        return -rhs(s, s @ self.U.T + x @ self.W.T + self.b, self.alpha, self.activation, self.leak)
 
     @classmethod
     def random(cls, hidden, inputs, *, seed=None, weight_scale=None, K=1, eta=1.0, alpha=1.0,

@@ -10,6 +10,8 @@
 ``plot_jacobians``          step Jacobians over time (``jacobians``)
 ``plot_equilibria``         ``equilibrium``, ``irnn_equilibrium``, ``fixed_points``, ``continuation``,
                             ``implicit_equilibrium``
+``plot_bifurcation``        bifurcation diagrams (``continuation``: branches by stability, special
+                            points labelled) and two-parameter curves (``bifurcation_curve``)
 ``plot_fixed_points``       ``fixed_points`` with trajectories: the FixedPointFinder picture in the
                             top principal components (stable points, saddles, unstable directions)
 ``plot_spectrum``           eigenvalues of ∇φU − αI (``spectrum``)
@@ -27,6 +29,7 @@ were deprecated a release ago and are gone (an AttributeError names the new plac
 """
 from __future__ import annotations
 
+from .bifurcation import plot_bifurcation
 from .draw import PICTURES, draw, result_kind
 from .fixed_points import plot_fixed_points
 from .gradients import plot_gradients
@@ -40,7 +43,8 @@ from .style import COLORS, PANEL_WIDTH, new_figure, save_figure
 from .sweep import plot_sweep
 from .training import plot_implicit_training, plot_training
 
-__all__ = ["COLORS", "PANEL_WIDTH", "PICTURES", "draw", "new_figure", "plot_convergence", "plot_equilibria",
+__all__ = ["COLORS", "PANEL_WIDTH", "PICTURES", "draw", "new_figure", "plot_bifurcation", "plot_convergence",
+           "plot_equilibria",
            "plot_fixed_points", "plot_gradients", "plot_implicit_training", "plot_jacobians", "plot_lyapunov", "plot_partition",
            "plot_phase", "plot_spectrum", "plot_states", "plot_sweep", "plot_templates", "plot_training",
            "result_kind", "save_figure"]

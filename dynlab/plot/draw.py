@@ -2,7 +2,7 @@
 
 Every public call names itself in its Dataset's ``attrs["result"]`` (``simulate``,
 ``gradient_norms``, ``lyapunov``, ``jacobians``, ``equilibrium``, ``fixed_points``, ``spectrum``,
-``convergence``, ``continuation``, ``partition``, ``templates``, ``sweep``, the command results
+``convergence``, ``continuation``, ``bifurcation_curve``, ``partition``, ``templates``, ``sweep``, the command results
 ``phase`` and ``gradients``, …); ``PICTURES`` maps that name to the drawing function.  A file
 written before results named themselves is recognised by its variables.  Nothing is computed
 here: the picture is drawn from what the result holds.
@@ -10,6 +10,7 @@ here: the picture is drawn from what the result holds.
 from __future__ import annotations
 
 from ..errors import ParameterError
+from .bifurcation import plot_bifurcation
 from .gradients import plot_gradients
 from .fixed_points import plot_fixed_points
 from .jacobians import plot_jacobians
@@ -32,7 +33,8 @@ PICTURES = {
     "equilibrium": plot_equilibria,
     "irnn_equilibrium": plot_equilibria,
     "fixed_points": plot_fixed_points,
-    "continuation": plot_equilibria,
+    "continuation": plot_bifurcation,
+    "bifurcation_curve": plot_bifurcation,
     "implicit_equilibrium": plot_equilibria,
     "spectrum": plot_spectrum,
     "convergence": plot_convergence,
@@ -48,7 +50,7 @@ PICTURES = {
 _BY_CONTENT = (
     ("done", "sweep"), ("template", "templates"), ("codes", "partition"), ("Y_test", "train_implicit"),
     ("loss", "train_model"), ("jac_norm", "gradient_norms"), ("lyapunov_running", "lyapunov"),
-    ("jac", "jacobians"), ("error", "convergence"), ("param", "continuation"), ("kind", "fixed_points"),
+    ("jac", "jacobians"), ("error", "convergence"), ("param2", "bifurcation_curve"), ("param", "continuation"), ("kind", "fixed_points"),
     ("Y", "implicit_equilibrium"), ("h_eq", "equilibrium"), ("eig_real", "spectrum"), ("h", "simulate"),
 )
 
@@ -73,7 +75,7 @@ def draw(result, ax=None, **options):
     ----------
     result : the return value of a public call — an ``xarray.Dataset`` (``simulate``,
         ``gradient_norms``, ``lyapunov``, ``jacobians``, ``equilibrium``, ``fixed_points``,
-        ``spectrum``, ``convergence``, ``continuation``, ``partition``, ``templates``, ``sweep``,
+        ``spectrum``, ``convergence``, ``continuation``, ``bifurcation_curve``, ``partition``, ``templates``, ``sweep``,
         or a command's Dataset, also read back with ``dynlab.read_dataset``), a ``TrainResult``
         (``train_model``) or the (model, history) pair of ``train_implicit``
     ax : matplotlib Axes, or a sequence of Axes for every panel, optional

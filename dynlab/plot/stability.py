@@ -38,31 +38,6 @@ def equilibria_kind(ds) -> str:
     raise ParameterError("ds", "this result holds no equilibria (no h_eq)")
 
 
-def _bifurcation(ds, ax, unit=0):
-    lam = ds["param"].values
-    y = ds["h_eq"].values[:, unit]
-    stab = ds["stability"].values
-    # draw the branch piecewise, each piece in its stability colour
-    start = 0
-    seen = set()
-    for i in range(1, len(lam) + 1):
-        if i == len(lam) or stab[i] != stab[start]:
-            j = min(i + 1, len(lam))
-            code = int(stab[start])
-            ax.plot(lam[start:j], y[start:j], color=STAB_COLORS[code], lw=1.6,
-                    ls="-" if code == 1 else "--", label=None if code in seen else STAB_NAMES[code])
-            seen.add(code)
-            start = i
-    if ds.sizes.get("fold", 0):
-        ax.plot(ds["fold_param"].values, ds["fold_h"].values[:, unit], "X", color=COLORS["black"], ms=7,
-                label="fold")
-    ax.set_xlim(ds.attrs["lo"], ds.attrs["hi"])
-    ax.set_xlabel(f"{ds.attrs['over']}")
-    ax.set_ylabel(f"equilibrium, unit {unit + 1}")
-    ax.set_title(f"continuation over {ds.attrs['over']} ({ds.sizes.get('fold', 0)} folds)")
-    ax.legend(frameon=False)
-
-
 def _points_axis(ds, var: str):
     """(positions, label) of the points a per-point variable runs over (time steps or inputs)."""
     da = ds[var]
@@ -175,7 +150,7 @@ def _sequence(ds, axes, kind):
             ax.semilogy(t[bad], r[bad], "x", color=COLORS["vermillion"], label="not converged")
         ax.set_xlabel(label)
         ax.set_ylabel("residual ‖F‖∞")
-        ax.set_title(f"{ds.attrs.get('method', 'solve')}: residual and convergence")
+        ax.set_title(f"{ds.attrs.get('solve_method', ds.attrs.get('method', 'solve'))}: residual and convergence")
         if tol is not None or bad.any():
             ax.legend(frameon=False)
     from matplotlib.ticker import MaxNLocator
@@ -192,7 +167,8 @@ def plot_equilibria(ds, ax=None):
     * ``equilibrium`` — max Re λ and the residual at every input (time step or batch index);
     * ``irnn_equilibrium`` — the step equilibria and their residuals;
     * ``fixed_points`` — the equilibria coloured by stability, and their eigenvalues;
-    * ``continuation`` — the bifurcation diagram (one panel per unit, at most two) with folds;
+    * ``continuation`` — the bifurcation diagram (one panel per unit, at most two) with its special
+      points (``dynlab.plot.bifurcation.plot_bifurcation``);
     * ``implicit_equilibrium`` — residuals and equilibrium outputs Y.
 
     ``ax``: an Axes (the first panel only) or a sequence of the picture's panels.
@@ -200,11 +176,9 @@ def plot_equilibria(ds, ax=None):
     """
     kind = equilibria_kind(ds)
     if kind == "continuation":
-        fig, axes = panel_axes(ax, min(ds.sizes["unit"], 2), height=3.0)
-        for u, a in enumerate(axes):
-            if a is not None:
-                _bifurcation(ds, a, u)
-        return fig
+        from .bifurcation import plot_bifurcation
+
+        return plot_bifurcation(ds, ax=ax)
     fig, axes = panel_axes(ax, 2, height=3.0)
     if kind == "implicit_equilibrium":
         _implicit(ds, axes)

@@ -21,7 +21,7 @@ from .._resources import progress as report_progress
 from ..progress import reports
 from ..errors import ParameterError
 from . import store as _store
-from .grid import RUN_SETTINGS, SweepSpec, make_sweep_spec, region_chunks, region_points, regions
+from .grid import RUN_SETTINGS, SweepSpec, make_sweep_spec, region_chunks, region_points, region_table, regions
 from .targets import get_target, model_and_input
 
 #: Points per region when the target has a batched kernel (one batch per region) and when not.
@@ -58,19 +58,23 @@ def split_settings(settings: dict, target) -> tuple[dict, dict]:
     return run, opts
 
 
-def compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool = True) -> dict:
+def compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool = True, memo=None) -> dict:
     """The values of one region: name → array (region shape + extra dims), with ``computed_at``.
     Inside the backend's ``region()`` (the numba backend splits no work between threads of its
-    own there: a sweep's workers are its parallelism)."""
+    own there: a sweep's workers are its parallelism).  ``memo``: what a vectorised target keeps
+    between the regions of one sweep (``columns.Memo``; None: a fresh one)."""
     be = get_backend(backend)
     with be, be.region():
-        return _compute_region(spec, region, backend, batched)
+        return _compute_region(spec, region, backend, batched, memo)
 
 
-def _compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool) -> dict:
+def _compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool, memo=None) -> dict:
     target = get_target(spec.analysis)
-    pts = region_points(spec, region)
     shape = tuple(s.stop - s.start for s in region)
+    if batched and target.vectorised is not None:   # the whole region from its settings as columns
+        table = region_table(spec, region, memo)
+        return _assemble(target, table.point(0), shape, target.vectorised(table, backend), np.full(shape, time.time()))
+    pts = region_points(spec, region)
     pairs = [split_settings(s, target) for _, s in pts]
     if batched and target.batched is not None:
         results = target.batched(pairs, backend)
@@ -80,9 +84,8 @@ def _compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool)
         for run, opts in pairs:
             results.append(target.compute(run, opts, backend))
             stamps.append(time.time())
-    variables = target.variables_for(pts[0][1])
-    out = {}
-    for name, var in variables.items():
+    columns = {}
+    for name, var in target.variables_for(pts[0][1]).items():
         extra = tuple(n for _, n in var.dims)
         arr = np.empty((len(pts),) + extra, dtype=np.dtype(var.dtype))
         for i, res in enumerate(results):
@@ -92,7 +95,23 @@ def _compute_region(spec: SweepSpec, region: tuple, backend: str, batched: bool)
             if v.shape != extra:
                 raise ValueError(f"sweep target {target.name!r}: {name!r} has shape {v.shape}, declared {extra}")
             arr[i] = v
-        out[name] = arr.reshape(shape + extra)
+        columns[name] = arr
+    return _assemble(target, pts[0][1], shape, columns, np.asarray(stamps, dtype=np.float64))
+
+
+def _assemble(target, first: dict, shape: tuple, columns: dict, stamps) -> dict:
+    """The region's arrays (region shape + each variable's extra dims) from one array per variable
+    over the region's points in C order, checked against the declared variables."""
+    n = int(np.prod(shape, dtype=np.int64))
+    out = {}
+    for name, var in target.variables_for(first).items():
+        extra = tuple(k for _, k in var.dims)
+        if name not in columns:
+            raise ValueError(f"sweep target {target.name!r} returned no {name!r}")
+        v = np.asarray(columns[name])
+        if v.shape != (n,) + extra:
+            raise ValueError(f"sweep target {target.name!r}: {name!r} has shape {v.shape}, declared {(n,) + extra}")
+        out[name] = v.astype(np.dtype(var.dtype), copy=False).reshape(shape + extra)
     out["computed_at"] = np.asarray(stamps, dtype=np.float64).reshape(shape)
     return out
 
@@ -153,11 +172,79 @@ def _attrs(spec: SweepSpec, backend: str, command, chunks) -> dict:
     return attrs
 
 
+#: Seconds a scheduler address has to accept a connection and answer as a Dask scheduler.
+SCHEDULER_TIMEOUT = 10.0
+
+
+def _host_port(address: str):
+    """(host, port) of a TCP scheduler address (``tcp://`` or ``tls://`` or none; port 8786 when
+    none is given), or None for another protocol or an address this does not read."""
+    text = address.strip()
+    for scheme in ("tcp://", "tls://"):
+        if text.startswith(scheme):
+            text = text[len(scheme):]
+    if "://" in text or "/" in text:
+        return None
+    if text.startswith("["):                        # [IPv6]:port
+        host, _, rest = text[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    else:
+        host, _, port = text.rpartition(":") if text.count(":") == 1 else (text, "", "")
+    try:
+        return (host, int(port) if port else 8786) if host else None
+    except ValueError:
+        return None
+
+
+def _why_unreachable(address: str, timeout: float):
+    """Why no Dask scheduler can be used at ``address`` (None: one answered within ``timeout``).
+
+    First, for a TCP address, whether a connection opens at all — a refused port or an unknown
+    host fails at once.  Then a Dask client's handshake, within the deadline, on an event loop of
+    its own in a thread of its own: a client that fails there is closed there.  (A synchronous
+    ``Client`` that fails in its constructor is left half made: distributed 2026.8 then closes it
+    from ``Client.__del__`` at exit, waiting 2 × its timeout and printing a traceback; one that
+    reaches an endpoint which accepts and never answers does not return at all.)"""
+    import asyncio
+    import socket
+    import threading
+
+    hp = _host_port(address)
+    if hp is not None:
+        try:
+            socket.create_connection(hp, timeout=timeout).close()
+        except OSError as exc:
+            return f"{type(exc).__name__}: {exc}"
+    from distributed import Client
+
+    found = []
+
+    async def handshake():
+        client = Client(address, asynchronous=True, timeout=timeout, set_as_default=False)
+        try:
+            await asyncio.wait_for(client, timeout)
+        except BaseException as exc:   # noqa: BLE001 — whatever it is, it is the reason
+            found.append(f"{type(exc).__name__}: {exc}" if str(exc) else f"no answer as a Dask scheduler within "
+                                                                          f"{timeout:g} s ({type(exc).__name__})")
+        try:
+            await asyncio.wait_for(client.close(), 2.0)
+        except BaseException:          # noqa: BLE001 — closing a client that never started
+            pass
+
+    worker = threading.Thread(target=lambda: asyncio.run(handshake()), daemon=True, name="dynlab-scheduler-probe")
+    worker.start()
+    worker.join(timeout + 5.0)
+    if worker.is_alive():
+        return f"no answer as a Dask scheduler within {timeout:g} s"
+    return found[0] if found else None
+
+
 def _client(scheduler, dask_options):
     """(client, what to close afterwards): a ``Client`` given by the caller is theirs (nothing to
     close); one dynlab opens — on a ``LocalCluster`` it starts, or to a scheduler address — is
     closed when the sweep ends (with the cluster), so no client of ours stays the process's
-    default dask scheduler."""
+    default dask scheduler.  An address is tried first (``_why_unreachable``), so that one that
+    cannot be used fails in one line, at once, with nothing left behind."""
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -169,11 +256,16 @@ def _client(scheduler, dask_options):
         opts.update(dask_options or {})
         cluster = LocalCluster(**opts)
         return Client(cluster, set_as_default=False), cluster
-    try:   # never the process's default (distributed 2026.8 leaves even a failed one as the default)
-        client = Client(str(scheduler), timeout="10s", set_as_default=False)
-        return client, client
-    except Exception as exc:
-        raise ParameterError("scheduler", f"cannot connect to {scheduler!r} ({type(exc).__name__}: {exc})") from None
+    address = str(scheduler)
+    why = _why_unreachable(address, SCHEDULER_TIMEOUT)
+    if why is None:
+        try:   # never the process's default (distributed 2026.8 leaves even a failed one as the default)
+            client = Client(address, timeout=f"{SCHEDULER_TIMEOUT:g}s", set_as_default=False)
+            return client, client
+        except Exception as exc:
+            why = f"{type(exc).__name__}: {exc}"
+    why = " ".join(why.split())
+    raise ParameterError("scheduler", f"cannot connect to {scheduler!r} ({why[:300]})")
 
 
 #: The stage the sweep reports (``dynlab.progress``).
@@ -299,11 +391,16 @@ def sweep(analysis, grid=None, *, fixed=None, zipped=None, seeds=None, store=Non
 
         report_progress(STAGE, n_done, total)
         if scheduler is None:
-            for region in todo:
-                values = compute_region(spec, region, backend, batched)
-                if path is not None:
-                    _store.write_region(path, spec.dims, region, values, variables)
-                finished(region, values)
+            from .columns import Memo
+
+            memo = Memo(model_and_input)   # models and inputs built once for the whole sweep
+            be = get_backend(backend)
+            with be:               # the backend's policy (BLAS threads) set once, not per region
+                for region in todo:
+                    values = compute_region(spec, region, backend, batched, memo)
+                    if path is not None:
+                        _store.write_region(path, spec.dims, region, values, variables)
+                    finished(region, values)
         else:
             from distributed import as_completed
 

@@ -307,3 +307,70 @@ def region_points(spec: SweepSpec, region: tuple) -> list:
     sub = tuple(s.stop - s.start for s in region)
     return [(tuple(s.start + i for s, i in zip(region, idx)), spec.point(tuple(s.start + i for s, i in zip(region, idx))))
             for idx in np.ndindex(*sub)]
+
+
+# ============================================================================ settings as columns
+@dataclasses.dataclass(frozen=True, eq=False)
+class SettingsTable:
+    """The settings of n points as columns (``region_table``): for each axis of ``spec``, the
+    position of every point along it (``codes``, (n,) int64 each); a setting's values are its
+    axis's values at those positions, a fixed setting is one value for all.  What a vectorised
+    target reads instead of one dict per point (``Target.vectorised``).  ``memo``: what a
+    target may keep from one region of a sweep to the next (``columns.Memo``; None: nothing)."""
+
+    spec: SweepSpec
+    codes: tuple
+    memo: object = None
+    _columns: dict = dataclasses.field(default_factory=dict, repr=False)
+
+    @property
+    def n(self) -> int:
+        return int(self.codes[0].shape[0]) if self.codes else 1
+
+    def _axis(self, name: str):
+        for a, axis in enumerate(self.spec.axes):
+            if name in axis.names:
+                return a, axis.values[axis.names.index(name)]
+        return None, None
+
+    def varies(self, name: str) -> bool:
+        """Whether ``name`` is swept (along an axis of more than one value)."""
+        a, _ = self._axis(name)
+        return a is not None and self.spec.axes[a].size > 1
+
+    def column(self, name: str, default=None) -> np.ndarray:
+        """The values of setting ``name`` at every point, (n,) (``default`` where it is not set)."""
+        if name in self._columns:
+            return self._columns[name]
+        a, values = self._axis(name)
+        if a is None:
+            value = self.spec.fixed_dict().get(name, default)
+            return np.full(self.n, value, dtype=object if isinstance(value, str) or value is None else None)
+        out = np.asarray(values, dtype=object if isinstance(values[0], str) else None)[self.codes[a]]
+        self._columns[name] = out
+        return out
+
+    def point(self, i: int) -> dict:
+        """The settings of point i, as ``SweepSpec.point`` gives them."""
+        return self.spec.point(tuple(int(c[i]) for c in self.codes))
+
+    def groups(self, names, rows=None) -> list:
+        """The points (of ``rows``, default all) split by the values of the settings ``names``: a
+        list of index arrays (ascending, in the order of each group's first point), one per
+        distinct combination."""
+        rows = np.arange(self.n) if rows is None else np.asarray(rows)
+        axes = sorted({a for a, axis in enumerate(self.spec.axes) if set(axis.names) & set(names)})
+        if not axes:
+            return [rows]
+        key = np.ravel_multi_index([self.codes[a][rows] for a in axes], [self.spec.axes[a].size for a in axes])
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        parts = np.split(order, np.cumsum(np.bincount(inverse))[:-1])
+        return [rows[parts[g]] for g in np.argsort(first, kind="stable")]
+
+
+def region_table(spec: SweepSpec, region: tuple, memo=None) -> SettingsTable:
+    """The ``SettingsTable`` of a region's points, in C order (those of ``region_points``)."""
+    sub = tuple(s.stop - s.start for s in region)
+    idx = np.indices(sub, dtype=np.int64).reshape(len(sub), -1)
+    return SettingsTable(spec, tuple(idx[a] + region[a].start for a in range(len(sub))), memo)

@@ -22,7 +22,10 @@ fixed extra dimension) that a sweep stores along its grid.  Adding a target is a
 depends on a (fixed) option: name those options in ``shape_settings`` so a sweep refuses to
 vary them, and give ``coords`` for the extra dimensions.  ``batched(points, backend)`` may
 compute many points at once (a list of (run, opts) → a list of result dicts); a target
-without it is computed point by point.  ``validate(model, x, opts)`` may reject a bad option
+without it is computed point by point.  ``vectorised(table, backend)`` may compute a whole
+region from its settings as columns (``grid.SettingsTable``) → a dict name → array (n,) + the
+variable's extra dims, without a dict per point (``gradient_norms``: ``columns``); the driver
+prefers it to ``batched``.  ``validate(model, x, opts)`` may reject a bad option
 before any work (it runs on every axis value when the sweep starts).  A numerical failure of one point is recorded in its
 variables (e.g. ``diverged_at``), never raised: the sweep goes on.
 """
@@ -70,6 +73,8 @@ class Target:
     validate : (model, x, opts) → None, optional — raise ParameterError for a bad option or
         model before any work (run on every axis value; the analysis itself may only find
         out mid-sweep)
+    vectorised : (table: SettingsTable, backend) → dict name → array, optional — a whole
+        region at once from its settings as columns (the module docstring)
     """
 
     name: str
@@ -81,6 +86,7 @@ class Target:
     shape_settings: tuple = ()
     coords: Callable | None = None
     validate: Callable | None = None
+    vectorised: Callable | None = None
 
     def variables_for(self, settings: dict) -> dict:
         return self.variables(settings) if callable(self.variables) else dict(self.variables)
@@ -171,6 +177,39 @@ def _grad_summary(log1, logT, T, diverged_at=0):
         lr = float(log_ratio(log1, logT, T))
         return {"ratio": float(np.exp(lr)), "log_ratio": float(lr), "log_jac_norm_1": float(log1),
                 "log_step_norm_T": float(logT), "diverged_at": int(diverged_at)}
+
+
+def gradient_summaries(log1, logT, steps, diverged) -> dict:
+    """``_grad_summary`` of n points as arrays: log1, logT (n,) the logs of the two norms, steps
+    (n,) their T, diverged (n,) the divergence step (0: none; NaN summaries there)."""
+    from ..analysis.gradients import log_ratio
+
+    steps = np.asarray(steps)
+    lr = np.empty(np.shape(log1))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for T in np.unique(steps):
+            at = steps == T
+            lr[at] = log_ratio(log1[at], logT[at], int(T))
+        bad = np.asarray(diverged) > 0
+        out = {"ratio": np.exp(lr), "log_ratio": lr, "log_jac_norm_1": np.array(log1, dtype=np.float64),
+               "log_step_norm_T": np.array(logT, dtype=np.float64)}
+    for v in out.values():
+        v[bad] = np.nan
+    out["diverged_at"] = np.asarray(diverged, dtype=np.int64)
+    return out
+
+
+def _gradient_norms_columns(table, backend):
+    """The summaries of a region's points from their settings as columns (``columns``)."""
+    from .columns import Memo, tangent_norms
+
+    memo = table.memo if table.memo is not None else Memo(model_and_input)
+    log1, logT, bad, steps, single = tangent_norms(table, backend, TARGETS["gradient_norms"], memo)
+    out = gradient_summaries(log1, logT, steps, bad)
+    for i, res in single.items():
+        for name in _GRAD_VARS:
+            out[name][i] = res[name]
+    return out
 
 
 def _gradient_norms(run, opts, backend):
@@ -309,6 +348,7 @@ register_target(Target(
     description="dynlab.simulate: ‖h_T‖₂, mean and max |h|, the step where the state diverged"))
 register_target(Target(
     "gradient_norms", _gradient_norms, _GRAD_VARS, batched=_gradient_norms_batched, validate=_check_grad,
+    vectorised=_gradient_norms_columns,
     description="dynlab.gradient_norms: ratio ‖∂h_T/∂h_1‖/‖∂h_T/∂h_(T-1)‖ and its logs; batched kernels "
                 "for the iRNN and the gated cells"))
 register_target(Target(

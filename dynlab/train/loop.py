@@ -259,7 +259,8 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
                 batch: int = 128, clip: float | None = None, sigma_eps: float = 0.0, record_every: int = 10,
                 seed: int = 0, freeze=None, learn_h0: bool = False, diag_batch: int = 8,
                 plateau: int | None = None, progress: bool | None = None, command: str | None = None,
-                penalty: dict | None = None, _resume: dict | None = None) -> TrainResult:
+                penalty: dict | None = None, engine: str = "numba", device=None, dtype="float64",
+                checkpoint=None, checkpoint_every: int | None = None, _resume: dict | None = None) -> TrainResult:
     """Train ``model`` and a linear read-out on ``task`` with exact BPTT gradients.
 
     Each iteration: draw a batch (``default_rng([seed, 1, i])``) and h_0 = h0 + ε,
@@ -294,6 +295,12 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
         square matrix parameter; e.g. ``{"U": (λ, -1.0)}`` on a RIN penalises V = U + I, while
         ``{"U": λ}`` penalises U).  Its exact gradient 2λ(θ − C) joins the data gradient before
         clipping (``penalty_terms``); the recorded ``loss`` stays the data loss.  None: no penalty
+    engine, device, dtype : "numba" (default: exact BPTT on the CPU) or "torch": the ``dl.to_torch``
+        module and autograd on ``device`` (default "cuda" if PyTorch sees a GPU, else "cpu") in ``dtype``
+        ("float64" or "float32"), the rest of the run the same (``dynlab.train.torch_engine``)
+    checkpoint, checkpoint_every : a ``.npz`` path the run's whole state is written to (atomically)
+        every ``checkpoint_every`` iterations (default ``record_every``) and at the end: a run killed
+        at any point continues from it with ``resume_training``, as if it had never stopped
 
     Returns
     -------
@@ -310,6 +317,7 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
     """
     from .._validate import as_int, as_scalar
     from ..tasks.sequences import Task
+    from .torch_engine import make_engine
 
     bp.param_names(model)
     if not isinstance(task, Task):
@@ -338,6 +346,16 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
               "freeze": list(freeze), "learn_h0": bool(learn_h0), "diag_batch": diag_batch, "plateau": plateau}
     if penalty:
         config["penalty"] = penalty
+    if checkpoint is not None:
+        checkpoint = os.fspath(checkpoint)
+        checkpoint_every = as_int(record_every if checkpoint_every is None else checkpoint_every, "checkpoint_every",
+                                  low=1)
+    # the one dispatch point of the engines: where the loss, its gradients and the evaluation outputs come from
+    eng = make_engine(engine, model, device=device, dtype=dtype)
+    if eng is not None:
+        config.update(eng.config())
+    step_fn = bp.loss_and_grads if eng is None else eng.loss_and_grads
+    score = evaluate if eng is None else eng.evaluate
 
     if _resume is None:
         readout = bp.init_readout(model.hidden, task.outputs, seed=[seed, 0])
@@ -365,8 +383,7 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
             x, y = task.sample(np.random.default_rng([seed, 1, it]), batch)
             eps = sigma_eps * np.random.default_rng([seed, 2, it]).standard_normal((batch, n))
             hstart = eps if h0 is None else eps + h0
-            loss, grads, info = bp.loss_and_grads(model, readout, x, y, loss=task.loss, h0=hstart,
-                                                  workspace=workspace)
+            loss, grads, info = step_fn(model, readout, x, y, loss=task.loss, h0=hstart, workspace=workspace)
             if not math.isfinite(loss):
                 raise DivergenceError(step=task.steps, batch=0, model=model.name)
             params = {**model.params(), **readout}
@@ -390,7 +407,7 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
             h0 = new.get("h0", h0)
             model = bp.with_params(model, new)
             if it % record_every == 0 or it == end:
-                ev = evaluate(model, readout, task, "val")
+                ev = score(model, readout, task, "val")
                 dg = jacobian_diagnostics(model, xd)
                 its.append(it)
                 rec = {"loss": loss, "val_loss": ev["loss"], "val_accuracy": ev.get("accuracy", math.nan),
@@ -401,19 +418,32 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
                     records[k].append(rec[k])
                 if sched is not None and it % record_every == 0:  # not the extra record at a run's end,
                     sched.update(ev["loss"])                      # so a resumed run sees the same schedule
+            if checkpoint is not None and it % checkpoint_every == 0 and it != end:
+                hist = _history(model, readout, task, records, its, past, config, command, eng)
+                _write_checkpoint(checkpoint, TrainResult(model, readout, opt, it, hist, config, h0, sched))
             report_progress(STAGE, it - start, iterations, note=f"loss {loss:.4g}")
     except DivergenceError as err:
-        hist = _history(model, readout, task, records, its, past, config, command)
+        hist = _history(model, readout, task, records, its, past, config, command, eng)
         raise DivergenceError(step=err.step, batch=err.batch, model=f"{model.name} (training iteration {it})",
                               partial=hist) from None
     finally:
         talk.close()
-    hist = _history(model, readout, task, records, its, past, config, command)
+    hist = _history(model, readout, task, records, its, past, config, command, eng)
     hist.attrs["seconds"] = round(time.perf_counter() - t0, 3)
-    return TrainResult(model, readout, opt, end, hist, config, h0, sched)
+    result = TrainResult(model, readout, opt, end, hist, config, h0, sched)
+    if checkpoint is not None:
+        _write_checkpoint(checkpoint, result)
+    return result
 
 
-def _history(model, readout, task, records, its, past, config, command):
+def _write_checkpoint(path: str, result: TrainResult) -> None:
+    """``save_checkpoint`` beside ``path``, renamed over it: a kill while writing keeps the last one."""
+    final = path if path.endswith(".npz") else path + ".npz"
+    tmp = save_checkpoint(final[:-4] + ".writing.npz", result)
+    os.replace(tmp, final)
+
+
+def _history(model, readout, task, records, its, past, config, command, eng=None):
     import xarray as xr
 
     from .._dataset import base_attrs, clean_attr, finish, model_attrs, model_variables
@@ -444,6 +474,8 @@ def _history(model, readout, task, records, its, past, config, command):
             attrs["penalty"] = json.dumps(v)
         else:
             attrs[k] = clean_attr(v if not isinstance(v, list) else ",".join(v))
+    if eng is not None:
+        attrs.update(eng.attrs())
     coords = {"iteration": ("iteration", it, {"long_name": "training iteration", "units": "1"})}
     return finish(xr.Dataset(dvars, coords=coords, attrs=attrs), "train_model")
 
@@ -589,6 +621,10 @@ def _read_config(ck: _Checkpoint) -> dict:
                   "a list of parameter names")
     _config_value(ck, config, "learn_h0", lambda v: isinstance(v, bool), "true or false")
     _config_value(ck, config, "plateau", lambda v: v is None or _is_int(v, 1), "an integer ≥ 1 or null")
+    _config_value(ck, config, "engine", lambda v: v in ("numba", "torch"), "'numba' or 'torch'", optional=True)
+    _config_value(ck, config, "device", lambda v: isinstance(v, str), "a device name", optional=True)
+    _config_value(ck, config, "torch_dtype", lambda v: v in ("float32", "float64"), "'float32' or 'float64'",
+                  optional=True)
     return config
 
 
@@ -726,20 +762,29 @@ def task_from_config(config: dict):
                      normalise=t.get("normalise"), binary=bool(t.get("binary", False)))
 
 
-def resume_training(path, iterations: int, *, progress=None, command=None) -> TrainResult:
+def resume_training(path, iterations: int, *, progress=None, command=None, device=None, checkpoint=None,
+                    checkpoint_every: int | None = None) -> TrainResult:
     """Continue the run saved in ``path`` for ``iterations`` more iterations, bit-for-bit as if
-    it had never stopped (same batches, same ε, same optimiser moments)."""
+    it had never stopped (same batches, same ε, same optimiser moments), on its engine and dtype
+    (``device`` overrides the torch engine's); ``checkpoint``, ``checkpoint_every`` as ``train_model``'s."""
     from .._validate import as_int
 
     iterations = as_int(iterations, "iterations", low=1)
     state = load_checkpoint(path)
     c = state["config"]
+    engine = {"engine": c.get("engine", "numba")}
+    if engine["engine"] == "torch":
+        engine.update(device=c["device"] if device is None else device, dtype=c.get("torch_dtype", "float64"))
+    elif device is not None:
+        raise ParameterError("device", f"{os.fspath(path)} is a run of dynlab's own engine (CPU); device applies "
+                                       f"to engine='torch'")
     try:
         return train_model(state["model"], state["task"], iterations=iterations, optimiser=c["optimiser"],
                            lr=state["optimiser"].lr, batch=c["batch"], clip=c["clip"], sigma_eps=c["sigma_eps"],
                            record_every=c["record_every"], seed=c["seed"], freeze=c["freeze"],
                            learn_h0=c["learn_h0"], diag_batch=c["diag_batch"], plateau=c["plateau"],
-                           progress=progress, command=command, penalty=c.get("penalty"), _resume=state)
+                           progress=progress, command=command, penalty=c.get("penalty"), checkpoint=checkpoint,
+                           checkpoint_every=checkpoint_every, _resume=state, **engine)
     except ParameterError as exc:  # every setting here came from the file, none from an option
         raise ParameterError("resume", f"{os.fspath(path)}: {exc.param}: {exc.message}") from None
 
@@ -755,7 +800,6 @@ def _check_tapes(model, task, batch: int) -> None:
     n = (2 * K + 1) * nbytes(B, T, D) + nbytes(B, T, d)
     check_memory(n, largest(batch=B, steps=T, hidden=D),
                  f"the BPTT tapes ({2 * K + 1} × B×T×D = {shape_text(B, T, D)} float64, and the inputs)")
-
 
 
 __all__ = ["HISTORY_VARS", "TrainResult", "evaluate", "jacobian_diagnostics", "load_checkpoint", "resume_training",

@@ -19,27 +19,46 @@ which NumPy 2.5 removed, so it fails on first use; the backend restores the alia
 (``device.numpy_row_stack_shim``).  The simulator never loads the CUDA target and needs nothing.
 
 =================  =========================================================================
-operation          kernel (``kernels``: one block per unit of work, the loop inside)
+operation          kernel (``kernels``) and host side (``backend``, ``flow``)
 =================  =========================================================================
 simulate           ``sim_cell``, ``sim_irnn`` (K inner steps), ``sim_ctrnn`` (Euler/RK4
-                   substeps), ``sim_gated`` (GRU, LSTM): a slice of sequences per block, all
-                   T steps in one launch; W x_t + b for all steps first as one GEMM; stacks
+                   substeps): a slice of sequences per block, all T steps in one launch;
+                   W x_t + b for all steps first as one GEMM.  GRU/LSTM: ``sim_gated`` (one
+                   launch) below ``GATED_GEMM_MIN_BATCH`` sequences, else per step one GEMM
+                   h_{t−1} W_hhᵀ over the batch (cuBLAS) and the ``gate_step`` kernel; stacks
                    layer by layer, the states staying on the device
 jacobians          ``jac_cell``, ``jac_irnn`` (the K-step product), ``jac_ctrnn`` (exact
                    derivative of the Euler/RK4 scheme), ``jac_gated``: one point per block
                    (grid-stride); stacks composed from the layers' (``reference.jacobians.stack``)
-backward_norms     ``products`` (P_t = P_{t+1} J_{t+1}, Frobenius-normalised, g P_t) one sequence
-                   per block, then ``top_sv`` (σ₁ by Jacobi on the Gram matrix) of every P̃_t, J_t
+backward_norms     the products P_t = P_{t+1} J_{t+1}: below ``PRODUCTS_KERNEL_MIN_BATCH``
+                   sequences (the SM count) a blocked scan of batched GEMMs (``flow``), else the
+                   fused ``products`` (one sequence per block); σ₁ of every P̃_t and J_t by the
+                   certified power iteration ``top_sv_power``, Jacobi (``top_sv``) where it
+                   cannot certify (``flow.top_singular``)
 gradient_flow      the J_t of a chunk of steps, the products and the norms all on the device
-tangent_qr,        ``qr_steps``: J_t Q and classical Gram–Schmidt twice, one sequence per
-lyapunov_logr      block, the frames kept on the device between chunks
+tangent_qr,        ``qr_steps`` (J_t Q and classical Gram–Schmidt twice): fused, one sequence per
+lyapunov_logr      block, from ``QR_FUSED_MIN_BATCH`` sequences on, else step by step (J_t Q one
+                   batched GEMM, the Gram–Schmidt the same kernel); the frames stay on the device
 forward_tangent,   ``tangent``: one sweep setting per block, state and tangent through all T·K
-sweep_gradients    inner steps, then ``top_sv`` of M̃_T and J_T
+sweep_gradients    inner steps, then σ₁ of M̃_T and J_T as above
 partition_trace    ``sim_cell`` writing its own pre-activations z_t (the codes' signs)
 reverse_cotangents ``reverse``: one cotangent row per block, t = T … 1 inside
 implicit_solve     ``picard`` and ``flow_rk4`` (one point per block); Newton for the points
                    Picard leaves on the host (the reference's batched LAPACK Newton)
 =================  =========================================================================
+
+Launch limits (``limits``): every launch is checked before it runs against the device's limits —
+threads per block, blocks, static + dynamic shared memory (48 KiB: numba-cuda has no opt-in),
+registers for the block shape — on a GPU its own, under the simulator an H100's, and a launch a GPU
+would refuse raises ``LaunchError`` in one line.  Each kernel keeps its vectors in shared memory and
+its D² parts (weights, iterates, products, frames, Gram matrices) there only while they fit, else in
+global memory or a per-block global scratch (``GPUBackend``'s docstring).
+
+Results: NumPy arrays on the host, copied back through pinned memory (``device.to_host``); inside
+``GPUBackend.results_on_device()`` the operations return CuPy arrays instead.
+
+Speed: **unmeasured** — the backend was built and tested under the simulator; no timing on a GPU
+exists yet (``python -m benchmarks.run --gpu``; ``benchmarks/gpu_session.sh``).
 
 Falls back / refuses: a CTRNN with a scipy method (``supports`` is False for every operation:
 scipy's adaptive solvers run on the host — use numpy or numba), the training passes

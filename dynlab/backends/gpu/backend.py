@@ -1,40 +1,78 @@
 """``GPUBackend``: the host side of the GPU backend — which kernel runs, on which arrays, with
-which launch shape (the kernels are in ``kernels``; the runtime in ``device``).
+which launch shape (the kernels are in ``kernels``; the runtime in ``device``; the gradient flow's
+host side in ``flow``; the launch limits in ``limits``).
 
-Launch shapes (``_threads``, ``_blocks``): a block has a power of two of threads, at most
-``MAX_THREADS`` (``SIM_MAX_THREADS`` under the simulator, where every CUDA thread is a Python
-thread), enough for one item each where there are fewer items; a simulation block takes as many
-sequences as fill its threads with (sequence, unit) pairs.  Shared memory: the kernels' vectors
-always, the weights and the D×D iterates while the block's total stays within
-``SHARED_BYTES`` (the static limit every CUDA GPU grants without opting in), else they are read
-from global memory (weights) or a per-block global scratch (iterates).
+Launch shapes come from one ``_plan_*`` method per kernel family, which the operations and the
+tests both call: a block has a power of two of threads, at most ``MAX_THREADS`` (256 on a device,
+``SIM_MAX_THREADS`` under the simulator, where every CUDA thread is a Python thread), enough for
+one item each where there are fewer items; a simulation block takes as many sequences as fill its
+threads with (sequence, unit) pairs.  Shared memory: the kernels' vectors always; the weights and
+the D×D iterates while the block's total stays within ``SHARED_BYTES`` (48 KiB, the most a block
+may have without an opt-in), else they are read from global memory (weights) or a per-block global
+scratch (iterates, products, frames, Gram matrices).  Every launch then goes through ``_launch``,
+which checks its shape against the device's limits (``limits.check_launch``; an H100's under the
+simulator) and raises ``LaunchError`` before a launch a GPU would refuse.
+
+The vectors alone outgrow 48 KiB only past D = 877 (``jac_ctrnn``: 7 vectors of D float64), 1024
+(``jac_gated``), 1228 (``jac_irnn``) or about 1500 (the others): there the launch check refuses in
+one line (use the numba backend).
 """
 from __future__ import annotations
+
+import contextlib
+import threading
 
 import numpy as np
 
 from ...errors import ParameterError
-from ..base import Backend, previous_states, stack_tangent
+from ..base import Backend, as_tangent_batch, previous_states
 from .device import free_bytes, runtime, to_device, to_host
+from .limits import Launch, check_launch, device_limits
 
 
 def _pow2(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
 
 
+#: Vectors of a simulation block per sequence (``_plan_simulate``): h, h' (cells), h, g, s (iRNN),
+#: g and three stage vectors (CTRNN), h, h', c (GRU/LSTM).
+_SIM_VECTORS = {"cell": 2, "irnn": 3, "ctrnn": 4, "gru": 3, "lstm": 3}
+_SIM_KERNEL = {"cell": "sim_cell", "irnn": "sim_irnn", "ctrnn": "sim_ctrnn", "gru": "sim_gated", "lstm": "sim_gated"}
+
+
 class GPUBackend(Backend):
-    """The GPU backend (``dynlab.backends.gpu``'s docstring: arrays, kernels, fallbacks)."""
+    """The GPU backend (``dynlab.backends.gpu``'s docstring: arrays, kernels, launch limits, fallbacks).
+
+    Its thresholds are class attributes, which an instance may override (the tests do, to run every
+    path at small sizes); an instance may also set ``limits`` (the ``limits.DeviceLimits`` its
+    launches are checked against) and ``simulated`` (True/False: plan launch shapes as under the
+    simulator or as on a device — how the tests ask for a real GPU's shapes without one)."""
 
     name = "cupy"
     description = "a GPU: CuPy arrays and fused CUDA kernels (Numba), the time loop on the device"
     #: threads per block on a device, and under the simulator
     MAX_THREADS = 256
     SIM_MAX_THREADS = 16
-    #: shared memory a block may use (bytes): the static limit of every CUDA GPU
+    #: shared memory a block may use (bytes): the static limit of every CUDA GPU (the launch check
+    #: uses the device's own; this is the budget the kernels' optional parts are fitted into)
     SHARED_BYTES = 48 * 1024
-    #: blocks of a grid-stride launch (Jacobians, σ₁, implicit points) on a device / the simulator
+    #: blocks of a grid-stride launch (Jacobians, σ₁, implicit points, gates) on a device / the simulator
     MAX_BLOCKS = 8192
     SIM_MAX_BLOCKS = 2
+    #: GRU/LSTM forward: from this many sequences on, one GEMM per step over the batch (cuBLAS) and
+    #: the ``gate_step`` kernel; below, the fused ``sim_gated`` (one launch, W_hh streamed per block)
+    GATED_GEMM_MIN_BATCH = 8
+    #: the fused ``products`` kernel from this many sequences on (None: the device's SM count),
+    #: the blocked scan of batched GEMMs below (``flow``)
+    PRODUCTS_KERNEL_MIN_BATCH = None
+    #: the fused ``qr_steps`` from this many sequences on (None: the SM count), step by step below
+    QR_FUSED_MIN_BATCH = None
+    #: iterations of the power iteration before Jacobi takes over (``flow.top_singular``)
+    POWER_MAXIT = 100
+    #: float64 entries of the Jacobians of one chunk of the gradient flow and the QR steps (the
+    #: numba backend's ``config.JACOBIAN_CHUNK_ENTRIES`` is 2²¹; a GPU's memory takes 2²⁴ = 128 MiB,
+    #: so that T = 1000 at D = 128 is one chunk)
+    FLOW_CHUNK_ENTRIES = 1 << 24
     #: the fraction of free device memory a sweep region may fill (``sweep_region_size``)
     SWEEP_MEMORY_FRACTION = 0.5
     #: the most settings in one sweep region
@@ -42,8 +80,11 @@ class GPUBackend(Backend):
 
     @property
     def norm_method(self):
-        return ("σ₁ as the square root of the largest eigenvalue of the Gram matrix MᵀM by the cyclic Jacobi "
-                "method on the device (exact to rounding)", 0.0)
+        from .flow import POWER_RTOL
+
+        return (f"σ₁ by power iteration on the device, certified by the Kato–Temple bound to relative "
+                f"{POWER_RTOL:g}; by the cyclic Jacobi method on the Gram matrix (exact to rounding) where it "
+                f"cannot certify", POWER_RTOL)
 
     # ------------------------------------------------------------------ policy
     def check_available(self) -> None:
@@ -55,6 +96,15 @@ class GPUBackend(Backend):
     def device(self) -> str:
         """What the kernels run on, in words."""
         return runtime().device
+
+    @property
+    def limits(self):
+        """The launch limits every launch is checked against (``limits.device_limits``)."""
+        return self.__dict__.get("_limits") or device_limits()
+
+    @limits.setter
+    def limits(self, value):
+        self.__dict__["_limits"] = value
 
     def supports(self, op: str, form) -> bool:
         if op in ("train_forward", "train_backward"):
@@ -69,47 +119,154 @@ class GPUBackend(Backend):
             return form.kind in ("cell", "irnn")
         return super().supports(op, form)
 
+    def _simulated(self) -> bool:
+        return self.__dict__.get("simulated", runtime().simulator)
+
     def _threads(self, work: int) -> int:
-        cap = self.SIM_MAX_THREADS if runtime().simulator else self.MAX_THREADS
+        cap = self.SIM_MAX_THREADS if self._simulated() else self.MAX_THREADS
         return int(min(cap, _pow2(max(1, work))))
 
     def _blocks(self, n: int) -> int:
-        cap = self.SIM_MAX_BLOCKS if runtime().simulator else self.MAX_BLOCKS
+        cap = self.SIM_MAX_BLOCKS if self._simulated() else self.MAX_BLOCKS
         return int(max(1, min(cap, n)))
 
     def _fits(self, nbytes: int) -> bool:
-        return nbytes <= self.SHARED_BYTES
+        return nbytes <= min(self.SHARED_BYTES, self.limits.max_shared_per_block)
 
-    @staticmethod
-    def _launch(kernel, blocks, threads, shared_bytes, *args):
+    def _launch(self, kernel, blocks, threads, shared_bytes, *args):
+        """Launch ``kernel`` after checking its shape against the device's limits (``LaunchError``)."""
+        name = getattr(kernel, "py_func", kernel).__name__
+        check_launch(Launch(name, int(blocks), int(threads), int(shared_bytes)), self.limits)
         kernel[int(blocks), int(threads), 0, int(shared_bytes)](*args)
+
+    def flow_chunk_steps(self, B: int, n: int, T: int) -> int:
+        return int(max(1, min(T, self.FLOW_CHUNK_ENTRIES // max(1, B * n * n))))
+
+    def _products_fused(self, B: int) -> bool:
+        least = self.PRODUCTS_KERNEL_MIN_BATCH
+        return B >= (self.limits.multiprocessors if least is None else least)
+
+    def _qr_fused(self, B: int) -> bool:
+        least = self.QR_FUSED_MIN_BATCH
+        return B >= (self.limits.multiprocessors if least is None else least)
+
+    # ---------------------------------------------------------- launch plans
+    def _plan_simulate(self, kind: str, B: int, D: int, G: int, itemsize: int):
+        """(Launch, per, wsh) of a simulation: ``per`` sequences per block, the weights (G·D²) in
+        shared memory when ``wsh``."""
+        cap = self.SIM_MAX_THREADS if self._simulated() else self.MAX_THREADS
+        per = max(1, min(B, cap // D))
+        threads = self._threads(per * D)
+        vec = itemsize * (_SIM_VECTORS[kind] * per * D + 2 * per)
+        w = itemsize * G * D * D
+        wsh = self._fits(vec + w)
+        return Launch(_SIM_KERNEL[kind], -(-B // per), threads, vec + (w if wsh else 0)), per, wsh
+
+    def _plan_gate_step(self, B: int, D: int):
+        threads = self._threads(B * D)
+        return Launch("gate_step", self._blocks(-(-B * D // threads)), threads, 0)
+
+    def _plan_jacobians(self, kind: str, N: int, D: int, d: int, want_x: bool):
+        """(Launch, msh, nmat): the iRNN's and CTRNN's nmat tangent iterates (D × w) in shared memory
+        when ``msh``, else in a per-block global scratch."""
+        n = 2 * D if kind == "lstm" else D
+        blocks = self._blocks(N)
+        threads = self._threads(n * n)
+        if kind in ("cell", "gru", "lstm"):
+            name = "jac_cell" if kind == "cell" else "jac_gated"
+            return Launch(name, blocks, threads, 8 * (2 if kind == "cell" else 6) * D), True, 0
+        w = D + d if want_x else D
+        nmat, nvec = (2, 5) if kind == "irnn" else (4, 7)
+        msh = self._fits(8 * (nvec * D + nmat * D * w))
+        return Launch(f"jac_{kind}", blocks, threads, 8 * (nvec * D + (nmat * D * w if msh else 0))), msh, nmat
+
+    def _plan_products(self, B: int, n: int):
+        """(Launch, psh): P, P' (n² each) in shared memory when ``psh``, else global scratch."""
+        threads = self._threads(n * n)
+        vec = 8 * (threads + n)
+        psh = self._fits(vec + 8 * 2 * n * n)
+        return Launch("products", B, threads, vec + (8 * 2 * n * n if psh else 0)), psh
+
+    def _plan_power(self, N: int, n: int, itemsize: int):
+        """(Launch, msh): the matrix (n²) in shared memory when ``msh``."""
+        threads = self._threads(n)
+        vec = itemsize * (2 * threads + 3 * n)
+        msh = self._fits(vec + itemsize * n * n)
+        return Launch("top_sv_power", self._blocks(N), threads, vec + (itemsize * n * n if msh else 0)), msh
+
+    def _plan_jacobi(self, N: int, n: int, itemsize: int):
+        """(Launch, gsh): the Gram matrix (n²) in shared memory when ``gsh``."""
+        threads = self._threads(n * n)
+        half = (n + n % 2) // 2
+        vec = itemsize * (2 * half + threads)
+        gsh = self._fits(vec + itemsize * n * n)
+        return Launch("top_sv", self._blocks(N), threads, vec + (itemsize * n * n if gsh else 0)), gsh
+
+    def _plan_qr(self, B: int, n: int, k: int):
+        """(Launch, qsh): the step's A and the frame Q (n·k each) in shared memory when ``qsh``."""
+        threads = self._threads(max(n * k, n))
+        vec = 8 * (threads + k)
+        qsh = self._fits(vec + 8 * 2 * n * k)
+        return Launch("qr_steps", B, threads, vec + (8 * 2 * n * k if qsh else 0)), qsh
+
+    def _plan_reverse(self, rows: int, D: int, din: int):
+        threads = self._threads(max(D, din))
+        return Launch("reverse", rows, threads, 8 * (3 * D + threads))
+
+    def _plan_implicit(self, kernel: str, N: int, U: int):
+        threads = self._threads(U)
+        shared = 8 * (2 * U + threads) if kernel == "picard" else 8 * 4 * U
+        return Launch(kernel, self._blocks(N), threads, shared)
+
+    # --------------------------------------------------------- device results
+    _local = threading.local()
+
+    @contextlib.contextmanager
+    def results_on_device(self):
+        """A context in which ``simulate``, ``jacobians`` and ``forward_tangent`` return their
+        arrays where the kernels ran (CuPy arrays on a GPU) instead of copying them to the host
+        (through pinned memory, ``device.to_host``)::
+
+            be = dl.get_backend("cupy")
+            with be.results_on_device():
+                H, bad, _ = be.simulate(m.form(), x, h0)     # cupy.ndarray on a GPU
+        """
+        old = getattr(self._local, "keep", False)
+        self._local.keep = True
+        try:
+            yield self
+        finally:
+            self._local.keep = old
+
+    def _result(self, a):
+        return a if getattr(self._local, "keep", False) else to_host(a)
 
     # --------------------------------------------------------------- simulate
     def simulate(self, form, x, h0, *, stop: bool = True, dtype=np.float64):
         self.require("simulate", form)
         dt = np.dtype(dtype)
         if form.kind == "stack":
-            H, bad = self._stack_dev(form, to_device(x), to_device(h0), stop, dt)
+            H, bad, path = self._stack_dev(form, to_device(x), to_device(h0), stop, dt)
         else:
-            H, bad, _ = self._simulate_dev(form, to_device(x), to_device(h0), stop, dt, False)
-        return to_host(H), to_host(bad), "fused"
+            H, bad, _, path = self._simulate_dev(form, to_device(x), to_device(h0), stop, dt, False)
+        return self._result(H), self._result(bad), path
 
     def _stack_dev(self, form, x, h0, stop, dt):
         """A stack layer by layer (``Backend.simulate_layers``), every layer's states on the device."""
         xp = runtime().xp
         o = form.offsets
         inp = x
-        Hs, bad = [], None
+        Hs, bad, path = [], None, None
         for ell, layer in enumerate(form.layers):
-            H, b, _ = self._simulate_dev(layer, inp, xp.ascontiguousarray(h0[:, int(o[ell]):int(o[ell + 1])]), stop,
-                                         dt, False)
+            H, b, _, path = self._simulate_dev(layer, inp, xp.ascontiguousarray(h0[:, int(o[ell]):int(o[ell + 1])]),
+                                               stop, dt, False)
             Hs.append(H)
             bad = b if bad is None else xp.minimum(bad, b)
             inp = xp.ascontiguousarray(H[:, :, layer.output], dtype=np.float64)
-        return xp.concatenate(Hs, axis=2), bad
+        return xp.concatenate(Hs, axis=2), bad, path
 
     def _simulate_dev(self, form, x, h0, stop, dt, want_z):
-        """States of a one-layer form on the device: (H (B, T, n), bad (B,), Z or None)."""
+        """States of a one-layer form on the device: (H (B, T, n), bad (B,), Z or None, path)."""
         xp = runtime().xp
         from .kernels import kernels
 
@@ -122,45 +279,73 @@ class GPUBackend(Backend):
         bad = xp.empty(B, dtype=np.int64)
         Z = xp.full((B, T, D), np.nan, dtype=dt) if want_z else xp.empty((1, 1, 1), dtype=dt)
         h0c = xp.ascontiguousarray(h0, dtype=dt)
-        nvec = {"cell": 2, "irnn": 3, "ctrnn": 4, "gru": 3, "lstm": 3}[form.kind]
         G = 1 if form.kind in ("cell", "irnn", "ctrnn") else form.gates
-        per = max(1, min(B, (self.SIM_MAX_THREADS if runtime().simulator else self.MAX_THREADS) // D))
-        threads = self._threads(per * D)
-        vec_bytes = dt.itemsize * (nvec * per * D + 2 * per)
-        w_bytes = dt.itemsize * G * D * D
-        wsh = self._fits(vec_bytes + w_bytes)
-        shared = vec_bytes + (w_bytes if wsh else 0)
-        blocks = -(-B // per)
+        path = "fused"
         if form.kind in ("gru", "lstm"):
             GI = xp.ascontiguousarray(xp.matmul(x.astype(dt), to_device(form.W_ih, dt).T) + to_device(form.b_ih, dt))
-            WT = to_device(np.ascontiguousarray(form.W_hh.T).ravel(), dt)
-            self._launch(kn.sim_gated, blocks, threads, shared, WT, GI, to_device(form.b_hh, dt), h0c,
-                         form.kind == "lstm", form.act_id, ft(form.leak), bool(stop), per, wsh, H, bad)
+            if B >= self.GATED_GEMM_MIN_BATCH:
+                self._gated_steps(form, GI, h0c, stop, dt, H, bad)
+                path = "gemm+gates"
+            else:
+                launch, per, wsh = self._plan_simulate(form.kind, B, D, G, dt.itemsize)
+                WT = to_device(np.ascontiguousarray(form.W_hh.T).ravel(), dt)
+                self._launch(kn.sim_gated, launch.blocks, launch.threads, launch.shared, WT, GI,
+                             to_device(form.b_hh, dt), h0c, form.kind == "lstm", form.act_id, ft(form.leak),
+                             bool(stop), per, wsh, H, bad)
         else:
+            launch, per, wsh = self._plan_simulate(form.kind, B, D, G, dt.itemsize)
+            args = (launch.blocks, launch.threads, launch.shared)
             C = xp.ascontiguousarray((xp.matmul(x, to_device(form.W).T) + to_device(form.b)).astype(dt))
             if form.kind == "cell":
                 RT = to_device(np.ascontiguousarray(form.R.T).ravel(), dt)
-                self._launch(kn.sim_cell, blocks, threads, shared, RT, C, h0c, ft(form.a), ft(form.gain), form.act_id,
-                             ft(form.leak), bool(stop), per, wsh, H, Z, bad)
+                self._launch(kn.sim_cell, *args, RT, C, h0c, ft(form.a), ft(form.gain), form.act_id, ft(form.leak),
+                             bool(stop), per, wsh, H, Z, bad)
             elif form.kind == "irnn":
                 UT = to_device(np.ascontiguousarray(form.U.T).ravel(), dt)
-                self._launch(kn.sim_irnn, blocks, threads, shared, UT, C, h0c, to_device(form.eta, dt), ft(form.alpha),
-                             int(form.K), bool(form.g0prev), ft(form.sign), form.act_id, ft(form.leak), bool(stop),
-                             per, wsh, H, bad)
+                self._launch(kn.sim_irnn, *args, UT, C, h0c, to_device(form.eta, dt), ft(form.alpha), int(form.K),
+                             bool(form.g0prev), ft(form.sign), form.act_id, ft(form.leak), bool(stop), per, wsh, H, bad)
             else:
                 UT = to_device(np.ascontiguousarray(form.U.T).ravel(), dt)
-                self._launch(kn.sim_ctrnn, blocks, threads, shared, UT, C, h0c, ft(form.tau), ft(form.alpha),
+                self._launch(kn.sim_ctrnn, *args, UT, C, h0c, ft(form.tau), ft(form.alpha),
                              ft(form.dt / form.substeps), int(form.substeps), form.method == "rk4", form.act_id,
                              ft(form.leak), bool(stop), per, wsh, H, bad)
         if stop:  # rows from a sequence's failure on stay NaN, as the reference leaves them
             H[xp.arange(T)[None, :] >= bad[:, None]] = np.nan
-        return H, bad, (Z if want_z else None)
+        return H, bad, (Z if want_z else None), path
+
+    def _gated_steps(self, form, GI, h0c, stop, dt, H, bad):
+        """GRU/LSTM forward for a large batch: per step one GEMM Q = h_{t−1} W_hhᵀ over the batch
+        (cuBLAS through CuPy's ``matmul``; NumPy's under the simulator) and one ``gate_step`` launch."""
+        xp = runtime().xp
+        from .kernels import kernels
+
+        B, T, _ = H.shape
+        D = form.hidden
+        lstm = form.kind == "lstm"
+        WT = to_device(np.ascontiguousarray(form.W_hh.T), dt)               # (D, G·D)
+        bhh = to_device(form.b_hh, dt)
+        hc = h0c[:, :D].copy()          # the state buffers are written: never the caller's h0
+        cc = h0c[:, D:].copy() if lstm else xp.zeros((B, D), dtype=dt)
+        hn, cn = xp.empty_like(hc), xp.empty_like(cc)
+        Q = xp.empty((B, WT.shape[1]), dtype=dt)
+        bad[...] = T
+        launch = self._plan_gate_step(B, D)
+        kernel = kernels(dt).gate_step
+        for t in range(T):
+            xp.matmul(hc, WT, out=Q)
+            self._launch(kernel, launch.blocks, launch.threads, launch.shared, GI, Q, bhh, t, lstm, form.act_id,
+                         dt.type(form.leak), bool(stop), hc, cc, hn, cn, H, bad)
+            hc, hn = hn, hc
+            cc, cn = cn, cc
 
     # -------------------------------------------------------------- jacobians
     def jacobians(self, form, x, hprev, *, eta=None, inputs: bool = False):
         self.require("jacobians", form)
-        J, Jx, _ = self._layer_host(form, x, hprev, eta, inputs)
-        return J, Jx, "fused"
+        if form.kind == "stack":
+            J, Jx, _ = self._layer_host(form, x, hprev, eta, inputs)
+            return J, Jx, "fused"
+        J, Jx, _ = self._jac_dev(form, to_device(x), to_device(hprev), eta, inputs)
+        return self._result(J), (self._result(Jx) if inputs else None), "fused"
 
     def _layer_host(self, form, x, s, eta, want_x):
         """(J, Jx or None, s') of one form at N points as NumPy arrays (a stack composed from its
@@ -184,43 +369,38 @@ class GPUBackend(Backend):
         J = xp.empty((N, n, n))
         Jx = xp.empty((N, n, d)) if want_x else xp.empty((1, 1, 1))
         snew = None
-        blocks = self._blocks(N)
-        threads = self._threads(n * n)
+        launch, msh, nmat = self._plan_jacobians(form.kind, N, D, d, want_x)
+        args = (launch.blocks, launch.threads, launch.shared)
         f64 = np.float64
         if form.kind == "cell":
             snew = xp.empty((N, D))
-            self._launch(kn.jac_cell, blocks, threads, 8 * 2 * D, to_device(form.R), to_device(form.W),
-                         to_device(form.b), f64(form.a), f64(form.gain), form.act_id, f64(form.leak), X, Hp,
-                         bool(want_x), J, Jx, snew)
+            self._launch(kn.jac_cell, *args, to_device(form.R), to_device(form.W), to_device(form.b), f64(form.a),
+                         f64(form.gain), form.act_id, f64(form.leak), X, Hp, bool(want_x), J, Jx, snew)
         elif form.kind in ("gru", "lstm"):
             snew = xp.empty((N, n))
             GI = xp.ascontiguousarray(xp.matmul(X, to_device(form.W_ih).T) + to_device(form.b_ih))
             if form.kind == "lstm":
                 J[...] = 0.0
-            self._launch(kn.jac_gated, blocks, threads, 8 * 6 * D, to_device(form.W_ih), to_device(form.W_hh), GI,
-                         to_device(form.b_hh), form.kind == "lstm", form.act_id, f64(form.leak), Hp, bool(want_x),
-                         J, Jx, snew)
+            self._launch(kn.jac_gated, *args, to_device(form.W_ih), to_device(form.W_hh), GI, to_device(form.b_hh),
+                         form.kind == "lstm", form.act_id, f64(form.leak), Hp, bool(want_x), J, Jx, snew)
         else:
             w = D + d if want_x else D
-            nmat, nvec = (2, 5) if form.kind == "irnn" else (4, 7)
-            msh = self._fits(8 * (nvec * D + nmat * D * w))
-            shared = 8 * (nvec * D + (nmat * D * w if msh else 0))
-            scratch = xp.empty((1, nmat, 1)) if msh else xp.empty((blocks, nmat, D * w))
+            scratch = xp.empty((1, nmat, 1)) if msh else xp.empty((launch.blocks, nmat, D * w))
             if form.kind == "irnn":
                 E = to_device(np.broadcast_to(form.eta[0], (N, form.K)) if eta is None else eta)
-                self._launch(kn.jac_irnn, blocks, threads, shared, to_device(form.U), to_device(form.W),
-                             to_device(form.b), E, f64(form.alpha), int(form.K), bool(form.g0prev), f64(form.sign),
-                             form.act_id, f64(form.leak), X, Hp, bool(want_x), scratch, bool(msh), J, Jx)
+                self._launch(kn.jac_irnn, *args, to_device(form.U), to_device(form.W), to_device(form.b), E,
+                             f64(form.alpha), int(form.K), bool(form.g0prev), f64(form.sign), form.act_id,
+                             f64(form.leak), X, Hp, bool(want_x), scratch, bool(msh), J, Jx)
             else:
-                self._launch(kn.jac_ctrnn, blocks, threads, shared, to_device(form.U), to_device(form.W),
-                             to_device(form.b), f64(form.tau), f64(form.alpha), f64(form.dt / form.substeps),
-                             int(form.substeps), form.method == "rk4", form.act_id, f64(form.leak), X, Hp,
-                             bool(want_x), scratch, bool(msh), J, Jx)
+                self._launch(kn.jac_ctrnn, *args, to_device(form.U), to_device(form.W), to_device(form.b),
+                             f64(form.tau), f64(form.alpha), f64(form.dt / form.substeps), int(form.substeps),
+                             form.method == "rk4", form.act_id, f64(form.leak), X, Hp, bool(want_x), scratch,
+                             bool(msh), J, Jx)
         return J, (Jx if want_x else None), snew
 
     def flow_jacobians(self, form, x, h0, H, lo, hi):
         """J_t for t = lo+1 … hi along a trajectory, left on the device for this backend's own
-        accumulators (``_Backward``, ``_QR``): the base class's ``gradient_flow`` and
+        accumulators (``flow.Backward``, ``flow.QR``): the base class's ``gradient_flow`` and
         ``lyapunov_logr`` then make, multiply and measure every J_t there; only the per-time logs
         come back.  (B, hi − lo, n, n)."""
         B, _, d = x.shape
@@ -239,64 +419,83 @@ class GPUBackend(Backend):
 
     # ------------------------------------------------------- norms, QR steps
     def top_singular(self, M):
-        """σ₁ of every matrix of a device stack M (N, n, n) (``kernels.top_sv``); a device array."""
-        xp = runtime().xp
-        from .kernels import kernels
+        """σ₁ of every matrix of a device stack M (N, n, n): certified power iteration, Jacobi where
+        it cannot certify (``flow.top_singular``); a device array."""
+        from .flow import top_singular
 
-        N, n, _ = M.shape
-        dt = np.dtype(M.dtype)
-        out = xp.empty(N, dtype=dt)
-        if N == 0:
-            return out
-        blocks = self._blocks(N)
-        threads = self._threads(n * n)
-        half = (n + n % 2) // 2
-        gsh = self._fits(dt.itemsize * (2 * half + threads + n * n))
-        shared = dt.itemsize * (2 * half + threads + (n * n if gsh else 0))
-        scratch = xp.empty((1, 1), dtype=dt) if gsh else xp.empty((blocks, n * n), dtype=dt)
-        self._launch(kernels(dt).top_sv, blocks, threads, shared, xp.ascontiguousarray(M), scratch, bool(gsh),
-                     dt.type(np.finfo(dt).eps), 40, out)
-        return out
+        return top_singular(self, M)
 
     def backward_norms(self, batch: int, size: int, *, dL_dhT=None, step_norms: bool = True):
-        return _Backward(self, batch, size, dL_dhT, step_norms)
+        from .flow import Backward
+
+        return Backward(self, batch, size, dL_dhT, step_norms)
 
     def tangent_qr(self, batch: int, size: int, Q):
-        return _QR(self, Q)
+        from .flow import QR
+
+        return QR(self, Q)
 
     # ------------------------------------------------------------- sweeps
     def forward_tangent(self, batch):
         logs, M, J, bad = self._tangent_dev(batch)
-        return to_host(logs), to_host(M), to_host(J), to_host(bad)
+        return self._result(logs), self._result(M), self._result(J), self._result(bad)
+
+    #: blocks of a sweep launch whose iterates spill to the global scratch (one D² triple each)
+    SCRATCH_BLOCKS = 1024
+
+    def tangent_launch(self, S: int, D: int, dtype=np.float64, gated: bool = False, *, simulator=None) -> dict:
+        """The launch shape of the sweep kernel (``kernels_tangent``) for S settings of D units:
+        ``threads`` (a power of two ≥ the ⌈D/2⌉² register tiles, at most ``MAX_THREADS``), ``blocks``
+        (a grid-stride loop over the settings), ``shared`` bytes and ``msh`` — 2: the iterates
+        (2 or 3 D × D) and Rᵀ in shared memory, 1: the iterates only, 0: neither (the iterates in
+        ``scratch`` of ``scratch_shape`` in global memory) — the most that fits ``SHARED_BYTES``.
+        ``simulator`` (default: where this process runs) picks the simulator's thread and block
+        caps; the bytes are the device's either way."""
+        sim = runtime().simulator if simulator is None else bool(simulator)
+        it = np.dtype(dtype).itemsize
+        tiles = ((D + 1) // 2) ** 2
+        threads = int(min(self.SIM_MAX_THREADS if sim else self.MAX_THREADS, _pow2(max(tiles, D))))
+        vec = it * (6 * D + max(32, threads))
+        mats = it * (2 if gated else 3) * D * D
+        weights = it * D * D
+        msh = 2 if self._fits(vec + mats + weights) else (1 if self._fits(vec + mats) else 0)
+        shared = vec + (mats if msh >= 1 else 0) + (weights if msh >= 2 else 0)
+        cap = self.SIM_MAX_BLOCKS if sim else (self.MAX_BLOCKS if msh else self.SCRATCH_BLOCKS)
+        blocks = int(max(1, min(cap, S)))
+        return {"threads": threads, "blocks": blocks, "shared": int(shared), "msh": msh,
+                "scratch_shape": (1, 3, 1) if msh else (blocks, 3, D * D)}
 
     def _tangent_dev(self, batch):
+        """The forward tangents of a ``TangentBatch`` on the device: (logs, M̃_T, J_T, diverged),
+        device arrays.  The groups' arrays are uploaded once each (R, W, b, X: G of them), the
+        settings' scalars once per setting; the drives are computed in the kernel."""
         xp = runtime().xp
         from .kernels import kernels
 
-        dt = np.dtype(batch.C.dtype)
-        S, T, D = batch.C.shape
-        threads = self._threads(D * D)
+        dt = np.dtype(batch.dtype)
+        S, D = batch.size, batch.hidden
+        G = batch.R.shape[0]
+        shape = self.tangent_launch(S, D, dt, bool(batch.gated))
         logs = xp.empty(S, dtype=dt)
         M = xp.empty((S, D, D), dtype=dt)
         J = xp.empty((S, D, D), dtype=dt)
         bad = xp.empty(S, dtype=np.int64)
-        vec = dt.itemsize * (4 * D + threads)
-        mats = dt.itemsize * 3 * D * 2 * D
-        weights = dt.itemsize * D * D
-        msh = 2 if self._fits(vec + mats + weights) else (1 if self._fits(vec + mats) else 0)
-        shared = vec + (mats if msh >= 1 else 0) + (weights if msh >= 2 else 0)
-        scratch = xp.empty((1, 3, 1), dtype=dt) if msh else xp.empty((S, 3, 2 * D * D), dtype=dt)
-        RT = to_device(np.ascontiguousarray(np.swapaxes(batch.R, 1, 2)).reshape(S, D * D), dt)
-        self._launch(kernels(dt).tangent, S, threads, shared, bool(batch.gated), RT, to_device(batch.C, dt),
-                     to_device(batch.eta, dt), to_device(batch.K, np.int64), to_device(batch.alpha, dt),
-                     to_device(batch.sign, dt), to_device(batch.g0prev, np.bool_), to_device(batch.act, np.int64),
-                     to_device(batch.leak, dt), scratch, int(msh), logs, M, J, bad)
+        scratch = xp.empty(shape["scratch_shape"], dtype=dt)
+        RT = to_device(np.ascontiguousarray(np.swapaxes(batch.R, 1, 2)).reshape(G, D * D), dt)
+        self._launch(kernels(dt).tangent, shape["blocks"], shape["threads"], shape["shared"], bool(batch.gated), RT,
+                     to_device(batch.W, dt), to_device(batch.b, dt), to_device(batch.X, dt),
+                     to_device(batch.group, np.int64), to_device(batch.eta, dt), to_device(batch.K, np.int64),
+                     to_device(batch.alpha, dt), to_device(batch.sign, dt), to_device(batch.g0prev, np.bool_),
+                     to_device(batch.act, np.int64), to_device(batch.leak, dt), scratch, int(shape["msh"]), logs, M, J,
+                     bad)
         return logs, M, J, bad
 
-    def sweep_gradients(self, forms, xs):
-        """``forward_tangent`` and σ₁ of M̃_T and J_T on the device (``top_singular``)."""
+    def sweep_gradients(self, forms, xs=None):
+        """``forward_tangent`` and σ₁ of M̃_T and J_T on the device (``top_singular``): forms and
+        their inputs, or a ``TangentBatch``."""
         xp = runtime().xp
-        logs, M, J, bad = self._tangent_dev(stack_tangent(forms, xs))
+        batch = as_tangent_batch(forms, xs)
+        logs, M, J, bad = self._tangent_dev(batch.astype(np.float64) if batch.dtype != np.float64 else batch)
         with np.errstate(divide="ignore", invalid="ignore"):
             log1 = to_host(logs + xp.log(self.top_singular(M)))
             logT = to_host(xp.log(self.top_singular(J)))
@@ -311,11 +510,14 @@ class GPUBackend(Backend):
 
     @classmethod
     def region_from_memory(cls, free: float, hidden: int, steps: int, inner: int = 1) -> int:
-        """Each setting of a batched sweep holds on the device its drive (T·D), recurrent matrix,
-        M̃_T and J_T (3·D²), the tangents' global scratch (6·D²), the σ₁ Gram scratch (2·D²) and
-        its η row (K), float64 — and about as much again on the host while the batch is stacked:
-        ``SWEEP_MEMORY_FRACTION`` of ``free`` bytes over that, between 1 and ``SWEEP_MAX_REGION``."""
-        per_point = 2 * 8 * (steps * hidden + 11 * hidden * hidden + inner + 16)
+        """Each setting of a batched sweep holds on the device its results M̃_T and J_T (2·D²),
+        its η row (K) and a dozen scalars, and — at worst, when no two settings share them — a
+        group's R, W, b and input (D², D·d + D, T·d: within 2·D² + T·D for d ≤ D), float64; about
+        as much again on the host while the batch is built: ``SWEEP_MEMORY_FRACTION`` of ``free``
+        bytes over 2·8·(T·D + 4·D² + K + 16), between 1 and ``SWEEP_MAX_REGION``.  (The
+        tangents' iterates live in shared memory, or in a global scratch of at most
+        ``SCRATCH_BLOCKS`` blocks, whatever the region.)"""
+        per_point = 2 * 8 * (steps * hidden + 4 * hidden * hidden + inner + 16)
         return int(max(1, min(cls.SWEEP_MAX_REGION, free * cls.SWEEP_MEMORY_FRACTION // per_point)))
 
     # ---------------------------------------------------------- partition
@@ -327,7 +529,7 @@ class GPUBackend(Backend):
         out = []
         inp = to_device(x)
         for f, h0 in zip(forms, h0s):
-            H, bad, Z = self._simulate_dev(f, inp, to_device(h0), True, np.dtype(np.float64), True)
+            H, bad, Z, _ = self._simulate_dev(f, inp, to_device(h0), True, np.dtype(np.float64), True)
             Hh, bh = to_host(H), to_host(bad)
             out.append((Hh, bh, to_host(Z)))
             if int(bh.min()) < Hh.shape[1]:
@@ -348,8 +550,8 @@ class GPUBackend(Backend):
         lam_d = to_device(lam)
         has = incoming is not None
         inc = to_device(incoming) if has else xp.empty((1, 1, 1, 1))
-        threads = self._threads(max(D, din))
-        self._launch(kernels(np.float64).reverse, B * C, threads, 8 * (3 * D + threads), to_device(form.R),
+        launch = self._plan_reverse(B * C, D, din)
+        self._launch(kernels(np.float64).reverse, launch.blocks, launch.threads, launch.shared, to_device(form.R),
                      to_device(form.W), to_device(form.b), to_device(S), np.float64(form.a), np.float64(form.gain),
                      lam_d, inc, has, C, out, offset)
         lam[...] = to_host(lam_d)
@@ -378,81 +580,20 @@ class GPUBackend(Backend):
         Ad = to_device(A)
         Zd = to_device(np.zeros((N, U)) if Z0 is None else Z0).copy()
         res, its, rate = xp.empty(N), xp.empty(N, dtype=np.int64), xp.empty(N)
-        threads = self._threads(U)
-        self._launch(kn.picard, self._blocks(N), threads, 8 * (2 * U + threads), Ad, to_device(C), ACTIVATION_IDS[act],
+        pic = self._plan_implicit("picard", N, U)
+        self._launch(kn.picard, pic.blocks, pic.threads, pic.shared, Ad, to_device(C), ACTIVATION_IDS[act],
                      float(leak), float(tol), int(max_iter), 0.9, Zd, res, its, rate)
 
         def flow(C_rows, Z0_rows):
             Zf = to_device(np.zeros(C_rows.shape) if Z0_rows is None else Z0_rows).copy()
-            self._launch(kn.flow_rk4, self._blocks(C_rows.shape[0]), threads, 8 * 4 * U, Ad, to_device(C_rows),
+            fl = self._plan_implicit("flow_rk4", C_rows.shape[0], U)
+            self._launch(kn.flow_rk4, fl.blocks, fl.threads, fl.shared, Ad, to_device(C_rows),
                          ACTIVATION_IDS[act], float(leak), int(steps), float(dt), Zf)
             return to_host(Zf)
 
         res = to_host(res)
         return auto_newton(A, C, act, leak, tol, steps, dt, Z0, to_host(Zd), res, to_host(its), res <= tol,
                            to_host(rate), flow=flow)
-
-
-class _Backward:
-    """The gradient flow's backward pass on the device (``kernels.products``, ``top_singular``)."""
-
-    path = "fused"
-
-    def __init__(self, be, batch, size, dL_dhT, step_norms):
-        xp = runtime().xp
-        self.be = be
-        self.B, self.n = int(batch), int(size)
-        self.step_norms = bool(step_norms)
-        self.P = to_device(np.broadcast_to(np.eye(self.n).ravel(), (self.B, self.n * self.n)))
-        self.logs = xp.zeros(self.B)
-        self.g = None if dL_dhT is None else to_device(np.reshape(dL_dhT, (self.B, self.n)))
-
-    def feed(self, J) -> dict:
-        xp = runtime().xp
-        from .kernels import kernels
-
-        J = to_device(J)
-        B, m, n, _ = J.shape
-        S = xp.empty((B, m, n, n))
-        Slog = xp.empty((B, m))
-        wantg = self.g is not None
-        glog = xp.empty((B, m)) if wantg else xp.empty((1, 1))
-        threads = self.be._threads(n * n)
-        self.be._launch(kernels(np.float64).products, B, threads, 8 * (2 * n * n + n + threads), J, self.P, self.logs,
-                        self.g if wantg else xp.empty((1, 1)), wantg, S, Slog, glog)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = {"log_jac_norm": to_host(Slog + xp.log(self.be.top_singular(S.reshape(B * m, n, n)).reshape(B, m)))}
-        if self.step_norms:
-            out["step_norm"] = to_host(self.be.top_singular(J.reshape(B * m, n, n)).reshape(B, m))
-        if wantg:
-            out["log_dL_dh_norm"] = to_host(glog)
-        return out
-
-
-class _QR:
-    """Benettin's QR steps on the device (``kernels.qr_steps``); ``Q`` the carried frames (host)."""
-
-    path = "fused"
-
-    def __init__(self, be, Q):
-        self.be = be
-        self._Q = to_device(Q).copy()
-
-    @property
-    def Q(self) -> np.ndarray:
-        return to_host(self._Q)
-
-    def feed(self, J) -> np.ndarray:
-        xp = runtime().xp
-        from .kernels import kernels
-
-        J = to_device(J)
-        B, m, n, _ = J.shape
-        k = self._Q.shape[2]
-        out = xp.empty((B, m, k))
-        threads = self.be._threads(max(n * k, n))
-        self.be._launch(kernels(np.float64).qr_steps, B, threads, 8 * (2 * n * k + k + threads), J, self._Q, out)
-        return to_host(out)
 
 
 __all__ = ["GPUBackend"]

@@ -4,8 +4,10 @@ Layout, shared by every kernel:
 
 * **One block per independent unit of work** — a slice of ``per`` sequences (simulate), one
   point (Jacobians; a grid-stride loop over the points), one sweep setting (forward tangents),
-  one sequence (backward products, QR steps), one cotangent row (the MASO reverse pass), one
-  implicit point.  Blocks never talk to each other, so a launch is one chunk of work.
+  one sequence (backward products, QR steps), one matrix (σ₁: ``top_sv_power``, ``top_sv``), one
+  cotangent row (the MASO reverse pass), one implicit point; ``gate_step`` alone is elementwise,
+  one thread per (sequence, unit), between the GEMMs of a GRU/LSTM step.  Blocks never talk to each
+  other, so a launch is one chunk of work.
 * **Threads stride over the block's items**: the (sequence, unit) pairs of a slice, the
   (row, column) entries of a matrix, so any block size is correct; the host picks a power of
   two (``threads``) — the tree reductions (``block_sum``) need one.
@@ -39,8 +41,9 @@ import numpy as np
 
 
 #: The kernels ``kernels(dtype)`` builds.
-KERNEL_NAMES = ("sim_cell", "sim_irnn", "sim_ctrnn", "sim_gated", "jac_cell", "jac_irnn", "jac_ctrnn", "jac_gated",
-                "tangent", "products", "top_sv", "qr_steps", "reverse", "picard", "flow_rk4")
+KERNEL_NAMES = ("sim_cell", "sim_irnn", "sim_ctrnn", "sim_gated", "gate_step", "jac_cell", "jac_irnn", "jac_ctrnn",
+                "jac_gated", "tangent", "products", "top_sv", "top_sv_power", "qr_steps", "reverse", "picard",
+                "flow_rk4")
 
 
 @functools.lru_cache(maxsize=None)
@@ -48,13 +51,13 @@ def kernels(dtype) -> types.SimpleNamespace:
     """The kernels for one floating type (float32 or float64), from the modules beside this one."""
     import numba
 
-    from . import kernels_flow, kernels_jacobian, kernels_simulate, kernels_solve
+    from . import kernels_flow, kernels_jacobian, kernels_simulate, kernels_solve, kernels_tangent
 
     FT = numba.float32 if np.dtype(dtype) == np.float32 else numba.float64
     NINF = FT(-math.inf)   # constants in the kernel's own type (a float64 literal would promote)
     NAN = FT(math.nan)
     out = {}
-    for module in (kernels_simulate, kernels_jacobian, kernels_flow, kernels_solve):
+    for module in (kernels_simulate, kernels_jacobian, kernels_flow, kernels_solve, kernels_tangent):
         out.update(module.build(FT, NINF, NAN))
     assert set(out) == set(KERNEL_NAMES), sorted(set(out) ^ set(KERNEL_NAMES))
     return types.SimpleNamespace(**out)

@@ -1,6 +1,6 @@
-"""The gradient-flow and sweep kernels: forward tangents of sweep settings (``tangent``), the backward
-chain P_t and its log-norms (``products``), σ₁ by one-sided Jacobi on the Gram matrix (``top_sv``) and
-the Lyapunov QR steps (``qr_steps``) (``kernels.py``: the layout every kernel keeps).
+"""The gradient-flow kernels: the backward chain P_t and its log-norms (``products``), σ₁ by one-sided
+Jacobi on the Gram matrix (``top_sv``) and the Lyapunov QR steps (``qr_steps``) (``kernels.py``: the
+layout every kernel keeps; the sweep's forward tangents are in ``kernels_tangent``).
 """
 from __future__ import annotations
 
@@ -8,184 +8,39 @@ import math
 
 from numba import cuda  # a module global: the simulator swaps it for its own in the kernels' globals
 
-from ..cells import one, zero, cell_update, cell_slope, irnn_inner, irnn_slope
+from ..cells import one, zero
 from .helpers import device_functions
 
 
 def build(FT, NINF, NAN) -> dict:
     """The kernels of this module for the floating type FT (constants NINF, NAN in that type)."""
     jit = cuda.jit
-    block_sum = device_functions(globals()).block_sum
-
-    @jit
-    def tangent(gated, RT, C, eta, K, alpha, sign, g0prev, act, leak, scratch, msh, logs, M_out, J_out, diverged):
-        """Forward tangents of one sweep setting per block (``base.Backend.forward_tangent``):
-        the state and A = ∂h_m/∂h_1 (Frobenius-normalised, log scale in ``logs``) through the
-        same update; at the last step A = [M_{T−1} | I] so that the same pass gives J_T.
-        iRNN: St = G + σA, G ← G + η_k φ'(z) ⊙ (U St) − η_k α St (``cells.irnn_slope``);
-        cells: G = a A + γ φ'(z) ⊙ (R A) (``cells.cell_slope``).  Shared: h, g, s, the slopes (D),
-        the reduction (blockDim); A, G, St (D × 2D each) when ``msh`` ≥ 1, else the setting's
-        slice of ``scratch`` (S, 3, 2D²); Rᵀ (D²) too when ``msh`` = 2."""
-        buf = cuda.shared.array(0, FT)
-        S, T, D = C.shape
-        n = cuda.blockIdx.x
-        tid = cuda.threadIdx.x
-        nt = cuda.blockDim.x
-        W2 = 2 * D
-        h = buf[0:D]
-        g = buf[D:2 * D]
-        s = buf[2 * D:3 * D]
-        sl = buf[3 * D:4 * D]
-        red = buf[4 * D:4 * D + nt]
-        off = 4 * D + nt
-        sx = min(n, scratch.shape[0] - 1)
-        A = scratch[sx, 0]
-        G = scratch[sx, 1]
-        St = scratch[sx, 2]
-        if msh >= 1:
-            A = buf[off:off + D * W2]
-            G = buf[off + D * W2:off + 2 * D * W2]
-            St = buf[off + 2 * D * W2:off + 3 * D * W2]
-            off += 3 * D * W2
-        R = RT[n]
-        if msh >= 2:
-            for e in range(tid, D * D, nt):
-                buf[off + e] = RT[n, e]
-            R = buf[off:off + D * D]
-        a_ = alpha[n]
-        sg = sign[n]
-        prev = g0prev[n]
-        o = one(a_)
-        ze = zero(a_)
-        for i in range(tid, D, nt):
-            h[i] = ze
-        for e in range(tid, D * D, nt):      # M_1 = I, row stride D until the last step
-            i = e // D
-            A[e] = o if i == e - i * D else ze
-        cuda.syncthreads()
-        lg = ze
-        bad = 0
-        for t in range(T):
-            tang = t > 0
-            w = W2 if (t == T - 1 and tang) else D
-            if w == W2:      # A = [M | I]: M was stored with row stride D; lay it out with stride 2D
-                for e in range(tid, D * D, nt):
-                    St[e] = A[e]
-                cuda.syncthreads()
-                for e in range(tid, D * D, nt):
-                    i = e // D
-                    j = e - i * D
-                    A[i * W2 + j] = St[e]
-                    A[i * W2 + D + j] = o if i == j else ze
-                cuda.syncthreads()
-            if gated:
-                for i in range(tid, D, nt):
-                    z = C[n, t, i]
-                    for j in range(D):
-                        z += R[j * D + i] * h[j]
-                    sl[i] = cell_slope(eta[n, 0], z, act[n], leak[n])
-                    g[i] = cell_update(a_, eta[n, 0], h[i], z, act[n], leak[n])
-                cuda.syncthreads()
-                if tang:
-                    for e in range(tid, D * w, nt):
-                        i = e // w
-                        j = e - i * w
-                        u = ze
-                        for l in range(D):
-                            u += R[l * D + i] * A[l * w + j]
-                        G[e] = a_ * A[e] + sl[i] * u
-                cuda.syncthreads()
-            else:
-                for i in range(tid, D, nt):
-                    g[i] = h[i] if prev else ze
-                if tang:
-                    for e in range(tid, D * w, nt):
-                        G[e] = A[e] if prev else ze
-                cuda.syncthreads()
-                for k in range(K[n]):
-                    ek = eta[n, k]
-                    for i in range(tid, D, nt):
-                        s[i] = g[i] + sg * h[i]
-                    if tang:
-                        for e in range(tid, D * w, nt):
-                            St[e] = G[e] + sg * A[e]
-                    cuda.syncthreads()
-                    for i in range(tid, D, nt):
-                        z = C[n, t, i]
-                        for j in range(D):
-                            z += R[j * D + i] * s[j]
-                        sl[i] = irnn_slope(z, ek, act[n], leak[n])
-                        g[i] = irnn_inner(g[i], s[i], z, ek, a_, act[n], leak[n])
-                    cuda.syncthreads()
-                    if tang:
-                        ea = ek * a_
-                        for e in range(tid, D * w, nt):
-                            i = e // w
-                            j = e - i * w
-                            u = ze
-                            for l in range(D):
-                                u += R[l * D + i] * St[l * w + j]
-                            G[e] = G[e] + (sl[i] * u - ea * St[e])
-                    cuda.syncthreads()
-            nf = ze
-            for i in range(tid, D, nt):
-                if not math.isfinite(g[i]):
-                    nf = o
-            if block_sum(red, nf) > ze:
-                bad = t + 1
-                break
-            for i in range(tid, D, nt):
-                h[i] = g[i]
-            if tang:
-                f2 = ze
-                for e in range(tid, D * w, nt):
-                    if e - (e // w) * w < D:
-                        f2 += G[e] * G[e]
-                f = math.sqrt(block_sum(red, f2))
-                ok = f > ze and math.isfinite(f)
-                if ok:
-                    lg += math.log(f)
-                elif f == ze:
-                    lg = NINF
-                else:
-                    lg = NAN
-                inv = o / f if ok else o
-                for e in range(tid, D * D, nt):
-                    i = e // D
-                    j = e - i * D
-                    v = G[i * w + j] * inv
-                    if w == W2:
-                        M_out[n, i, j] = v
-                        J_out[n, i, j] = G[i * w + D + j]
-                    else:
-                        A[e] = v
-            cuda.syncthreads()
-        if tid == 0:
-            diverged[n] = bad
-            logs[n] = NAN if bad > 0 else lg
-        if bad > 0 or T < 2:
-            for e in range(tid, D * D, nt):
-                i = e // D
-                j = e - i * D
-                M_out[n, i, j] = NAN if bad > 0 else (o if i == j else ze)
-                J_out[n, i, j] = NAN if bad > 0 else ze
+    helpers = device_functions(globals())
+    block_sum = helpers.block_sum
+    block_sum2 = helpers.block_sum2
+    block_max = helpers.block_max
 
     # ======================================================================== norms, QR
     @jit
-    def products(J, P, logs, g, wantg, S, Slog, glog):
+    def products(J, P, logs, g, wantg, scratch, psh, S, Slog, glog):
         """The gradient flow's backward chain for one sequence per block, fed J (B, m, n, n) in
         time order and run from the end: S[b, j] = P̃, Slog[b, j] = ℓ, then P ← P J_j, kept
         Frobenius-normalised (P = e^ℓ P̃); with a cotangent, glog = ℓ + ln‖g P̃‖.  P (B, n·n) and
-        logs (B,) carry on to the next chunk.  Shared: P, P' (n² each), g P̃ (n), reduction."""
+        logs (B,) carry on to the next chunk.  Shared: the reduction, g P̃ (n); P, P' (n² each)
+        when ``psh``, else the block's slice of ``scratch`` (B, 2, n²)."""
         buf = cuda.shared.array(0, FT)
         B, m, n, _ = J.shape
         b = cuda.blockIdx.x
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
-        Ps = buf[0:n * n]
-        Pn = buf[n * n:2 * n * n]
-        gp = buf[2 * n * n:2 * n * n + n]
-        red = buf[2 * n * n + n:2 * n * n + n + nt]
+        red = buf[0:nt]
+        gp = buf[nt:nt + n]
+        sx = min(b, scratch.shape[0] - 1)    # a (1, …) dummy when P, P' are shared
+        Ps = scratch[sx, 0]
+        Pn = scratch[sx, 1]
+        if psh:
+            Ps = buf[nt + n:nt + n + n * n]
+            Pn = buf[nt + n + n * n:nt + n + 2 * n * n]
         for e in range(tid, n * n, nt):
             Ps[e] = P[b, e]
         lg = logs[b]
@@ -236,6 +91,117 @@ def build(FT, NINF, NAN) -> dict:
             logs[b] = lg
 
     @jit
+    def top_sv_power(M, n, tol, maxit, msh, sig, ok):
+        """σ₁ of every matrix of M (N, n·n) — N row-major n×n matrices —
+        (grid-stride over the matrices) by the numba backend's certified power iteration
+        (``dynlab.backends.numba.norms.top_sv``) on A = M Mᵀ: for a unit u, ρ = ‖Mᵀu‖² ≤ λ₁ and
+        ε = ‖A u − ρ u‖; every other eigenvalue is ≤ ‖M‖_F² − ρ, so when the gap 2ρ − ‖M‖_F² is
+        positive Kato–Temple gives ρ ≤ λ₁ ≤ ρ + ε²/gap, and the iteration stops once
+        ε² ≤ 2·tol·ρ·gap: 0 ≤ σ₁/√ρ − 1 ≤ tol.  Also certified: ρ ≥ (1 − 2 tol)·‖M‖₁‖M‖_∞ (Hölder:
+        σ₁² ≤ ‖M‖₁‖M‖_∞; it settles a diagonal M, the identity P_T among them, at once).  No warm
+        start (the matrices run in parallel): u₀ = 1 + frac(0.618·i) (Fibonacci hashing),
+        normalised, a start no sign pattern is orthogonal to by accident; ``ok`` False (σ₁ = √ρ, a
+        lower bound) after ``maxit`` iterations, once ρ stalls below ‖M‖_F²/2, or once the residual's
+        observed contraction per iteration could not reach the bound within the iterations left
+        (σ₂ ≈ σ₁), for the caller's Jacobi (``top_sv``).  NaN for a non-finite matrix, 0 for a zero
+        one (both certified).  Shared: two reductions (blockDim each), u, w, v (n); M (n²) too when
+        ``msh``."""
+        buf = cuda.shared.array(0, FT)
+        N, nn = M.shape
+        tid = cuda.threadIdx.x
+        nt = cuda.blockDim.x
+        red = buf[0:nt]
+        red2 = buf[nt:2 * nt]
+        u = buf[2 * nt:2 * nt + n]
+        w = buf[2 * nt + n:2 * nt + 2 * n]
+        v = buf[2 * nt + 2 * n:2 * nt + 3 * n]
+        o = one(tol)
+        ze = zero(tol)
+        two = o + o
+        for pt in range(cuda.blockIdx.x, N, cuda.gridDim.x):
+            A = M[pt]
+            if msh:
+                A = buf[2 * nt + 3 * n:2 * nt + 3 * n + nn]
+                for e in range(tid, nn, nt):
+                    A[e] = M[pt, e]
+                cuda.syncthreads()
+            f2 = ze
+            cmax = ze
+            for j in range(tid, n, nt):          # column j: its squares and its absolute sum
+                cs = ze
+                for i in range(n):
+                    a = A[i * n + j]
+                    f2 += a * a
+                    cs += abs(a)
+                cmax = max(cmax, cs)
+                u[j] = o + FT((j * 40503) % 65536) / FT(65536)
+            F = block_sum(red, f2)
+            rmax = ze
+            for i in range(tid, n, nt):
+                rs = ze
+                for j in range(n):
+                    rs += abs(A[i * n + j])
+                rmax = max(rmax, rs)
+            holder = block_max(red, cmax) * block_max(red, rmax)
+            if not math.isfinite(F) or F == ze:
+                if tid == 0:
+                    sig[pt] = NAN if not math.isfinite(F) else ze
+                    ok[pt] = True
+                continue
+            q = ze
+            for i in range(tid, n, nt):
+                q += u[i] * u[i]
+            s = o / math.sqrt(block_sum(red, q))
+            for i in range(tid, n, nt):
+                u[i] *= s
+            cuda.syncthreads()
+            rho = ze
+            rho_old = ze
+            e2_old = ze
+            done = False
+            for it in range(maxit):
+                for j in range(tid, n, nt):      # w = Mᵀ u
+                    acc = ze
+                    for i in range(n):
+                        acc += A[i * n + j] * u[i]
+                    w[j] = acc
+                q = ze
+                for j in range(tid, n, nt):
+                    q += w[j] * w[j]
+                rho = block_sum(red, q)
+                e2 = ze
+                nv = ze
+                for i in range(tid, n, nt):      # v = M w = A u
+                    acc = ze
+                    for j in range(n):
+                        acc += A[i * n + j] * w[j]
+                    v[i] = acc
+                    r = acc - rho * u[i]
+                    e2 += r * r
+                    nv += acc * acc
+                e2, nv = block_sum2(red, red2, e2, nv)
+                gap = two * rho - F
+                target = two * tol * rho * gap
+                if (gap > ze and e2 <= target) or rho >= (o - two * tol) * holder:
+                    done = True
+                    break
+                if nv == ze or (it >= 2 and gap <= ze and rho < rho_old * (o + FT(0.01))):
+                    break
+                if it >= 3 and gap > ze:      # at the residual's contraction so far, is the bound in reach?
+                    if e2 >= e2_old or math.log(target / e2) < FT(maxit - it) * math.log(e2 / e2_old):
+                        break
+                rho_old = rho
+                e2_old = e2
+                s = o / math.sqrt(nv)
+                for i in range(tid, n, nt):
+                    u[i] = v[i] * s
+                cuda.syncthreads()
+            if tid == 0:
+                sig[pt] = math.sqrt(rho)
+                ok[pt] = done
+            cuda.syncthreads()
+
+    @jit
     def top_sv(M, scratch, gsh, tol, max_sweeps, out):
         """σ₁ of every matrix of M (N, n, n) (grid-stride over the matrices): the largest
         eigenvalue of the Gram matrix G = MᵀM by the threshold cyclic Jacobi method — n/2
@@ -279,15 +245,7 @@ def build(FT, NINF, NAN) -> dict:
                 top = ze
                 for i in range(tid, n, nt):
                     top = max(top, G[i * n + i])
-                red[tid] = top
-                cuda.syncthreads()
-                if tid == 0:
-                    for i in range(1, nt):
-                        top = max(top, red[i])
-                    red[0] = top
-                cuda.syncthreads()
-                thr = tol * red[0]
-                cuda.syncthreads()
+                thr = tol * block_max(red, top)
                 rotated = ze
                 for rnd in range(mm - 1):
                     for k in range(tid, half, nt):
@@ -335,31 +293,32 @@ def build(FT, NINF, NAN) -> dict:
             top = ze
             for i in range(tid, n, nt):
                 top = max(top, G[i * n + i])
-            red[tid] = top
-            cuda.syncthreads()
+            top = block_max(red, top)
             if tid == 0:
-                for i in range(1, nt):
-                    top = max(top, red[i])
                 out[pt] = math.sqrt(top)
-            cuda.syncthreads()
 
     @jit
-    def qr_steps(J, Q, out):
+    def qr_steps(J, Q, given, scratch, qsh, out):
         """Benettin's QR for one sequence per block, fed J (B, m, n, n) in time order:
-        A = J_t Q, then classical Gram–Schmidt twice (orthogonal to rounding, like Householder),
+        A = J_t Q (``given``: J holds A = J_t Q itself, (B, m, n, k), formed outside, e.g. by one
+        batched GEMM), then classical Gram–Schmidt twice (orthogonal to rounding, like Householder),
         ln R_ii = ln‖a_i − Q_{<i} Q_{<i}ᵀ a_i‖ (|R_ii| does not depend on the column signs, so it
-        equals LAPACK's); Q (B, n, k) carries on.  Shared: A (n·k), Q (n·k), the projections (k),
-        reduction."""
+        equals LAPACK's); Q (B, n, k) carries on.  Shared: the projections (k), the reduction;
+        A, Q (n·k each) when ``qsh``, else the block's slice of ``scratch`` (B, 2, n·k)."""
         buf = cuda.shared.array(0, FT)
         B, m, n, _ = J.shape
         kq = Q.shape[2]
         b = cuda.blockIdx.x
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
-        A = buf[0:n * kq]
-        Qs = buf[n * kq:2 * n * kq]
-        r = buf[2 * n * kq:2 * n * kq + kq]
-        red = buf[2 * n * kq + kq:2 * n * kq + kq + nt]
+        red = buf[0:nt]
+        r = buf[nt:nt + kq]
+        sx = min(b, scratch.shape[0] - 1)    # a (1, …) dummy when A, Q are shared
+        A = scratch[sx, 0]
+        Qs = scratch[sx, 1]
+        if qsh:
+            A = buf[nt + kq:nt + kq + n * kq]
+            Qs = buf[nt + kq + n * kq:nt + kq + 2 * n * kq]
         for e in range(tid, n * kq, nt):
             Qs[e] = Q[b, e // kq, e - (e // kq) * kq]
         cuda.syncthreads()
@@ -367,10 +326,13 @@ def build(FT, NINF, NAN) -> dict:
             for e in range(tid, n * kq, nt):
                 i = e // kq
                 c = e - i * kq
-                v = zero(Qs[e])
-                for l in range(n):
-                    v += J[b, t, i, l] * Qs[l * kq + c]
-                A[e] = v
+                if given:
+                    A[e] = J[b, t, i, c]
+                else:
+                    v = zero(Qs[e])
+                    for l in range(n):
+                        v += J[b, t, i, l] * Qs[l * kq + c]
+                    A[e] = v
             cuda.syncthreads()
             for c in range(kq):
                 for _ in range(2):
@@ -399,4 +361,4 @@ def build(FT, NINF, NAN) -> dict:
         for e in range(tid, n * kq, nt):
             Q[b, e // kq, e - (e // kq) * kq] = Qs[e]
 
-    return {"tangent": tangent, "products": products, "top_sv": top_sv, "qr_steps": qr_steps}
+    return {"products": products, "top_sv": top_sv, "top_sv_power": top_sv_power, "qr_steps": qr_steps}

@@ -6,8 +6,8 @@ from __future__ import annotations
 from numba import cuda  # a module global: the simulator swaps it for its own in the kernels' globals
 from numba.extending import register_jitable
 
-from ..cells import (dphi, one, zero, cell_update, cell_slope, irnn_inner, irnn_slope, ctrnn_rate, gru_unit, gru_slopes,
-                     lstm_unit, lstm_slopes)
+from ..cells import (dphi, one, zero, cell_update, cell_slope, irnn_inner, irnn_keep, irnn_slope, ctrnn_out, ctrnn_rate,
+                     gru_unit, gru_slopes, lstm_unit, lstm_slopes)
 
 
 def build(FT, NINF, NAN) -> dict:
@@ -115,7 +115,7 @@ def build(FT, NINF, NAN) -> dict:
                     sl[i] = irnn_slope(z, ek, act, leak)
                     g[i] = irnn_inner(g[i], s[i], z, ek, alpha, act, leak)
                 cuda.syncthreads()
-                _tangent_update(U, W, M, Mn, sl, one(ek) - ek * alpha, w, D, tid, nt)
+                _tangent_update(U, W, M, Mn, sl, irnn_keep(ek, alpha), w, D, tid, nt)
                 cuda.syncthreads()
                 for e in range(tid, D * w, nt):
                     M[e] = Mn[e]
@@ -219,7 +219,7 @@ def build(FT, NINF, NAN) -> dict:
                         ye = Y[e]
                         if j >= D:
                             u += W[i, j - D]
-                        kk = (dp[i] * u - alpha * ye) / tau
+                        kk = ctrnn_out(ye, dp[i] * u, tau, alpha)      # the rate's tangent
                         # the next stage's input goes to the buffer this stage did not read
                         if not rk4:
                             AC[e] = G[e] + step * kk
@@ -294,9 +294,9 @@ def build(FT, NINF, NAN) -> dict:
                 if lstm:
                     cc = Hp[pt, D + i]
                     ag = GI[pt, 2 * D + i] + q2 + bhh[2 * D + i]
-                    hv, cv, ig, fg, gg, og = lstm_unit(GI[pt, i] + q0 + bhh[i], GI[pt, D + i] + q1 + bhh[D + i], ag,
-                                                       GI[pt, 3 * D + i] + q3 + bhh[3 * D + i], cc, act, leak)
-                    ci, cf, cg, ho, hc = lstm_slopes(cc, cv, ig, fg, gg, og, ag, act, leak)
+                    hv, cv, ig, fg, gg, og, tc = lstm_unit(GI[pt, i] + q0 + bhh[i], GI[pt, D + i] + q1 + bhh[D + i],
+                                                           ag, GI[pt, 3 * D + i] + q3 + bhh[3 * D + i], cc, act, leak)
+                    ci, cf, cg, ho, hc = lstm_slopes(cc, cv, ig, fg, gg, og, tc, ag, act, leak)
                     k0[i] = ci
                     k1[i] = cf
                     k2[i] = cg

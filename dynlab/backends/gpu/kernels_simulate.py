@@ -80,7 +80,7 @@ def build(FT, NINF, NAN) -> dict:
         hn = buf[off + per * D:off + 2 * per * D]
         st = buf[off + 2 * per * D:off + 2 * per * D + per]
         fl = buf[off + 2 * per * D + per:off + 2 * per * D + 2 * per]
-        wantz = Z.shape[0] == B
+        wantz = Z.shape[0] == B and Z.shape[1] == T and Z.shape[2] == D   # a (1, 1, 1) dummy: none
         W = buf[0:D * D] if wsh else RT
         _slice_start(buf, RT, D * D, wsh, h0, 0, h, st, fl, bad, b0, nb, D, T)
         for t in range(T):
@@ -249,11 +249,11 @@ def build(FT, NINF, NAN) -> dict:
                         if lstm:
                             q3 += W[j * GD + 3 * D + i] * hj
                     if lstm:
-                        hv, cv, _i, _f, _g, _o = lstm_unit(GI[b0 + b, t, i] + q0 + bhh[i],
-                                                          GI[b0 + b, t, D + i] + q1 + bhh[D + i],
-                                                          GI[b0 + b, t, 2 * D + i] + q2 + bhh[2 * D + i],
-                                                          GI[b0 + b, t, 3 * D + i] + q3 + bhh[3 * D + i],
-                                                          c[p], act, leak)
+                        hv, cv, _i, _f, _g, _o, _t = lstm_unit(GI[b0 + b, t, i] + q0 + bhh[i],
+                                                              GI[b0 + b, t, D + i] + q1 + bhh[D + i],
+                                                              GI[b0 + b, t, 2 * D + i] + q2 + bhh[2 * D + i],
+                                                              GI[b0 + b, t, 3 * D + i] + q3 + bhh[3 * D + i],
+                                                              c[p], act, leak)
                         c[p] = cv
                         H[b0 + b, t, D + i] = cv
                         if not math.isfinite(cv):
@@ -272,4 +272,44 @@ def build(FT, NINF, NAN) -> dict:
                 h[p] = hn[p]
             _flags(fl, st, bad, b0, nb, t, T, stop)
 
-    return {"sim_cell": sim_cell, "sim_irnn": sim_irnn, "sim_ctrnn": sim_ctrnn, "sim_gated": sim_gated}
+    @jit
+    def gate_step(GI, Q, bhh, t, lstm, act, leak, stop, hc, cc, hn, cn, H, bad):
+        """One step of PyTorch's GRU (lstm=False) or LSTM for every sequence, after the step's
+        recurrent products Q = h_{t−1} W_hhᵀ (B, G·D) were formed as one GEMM over the batch
+        (cuBLAS on a GPU): the gates of each (sequence, unit) pair (``cells.gru_unit``,
+        ``cells.lstm_unit``), one thread each (grid-stride).  Reads h_{t−1} (hc) and c_{t−1} (cc),
+        writes h_t, c_t to hn, cn and to H[:, t] ([h; c] for the LSTM).  ``bad`` (B,) holds T until
+        a sequence's first non-finite state, then that step (every thread that sees one writes the
+        same t); with ``stop`` a sequence past its failure is carried unchanged (its rows from the
+        failure on are NaN-filled by the host, as the fused kernel's).  No shared memory."""
+        B, D = hc.shape
+        T = H.shape[1]
+        for p in range(cuda.grid(1), B * D, cuda.gridsize(1)):
+            b = p // D
+            i = p - b * D
+            if stop and bad[b] < t:
+                hn[b, i] = hc[b, i]
+                cn[b, i] = cc[b, i]
+                continue
+            if lstm:
+                hv, cv, _i, _f, _g, _o, _t = lstm_unit(GI[b, t, i] + Q[b, i] + bhh[i],
+                                                      GI[b, t, D + i] + Q[b, D + i] + bhh[D + i],
+                                                      GI[b, t, 2 * D + i] + Q[b, 2 * D + i] + bhh[2 * D + i],
+                                                      GI[b, t, 3 * D + i] + Q[b, 3 * D + i] + bhh[3 * D + i],
+                                                      cc[b, i], act, leak)
+                cn[b, i] = cv
+                H[b, t, D + i] = cv
+                if not math.isfinite(cv) and bad[b] == T:
+                    bad[b] = t
+            else:
+                hv, _r, _z, _n, _an = gru_unit(GI[b, t, i] + (Q[b, i] + bhh[i]),
+                                               GI[b, t, D + i] + (Q[b, D + i] + bhh[D + i]),
+                                               GI[b, t, 2 * D + i], Q[b, 2 * D + i] + bhh[2 * D + i], hc[b, i], act,
+                                               leak)
+            hn[b, i] = hv
+            H[b, t, i] = hv
+            if not math.isfinite(hv) and bad[b] == T:
+                bad[b] = t
+
+    return {"sim_cell": sim_cell, "sim_irnn": sim_irnn, "sim_ctrnn": sim_ctrnn, "sim_gated": sim_gated,
+            "gate_step": gate_step}

@@ -364,17 +364,45 @@ class NumbaBackend(Backend):
     def forward_tangent(self, batch):
         from .tangent import run_tangent_numba
 
-        S, D = batch.R.shape[0], batch.R.shape[1]
-        dtype = batch.R.dtype            # a float32 batch is widened: the tangents run in float64 here
-        wide = [np.asarray(a, dtype=np.float64) for a in (batch.R, batch.C, batch.eta, batch.alpha, batch.sign,
-                                                          batch.leak)]
-        R, C, eta, alpha, sign, leak = wide
+        S, D = batch.size, batch.hidden
+        dtype = batch.dtype              # a float32 batch is widened: the tangents run in float64 here
+        R, W, b, X, eta, alpha, sign, leak = (readonly(getattr(batch, k), np.float64)
+                                              for k in ("R", "W", "b", "X", "eta", "alpha", "sign", "leak"))
         logs = np.empty(S)
         M = np.full((S, D, D), np.nan)
         J = np.full((S, D, D), np.nan)
         bad = np.zeros(S, dtype=np.int64)
-        run_tangent_numba(batch.gated, R, C, eta, batch.K, alpha, sign, batch.g0prev, batch.act, leak, logs, M, J, bad)
+        run_tangent_numba(batch.gated, R, W, b, X, readonly(batch.group, np.int64), eta, readonly(batch.K, np.int64),
+                          alpha, sign, readonly(batch.g0prev, np.bool_), readonly(batch.act, np.int64), leak, logs, M,
+                          J, bad)
         return logs, M.astype(dtype, copy=False), J.astype(dtype, copy=False), bad
+
+    def sweep_region_size(self, hidden: int, steps: int, inner: int = 1):
+        """Settings per sweep region: ``config.SWEEP_REGION_FLOPS`` of forward-tangent work
+        (≈ 2·D³·(T·K + 4) flops a setting), within ``config.SWEEP_REGION_RANGE``: 64 for the
+        ``sweep`` workload (D = 32, T = 200, K ≤ 10), ≈ 1000 at T = 2, where a region's fixed cost
+        would otherwise outweigh its kernels."""
+        lo, hi = config.SWEEP_REGION_RANGE
+        work = 2.0 * float(hidden) ** 3 * (float(steps) * max(1, int(inner)) + 4)
+        return int(min(hi, max(lo, config.SWEEP_REGION_FLOPS // work)))
+
+    def sweep_gradients(self, forms, xs=None):
+        """``forward_tangent``, then σ₁ of M̃_T and J_T in parallel over the settings by the
+        certified power iteration of ``backward_norms`` (relative ``config.NORM_RTOL``; its
+        Lanczos/LAPACK fallback where it cannot certify: ``tangent.sweep_norms``)."""
+        from ..base import as_tangent_batch
+        from .tangent import run_sweep_norms
+
+        batch = as_tangent_batch(forms, xs)
+        logs, M, J, bad = self.forward_tangent(batch.astype(np.float64) if batch.dtype != np.float64 else batch)
+        S, D = M.shape[0], batch.hidden
+        log1, logT = np.empty(S), np.empty(S)
+        u0 = np.random.default_rng(0).standard_normal(D)   # a generic start: never orthogonal to the top vector
+        same = J[:0] if batch.steps == 2 else J           # T = 2: ∂h_T/∂h_1 = J_T, one σ₁ for both
+        with limit_blas_threads(1), np.errstate(divide="ignore", invalid="ignore"):
+            run_sweep_norms(M, same, logs, u0, config.NORM_RTOL, config.NORM_MAXIT, config.GRAM_LANCZOS_MAXIT, log1,
+                            logT)
+        return log1, logT, bad
 
     def implicit_solve(self, A, C, act: str, leak: float, *, method: str = "auto", tol: float, max_iter=None,
                        Z0=None, steps: int = 30, dt: float = 1.0):

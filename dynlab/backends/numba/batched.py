@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import config
+from .. import cells
 from . import loops
 from ._arrays import gemm_rows, readonly
 
@@ -135,7 +136,8 @@ def irnn(U, W, b, x, h0, eta, alpha, K, g0prev, sign, act, leak, stop=True, H=No
         e = eta[t] if eta.shape[0] > 1 else eta[0]
         for k in range(K):
             matmul(buf, AT, z)
-            a_k, e_k = 1.0 - float(e[k]) * alpha, float(e[k])
+            e_k = float(e[k])
+            a_k = cells.irnn_keep(e_k, alpha)     # on s = g + σ h the inner step is a one-line cell
             if k < K - 1:
                 loops.irnn_inner(buf, D, z, a_k, e_k, act, leak)
             else:

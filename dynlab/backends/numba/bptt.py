@@ -30,7 +30,8 @@ import threading
 
 import numpy as np
 
-from ...activations import ACTIVATION_IDS, dphi, phi
+from ...activations import ACTIVATION_IDS, dphi_at, phi
+from ..reference import cells as ref_cells
 from ...errors import DivergenceError
 from . import train as kernels
 from ..base import Workspace  # noqa: F401  (Workspace: the public one, dynlab.train.backprop's)
@@ -193,12 +194,17 @@ def _forward_cell(form, xt, h0a) -> Tape:
             z = Z[t]
             np.matmul(H[t], RT, out=z)
             z += cin[t]
-            _phi_into(name, z, leak, A[t])
-            np.multiply(A[t], c_, out=H[t + 1])
-            if a_ != 0.0:
-                H[t + 1] += a_ * H[t]
+            phi(name, z, leak, out=A[t])
+            H[t + 1] = ref_cells.cell_out(a_, c_, H[t], A[t])
             _check_finite(form, H, t)
-        return Tape(form, xt, H, A, _dphi_inplace(name, Z, A, leak))
+        # φ' written over the pre-activations (one tape-sized array saved): tanh's and sigmoid's
+        # from A in place, the others a step at a time (their temporaries stay small)
+        if name in ("tanh", "sigmoid"):
+            dphi_at(name, Z, A, leak, out=Z)
+        else:
+            for t in range(T):
+                dphi_at(name, Z[t], A[t], leak, out=Z[t])
+        return Tape(form, xt, H, A, Z)
 
 
 def _forward_irnn(form, xt, cin, H) -> Tape:
@@ -221,31 +227,6 @@ def _forward_irnn(form, xt, cin, H) -> Tape:
     if bad >= 0:
         _check_finite(form, H, bad)
     return Tape(form, xt, H, A, Dp, None, eta)
-
-
-def _dphi_inplace(name, Z, A, leak):
-    """φ'(z) written over the pre-activations Z (A = φ(Z)), saving one tape-sized array:
-    tanh 1 − A², sigmoid A(1 − A), the rest from Z (right derivative at kinks)."""
-    if name == "tanh":
-        np.multiply(A, A, out=Z)
-        np.subtract(1.0, Z, out=Z)
-    elif name == "sigmoid":
-        np.subtract(1.0, A, out=Z)
-        Z *= A
-    else:
-        for i in range(Z.shape[0]):  # a time step at a time: temporaries stay small
-            Z[i] = dphi(name, Z[i], leak)
-    return Z
-
-
-def _phi_into(name, z, leak, out):
-    """out[...] = φ(z) without a temporary for the common activations."""
-    if name == "tanh":
-        np.tanh(z, out=out)
-    elif name == "relu":
-        np.maximum(z, 0.0, out=out)
-    else:
-        out[...] = phi(name, z, leak)
 
 
 def _check_finite(form, H, t):

@@ -139,17 +139,16 @@ def irnn_linearisation(form, c, hp, e):
 
     c (n, D) = W x_t + b; hp (n, D) = h_{t−1}; e (n, K) the η of each point.  Returns dpe
     (n, K, D) = η_k φ'(z_k) and keep (n, K) = 1 − η_k α, one BLAS product per inner step for all
-    n points."""
-    from ...activations import dphi, phi
+    n points (the pre-activations from the reference's step, ``reference.simulate.irnn_step``)."""
+    from ..reference import cells
+    from ..reference.simulate import irnn_step
 
     n, D = hp.shape
+    Z = np.empty((form.K, n, D))
+    irnn_step(form.U, hp, c, e, form.alpha, form.K, form.g0prev, form.sign, form.act, form.leak, Z=Z)
     dpe = np.empty((n, form.K, D))
-    gk = hp.copy() if form.g0prev else np.zeros_like(hp)
     for k in range(form.K):
-        s = gk + form.sign * hp
-        z = s @ form.U.T + c
-        dpe[:, k] = e[:, k, None] * dphi(form.act, z, form.leak)
-        gk = gk + e[:, k, None] * (phi(form.act, z, form.leak) - form.alpha * s)
+        dpe[:, k] = cells.irnn_slope(Z[k], e[:, k, None], form.act, form.leak)
     return dpe, np.ascontiguousarray(1.0 - e * form.alpha)
 
 

@@ -253,9 +253,9 @@ def lstm(W_ih, W_hh, gi, gh, act, leak, hprev, J, Jx, snew):
         for k in range(D):
             ag = gi[p, 2 * D + k] + gh[p, 2 * D + k]
             c = hprev[p, D + k]
-            h2, c2, ig, fg, g, o = cells.lstm_unit(gi[p, k] + gh[p, k], gi[p, D + k] + gh[p, D + k], ag,
-                                                   gi[p, 3 * D + k] + gh[p, 3 * D + k], c, act, leak)
-            ci, cf, cg, ho, hc = cells.lstm_slopes(c, c2, ig, fg, g, o, ag, act, leak)
+            h2, c2, ig, fg, g, o, tc = cells.lstm_unit(gi[p, k] + gh[p, k], gi[p, D + k] + gh[p, D + k], ag,
+                                                       gi[p, 3 * D + k] + gh[p, 3 * D + k], c, act, leak)
+            ci, cf, cg, ho, hc = cells.lstm_slopes(c, c2, ig, fg, g, o, tc, ag, act, leak)
             for j in range(S):
                 J[p, k, j] = 0.0
                 J[p, D + k, j] = 0.0
@@ -315,7 +315,7 @@ def irnn_jacobians(U, UT, c, hprev, eta, alpha, K, g0prev, sign, act, leak, J, P
             if k == 0:
                 for i in range(D):
                     for p in range(q):
-                        keep = 1.0 - eta[lo + p, 0] * alpha
+                        keep = cells.irnn_keep(eta[lo + p, 0], alpha)
                         sc = scale[p, i]
                         for j in range(D):
                             P[i, p * D + j] = sc * U[i, j]
@@ -324,7 +324,7 @@ def irnn_jacobians(U, UT, c, hprev, eta, alpha, K, g0prev, sign, act, leak, J, P
                 np.dot(U, P, Tm)
                 for i in range(D):
                     for p in range(q):
-                        keep = 1.0 - eta[lo + p, k] * alpha
+                        keep = cells.irnn_keep(eta[lo + p, k], alpha)
                         sc = scale[p, i]
                         for j in range(D):
                             P[i, p * D + j] = cells.cell_out(keep, sc, P[i, p * D + j], Tm[i, p * D + j])

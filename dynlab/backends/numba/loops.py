@@ -297,35 +297,25 @@ def tanh_inplace(z):
             z[i, j] = tanh_f64(z[i, j])
 
 
-@njit(**_VEC)
-def sigmoid_inplace(z):
-    """z ← σ(z) = (1 + tanh(z/2))/2 (stable for every z)."""
-    for i in range(z.shape[0]):
-        for j in range(z.shape[1]):
-            z[i, j] = 0.5 + 0.5 * tanh_f64(0.5 * z[i, j])
-
-
 # ----------------------------------------------------------------------------------------
-# A float64 exp and logistic sigmoid that LLVM vectorises, for the gates of the GRU/LSTM
-# kernels.  e^y = 2^n e^r as in ``tanh_f64`` (Cody–Waite reduction, |r| ≤ ln2/2, degree-13
-# Taylor polynomial), with 2^n built straight from its bits: n + 1.5·2⁵² holds n in the low
-# bits of its mantissa, and ((those bits) + 1023) << 52 are the bits of 2^n (AVX2 has the
-# 64-bit integer add and shift, so this stays 4 lanes wide).  σ(x) = E/(E + 1) for x ≥ 0 and
-# 1/(E + 1) for x < 0 with E = e^{|x|}: one division, no cancellation (each side is the
-# two-sided form 1/(1 + e^{−|x|}), e^{−|x|}/(1 + e^{−|x|}) of ``dynlab.activations`` multiplied
-# through by E).  Past |x| = 708 (E would overflow) σ is 1 or 0 (the exact value is within
-# 1e-307 of it); NaN stays NaN.
+# The logistic sigmoid of the GRU/LSTM gates, vectorisable: the cells' formula
+# (``cells.sigmoid_from``: 1/(1 + e) for x ≥ 0, e/(1 + e) below, e = e^{−|x|}) with e from
+# ``exp_f64`` above (Cody–Waite reduction, degree-13 polynomial, 2^n from its bits: AVX2 has the
+# 64-bit integer add and shift, so this stays 4 lanes wide).  Past |x| = 708 (where 2^n would
+# leave the normal range) e is 0: σ is 1 or 0, within 1e-307 of the exact value; NaN stays NaN.
 
+
+@njit(inline="always", **_VEC)
+def _exp_neg_abs(x):
+    """e^{−|x|} by ``exp_f64``, 0 past |x| = 708, NaN for NaN."""
+    a = abs(x)
+    return 0.0 if a > 708.0 else exp_f64(-a)
 
 
 @njit(inline="always", **_VEC)
 def _sigmoid_vectorised(x):
-    """σ(x) = 1/(1 + e^{−x}), branch-free (see above); ≤ 3 ulp from the two-sided form."""
-    a = abs(x)
-    E = exp_f64(a if a < 708.0 else 708.0)
-    v = (E if x >= 0.0 else 1.0) / (E + 1.0)
-    v = v if (x >= 0.0 or a <= 708.0) else 0.0
-    return v if x == x else x  # NaN in, NaN out
+    """σ(x), branch-free: ``cells.sigmoid_from`` with ``_exp_neg_abs``; ≤ 3 ulp from the two-sided form."""
+    return cells.sigmoid_from(x, _exp_neg_abs(x))
 
 
 #: The batched and training passes' tanh and sigmoid: the vectorisable ones above, unless
@@ -362,7 +352,7 @@ dphi_given = cells.dphi_at
 @njit(**_VEC)
 def sigmoid_exact_inplace(z):
     """z ← σ(z) for a C-contiguous 2-D float64 array with ``sigmoid_f64`` (≤ 3 ulp, relative,
-    also deep in the tails, where (1 + tanh(z/2))/2 is only accurate to ≈ eps absolute)."""
+    also deep in the tails)."""
     for i in range(z.shape[0]):
         for j in range(z.shape[1]):
             z[i, j] = sigmoid_f64(z[i, j])
@@ -471,29 +461,38 @@ def gated_step(buf, D, z, a, gain, H, t, act, leak):
 
 
 @njit(inline="always", **_VEC)
-def _gru_pre(gi, gh, bhn, D, b, i):
-    """(z, a_n) of unit i of row b: r = σ(gi_r + gh_r), z = σ(gi_z + gh_z), a_n = gi_n + r (gh_n + b_hn)."""
-    r = sigmoid_f64(float(gi[b, i]) + float(gh[b, i]))
-    z = sigmoid_f64(float(gi[b, D + i]) + float(gh[b, D + i]))
-    return z, float(gi[b, 2 * D + i]) + r * (float(gh[b, 2 * D + i]) + float(bhn[i]))
+def _phi_tanh(act, z, leak):
+    """φ = the vectorisable tanh whatever ``act`` (the unit loops written out for tanh)."""
+    return tanh_f64(z)
+
+
+#: The cells' GRU and LSTM units (``cells.gated_units``) with the vectorisable σ, for the unit
+#: loops written out for tanh (``*_tanh``) and for the other activations (``*_other``).
+_UNIT = njit(inline="always", **_VEC)
+gru_tanh, lstm_tanh = cells.gated_units(sigmoid_f64, _phi_tanh, _UNIT)
+gru_other, lstm_other = cells.gated_units(sigmoid_f64, phi_other, _UNIT)
 
 
 @njit(inline="always", **_VEC)
 def _gru_row(gi, gh, bhn, h, b, H, bh, t, act, leak):
-    """Row b: h ← (1 − z) n + z h, H[bh, t] ← h; returns the number of non-finite entries."""
+    """Row b: h ← (1 − z) n + z h (``gru_tanh`` / ``gru_other``: r = σ(gi_r + gh_r),
+    z = σ(gi_z + gh_z), a_n = gi_n + r (gh_n + b_hn)), H[bh, t] ← h; returns the number of
+    non-finite entries."""
     D = h.shape[1]
     nb = 0
     if act == 0:
         for i in range(D):
-            z, a = _gru_pre(gi, gh, bhn, D, b, i)
-            h[b, i] = cells.gru_out(z, tanh_f64(a), float(h[b, i]))
+            h[b, i] = gru_tanh(float(gi[b, i]) + float(gh[b, i]), float(gi[b, D + i]) + float(gh[b, D + i]),
+                               float(gi[b, 2 * D + i]), float(gh[b, 2 * D + i]) + float(bhn[i]), float(h[b, i]),
+                               act, leak)[0]
             w = h[b, i]
             H[bh, t, i] = w
             nb += 0 if abs(w) < _INF else 1
     else:
         for i in range(D):
-            z, a = _gru_pre(gi, gh, bhn, D, b, i)
-            h[b, i] = cells.gru_out(z, phi_other(act, a, leak), float(h[b, i]))
+            h[b, i] = gru_other(float(gi[b, i]) + float(gh[b, i]), float(gi[b, D + i]) + float(gh[b, D + i]),
+                                float(gi[b, 2 * D + i]), float(gh[b, 2 * D + i]) + float(bhn[i]), float(h[b, i]),
+                                act, leak)[0]
             w = h[b, i]
             H[bh, t, i] = w
             nb += 0 if abs(w) < _INF else 1
@@ -501,35 +500,33 @@ def _gru_row(gi, gh, bhn, h, b, H, bh, t, act, leak):
 
 
 @njit(inline="always", **_VEC)
-def _lstm_pre(gi, gh, D, b, k):
-    """(i, f, a_g, o) of unit k of row b."""
-    ig = sigmoid_f64(float(gi[b, k]) + float(gh[b, k]))
-    fg = sigmoid_f64(float(gi[b, D + k]) + float(gh[b, D + k]))
-    o = sigmoid_f64(float(gi[b, 3 * D + k]) + float(gh[b, 3 * D + k]))
-    return ig, fg, float(gi[b, 2 * D + k]) + float(gh[b, 2 * D + k]), o
-
-
-@njit(inline="always", **_VEC)
 def _lstm_row(gi, gh, h, c, b, H, bh, t, act, leak):
-    """Row b: c ← f c + i g, h ← o φ(c), H[bh, t] ← [h; c]; returns the number of non-finite entries."""
+    """Row b: c ← f c + i g, h ← o φ(c) (``lstm_tanh`` / ``lstm_other`` on the pre-activations
+    gi + gh), H[bh, t] ← [h; c]; returns the number of non-finite entries."""
     D = h.shape[1]
     nb = 0
     if act == 0:
         for k in range(D):
-            ig, fg, ag, o = _lstm_pre(gi, gh, D, b, k)
-            c[b, k] = cells.lstm_cell(fg, float(c[b, k]), ig, tanh_f64(ag))
+            hv, cv, _i, _f, _g, _o, _t = lstm_tanh(
+                float(gi[b, k]) + float(gh[b, k]), float(gi[b, D + k]) + float(gh[b, D + k]),
+                float(gi[b, 2 * D + k]) + float(gh[b, 2 * D + k]), float(gi[b, 3 * D + k]) + float(gh[b, 3 * D + k]),
+                float(c[b, k]), act, leak)
+            c[b, k] = cv
             cn = c[b, k]
-            h[b, k] = cells.lstm_out(o, tanh_f64(float(cn)))
+            h[b, k] = hv
             hn = h[b, k]
             H[bh, t, k] = hn
             H[bh, t, D + k] = cn
             nb += (0 if abs(hn) < _INF else 1) + (0 if abs(cn) < _INF else 1)
     else:
         for k in range(D):
-            ig, fg, ag, o = _lstm_pre(gi, gh, D, b, k)
-            c[b, k] = cells.lstm_cell(fg, float(c[b, k]), ig, phi_other(act, ag, leak))
+            hv, cv, _i, _f, _g, _o, _t = lstm_other(
+                float(gi[b, k]) + float(gh[b, k]), float(gi[b, D + k]) + float(gh[b, D + k]),
+                float(gi[b, 2 * D + k]) + float(gh[b, 2 * D + k]), float(gi[b, 3 * D + k]) + float(gh[b, 3 * D + k]),
+                float(c[b, k]), act, leak)
+            c[b, k] = cv
             cn = c[b, k]
-            h[b, k] = cells.lstm_out(o, phi_other(act, float(cn), leak))
+            h[b, k] = hv
             hn = h[b, k]
             H[bh, t, k] = hn
             H[bh, t, D + k] = cn

@@ -15,7 +15,7 @@ from numba import njit
 
 from ...config import NUMBA_CACHE
 from .. import cells
-from .loops import _VEC, dot_rows, dphi_given, phi_other, sigmoid_f64, tanh_f64
+from .loops import _VEC, dot_rows, dphi_given, gru_other, gru_tanh, lstm_other, lstm_tanh, phi_other, tanh_f64
 
 _INF = float("inf")
 
@@ -108,28 +108,21 @@ def gru_forward(Ha, Wa, X, W_inT, b_in, RZQ, N, DN, has_dn, act, leak, CN, rows)
             cn, nt, hp, hn = CN[b], N[t, b], Ha[t, b, :D], Ha[t + 1, b, :D]
             if act == 0:
                 for j in range(D):
-                    r = sigmoid_f64(gr[j])
-                    z = sigmoid_f64(gz[j])
-                    n = tanh_f64(r * gq[j] + (cn[j] + b_in[j]))
+                    v, r, z, n, _a = gru_tanh(gr[j], gz[j], cn[j] + b_in[j], gq[j], hp[j], act, leak)
                     gr[j] = r
                     gz[j] = z
                     nt[j] = n
-                    v = cells.gru_out(z, n, hp[j])
                     hn[j] = v
                     nb += 0 if abs(v) < _INF else 1
             else:
                 dn = DN[t, b] if has_dn else DN[0, 0]
                 for j in range(D):
-                    r = sigmoid_f64(gr[j])
-                    z = sigmoid_f64(gz[j])
-                    a = r * gq[j] + (cn[j] + b_in[j])
-                    n = phi_other(act, a, leak)
+                    v, r, z, n, a = gru_other(gr[j], gz[j], cn[j] + b_in[j], gq[j], hp[j], act, leak)
                     gr[j] = r
                     gz[j] = z
                     nt[j] = n
                     if has_dn:
                         dn[j] = dphi_given(act, a, n, leak)
-                    v = cells.gru_out(z, n, hp[j])
                     hn[j] = v
                     nb += 0 if abs(v) < _INF else 1
         if nb:
@@ -152,38 +145,28 @@ def lstm_forward(Ha, Wa, C, A, TC, DG, DT, has_d, act, leak, rows):
             cp, cn, tc, hn = C[t, b], C[t + 1, b], TC[t, b], Ha[t + 1, b, :D]
             if act == 0:
                 for j in range(D):
-                    i = sigmoid_f64(ai[j])
-                    f = sigmoid_f64(af[j])
-                    o = sigmoid_f64(ao[j])
-                    g = tanh_f64(ag[j])
+                    h, c, i, f, g, o, u = lstm_tanh(ai[j], af[j], ag[j], ao[j], cp[j], act, leak)
                     ai[j] = i
                     af[j] = f
                     ao[j] = o
                     ag[j] = g
-                    c = cells.lstm_cell(f, cp[j], i, g)
                     cn[j] = c
-                    u = tanh_f64(c)
                     tc[j] = u
-                    hn[j] = cells.lstm_out(o, u)
+                    hn[j] = h
                     nb += 0 if abs(c) < _INF else 1
             else:
                 dg = DG[t, b] if has_d else DG[0, 0]
                 dt = DT[t, b] if has_d else DT[0, 0]
                 for j in range(D):
-                    i = sigmoid_f64(ai[j])
-                    f = sigmoid_f64(af[j])
-                    o = sigmoid_f64(ao[j])
                     pre = ag[j]
-                    g = phi_other(act, pre, leak)
+                    h, c, i, f, g, o, u = lstm_other(ai[j], af[j], pre, ao[j], cp[j], act, leak)
                     ai[j] = i
                     af[j] = f
                     ao[j] = o
                     ag[j] = g
-                    c = cells.lstm_cell(f, cp[j], i, g)
                     cn[j] = c
-                    u = phi_other(act, c, leak)
                     tc[j] = u
-                    hn[j] = cells.lstm_out(o, u)
+                    hn[j] = h
                     if has_d:
                         dg[j] = dphi_given(act, pre, g, leak)
                         dt[j] = dphi_given(act, c, u, leak)

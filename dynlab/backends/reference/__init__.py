@@ -1,7 +1,9 @@
 """The NumPy reference backend: the update rules and their derivatives written as plainly as
 possible, batched over sequences or points with NumPy and LAPACK — the definition every other
-backend is tested against (the cells' arithmetic is written a second time, independently, in
-``dynlab.backends.cells`` for the compiled backends).
+backend is tested against.  Each cell's per-element arithmetic is written once here, in
+``cells`` (φ and φ' from ``dynlab.activations``), and a second time, independently, in
+``dynlab.backends.cells`` for the compiled backends; each rule's step (``simulate``) returns
+what its Jacobian and backward pass read (pre-activations, inner states, gates).
 
 =================  =========================================================================
 operation          how
@@ -56,11 +58,24 @@ class ReferenceBackend(Backend):
         return QRSteps(Q)
 
     def forward_tangent(self, batch):
+        """Batched over the settings of each activation (one ``tangent.forward_tangent`` call per
+        distinct (activation, leak)); a state that overflows is reported in ``diverged``."""
         from ...activations import ACTIVATIONS
         from .tangent import forward_tangent
 
-        return forward_tangent(batch.gated, batch.R, batch.C, batch.eta, batch.alpha, batch.sign, batch.g0prev,
-                               ACTIVATIONS[int(batch.act[0])], float(batch.leak[0]))
+        keys = np.stack([batch.act.astype(np.float64), np.asarray(batch.leak, dtype=np.float64)], axis=1)
+        out = None
+        for key in np.unique(keys, axis=0):
+            at = np.flatnonzero((keys == key).all(axis=1))
+            with np.errstate(over="ignore", invalid="ignore"):
+                part = forward_tangent(batch.gated, batch.R, batch.W, batch.b, batch.X, batch.group[at], batch.eta[at],
+                                       batch.alpha[at], batch.sign[at], batch.g0prev[at], ACTIVATIONS[int(key[0])],
+                                       float(key[1]))
+            if out is None:
+                out = [np.empty((batch.size,) + p.shape[1:], dtype=p.dtype) for p in part]
+            for o, p in zip(out, part):
+                o[at] = p
+        return tuple(out)
 
     def reverse_cotangents(self, form, S, lam, incoming):
         from .tangent import reverse_cotangents

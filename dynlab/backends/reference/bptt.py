@@ -33,8 +33,8 @@ import dataclasses
 
 import numpy as np
 
-from ...activations import dphi, phi
 from ...errors import DivergenceError
+from . import cells
 from .simulate import cell_step, gru_step, irnn_step, lstm_step
 
 
@@ -65,10 +65,6 @@ def _finite(S, t):
         raise DivergenceError(step=t + 1, batch=int(np.argmin(ok)), model="")
 
 
-def _sig(z):
-    return phi("sigmoid", z)
-
-
 # ============================================================================ forward
 def _forward_layer(f, x, s0) -> dict:
     """One layer over x (T, B, d) from s0 (B, n): its record (states, what its backward reads)."""
@@ -81,40 +77,44 @@ def _forward_layer(f, x, s0) -> dict:
             H = np.empty((T + 1, B, D))
             H[0] = s0
             Z = np.empty((T, B, D))
+            P = np.empty((T, B, D))
             for t in range(T):
-                H[t + 1], Z[t] = cell_step(f.R, f.a, f.gain, H[t], x[t] @ f.W.T + f.b, act, leak)
+                H[t + 1], Z[t], P[t] = cell_step(f.R, f.a, f.gain, H[t], x[t] @ f.W.T + f.b, act, leak)
                 _finite(H[t + 1], t)
-            rec.update(S=H, out=H, Z=Z)
+            rec.update(S=H, out=H, Z=Z, P=P)
         elif f.kind == "irnn":
             H = np.empty((T + 1, B, D))
             H[0] = s0
             Ss = np.empty((T, f.K, B, D))
             Z = np.empty((T, f.K, B, D))
+            P = np.empty((T, f.K, B, D))
             for t in range(T):
                 e = f.eta[t] if f.eta.shape[0] > 1 else f.eta[0]
                 H[t + 1] = irnn_step(f.U, H[t], x[t] @ f.W.T + f.b, e, f.alpha, f.K, f.g0prev, f.sign, act, leak,
-                                     S=Ss[t], Z=Z[t])
+                                     S=Ss[t], Z=Z[t], P=P[t])
                 _finite(H[t + 1], t)
-            rec.update(S=H, out=H, Ss=Ss, Z=Z)
+            rec.update(S=H, out=H, Ss=Ss, Z=Z, P=P)
         elif f.kind == "gru":
             H = np.empty((T + 1, B, D))
             H[0] = s0
             GI = x @ f.W_ih.T + f.b_ih
-            GH = np.empty((T, B, 3 * D))
+            gates = []
             for t in range(T):
-                H[t + 1], GH[t] = gru_step(f.W_hh, f.b_hh, GI[t], H[t], act, leak)
+                H[t + 1], g = gru_step(f.W_hh, f.b_hh, GI[t], H[t], act, leak)
+                gates.append(g)
                 _finite(H[t + 1], t)
-            rec.update(S=H, out=H, GI=GI, GH=GH)
+            rec.update(S=H, out=H, gates=gates)
         else:  # lstm
             Hh = np.empty((T + 1, B, D))
             C = np.empty((T + 1, B, D))
             Hh[0], C[0] = s0[:, :D], s0[:, D:]
-            A = np.empty((T, B, 4 * D))
+            gates = []
             for t in range(T):
-                A[t] = x[t] @ f.W_ih.T + f.b_ih + Hh[t] @ f.W_hh.T + f.b_hh
-                Hh[t + 1], C[t + 1] = lstm_step(A[t], C[t], act, leak)
+                a = x[t] @ f.W_ih.T + f.b_ih + Hh[t] @ f.W_hh.T + f.b_hh
+                Hh[t + 1], C[t + 1], g = lstm_step(a, C[t], act, leak)
+                gates.append(g)
                 _finite(np.concatenate([Hh[t + 1], C[t + 1]], axis=1), t)
-            rec.update(S=np.concatenate([Hh, C], axis=2), out=Hh, C=C, A=A)
+            rec.update(S=np.concatenate([Hh, C], axis=2), out=Hh, C=C, gates=gates)
     return rec
 
 
@@ -179,8 +179,8 @@ def _backward_layer(f, rec, ext, above, need_x):
                 hp = S[t]
                 z = rec["Z"][t]
                 g["a"] += float(np.sum(sb * hp))
-                g["gain"] += float(np.sum(sb * phi(act, z, leak)))
-                zb = f.gain * sb * dphi(act, z, leak)
+                g["gain"] += float(np.sum(sb * rec["P"][t]))
+                zb = sb * cells.cell_slope(f.gain, z, act, leak)
                 g["R"] += zb.T @ hp
                 g["W"] += zb.T @ x[t]
                 g["b"] += zb.sum(axis=0)
@@ -201,10 +201,9 @@ def _backward_layer(f, rec, ext, above, need_x):
                 cb = np.zeros((B, D))
                 for k in range(f.K - 1, -1, -1):
                     s, z = rec["Ss"][t, k], rec["Z"][t, k]
-                    upd = phi(act, z, leak) - f.alpha * s
-                    g["eta"][row, k] += float(np.sum(gb * upd))
+                    g["eta"][row, k] += float(np.sum(gb * cells.drift(s, rec["P"][t, k], f.alpha)))
                     g["alpha"] -= eta[k] * float(np.sum(gb * s))
-                    zb = eta[k] * gb * dphi(act, z, leak)
+                    zb = gb * cells.irnn_slope(z, eta[k], act, leak)
                     sbar = zb @ f.U - f.alpha * eta[k] * gb
                     g["U"] += zb.T @ s
                     cb += zb
@@ -221,21 +220,15 @@ def _backward_layer(f, rec, ext, above, need_x):
         if f.kind == "gru":
             g = {"W_ih": np.zeros_like(f.W_ih), "W_hh": np.zeros_like(f.W_hh), "b_ih": np.zeros_like(f.b_ih),
                  "b_hh": np.zeros_like(f.b_hh)}
-            GI, GH = rec["GI"], rec["GH"]
             for t in range(T - 1, -1, -1):
                 sb, first = _arrive(sb, ext, above, t, T)
                 dh1 = dh1 if first is None else first
                 hp = S[t]
-                r = _sig(GI[t, :, :D] + GH[t, :, :D])
-                z = _sig(GI[t, :, D:2 * D] + GH[t, :, D:2 * D])
-                q = GH[t, :, 2 * D:]
-                a_n = GI[t, :, 2 * D:] + r * q
-                nn = phi(act, a_n, leak)
-                an = sb * (1.0 - z) * dphi(act, a_n, leak)
-                az = sb * (hp - nn) * z * (1.0 - z)
-                ar = an * q * r * (1.0 - r)
+                gates = rec["gates"][t]
+                cn, cnx, cr, cz, z = cells.gru_slopes(hp, gates, act, leak)
+                an, az, ar = sb * cnx, sb * cz, sb * cr
                 gx = np.concatenate([ar, az, an], axis=1)
-                gh = np.concatenate([ar, az, an * r], axis=1)
+                gh = np.concatenate([ar, az, sb * cn], axis=1)
                 g["W_ih"] += gx.T @ x[t]
                 g["b_ih"] += gx.sum(axis=0)
                 g["W_hh"] += gh.T @ hp
@@ -247,27 +240,23 @@ def _backward_layer(f, rec, ext, above, need_x):
         # lstm: s = [h; c]
         g = {"W_ih": np.zeros_like(f.W_ih), "W_hh": np.zeros_like(f.W_hh), "b_ih": np.zeros_like(f.b_ih),
              "b_hh": np.zeros_like(f.b_hh)}
-        A, C = rec["A"], rec["C"]
+        C = rec["C"]
         for t in range(T - 1, -1, -1):
             sb, first = _arrive(sb, ext, above, t, T)
             dh1 = dh1 if first is None else first
             hbar, cbar = sb[:, :D], sb[:, D:]
-            i, fg = _sig(A[t, :, :D]), _sig(A[t, :, D:2 * D])
-            a_g = A[t, :, 2 * D:3 * D]
-            gg, o = phi(act, a_g, leak), _sig(A[t, :, 3 * D:])
-            c2 = C[t + 1]
-            ao = hbar * phi(act, c2, leak) * o * (1.0 - o)
-            cb = cbar + hbar * o * dphi(act, c2, leak)
-            ai = cb * gg * i * (1.0 - i)
-            af = cb * C[t] * fg * (1.0 - fg)
-            ag = cb * i * dphi(act, a_g, leak)
+            gates = rec["gates"][t]
+            ci, cf, cg, ho, hc = cells.lstm_slopes(C[t], C[t + 1], gates, act, leak)
+            ao = hbar * ho
+            cb = cbar + hbar * hc
+            ai, af, ag = cb * ci, cb * cf, cb * cg
             ga = np.concatenate([ai, af, ag, ao], axis=1)
             g["W_ih"] += ga.T @ x[t]
             g["W_hh"] += ga.T @ S[t, :, :D]
             g["b_ih"] += ga.sum(axis=0)
             if need_x:
                 xbar[t] = ga @ f.W_ih
-            sb = np.concatenate([ga @ f.W_hh, cb * fg], axis=1)
+            sb = np.concatenate([ga @ f.W_hh, cb * gates.f], axis=1)
         g["b_hh"] = g["b_ih"].copy()
         return g, sb, dh1, xbar
 

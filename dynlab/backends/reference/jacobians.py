@@ -25,8 +25,10 @@ from __future__ import annotations
 import numpy as np
 
 from ... import config
-from ...activations import dphi, phi
+from ...activations import dphi
 from ...errors import ConvergenceError
+from . import cells
+from .simulate import gru_step, irnn_step, lstm_step
 
 #: scipy's implicit methods (they get the block Jacobian of the variational system).
 IMPLICIT_METHODS = ("Radau", "BDF", "LSODA")
@@ -61,9 +63,7 @@ def layer(form, x, s, eta, want_x):
         else:
             J, Jx = ctrnn_flow(form, x, s, form.dt, form.method, want_x)
         return J, Jx, None
-    J, Jx = cell(form.R, form.W, form.b, form.a, form.gain, form.act, form.leak, x, s, want_x)
-    z = s @ form.R.T + x @ form.W.T + form.b
-    return J, Jx, form.a * s + form.gain * phi(form.act, z, form.leak)
+    return cell(form.R, form.W, form.b, form.a, form.gain, form.act, form.leak, x, s, want_x)
 
 
 def stack(form, x, s, want_x, layer_fn):
@@ -100,37 +100,30 @@ def stack(form, x, s, want_x, layer_fn):
 
 
 def gru(W_ih, W_hh, b_ih, b_hh, act, leak, x, hprev, want_x):
-    """PyTorch's GRU at N points (module docstring of ``dynlab.models.gru_lstm``): with
-    A = (1 − z) φ'(a_n), q = W_hn h + b_hn, r' = r(1 − r), z' = z(1 − z),
+    """PyTorch's GRU at N points (module docstring of ``dynlab.models.gru_lstm``): the step's
+    gates (``simulate.gru_step``) give the coefficients (``cells.gru_slopes``) of
 
         J = diag(z) + diag(A r) W_hn + diag(A q r') W_hr + diag((h − n) z') W_hz,
-        Jx = diag(A) W_in + diag(A q r') W_ir + diag((h − n) z') W_iz.
+        Jx = diag(A) W_in + diag(A q r') W_ir + diag((h − n) z') W_iz,
 
+    A = (1 − z) φ'(a_n), q = W_hn h + b_hn, r' = r(1 − r), z' = z(1 − z).
     Returns (J (N, D, D), Jx (N, D, d) or None, h' (N, D))."""
     D = W_hh.shape[1]
-    gi = x @ W_ih.T + b_ih
-    gh = hprev @ W_hh.T + b_hh
-    r = phi("sigmoid", gi[:, :D] + gh[:, :D])
-    z = phi("sigmoid", gi[:, D:2 * D] + gh[:, D:2 * D])
-    q = gh[:, 2 * D:]
-    a = gi[:, 2 * D:] + r * q
-    n = phi(act, a, leak)
-    A = (1.0 - z) * dphi(act, a, leak)
-    cr = A * q * (r * (1.0 - r))
-    cz = (hprev - n) * (z * (1.0 - z))
+    h2, gates = gru_step(W_hh, b_hh, x @ W_ih.T + b_ih, hprev, act, leak)
+    cn, A, cr, cz, z = cells.gru_slopes(hprev, gates, act, leak)
 
-    def rows(Wm):
-        return ((A * r)[:, :, None] if Wm is W_hh else A[:, :, None]) * Wm[None, 2 * D:] \
-            + cr[:, :, None] * Wm[None, :D] + cz[:, :, None] * Wm[None, D:2 * D]
+    def rows(Wm, cn_):
+        return cn_[:, :, None] * Wm[None, 2 * D:] + cr[:, :, None] * Wm[None, :D] + cz[:, :, None] * Wm[None, D:2 * D]
 
-    J = rows(W_hh)
+    J = rows(W_hh, cn)
     idx = np.arange(D)
     J[:, idx, idx] += z
-    return J, (rows(W_ih) if want_x else None), (1.0 - z) * n + z * hprev
+    return J, (rows(W_ih, A) if want_x else None), h2
 
 
 def lstm(W_ih, W_hh, b_ih, b_hh, act, leak, x, hprev, want_x):
     """PyTorch's LSTM at N points on s = [h; c] (module docstring of ``dynlab.models.gru_lstm``):
+    the step's gates (``simulate.lstm_step``) give the coefficients (``cells.lstm_slopes``) of
 
         ∂c'/∂h = diag(c f') W_hf + diag(g i') W_hi + diag(i φ'(a_g)) W_hg,   ∂c'/∂c = diag(f),
         ∂h'/∂h = diag(φ(c') o') W_ho + diag(o φ'(c')) ∂c'/∂h,   ∂h'/∂c = diag(o φ'(c') f),
@@ -139,16 +132,8 @@ def lstm(W_ih, W_hh, b_ih, b_hh, act, leak, x, hprev, want_x):
     D = W_hh.shape[1]
     N = hprev.shape[0]
     h, c = hprev[:, :D], hprev[:, D:]
-    pre = x @ W_ih.T + b_ih + h @ W_hh.T + b_hh
-    i = phi("sigmoid", pre[:, :D])
-    f = phi("sigmoid", pre[:, D:2 * D])
-    ag = pre[:, 2 * D:3 * D]
-    g = phi(act, ag, leak)
-    o = phi("sigmoid", pre[:, 3 * D:])
-    c2 = f * c + i * g
-    t = phi(act, c2, leak)
-    ci, cf, cg = g * (i * (1.0 - i)), c * (f * (1.0 - f)), i * dphi(act, ag, leak)
-    ho, hc = t * (o * (1.0 - o)), o * dphi(act, c2, leak)
+    h2, c2, gates = lstm_step(x @ W_ih.T + b_ih + h @ W_hh.T + b_hh, c, act, leak)
+    ci, cf, cg, ho, hc = cells.lstm_slopes(c, c2, gates, act, leak)
 
     def rows(Wm, out):
         dc = cf[:, :, None] * Wm[None, D:2 * D] + ci[:, :, None] * Wm[None, :D] + cg[:, :, None] * Wm[None, 2 * D:3 * D]
@@ -161,10 +146,10 @@ def lstm(W_ih, W_hh, b_ih, b_hh, act, leak, x, hprev, want_x):
 
     J = rows(W_hh, np.zeros((N, 2 * D, 2 * D)))
     idx = np.arange(D)
-    J[:, D + idx, D + idx] = f
-    J[:, idx, D + idx] = hc * f
+    J[:, D + idx, D + idx] = gates.f
+    J[:, idx, D + idx] = hc * gates.f
     Jx = rows(W_ih, np.empty((N, 2 * D, W_ih.shape[1]))) if want_x else None
-    return J, Jx, np.concatenate([o * t, c2], axis=1)
+    return J, Jx, np.concatenate([h2, c2], axis=1)
 
 
 def _lmul(U, S):
@@ -180,18 +165,19 @@ def _lmul(U, S):
 
 
 def cell(R, W, b, a, gain, act, leak, x, hprev, want_x):
-    """J = a I + gain·diag(φ'(z)) R,  Jx = gain·diag(φ'(z)) W,  z = R h + W x + b.
+    """J = a I + gain·diag(φ'(z)) R,  Jx = gain·diag(φ'(z)) W,  z = R h + W x + b (``cells.cell_slope``).
 
-    R (D, D), W (D, d), b (D,), x (N, d), hprev (N, D) → J (N, D, D), Jx (N, D, d) or None.
+    R (D, D), W (D, d), b (D,), x (N, d), hprev (N, D) → J (N, D, D), Jx (N, D, d) or None,
+    h' (N, D).
     """
     D = R.shape[0]
     z = hprev @ R.T + x @ W.T + b
-    dp = gain * dphi(act, z, leak)                      # (N, D)
+    dp = cells.cell_slope(gain, z, act, leak)           # (N, D)
     J = dp[:, :, None] * R[None]
     idx = np.arange(D)
     J[:, idx, idx] += a
     Jx = dp[:, :, None] * W[None] if want_x else None
-    return J, Jx
+    return J, Jx, cells.cell_update(a, gain, hprev, z, act, leak)
 
 
 def irnn(U, W, b, eta, alpha, K, g0prev, sign, act, leak, x, hprev, want_x,
@@ -218,15 +204,14 @@ def irnn(U, W, b, eta, alpha, K, g0prev, sign, act, leak, x, hprev, want_x,
         hi = min(N, lo + chunk)
         n = hi - lo
         hp, cc, e = hprev[lo:hi], c[lo:hi], eta[lo:hi]
-        g = hp.copy() if g0prev else np.zeros_like(hp)
+        Z = np.empty((K, n, D))
+        irnn_step(U, hp, cc, e, alpha, K, g0prev, sign, act, leak, Z=Z)     # the pre-activations z_k
         P = np.empty((D, n, D))
         P[...] = eye[:, None, :]                              # Π[i, t, j], Π_0 = I
         Gx = np.zeros((D, n, d)) if want_x else None
         for k in range(K):
             ek = e[:, k]
-            s = g + sign * hp
-            z = s @ U.T + cc
-            scale = (ek[:, None] * dphi(act, z, leak)).T[:, :, None]   # η_k φ'(z) as (D, n, 1)
+            scale = cells.irnn_slope(Z[k], ek[:, None], act, leak).T[:, :, None]   # η_k φ'(z_k) as (D, n, 1)
             keep = (1.0 - ek * alpha)[None, :, None]
             if want_x:
                 t = (U @ Gx.reshape(D, n * d)).reshape(D, n, d)
@@ -238,7 +223,6 @@ def irnn(U, W, b, eta, alpha, K, g0prev, sign, act, leak, x, hprev, want_x,
             t *= scale
             P *= keep
             P += t
-            g = g + ek[:, None] * (phi(act, z, leak) - alpha * s)
         Jc = J[lo:hi]
         Jc[...] = P.transpose(1, 0, 2)
         Jc *= (1.0 + sign) if g0prev else sign
@@ -263,9 +247,9 @@ def ctrnn_fixed(U, W, b, tau, alpha, dt, substeps, rk4, act, leak, x, hprev, wan
     def f(y, Y, Yx):
         z = y @ U.T + c
         dp = dphi(act, z, leak)[:, :, None]
-        fy = (phi(act, z, leak) - alpha * y) / tau
-        FY = (dp * _lmul(U, Y) - alpha * Y) / tau
-        FX = (dp * (_lmul(U, Yx) + W) - alpha * Yx) / tau if want_x else None
+        fy = cells.ctrnn_rate(y, z, tau, alpha, act, leak)
+        FY = cells.ctrnn_out(Y, dp * _lmul(U, Y), tau, alpha)
+        FX = cells.ctrnn_out(Yx, dp * (_lmul(U, Yx) + W), tau, alpha) if want_x else None
         return fy, FY, FX
 
     def axpy(a, u, v):  # v + a·u on each of the triple (None stays None)
@@ -311,11 +295,11 @@ def ctrnn_flow(form, x, g, interval, method, want_x):
         z = gg @ U.T + c
         dp = dphi(act, z, leak)[:, :, None]
         out = np.empty_like(Y)
-        out[:, :D] = (phi(act, z, leak) - alpha * gg) / tau
-        out[:, D:D + D * D] = ((dp * _lmul(U, Phi) - alpha * Phi) / tau).reshape(-1, D * D)
+        out[:, :D] = cells.ctrnn_rate(gg, z, tau, alpha, act, leak)
+        out[:, D:D + D * D] = cells.ctrnn_out(Phi, dp * _lmul(U, Phi), tau, alpha).reshape(-1, D * D)
         if want_x:
             Px = Y[:, D + D * D:].reshape(-1, D, d)
-            out[:, D + D * D:] = ((dp * (_lmul(U, Px) + W) - alpha * Px) / tau).reshape(-1, D * d)
+            out[:, D + D * D:] = cells.ctrnn_out(Px, dp * (_lmul(U, Px) + W), tau, alpha).reshape(-1, D * d)
         return out
 
     y0 = np.zeros((N, width))
@@ -345,7 +329,7 @@ def ctrnn_flow(form, x, g, interval, method, want_x):
                 c = c_all[n:n + 1]
 
                 def jac(_t, y, c=c):
-                    A = (dphi(act, y[:D] @ U.T + c[0], leak)[:, None] * U - alpha * np.eye(D)) / tau
+                    A = cells.ctrnn_out(np.eye(D), dphi(act, y[:D] @ U.T + c[0], leak)[:, None] * U, tau, alpha)
                     blocks = [A, np.kron(A, np.eye(D))] + ([np.kron(A, np.eye(d))] if want_x else [])
                     return block_diag(*blocks)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...activations import phi
+from . import cells
 
 
 def _finite_rows(h):
@@ -30,52 +31,54 @@ def _record(H, bad, t, h, stop, alive):
 
 
 # ------------------------------------------------------------------ one step of each rule
-# The update rules, once for the reference: the simulation below and the taped forward pass of
-# ``bptt`` both step through these (the latter keeping what they return besides the state).
+# The update rules, once for the reference: the simulation below, the taped forward pass of
+# ``bptt`` and the closed-form Jacobians of ``jacobians`` all step through these, the latter two
+# keeping what they return besides the state (the pre-activations, the inner states, the gates)
+# instead of forming it again.  The per-element arithmetic is ``cells``'s.
 
 def cell_step(R, a, gain, h, c_t, act, leak):
-    """h' = a h + γ φ(z), z = R h + c_t (c_t = W x_t + b): (h', z)."""
+    """h' = a h + γ φ(z), z = R h + c_t (c_t = W x_t + b): (h', z, φ(z))."""
     z = h @ R.T + c_t
-    return a * h + gain * phi(act, z, leak), z
+    p = phi(act, z, leak)
+    return cells.cell_out(a, gain, h, p), z, p
 
 
-def irnn_step(U, h, c_t, eta, alpha, K, g0prev, sign, act, leak, S=None, Z=None):
+def irnn_step(U, h, c_t, eta, alpha, K, g0prev, sign, act, leak, S=None, Z=None, P=None):
     """One iRNN step (eq. 5), K Euler steps from g_0 ∈ {0, h}: s_k = g_{k−1} + σ h,
-    g_k = g_{k−1} + η_k (φ(U s_k + c_t) − α s_k), h' = g_K.  S, Z (K, B, D), when given, receive
-    every s_k and U s_k + c_t."""
+    g_k = g_{k−1} + η_k (φ(U s_k + c_t) − α s_k), h' = g_K.  ``eta``: the K step sizes (K,), or
+    one row of them per point (B, K).  S, Z, P (K, B, D), when given, receive every s_k, the
+    pre-activation U s_k + c_t and φ of it."""
+    eta = np.asarray(eta, dtype=np.float64)
+    per_row = eta.ndim == 2
     g = h.copy() if g0prev else np.zeros_like(h)
     for k in range(K):
         s = g + sign * h
         z = s @ U.T + c_t
+        p = phi(act, z, leak)
         if S is not None:
-            S[k], Z[k] = s, z
-        g = g + float(eta[k]) * (phi(act, z, leak) - alpha * s)
+            S[k] = s
+        if Z is not None:
+            Z[k] = z
+        if P is not None:
+            P[k] = p
+        g = cells.irnn_out(g, s, p, eta[:, k:k + 1] if per_row else float(eta[k]), alpha)
     return g
 
 
 def gru_step(W_hh, b_hh, gi_t, h, act, leak):
-    """PyTorch's GRU step from gi_t = W_ih x_t + b_ih: (h', gh = W_hh h + b_hh)."""
+    """PyTorch's GRU step from gi_t = W_ih x_t + b_ih: (h', ``cells.GRUGates``) with the gates'
+    r, z, the candidate's q = W_hn h + b_hn, a_n and n."""
     D = h.shape[1]
     gh = h @ W_hh.T + b_hh
-    r = _sig(gi_t[:, :D] + gh[:, :D])
-    z = _sig(gi_t[:, D:2 * D] + gh[:, D:2 * D])
-    n = phi(act, gi_t[:, 2 * D:] + r * gh[:, 2 * D:], leak)
-    return (1 - z) * n + z * h, gh
+    return cells.gru_unit(gi_t[:, :D] + gh[:, :D], gi_t[:, D:2 * D] + gh[:, D:2 * D], gi_t[:, 2 * D:], gh[:, 2 * D:],
+                          h, act, leak)
 
 
 def lstm_step(a_t, c, act, leak):
     """PyTorch's LSTM step from the gates' pre-activations a_t = W_ih x + b_ih + W_hh h + b_hh
-    (order i, f, g, o): (h', c')."""
+    (order i, f, g, o): (h', c', ``cells.LSTMGates``)."""
     D = c.shape[1]
-    i, f = _sig(a_t[:, :D]), _sig(a_t[:, D:2 * D])
-    g, o = phi(act, a_t[:, 2 * D:3 * D], leak), _sig(a_t[:, 3 * D:])
-    c = f * c + i * g
-    return o * phi(act, c, leak), c
-
-
-def _sig(z):
-    return phi("sigmoid", z)
-
+    return cells.lstm_unit(a_t[:, :D], a_t[:, D:2 * D], a_t[:, 2 * D:3 * D], a_t[:, 3 * D:], c, act, leak)
 
 
 def gated(R, c, h0, a, gain, act, leak, stop=True):
@@ -87,7 +90,7 @@ def gated(R, c, h0, a, gain, act, leak, stop=True):
     h = h0.copy()
     with np.errstate(all="ignore"):
         for t in range(T):
-            h, _ = cell_step(R, a, gain, h, c[:, t], act, leak)
+            h, _, _ = cell_step(R, a, gain, h, c[:, t], act, leak)
             alive = _record(H, bad, t, h, stop, alive)
             if stop and not alive.any():
                 break
@@ -120,7 +123,7 @@ def ctrnn(U, c, h0, tau, alpha, dt, substeps, method, act, leak, stop=True):
     step = dt / substeps
 
     def f(y, ct):
-        return (-alpha * y + phi(act, y @ U.T + ct, leak)) / tau
+        return cells.ctrnn_rate(y, y @ U.T + ct, tau, alpha, act, leak)
 
     with np.errstate(all="ignore"):
         for t in range(T):
@@ -152,7 +155,7 @@ def ctrnn_scipy(U, c, h0, tau, alpha, dt, method, rtol, atol, act, leak, stop=Tr
 
     def rhs(_t, y, ct):
         Y = y.reshape(B, D)
-        return ((-alpha * Y + phi(act, Y @ U.T + ct, leak)) / tau).ravel()
+        return cells.ctrnn_rate(Y, Y @ U.T + ct, tau, alpha, act, leak).ravel()
 
     def jac(_t, y, ct):  # block-diagonal Jacobian, only for implicit methods
         from ...activations import dphi
@@ -160,7 +163,7 @@ def ctrnn_scipy(U, c, h0, tau, alpha, dt, method, rtol, atol, act, leak, stop=Tr
         dp = dphi(act, Y @ U.T + ct, leak)
         J = np.zeros((B * D, B * D))
         for i in range(B):
-            J[i * D:(i + 1) * D, i * D:(i + 1) * D] = (dp[i][:, None] * U - alpha * np.eye(D)) / tau
+            J[i * D:(i + 1) * D, i * D:(i + 1) * D] = cells.ctrnn_out(np.eye(D), dp[i][:, None] * U, tau, alpha)
         return J
 
     use_jac = method in ("Radau", "BDF", "LSODA")
@@ -213,7 +216,7 @@ def lstm(W_ih, W_hh, b_ih, b_hh, x, s0, act, leak, stop=True):
     h, c = s0[:, :D].copy(), s0[:, D:].copy()
     with np.errstate(all="ignore"):
         for t in range(T):
-            h, c = lstm_step(x[:, t] @ W_ih.T + b_ih + h @ W_hh.T + b_hh, c, act, leak)
+            h, c, _ = lstm_step(x[:, t] @ W_ih.T + b_ih + h @ W_hh.T + b_hh, c, act, leak)
             alive = _record(H, bad, t, np.concatenate([h, c], axis=1), stop, alive)
             if stop and not alive.any():
                 break

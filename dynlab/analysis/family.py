@@ -1,0 +1,300 @@
+"""The equation family F(y, λ) = 0 of one model over one scalar parameter λ, with its derivatives:
+what continuation (``dynlab.analysis.continuation``), the bifurcation detectors
+(``dynlab.analysis.bifurcations``) and the two-parameter curves (``dynlab.analysis.codim2``) see
+of a model — the one place where they read ``System`` and the model.
+
+F is the equilibrium residual of ``dynlab.analysis.equilibria.System``: γ φ(R y + c) − β y for
+irnn, ctrnn and the cells (c = W x + b), step(s, x) − s for gru, lstm and stack.  λ is
+
+* ``x`` (d = 1) or ``x<j>`` — the constant input or its component j (0-based), every model;
+* ``b`` or ``b<i>`` — every bias set to λ, or bias i: irnn, ctrnn and the cells their b; gru and
+  lstm their input-side gate biases ``b_ih`` (G·D entries, PyTorch's gate order), a stack every
+  layer's ``b_ih`` (or an rnn layer's ``b``) concatenated, layer 1 first;
+* ``alpha`` — the leak α of irnn and ctrnn (β = γ α), FastRNN's gate parameter α (γ = σ(α)).
+
+Derivatives: F_y is analytic for every model (the step Jacobian for the maps); F_λ analytic
+for x, for b of the γφ(·) − βy systems and for the leak α, else a central difference in λ
+(step 1e-6·(1 + |λ|): error ~1e-10, which slows a Newton iteration a little and changes no
+residual).  The multilinear forms of the normal forms, B(u, v) = D²F(y)[u, v] and
+C(u, v, w) = D³F(y)[u, v, w], are analytic for the γφ(·) − βy systems (γ φ''(z) Ru ⊙ Rv,
+γ φ'''(z) Ru ⊙ Rv ⊙ Rw) and central differences of the analytic step Jacobian for the maps
+given by their step (B: error ~1e-10; C: four Jacobians at ±ε, ε = 1e-4, error ~1e-8).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..activations import dphi, phi
+from ..errors import ParameterError
+from .equilibria import System, d2phi
+
+#: Relative step of the central differences in λ.
+FD_PARAM = 1e-6
+#: Steps of the central differences of the step Jacobian (second and third derivatives).
+FD_B, FD_C = 1e-5, 1e-4
+
+
+def d3phi(name: str, z):
+    """φ'''(z) elementwise (0 on the pieces of the piecewise-affine activations)."""
+    if name == "tanh":
+        t = np.tanh(z)
+        return (1.0 - t * t) * (6.0 * t * t - 2.0)
+    if name == "sigmoid":
+        s = phi("sigmoid", z)
+        return s * (1.0 - s) * (1.0 - 6.0 * s + 6.0 * s * s)
+    return np.zeros_like(np.asarray(z, dtype=np.float64))
+
+
+def _bias_segments(model):
+    """[(replace key, current vector)] of a gated map's (or stack's) input-side biases."""
+    layers = getattr(model, "layers", None)
+    if layers is None:
+        return [("b_ih", np.asarray(model.b_ih))]
+    out = []
+    for ell, m in enumerate(layers, start=1):
+        key = "b_ih" if hasattr(m, "b_ih") else "b"
+        out.append((f"layer{ell}_{key}", np.asarray(getattr(m, key))))
+    return out
+
+
+def _set_bias(model, sel, lam):
+    """``model`` with the biases selected by ``sel`` (over the concatenated segments) set to λ."""
+    changes, k = {}, 0
+    for key, vec in _bias_segments(model):
+        part = sel[k:k + vec.size]
+        if part.any():
+            changes[key] = np.where(part > 0, lam, vec)
+        k += vec.size
+    return model.replace(**changes)
+
+
+def apply_parameter(model, x, over: str, lam: float):
+    """(model, x) with the parameter ``over`` set to λ — how a second parameter of a two-parameter
+    curve is applied before the family of the first is formed."""
+    fam = Family(System(model), over, x)
+    return fam.model_at(lam), fam.x_at(lam)
+
+
+class Family:
+    """F(y, λ) and its derivatives for one model and one continuation parameter (module docstring)."""
+
+    def __init__(self, system: System, over: str, x):
+        model = system.model
+        self.system, self.over, self.model = system, str(over).strip(), model
+        self.x = np.asarray(x, dtype=np.float64).reshape(model.inputs)
+        self.D = model.state_size
+        m = re.fullmatch(r"(x|b)(\d*)|alpha", self.over)
+        if m is None:
+            raise ParameterError("over", f"must be x, x<j>, b, b<i> or alpha, got {over!r}")
+        self.kind = "alpha" if m.group(0) == "alpha" else m.group(1)
+        idx = m.group(2) if m.group(0) != "alpha" else ""
+        self.index = int(idx) if idx else None
+        step = system.kind == "step"
+        if self.kind == "alpha" and not (system.kind in ("irnn", "ctrnn") or model.name == "fastrnn"):
+            raise ParameterError("over", f"alpha is not a parameter of {model.name} (irnn and ctrnn: the leak α; "
+                                         f"fastrnn: its gate α); use x or b")
+        if self.kind == "x":
+            size = model.inputs
+        elif self.kind == "b":
+            size = sum(v.size for _, v in _bias_segments(model)) if step else self.D
+        else:
+            size = 1
+        if self.index is not None and not 0 <= self.index < size:
+            raise ParameterError("over", f"{over!r}: index must be in 0..{size - 1}")
+        sel = np.zeros(size)
+        if self.index is None:
+            sel[:] = 1.0
+        else:
+            sel[self.index] = 1.0
+        self.sel = sel
+        # "model" mode: λ changes the model itself (FastRNN's α, a gated map's biases); F_λ by differences
+        self.mode = "model" if (self.kind == "alpha" and model.name == "fastrnn") or (self.kind == "b" and step) \
+            else "analytic"
+        if self.mode == "analytic" and not step:
+            self.dc = model.W @ sel if self.kind == "x" else (sel.copy() if self.kind == "b" else np.zeros(self.D))
+        self._cache = (None, None)
+
+    # ------------------------------------------------------------------ the parameter
+    @property
+    def discrete(self) -> bool:
+        """A map (stability and bifurcations of its step), not a flow."""
+        return self.system.discrete
+
+    @property
+    def smooth(self) -> bool:
+        """Whether φ'' exists (the second- and third-order terms of the normal forms)."""
+        if self.system.kind == "step":
+            layers = getattr(self.model, "layers", (self.model,))
+            return all(m.activation in ("tanh", "sigmoid", "identity") for m in layers)
+        return self.system.activation in ("tanh", "sigmoid")
+
+    def value0(self) -> float:
+        """λ's value in the model as given."""
+        model = self.model
+        if self.kind == "alpha":
+            return float(model.alpha)
+        if self.kind == "x":
+            return float(self.x[self.index if self.index is not None else 0])
+        vec = np.concatenate([v for _, v in _bias_segments(model)]) if self.system.kind == "step" else model.b
+        return float(vec[self.index if self.index is not None else 0])
+
+    def x_at(self, lam):
+        return np.where(self.sel > 0, lam, self.x) if self.kind == "x" else self.x.copy()
+
+    def model_at(self, lam):
+        """The model with λ applied (the input x is applied by ``x_at``)."""
+        model = self.model
+        if self.kind == "alpha":
+            return model.replace(alpha=float(lam))
+        if self.kind == "b":
+            if self.system.kind == "step":
+                return _set_bias(model, self.sel, float(lam))
+            return model.replace(b=np.where(self.sel > 0, lam, model.b))
+        return model
+
+    def _at(self, lam):
+        """(system, c, β) at λ: c = W x + b (the input x for the step maps)."""
+        lam = float(lam)
+        if self._cache[0] == lam:
+            return self._cache[1]
+        s = self.system
+        if self.mode == "model":
+            sys_l = System(self.model_at(lam))
+            out = (sys_l, sys_l.c(self.x_at(lam)[None])[0], sys_l.beta)
+        elif s.kind == "step":
+            out = (s, self.x_at(lam), s.beta)
+        else:
+            model = s.model
+            x, b = self.x, model.b
+            if self.kind == "x":
+                x = np.where(self.sel > 0, lam, x)
+            elif self.kind == "b":
+                b = np.where(self.sel > 0, lam, b)
+            beta = s.gamma * lam if self.kind == "alpha" else s.beta
+            out = (s, model.W @ x + b, beta)
+        self._cache = (lam, out)
+        return out
+
+    # ------------------------------------------------------------------ F and its derivatives
+    def F(self, y, lam):
+        sys_l, c, beta = self._at(lam)
+        if sys_l.kind == "step":
+            return sys_l.model.step(y[None], c[None])[0] - y
+        return sys_l.gamma * phi(sys_l.activation, sys_l.R @ y + c, sys_l.leak) - beta * y
+
+    def jac(self, y, lam):
+        """F_y (D, D)."""
+        sys_l, c, beta = self._at(lam)
+        if sys_l.kind == "step":
+            return sys_l.step_jacobian(y[None], c[None])[0] - np.eye(self.D)
+        d = dphi(sys_l.activation, sys_l.R @ y + c, sys_l.leak)
+        return (sys_l.gamma * d)[:, None] * sys_l.R - beta * np.eye(self.D)
+
+    def derivs(self, y, lam):
+        """(F, F_y, F_λ)."""
+        if self.mode == "model":
+            e = FD_PARAM * (1.0 + abs(lam))
+            Fl = (self.F(y, lam + e) - self.F(y, lam - e)) / (2.0 * e)
+            return self.F(y, lam), self.jac(y, lam), Fl
+        sys_l, c, beta = self._at(lam)
+        if sys_l.kind == "step":
+            J, Jx = sys_l.step_jacobian(y[None], c[None], inputs=True)
+            return sys_l.model.step(y[None], c[None])[0] - y, J[0] - np.eye(self.D), Jx[0] @ self.sel
+        z = sys_l.R @ y + c
+        d = dphi(sys_l.activation, z, sys_l.leak)
+        Fy = (sys_l.gamma * d)[:, None] * sys_l.R - beta * np.eye(self.D)
+        Fl = sys_l.gamma * d * self.dc - (sys_l.gamma * y if self.kind == "alpha" else 0.0)
+        return sys_l.gamma * phi(sys_l.activation, z, sys_l.leak) - beta * y, Fy, Fl
+
+    def second(self, y, lam, v):
+        """(∂(F_y v)/∂y (D, D), ∂(F_y v)/∂λ (D,)): the Moore–Spence rows."""
+        sys_l, c, beta = self._at(lam)
+        if sys_l.kind == "step" or self.mode == "model":
+            ev = FD_B / max(np.linalg.norm(v), 1e-300)
+            Jy = (self.jac(y + ev * v, lam) - self.jac(y - ev * v, lam)) / (2.0 * ev)
+            el = FD_B * max(1.0, abs(lam))
+            Jl = (self.jac(y, lam + el) - self.jac(y, lam - el)) @ v / (2.0 * el)
+            return Jy, Jl
+        z = sys_l.R @ y + c
+        Rv = sys_l.R @ v
+        dd = d2phi(sys_l.activation, z, sys_l.leak)
+        Jy = (sys_l.gamma * dd * Rv)[:, None] * sys_l.R
+        Jl = sys_l.gamma * dd * Rv * self.dc - (sys_l.gamma * v if self.kind == "alpha" else 0.0)
+        return Jy, Jl
+
+    def B(self, y, lam, u, v):
+        """D²F(y)[u, v] (complex u, v allowed)."""
+        sys_l, c, _ = self._at(lam)
+        if sys_l.kind != "step":
+            dd = d2phi(sys_l.activation, sys_l.R @ y + c, sys_l.leak)
+            return sys_l.gamma * dd * (sys_l.R @ u) * (sys_l.R @ v)
+        if np.iscomplexobj(u) or np.iscomplexobj(v):
+            u, v = np.asarray(u, complex), np.asarray(v, complex)
+            rr, ii = self.B(y, lam, u.real, v.real), self.B(y, lam, u.imag, v.imag)
+            ri, ir = self.B(y, lam, u.real, v.imag), self.B(y, lam, u.imag, v.real)
+            return (rr - ii) + 1j * (ri + ir)
+        n = np.linalg.norm(u)
+        if n == 0.0:
+            return np.zeros(self.D)
+        e = FD_B / n
+        return (self.jac(y + e * u, lam) - self.jac(y - e * u, lam)) @ v / (2.0 * e)
+
+    def C(self, y, lam, u, v, w):
+        """D³F(y)[u, v, w] (complex allowed)."""
+        sys_l, c, _ = self._at(lam)
+        if sys_l.kind != "step":
+            d3 = d3phi(sys_l.activation, sys_l.R @ y + c)
+            return sys_l.gamma * d3 * (sys_l.R @ u) * (sys_l.R @ v) * (sys_l.R @ w)
+        args = [np.asarray(a) for a in (u, v, w)]
+        if any(np.iscomplexobj(a) for a in args):
+            out = 0.0
+            # trilinear in (u, v, w): expand each into real and imaginary parts
+            for mask in range(8):
+                parts, coef = [], 1.0 + 0j
+                for k, a in enumerate(args):
+                    a = np.asarray(a, complex)
+                    if mask >> k & 1:
+                        parts.append(a.imag)
+                        coef *= 1j
+                    else:
+                        parts.append(a.real)
+                if all(np.any(p) for p in parts):
+                    out = out + coef * self.C(y, lam, *parts)
+            return out * np.ones(self.D)
+        nu, nw = np.linalg.norm(u), np.linalg.norm(w)
+        if nu == 0.0 or nw == 0.0:
+            return np.zeros(self.D)
+        a, b = FD_C / nu, FD_C / nw
+        J = self.jac
+        return ((J(y + a * u + b * w, lam) - J(y + a * u - b * w, lam) - J(y - a * u + b * w, lam)
+                 + J(y - a * u - b * w, lam)) @ v) / (4.0 * a * b)
+
+    # ------------------------------------------------------------------ stability
+    def eigenvalues(self, Fy):
+        """Eigenvalues of F_y, sorted by decreasing real part (as ``flow_eigenvalues``)."""
+        ev = np.linalg.eigvals(Fy)
+        return np.sort(ev)[::-1]
+
+    def start(self, lo):
+        """A first guess of the equilibrium at λ = lo: 200 steps of a gated map from 0 (where it settles,
+        a stable point usually), one Picard step from 0 for the others."""
+        sys_l, c, beta = self._at(lo)
+        if sys_l.kind == "step":
+            y = np.zeros(self.D)
+            for _ in range(200):
+                y = sys_l.model.step(y[None], c[None])[0]
+            return y
+        return phi(sys_l.activation, c, sys_l.leak) * sys_l.gamma / max(beta, 1e-12)
+
+    def solve(self, y0, lam, tol, max_iter=100):
+        """Newton at fixed λ: (y, residual, iterations, converged)."""
+        from .equilibria import run_solver
+
+        sys_l, c, beta = self._at(lam)
+        if self.kind == "alpha" and self.mode == "analytic":
+            sys_l = System(self.model.replace(alpha=float(lam)))
+        y, r, its, ok = run_solver(sys_l, c[None], np.asarray(y0, dtype=np.float64)[None], "newton", tol=tol,
+                                   max_iter=max_iter)
+        return y[0], float(r[0]), int(its[0]), bool(ok[0])
