@@ -251,7 +251,8 @@ def _scale_of(ctx, quick, scale):
     return "quick" if quick else (scale or "stand-in")
 
 
-def _make_figures(ctx, names, out_dir, quick, fmt, gallery=False, scale=None, real_data=None, redraw=False):
+def _make_figures(ctx, names, out_dir, quick, fmt, gallery=False, scale=None, real_data=None, redraw=False,
+                  engine="auto"):
     import os
 
     from .._resources import progress as report_progress
@@ -262,10 +263,11 @@ def _make_figures(ctx, names, out_dir, quick, fmt, gallery=False, scale=None, re
     scale = _scale_of(ctx, quick, scale)
     quick = scale == "quick"
     if not redraw:     # a scale a recipe does not run, or real data it lacks, fails before anything runs
-        from ..figures._recipe import Scale, check_scale
+        from ..figures._recipe import Scale, check_scale, choose_engine
 
         for recipe in chosen:
             check_scale(recipe, Scale(scale, real_data))
+        choose_engine(scale, engine)
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as exc:
@@ -280,7 +282,7 @@ def _make_figures(ctx, names, out_dir, quick, fmt, gallery=False, scale=None, re
             report_progress(FIGURES_STAGE, i, len(chosen), note=recipe.name)
             try:
                 records.append(run_recipe(recipe, out_dir, quick=quick, fmt=fmt, scale=scale, data=real_data,
-                                          redraw=redraw))
+                                          redraw=redraw, engine=engine))
             except Exception as exc:  # one broken recipe loses no other figure; named at the end
                 broken.append(f"{recipe.name} ({type(exc).__name__}: {exc})")
                 continue
@@ -312,7 +314,7 @@ def _make_figures(ctx, names, out_dir, quick, fmt, gallery=False, scale=None, re
         ctx.exit(1)
 
 
-def _figures_all(ctx, out_dir, quick, fmt, scale=None, real_data=None, redraw=False):
+def _figures_all(ctx, out_dir, quick, fmt, scale=None, real_data=None, redraw=False, engine="auto"):
     from ..figures import recipes
     from .options import check_writable_dir
 
@@ -328,7 +330,7 @@ def _figures_all(ctx, out_dir, quick, fmt, scale=None, real_data=None, redraw=Fa
         _say(ctx, f"not at the {scale} scale here (see each record's paper_cost; --data for the real data): "
                   + ", ".join(skipped))
     _make_figures(ctx, names, out_dir, scale == "quick", fmt, gallery=True, scale=scale, real_data=real_data,
-                  redraw=redraw)
+                  redraw=redraw, engine=engine)
 
 
 # ------------------------------------------------------------------------------------ the table
@@ -461,14 +463,15 @@ COMMANDS = (
             "setting and ours, and its verdict \"at this scale\" or \"at paper scale\"; a paper-scale run writes "
             "NAME.paper.png beside NAME.png.\n\n"
             "Example: dynlab figures make irnn-fig2-phase rin-gradients --quick",
-            options=("names", "out_dir", "quick", "scale", "figures_data", "redraw", "fmt", "quiet"), group="figures",
-            body=lambda ctx, names, out_dir, quick, fmt, scale, real_data, redraw: _make_figures(
-                ctx, names, out_dir, quick, fmt, scale=scale, real_data=real_data, redraw=redraw)),
+            options=("names", "out_dir", "quick", "scale", "figures_data", "engine", "redraw", "fmt", "quiet"),
+            group="figures",
+            body=lambda ctx, names, out_dir, quick, fmt, scale, real_data, redraw, engine: _make_figures(
+                ctx, names, out_dir, quick, fmt, scale=scale, real_data=real_data, redraw=redraw, engine=engine)),
     Command("all", "Make every figure and the gallery page README.md beside them.",
             "Make every figure, in the order of `dynlab figures list`, and the gallery page README.md beside them: "
             "into gallery/ (full sizes), or into figures-scratch/ with --quick, unless --out says otherwise.\n\n"
             "Example: dynlab figures all --quick",
-            options=("out_dir", "quick", "scale", "figures_data", "redraw", "fmt", "quiet"), body=_figures_all,
+            options=("out_dir", "quick", "scale", "figures_data", "engine", "redraw", "fmt", "quiet"), body=_figures_all,
             group="figures"),
 )
 

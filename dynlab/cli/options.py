@@ -32,7 +32,7 @@ OPTION_OF = {
     "out": "--out", "data": "--data", "compare": "--compare", "settings": "--set",
     "K_values": "--K",
     "out_dir": "--out", "name": "NAME", "verify_store": "--verify", "spec_file": "SPEC.toml",
-    "scale": "--scale", "real_data": "--data", "redraw": "--redraw",
+    "scale": "--scale", "real_data": "--data", "redraw": "--redraw", "engine": "--engine",
 }
 #: Settings with an option of their own may not be given through ``--set``.
 _OWN_OPTION = ("activation", "K", "eta", "alpha", "g0", "weight_scale", "seed", "hidden", "inputs")
@@ -547,6 +547,10 @@ OPTIONS = {
                       help="A folder with the real data sets for the recipes that use them: MNIST's files "
                            "(train-images-idx3-ubyte[.gz] …, or mnist.npz) and the unpacked 'UCI HAR Dataset' folder "
                            "(in DIR or DIR/UCI HAR Dataset)."),
+    "engine": O("--engine", "engine", type=click.Choice(["auto", "numba", "torch"]), default="auto",
+                help="What trains the recipes' networks: auto (PyTorch through dl.to_torch on a CUDA GPU at "
+                     "--scale paper when torch sees one; dynlab's exact-gradient trainer otherwise), numba (dynlab's "
+                     "trainer, CPU) or torch (PyTorch, on the GPU when there is one). Each record names its engine."),
     "redraw": O("--redraw", is_flag=True, default=False,
                 help="No computation: re-check and redraw each figure from its NAME.nc in --out."),
     "fmt": O("--format", "fmt", type=click.Choice(["png", "pdf", "svg"]), default=None, help="Picture format."),

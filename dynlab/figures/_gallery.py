@@ -209,6 +209,8 @@ def _section(r: dict, fmt: str) -> list[str]:
                   + (f"; at paper scale: {r['paper_cost']}" if r.get("paper_cost") else "") + ".", ""]
     if r.get("scaling"):
         lines += [f"*Scale-down:* {r['scaling']}", ""]
+    if r.get("engine"):
+        lines += [f"*Trained with:* {r['engine']}", ""]
     lines += [f"![{r['name']}]({r.get('file', r['name'])}.{fmt})", ""]
     if r.get("quote"):
         lines += [f"The paper: *{r['quote']}*", ""]

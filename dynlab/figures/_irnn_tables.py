@@ -19,6 +19,8 @@ tanh cells as in their papers: FastRNN with α, β trained; AntisymmetricRNN wit
 """
 from __future__ import annotations
 
+from ._recipe import train_model
+
 import time
 
 import numpy as np
@@ -112,7 +114,7 @@ def train_rows(task, keys, seeds, *, hidden: int, iterations: int, tests=None, b
                 out["cell_weights"][i] = sum(int(np.size(v)) for k, v in m.params().items() if k not in skip)
                 t0 = time.perf_counter()
                 try:
-                    r = dl.train_model(m, task, iterations=iterations, lr=LR, batch=batch, clip=CLIP, freeze=freeze,
+                    r = train_model(m, task, iterations=iterations, lr=LR, batch=batch, clip=CLIP, freeze=freeze,
                                        record_every=iterations, seed=int(s), diag_batch=1, progress=False)
                 except DivergenceError:     # scored as the most frequent class, flagged
                     out["seconds"][i, j] = time.perf_counter() - t0

@@ -15,6 +15,8 @@ frequencies) — and is flagged ``diverged``.
 """
 from __future__ import annotations
 
+from ._recipe import train_model
+
 import numpy as np
 
 from ._training import n_params as _n_params
@@ -61,7 +63,7 @@ def train_score(task, *, layers: int, hidden: int, seed: int, sigma_eps: float, 
     x, y = task.batch("test")
     with np.errstate(over="ignore", invalid="ignore"):  # a diverging run warns before it raises
         try:
-            res = dl.train_model(model, task, iterations=iterations, optimiser=optimiser, lr=lr, batch=batch, clip=None,
+            res = train_model(model, task, iterations=iterations, optimiser=optimiser, lr=lr, batch=batch, clip=None,
                                  sigma_eps=sigma_eps, record_every=iterations, seed=seed, progress=False, command=command)
             acc = float(evaluate(res.model, res.readout, task, "test")["accuracy"])
             if not (np.isfinite(acc) and np.all(np.isfinite(res.history["loss"].values))):

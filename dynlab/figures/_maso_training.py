@@ -12,6 +12,8 @@ Datasets what their checks need.
 """
 from __future__ import annotations
 
+from ._recipe import train_model
+
 import numpy as np
 
 from ._estimate import cost_of
@@ -162,7 +164,7 @@ def digit_networks(quick: bool) -> dict:
     trained, init, random, acc = [], [], [], []
     for s in seeds_for(quick):
         m0 = dl.make_model("rnn", D, task.inputs, activation="relu", identity_init=True, seed=s)
-        res = dl.train_model(m0, task, iterations=its, lr=LR, batch=BATCH, clip=CLIP, record_every=its,
+        res = train_model(m0, task, iterations=its, lr=LR, batch=BATCH, clip=CLIP, record_every=its,
                              seed=s, progress=False, command="dynlab figures make maso-fig2-codes")
         trained.append(res)
         init.append(m0)

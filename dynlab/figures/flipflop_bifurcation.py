@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._recipe import Recipe, Scale, setting, setting_attr
+from ._recipe import Recipe, Scale, setting, setting_attr, train_model
 from ._stats import effect, fact, level_test, record_fields
 
 NAME = "flipflop-bifurcation"
@@ -81,7 +81,7 @@ def compute(scale):
     arcs, specials, mems, losses, base = [], [], [], [], []
     for s in seeds:
         task = dl.make_task("flipflop", T, seed=s, n_train=2000, n_val=64, n_test=n_traj)
-        res = dl.train_model(dl.make_model("gru", D, N_BITS, seed=s), task, iterations=its, lr=lr, batch=batch,
+        res = train_model(dl.make_model("gru", D, N_BITS, seed=s), task, iterations=its, lr=lr, batch=batch,
                              seed=s, record_every=its, progress=False, command=f"dynlab figures make {NAME}")
         losses.append(float(res.history["val_loss"].values[-1]))
         base.append(task.baseline)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._recipe import Recipe, Scale, setting, setting_attr
+from ._recipe import Recipe, Scale, setting, setting_attr, train_model
 from ._stats import effect, fact, level_test, record_fields
 
 #: the gate's level: a tenth of the constant predictor's MSE (≈ 1 for ±1 targets)
@@ -120,7 +120,7 @@ def compute(scale):
     for s in seeds:
         task = dl.make_task("flipflop", T, seed=s, n_train=2000, n_val=64, n_test=n_traj)
         m0 = dl.make_model("gru", D, N_BITS, seed=s)
-        res = dl.train_model(m0, task, iterations=its, lr=lr, batch=batch, seed=s, record_every=its,
+        res = train_model(m0, task, iterations=its, lr=lr, batch=batch, seed=s, record_every=its,
                              progress=False, command=f"dynlab figures make {NAME}")
         losses.append(float(res.history["val_loss"].values[-1]))
         x, _ = task.batch("test")

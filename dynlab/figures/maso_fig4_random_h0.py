@@ -36,7 +36,7 @@ import numpy as np
 
 from ._estimate import cost_of
 from ._maso_training import one_blas_thread
-from ._recipe import Recipe, setting, setting_attr
+from ._recipe import Recipe, setting, setting_attr, train_model
 
 NAME = "maso-fig4-random-h0"
 PAPER_COST = cost_of("maso-fig4-random-h0")
@@ -89,7 +89,7 @@ def _run(task, D, its, every, seed, sigma):
     import dynlab as dl
 
     m = dl.make_model("rnn", D, 2, activation="relu", identity_init=True, seed=seed)
-    res = dl.train_model(m, task, iterations=its, optimiser="rmsprop", lr=LR, batch=BATCH, record_every=every,
+    res = train_model(m, task, iterations=its, optimiser="rmsprop", lr=LR, batch=BATCH, record_every=every,
                          seed=seed, sigma_eps=sigma, progress=False, command=f"dynlab figures make {NAME}")
     h = res.history
     return np.stack([h[k].values for k in ("A_h_norm", "dL_dWr_norm", "val_loss")]), h["iteration"].values

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._recipe import Recipe, Scale, setting, setting_attr
+from ._recipe import Recipe, Scale, setting, setting_attr, train_model
 from ._stats import comparison, effect, gated, level_test, mean_se, record_fields, seeds_for
 
 NAME = "rin-gradients"
@@ -65,7 +65,7 @@ def compute(scale):
         for j, s0 in enumerate(seeds):
             s = s0 + (FRESH if arm == "none-fresh" else 0)
             m = dl.make_model("rin", D, task.inputs, seed=s)
-            r = dl.train_model(m, task, iterations=its, lr=LR, batch=BATCH, clip=CLIP, record_every=every, seed=s,
+            r = train_model(m, task, iterations=its, lr=LR, batch=BATCH, clip=CLIP, record_every=every, seed=s,
                                penalty=pen, progress=False)
             V = r.model.recurrent
             dist[i, j] = np.linalg.norm(V - np.eye(D))
