@@ -38,16 +38,24 @@ def test_silhouette_known_values():
     assert abs(f6.silhouette(G, rng.integers(0, 4, 400))) < 0.05
 
 
-def _fig6_ds(codes, pixels, init, seeds=5):
+def _fig6_ds(codes, pixels, init, seeds=5, null=(-0.3, -0.2, -0.25), fake=None):
+    """Per-seed 2-D silhouettes (pixels, trained codes, untrained codes) as given, their chance
+    levels ``null`` (per embedding), and the control's permuted-label silhouettes ``fake`` (default:
+    at the chance levels)."""
     rng = np.random.default_rng(0)
     sil = np.stack([0.2 + 0.005 * rng.standard_normal(seeds), 0.15 + 0.005 * rng.standard_normal(seeds),
                     0.1 + 0.005 * rng.standard_normal(seeds)])
     noisy = lambda v: v + 0.005 * rng.standard_normal(seeds)  # noqa: E731
+    nul = np.stack([noisy(v) for v in null])
+    fk = np.stack([noisy(v) for v in (null if fake is None else fake)])
     return xr.Dataset({"silhouette_codes": (("network", "seed"), sil), "silhouette_pixels": 0.15,
                        "tsne_silhouette_codes": ("seed", noisy(codes)), "tsne_silhouette_pixels": ("seed", noisy(pixels)),
                        "tsne_silhouette_init_codes": ("seed", noisy(init)),
+                       "tsne_silhouette_null": (("embedding", "seed"), nul),
+                       "tsne_silhouette_shuffled": (("embedding", "seed"), fk),
                        "val_accuracy": ("seed", np.full(seeds, 0.9))},
-                      coords={"network": list(f6.CODES), "seed": np.arange(seeds)}, attrs={"method": "t-SNE"})
+                      coords={"network": list(f6.CODES), "embedding": list(f6.EMBEDDINGS), "seed": np.arange(seeds)},
+                      attrs={"method": "t-SNE"})
 
 
 def test_fig6_rule_judges_the_pictures_the_paper_shows():
@@ -56,12 +64,40 @@ def test_fig6_rule_judges_the_pictures_the_paper_shows():
     control fail; codes below the pixels do not hold; the original-space silhouettes do not decide."""
     from dynlab.figures._recipe import record_of
 
+    # null levels: pixels −0.3, codes −0.2 — the raw difference 0.15 is 0.05 above chance: holds
     r = f6.check(_fig6_ds(0.45, 0.30, 0.10))
     assert r["passed"] and not r["control"]["passed"] and record_of(f6.RECIPE, r)["verdict"] == "holds"
+    assert abs(r["tsne_codes_minus_pixels_above_chance"] - 0.05) < 0.01
     r = f6.check(_fig6_ds(0.20, 0.30, 0.10))
     assert not r["passed"] and "finding" in r and record_of(f6.RECIPE, r)["verdict"] == "does not hold"
-    # the untrained codes clustering as well as the trained ones: the control passes (an error)
-    assert f6.check(_fig6_ds(0.45, 0.30, 0.45))["control"]["passed"]
+    # a raw difference no larger than the two chance levels' (0.1) is no effect: the chance
+    # correction decides (a check on raw silhouettes would say "holds")
+    r = f6.check(_fig6_ds(0.40, 0.30, 0.10))
+    assert not r["passed"] and record_of(f6.RECIPE, r)["verdict"] == "does not hold"
+    # the control's permuted labels with class structure left in them (a broken permutation):
+    # the control passes (an error)
+    assert f6.check(_fig6_ds(0.45, 0.30, 0.10, fake=(0.3, 0.45, 0.0)))["control"]["passed"]
+    # the untrained codes are reported beside, they decide nothing
+    r = f6.check(_fig6_ds(0.45, 0.30, 0.45))
+    assert r["passed"] and not r["control"]["passed"]
+
+
+def test_fig6_chance_levels_are_label_permutations():
+    """chance_levels: the same permutations for every embedding of a seed (two equal embeddings get
+    equal levels), a level near the permutation mean of scikit-learn's silhouette, and clustered
+    points far above their level."""
+    metrics = pytest.importorskip("sklearn.metrics")
+    rng = np.random.default_rng(4)
+    lab = np.repeat(np.arange(4), 30)
+    centres = 10.0 * np.stack([np.cos(lab * np.pi / 2), np.sin(lab * np.pi / 2)], axis=1)
+    pts = centres + rng.standard_normal(centres.shape)
+    emb = {"pixels": pts[None], "trained": pts[None], "init": rng.standard_normal((1, len(lab), 2))}
+    null, fake = f6.chance_levels(emb, lab, 1)
+    assert null[0, 0] == null[1, 0] and fake[0, 0] == fake[1, 0]
+    perm_rng = np.random.default_rng([f6.NULL_SEED, 0])
+    want = np.mean([metrics.silhouette_score(pts, perm_rng.permutation(lab)) for _ in range(f6.NULL_PERMUTATIONS)])
+    assert abs(null[0, 0] - want) < 1e-8
+    assert f6.silhouette(pts, lab) - null[0, 0] > 0.5 and abs(fake[0, 0] - null[0, 0]) < 0.1
 
 
 # ------------------------------------------------------------------ Fig. 5: neighbours

@@ -21,10 +21,21 @@ silhouettes in the original spaces are reported beside, not judged.
 Competence gate (declared), the one maso-fig2 shares on the same networks and pixels
 (``_maso_training.shared_gate``): the networks learned (validation accuracy above chance beyond
 2 SE); the room the pixels leave above them is reported (an earlier version gated maso-fig2 on the
-room for the paper's MNIST gap and maso-fig6 on nothing of the kind).  Negative
-control: the same test on the codes of each seed's network before training (U = I, b = 0, the same
-initial weights — training ablated); it must fail.  Reported beside: a Gaussian random ReLU RNN's
-codes (U ~ N(0, 1.2²/D)) in the original space.  Quick mode embeds a fixed subsample of 100 images
+room for the paper's MNIST gap and maso-fig6 on nothing of the kind).
+
+Chance level.  A silhouette has no common zero: with labels that carry no class at all, its value
+depends on the geometry of the points (≈ −0.3 for 100 points in ten classes; 0.07 apart between
+the quick scale's code and pixel embeddings).  Each embedding's silhouette is therefore taken above
+its own chance level, the mean silhouette of the same embedding under ``NULL_PERMUTATIONS`` label
+permutations (the same permutations for every embedding of a seed), and the effect is codes minus
+pixels of these corrected silhouettes.
+
+Negative control: the same test with a permutation of the labels in place of the true ones (one
+more permutation per seed, drawn before the run): no class structure is left for either embedding
+to show, so it must fail.  (The codes of each seed's network before training — U = I, b = 0,
+training ablated — were the control until they passed it at the quick scale: random codes do not
+lack class structure by construction.  They are reported beside, with a Gaussian random ReLU RNN's
+codes (U ~ N(0, 1.2²/D)) in the original space.)  Quick mode embeds a fixed subsample of 100 images
 with 500 iterations.  Without scikit-learn the embedding falls back to PCA (said on the figure).
 """
 from __future__ import annotations
@@ -40,6 +51,9 @@ NAME = "maso-fig6-tsne"
 CODES = ("trained", "init", "random")
 #: the silhouette difference that matters (declared; the paper gives none): a hundredth of its range [−1, 1]
 INTEREST = 0.02
+#: label permutations per seed for each embedding's chance level, and their seed (fixed in advance)
+NULL_PERMUTATIONS = 20
+NULL_SEED = 20231
 #: quick mode: t-SNE of a fixed subsample, and half the default iterations
 QUICK_SUBSAMPLE = 100
 QUICK_TSNE_ITER = 250
@@ -65,6 +79,25 @@ def silhouette(F, labels) -> float:
     b = mean_other.min(axis=1)
     s = np.where(n_own > 1, (b - a) / np.maximum(np.maximum(a, b), 1e-300), 0.0)
     return float(s.mean())
+
+
+#: the embeddings each seed draws, in the order of the ``embedding`` dimension
+EMBEDDINGS = ("pixels", "trained", "init")
+
+
+def chance_levels(emb: dict, labels, n_seeds: int) -> tuple[np.ndarray, np.ndarray]:
+    """(null, shuffled), each (embedding, seed): the mean silhouette of each embedding under
+    ``NULL_PERMUTATIONS`` permutations of ``labels``, and its silhouette under one more permutation
+    (the control's labels); the same permutations for every embedding of a seed."""
+    null = np.zeros((len(EMBEDDINGS), n_seeds))
+    fake = np.zeros_like(null)
+    for i in range(n_seeds):
+        rng = np.random.default_rng([NULL_SEED, i])
+        perms = [rng.permutation(labels) for _ in range(NULL_PERMUTATIONS + 1)]
+        for j, k in enumerate(EMBEDDINGS):
+            vals = [silhouette(emb[k][i], p) for p in perms]
+            null[j, i], fake[j, i] = np.mean(vals[:-1]), vals[-1]
+    return null, fake
 
 
 def embed(F, quick: bool, seed: int = 0) -> tuple[np.ndarray, str]:
@@ -109,6 +142,7 @@ def _compute(quick: bool):
             if kind in emb:
                 emb[kind][i] = embed(c[sub], quick, int(sd))[0]
     tsne_sil = {k: np.array([silhouette(e, y[sub]) for e in v]) for k, v in emb.items()}
+    null, fake = chance_levels(emb, y[sub], len(seeds))
     e_pix, e_codes = emb["pixels"][0], emb["trained"][0]
     data = {
         "tsne_silhouette_pixels": xr.Variable(("seed",), tsne_sil["pixels"], {
@@ -117,6 +151,12 @@ def _compute(quick: bool):
             "long_name": f"class silhouette of the trained codes' 2-D {method}", "units": "1"}),
         "tsne_silhouette_init_codes": xr.Variable(("seed",), tsne_sil["init"], {
             "long_name": f"class silhouette of the untrained codes' 2-D {method}", "units": "1"}),
+        "tsne_silhouette_null": xr.Variable(("embedding", "seed"), null, {
+            "long_name": f"chance level: mean class silhouette of each 2-D {method} under {NULL_PERMUTATIONS} label "
+                         "permutations", "units": "1"}),
+        "tsne_silhouette_shuffled": xr.Variable(("embedding", "seed"), fake, {
+            "long_name": f"class silhouette of each 2-D {method} under one more label permutation (the control's "
+                         "labels)", "units": "1"}),
         "silhouette_codes": xr.Variable(("network", "seed"), sil, {
             "long_name": "class silhouette of the partition codes (Euclidean)", "units": "1"}),
         "silhouette_pixels": xr.Variable((), sil_pix, {"long_name": "class silhouette of the raw pixels (Euclidean)",
@@ -127,7 +167,7 @@ def _compute(quick: bool):
         "shown_label": xr.Variable(("shown",), y[sub], {"long_name": "class label of the embedded images"}),
         "val_accuracy": xr.Variable(("seed",), nets["val_accuracy"], {"long_name": "trained validation accuracy"}),
     }
-    coords = {"network": ("network", list(CODES)), "seed": ("seed", np.asarray(seeds), {"long_name": "training seed"})}
+    coords = {"network": ("network", list(CODES)), "embedding": ("embedding", list(EMBEDDINGS)), "seed": ("seed", np.asarray(seeds), {"long_name": "training seed"})}
     attrs = base_attrs("numba", f"dynlab figures make {NAME}")
     kind = mt.dataset_name(nets["task"])
     attrs.update(dataset=kind, held_out=N, embedded=len(sub), method=method, hidden=int(nets["hidden"]),
@@ -140,17 +180,30 @@ def _compute(quick: bool):
 def check(ds) -> dict:
     from . import _maso_training as mt
 
-    codes = ds["tsne_silhouette_codes"].values
-    pix = ds["tsne_silhouette_pixels"].values
-    init = ds["tsne_silhouette_init_codes"].values
-    part = comparison(f"2-D {ds.attrs.get('method', 't-SNE')} class silhouette, codes − raw pixels", codes - pix,
-                      interest=INTEREST)
-    cpart = comparison("the same, untrained codes − raw pixels", init - pix, interest=INTEREST)
+    if "tsne_silhouette_null" not in ds:
+        from ..errors import ParameterError
+        raise ParameterError("redraw", f"{NAME}: this NAME.nc predates the chance-corrected silhouettes; make it again")
+    null = ds["tsne_silhouette_null"]
+    fake = ds["tsne_silhouette_shuffled"]
+    raw = {"pixels": ds["tsne_silhouette_pixels"].values, "trained": ds["tsne_silhouette_codes"].values,
+           "init": ds["tsne_silhouette_init_codes"].values}
+    above = {k: raw[k] - null.sel(embedding=k).values for k in EMBEDDINGS}        # above each one's chance level
+    codes, pix, init = raw["trained"], raw["pixels"], raw["init"]
+    part = comparison(f"2-D {ds.attrs.get('method', 't-SNE')} class silhouette above chance, codes − raw pixels",
+                      above["trained"] - above["pixels"], interest=INTEREST)
+    upart = comparison("the same, untrained codes − raw pixels", above["init"] - above["pixels"], interest=INTEREST)
+    ctrl = (fake.sel(embedding="trained") - null.sel(embedding="trained")
+            - fake.sel(embedding="pixels") + null.sel(embedding="pixels")).values
+    cpart = comparison("the same with permuted labels", ctrl, interest=INTEREST)
     px = float(ds["silhouette_pixels"])
     orig = ds["silhouette_codes"].sel(network="trained").values
     out = {"passed": part["passed"], "tsne_silhouette_codes": float(codes.mean()),
-           "tsne_silhouette_pixels": float(pix.mean()), "tsne_codes_minus_pixels": part["mean"],
-           "tsne_codes_minus_pixels_se": part["se"],
+           "tsne_silhouette_pixels": float(pix.mean()),
+           "chance level (label permutations), codes": float(null.sel(embedding="trained").mean()),
+           "chance level (label permutations), pixels": float(null.sel(embedding="pixels").mean()),
+           "tsne_codes_minus_pixels_above_chance": part["mean"], "tsne_codes_minus_pixels_above_chance_se": part["se"],
+           "reported: untrained codes (U = I) − pixels, above chance": upart["mean"],
+           "reported: untrained codes (U = I) − pixels, above chance, SE": upart["se"],
            "reported: silhouette in the original spaces, codes (4096-d) − pixels (64-d)": float(orig.mean() - px),
            "reported: random RNN codes − pixels, original spaces": float(
                ds["silhouette_codes"].sel(network="random").mean() - px),
@@ -163,15 +216,17 @@ def check(ds) -> dict:
                         "tsne_silhouette_init_codes": float(init[i]),
                         "silhouette_codes_original_space": float(orig[i]), "val_accuracy": float(ds["val_accuracy"][i])}
                        for i, s in enumerate(ds["seed"].values)]
-    out["control"] = {"setting": "the codes of each seed's network before training (U = I, same initial weights), "
-                                 "the same t-SNE and test",
-                      "measured": {"init_codes_minus_pixels": cpart["mean"], "init_codes_minus_pixels_se": cpart["se"],
-                                   "tsne_silhouette_init_codes": float(init.mean())},
+    out["control"] = {"setting": "the same test with one more permutation of the held-out labels in place of the "
+                                 "true ones (per seed, drawn before the run): no class structure left to show",
+                      "measured": {"permuted_codes_minus_pixels_above_chance": cpart["mean"],
+                                   "permuted_codes_minus_pixels_above_chance_se": cpart["se"]},
                       "passed": cpart["passed"]}
     if not out["passed"]:
         out["finding"] = (f"class silhouette of the 2-D embeddings: trained codes {codes.mean():.3f}, raw pixels "
-                          f"{pix.mean():.3f}; codes minus pixels {part['mean']:+.3f} ± {part['se']:.3f} "
-                          f"({part['verdict']}; untrained codes {cpart['mean']:+.3f} ± {cpart['se']:.3f})")
+                          f"{pix.mean():.3f} (chance levels {null.sel(embedding='trained').mean():.3f}, "
+                          f"{null.sel(embedding='pixels').mean():.3f}); codes minus pixels above chance "
+                          f"{part['mean']:+.3f} ± {part['se']:.3f} ({part['verdict']}; untrained codes "
+                          f"{upart['mean']:+.3f} ± {upart['se']:.3f})")
     return out
 
 
@@ -202,18 +257,21 @@ def draw(ds):
         rows[0][1].legend(frameon=False, fontsize=7, markerscale=3, loc="center left", bbox_to_anchor=(1, 0.5),
                           title="digit", title_fontsize=7)
         ax = rows[0][2]
-        vals, errs = [], []
-        for var in ("tsne_silhouette_pixels", "tsne_silhouette_codes", "tsne_silhouette_init_codes"):
-            m, se, _ = mean_se(ds[var].values)
+        vals, errs, per_seed = [], [], []
+        for var, k in (("tsne_silhouette_pixels", "pixels"), ("tsne_silhouette_codes", "trained"),
+                       ("tsne_silhouette_init_codes", "init")):
+            v = ds[var].values - ds["tsne_silhouette_null"].sel(embedding=k).values
+            m, se, _ = mean_se(v)
             vals.append(m)
             errs.append(2 * se)
+            per_seed.append(v)
         cols = [COLORS["vermillion"], COLORS["blue"], COLORS["green"]]
         ax.bar(range(3), vals, yerr=errs, color=cols, capsize=2)
-        for j, var in enumerate(("tsne_silhouette_pixels", "tsne_silhouette_codes", "tsne_silhouette_init_codes")):
-            ax.scatter(np.full(ds.sizes["seed"], j), ds[var].values, s=8, color="k", zorder=3)
+        for j, v in enumerate(per_seed):
+            ax.scatter(np.full(ds.sizes["seed"], j), v, s=8, color="k", zorder=3)
         ax.axhline(0, color="k", lw=0.6)
         ax.set_xticks(range(3), ["raw pixels", "codes,\ntrained RNN", "codes,\nuntrained\n(U = I)"], fontsize=7)
-        ax.set_ylabel(f"class silhouette of the 2-D {method}")
+        ax.set_ylabel(f"class silhouette of the 2-D {method}\nabove its label-permutation level")
         ax.set_title("what the pictures show: clusters (±2 SE; dots: seeds)", fontsize=7.5)
         fig.suptitle(f"MASO Fig. 6 — {method} of raw pixels vs partition codes (held-out digits)\n"
                      + textwrap.fill(ds.attrs.get("scaling", ""), 150), fontsize=7.5)
