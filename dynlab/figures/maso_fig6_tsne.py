@@ -272,7 +272,7 @@ def draw(ds):
         ax.axhline(0, color="k", lw=0.6)
         ax.set_xticks(range(3), ["raw pixels", "codes,\ntrained RNN", "codes,\nuntrained\n(U = I)"], fontsize=7)
         ax.set_ylabel(f"class silhouette of the 2-D {method}\nabove its label-permutation level")
-        ax.set_title("what the pictures show: clusters (±2 SE; dots: seeds)", fontsize=7.5)
+        ax.set_title("the pictures' clusters (±2 SE; dots: seeds)", fontsize=7.5)
         fig.suptitle(f"MASO Fig. 6 — {method} of raw pixels vs partition codes (held-out digits)\n"
                      + textwrap.fill(ds.attrs.get("scaling", ""), 150), fontsize=7.5)
         return fig
