@@ -248,7 +248,7 @@ def draw(ds):
         ax.invert_yaxis()
         ax.set_xlim(0, 1)
         ax.set_xlabel("same-class rate (±2 SE)")
-        ax.legend(frameon=False, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3)
+        ax.legend(frameon=False, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=1)
         fig.suptitle("MASO Fig. 5 — nearest / farthest held-out neighbours by partition code (trained ReLU RNN, "
                      "first seed; frame: blue same class, red other)\n"
                      + textwrap.fill(ds.attrs.get("scaling", ""), 150), fontsize=7.5)
