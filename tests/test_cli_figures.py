@@ -70,3 +70,32 @@ def test_rebuild_gallery_from_claims_json_alone(tmp_path):
     expected = open(write_gallery(records, tmp_path, total_seconds=sum(r["seconds"] for r in records))).read()
     (tmp_path / "README.md").unlink()
     assert open(rebuild_gallery(tmp_path)).read() == expected
+
+
+def test_scale_and_data_options_fail_in_one_line_before_anything_runs(tmp_path):
+    """--scale paper where a recipe has no paper scale here, --quick with another scale, a paper scale
+    that needs the real data without --data, a --data folder that does not exist, --redraw without the
+    data file: one line naming the option, exit 2, nothing written."""
+    cases = [(["irnn-fig2-phase", "--scale", "paper"], "--scale"),
+             (["irnn-fig2-phase", "--quick", "--scale", "stand-in"], "--scale"),
+             (["irnn-table1-pixel-digits", "--scale", "paper"], "--data"),
+             (["irnn-fig2-phase", "--data", str(tmp_path / "nowhere")], "--data")]
+    for args, option in cases:
+        res = run(["figures", "make", *args, "--out", str(tmp_path)])
+        lines = [ln for ln in res.output.splitlines() if ln.strip()]
+        assert res.exit_code == 2 and len(lines) == 1 and option in lines[0], (args, res.output)
+    assert not (tmp_path / "claims.json").exists()
+    res = run(["figures", "make", "irnn-fig2-phase", "--redraw", "--out", str(tmp_path)])
+    assert res.exit_code == 1 and "redraw" in res.output and not (tmp_path / "claims.json").exists()
+
+
+def test_quick_is_the_quick_scale_and_a_redraw_recomputes_nothing(tmp_path):
+    res = run(["figures", "make", "irnn-fig2-phase", "--scale", "quick", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    first = json.loads((tmp_path / "claims.json").read_text())[0]
+    assert first["quick"] is True and first["scale"] == "quick" and first["verdict_text"].endswith("at this scale")
+    assert first["setting"]["paper"]["T"] == "1000" and first["setting"]["ours"]["T"] == "300"
+    res = run(["figures", "make", "irnn-fig2-phase", "--redraw", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    again = json.loads((tmp_path / "claims.json").read_text())[0]
+    assert again["measured"] == first["measured"] and again["seconds"] == first["seconds"]

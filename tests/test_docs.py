@@ -122,16 +122,20 @@ def _claims():
 
 
 def test_committed_gallery_is_full_mode_and_keeps_the_rules():
-    """gallery/claims.json: one full-mode record per recipe, each keeping the record contract
-    (a negative control that fails, ≥ 5 seeds for training claims, a finding where the claim
-    does not hold, the scale-down stated)."""
+    """gallery/claims.json: one stand-in record per recipe (and, beside it, the paper-scale record of
+    the items run at the paper's sizes), each keeping the record contract (a negative control that
+    fails, ≥ 5 seeds for training claims, a finding where the claim does not hold, the scale-down
+    stated, the paper's setting and ours side by side, the verdict with its scale)."""
     from dynlab.figures import get, recipes
     from dynlab.figures._recipe import check_record
 
     records = _claims()
-    assert [r["name"] for r in records] == list(recipes())
+    assert [r["name"] for r in records if r.get("scale") != "paper"] == list(recipes())
+    assert all(r["scale"] in ("stand-in", "paper") for r in records)
     for r in records:
         assert r["quick"] is False, r["name"]
+        assert r["verdict_text"] == f"{r['verdict']} at {'paper' if r['at_paper_scale'] else 'this'} scale"
+        assert r.get("beyond", False) is get(r["name"]).beyond
         assert not r.get("error"), f"{r['name']}: {r.get('error')}"
         assert r["control"]["passed"] is False, r["name"]
         check_record(get(r["name"]), r, quick=False)

@@ -11,7 +11,7 @@ import pytest
 import xarray as xr
 
 from dynlab.figures import Recipe, get, recipes, run_recipe
-from dynlab.figures._recipe import RecipeError, check_record, write_claims
+from dynlab.figures._recipe import RecipeError, check_record, setting, setting_attr, write_claims
 from dynlab.figures._stats import (VERDICTS, beyond_2se, comparison, decide, gate, level_test, mean_se, paired,
                                    seeds_for)
 from dynlab.io import read_dataset
@@ -58,7 +58,8 @@ def _toy(check, *, trains=False, scaling="toy sizes", table=False, quote="a toy 
     import matplotlib.pyplot as plt
 
     def compute(quick):
-        return xr.Dataset({"v": ("i", [1.0, 2.0])}, attrs={"scaling": scaling})
+        return xr.Dataset({"v": ("i", [1.0, 2.0])}, attrs={"scaling": scaling,
+                                                            "setting": setting_attr(data="toy", T=10, D=4)})
 
     def draw(ds):
         fig, ax = plt.subplots()
@@ -73,7 +74,7 @@ def _toy(check, *, trains=False, scaling="toy sizes", table=False, quote="a toy 
         return out
 
     return Recipe(name="toy-claim", source="nowhere", claim="toy", compute=compute, draw=draw, check=full,
-                  trains=trains, table=table, quote=quote, gate=gate_level)
+                  trains=trains, table=table, quote=quote, gate=gate_level, paper=setting(data="toy", T=100, D=4))
 
 
 CONTROL_FAILS = {"setting": "untrained", "measured": {"x": 0.1}, "passed": False}
@@ -121,7 +122,7 @@ def test_the_scale_down_must_be_stated(tmp_path):
 def test_check_record_accepts_a_complete_record():
     rec = {"passed": True, "control": dict(CONTROL_FAILS), "scaling": "s", "per_seed": [{"seed": s} for s in range(5)],
            "gate": {"met": True, "measured": {}}, "effect": {"name": "x", "ours": 1.0, "se": 0.1}, "seeds": 5,
-           "verdict": "holds"}
+           "verdict": "holds", "setting": {"paper": setting(D=4), "ours": setting(D=4)}}
     check_record(_toy(None, trains=True), rec, quick=False)
 
 
@@ -243,3 +244,93 @@ def test_cli_exit_status_follows_the_rules(tmp_path, monkeypatch):
         assert res.exit_code == 1, res.output
         assert "broke" in res.output and "Traceback" not in res.output
         assert (tmp_path / "claims.json").exists()
+
+
+# ------------------------------------------------------------------ issue 42: scale, gates on arms, minimum effects
+def test_a_holds_needs_the_minimum_effect_declared_from_the_task():
+    """Beyond 2 SE is not enough: a significant effect below the declared minimum does not hold (the
+    data exclude the effect that matters), one that straddles it is underpowered."""
+    tiny = [0.010, 0.011, 0.009, 0.0105, 0.0095]                # 0.01 ± 0.0003: beyond 2 SE, below 0.02
+    assert beyond_2se(tiny)["passed"] and comparison("t", tiny, interest=0.02)["verdict"] == "does not hold"
+    near = [0.015, 0.025, 0.02, 0.012, 0.028]                   # 0.02 ± 0.003: straddles 0.025
+    assert comparison("n", near, interest=0.025)["verdict"] == "underpowered"
+    assert comparison("h", near, interest=0.01)["verdict"] == "holds"
+
+
+def test_matches_or_beats_is_one_sided():
+    from dynlab.figures._stats import noninferior
+
+    assert noninferior("beats", [8.0, 9.0, 7.5, 8.5, 8.2], margin=1.9)["verdict"] == "holds"      # far better
+    assert noninferior("tie", [0.2, -0.3, 0.1, -0.1, 0.0], margin=1.9)["verdict"] == "holds"
+    assert noninferior("worse", [-5.0, -5.5, -4.8, -5.2, -5.1], margin=1.9)["verdict"] == "does not hold"
+    assert noninferior("wide", [-3.0, 1.0, -4.0, 2.0, -1.0], margin=1.9)["verdict"] == "underpowered"
+
+
+def test_an_arm_that_did_not_learn_makes_its_comparison_inconclusive():
+    from dynlab.figures._stats import gated, level_part
+
+    learned = level_test("A learns", [0.05, 0.06, 0.04], 0.15, direction="below", scope="arm")
+    idle = level_test("B learns", [0.16, 0.17, 0.165], 0.15, direction="below", scope="arm")
+    part = comparison("A − B", [1.0, 1.1, 0.9], interest=0.5)
+    assert gated(part, [learned])["verdict"] == "holds"
+    g = gated(part, [learned, idle])
+    assert g["verdict"] == "inconclusive" and not g["passed"] and g["not_competent"] == ["B learns"]
+    report = gate([learned, idle])
+    assert report["met"] and not report["arms_met"]              # arm items gate their parts, not the record
+    bad = comparison("C − A", [-1.0, -1.1, -0.9], interest=0.5)
+    assert decide(False, True, [g, bad]) == "does not hold" and decide(False, True, [g, part]) == "inconclusive"
+    assert level_part("below", [0.05, 0.06, 0.04], 0.1)["verdict"] == "holds"
+    assert level_part("above it", [0.5, 0.6, 0.55], 0.1)["verdict"] == "does not hold"
+
+
+def test_scale_and_the_papers_setting_side_by_side(tmp_path):
+    """Every record carries the paper's setting and ours; the verdict says at which scale; a paper that
+    states a setting is matched only by ours equal in every stated key."""
+    from dynlab.figures._recipe import SETTING_KEYS, Scale, at_paper_scale
+
+    paper = setting(data="adding task", T=200, D=128, batch=128, steps=1000, lr=1e-2)
+    assert at_paper_scale(paper, setting(data="adding task", T=200, D=128, batch=128, steps=1000, lr=0.01))
+    assert not at_paper_scale(paper, setting(data="adding task", T=200, D=32, batch=128, steps=1000, lr=0.01))
+    assert at_paper_scale(setting(D=2), setting(D=2, T=7)) and not at_paper_scale(setting(), setting(D=2))
+    assert Scale.of(True).quick and Scale.of(False).name == "stand-in" and Scale.of("paper").paper
+    rec = run_recipe(_toy(lambda ds: {"passed": True, "x": 1.0, "control": dict(CONTROL_FAILS)}), tmp_path, quick=True)
+    assert set(rec["setting"]["paper"]) == set(SETTING_KEYS) == set(rec["setting"]["ours"])
+    assert rec["at_paper_scale"] is False and rec["verdict_text"] == "holds at this scale"
+
+
+def test_a_paper_scale_record_stands_beside_the_stand_in_one(tmp_path):
+    """claims.json keys a record by its name and whether it is the paper-scale run; the page tallies
+    them by scale and keeps the items beyond the papers apart."""
+    import dataclasses
+
+    from dynlab.figures._gallery import headline, write_gallery
+
+    toy = _toy(lambda ds: {"passed": True, "x": 1.0, "control": dict(CONTROL_FAILS)})
+    toy = dataclasses.replace(toy, scales=("quick", "stand-in", "paper"),
+                              paper=setting(data="toy", D=4))           # ours (toy, D = 4) is the paper's
+    a = run_recipe(toy, tmp_path, scale="stand-in")
+    b = run_recipe(toy, tmp_path, scale="paper")
+    assert (tmp_path / "toy-claim.png").exists() and (tmp_path / "toy-claim.paper.png").exists()
+    write_claims([a], tmp_path)
+    write_claims([b], tmp_path)
+    claims = json.loads((tmp_path / "claims.json").read_text())
+    assert [c.get("scale") for c in claims] == ["stand-in", "paper"]
+    beyond = dict(a, name="beyond-toy", beyond=True, at_paper_scale=False)
+    text = headline(claims + [beyond])
+    assert "at paper scale, 2: 2 hold" in text and "Beyond the papers: 1" in text
+    page = open(write_gallery(claims + [beyond], tmp_path)).read()
+    assert "# Beyond the papers" in page and "toy-claim at paper scale" in page and "full sizes" not in page
+    with pytest.raises(Exception, match="scale"):
+        run_recipe(_toy(lambda ds: {"passed": True}), tmp_path, scale="paper")   # the toy has no paper scale
+
+
+def test_redraw_rechecks_the_saved_data_without_computing(tmp_path):
+    import dataclasses
+
+    calls = []
+    toy = _toy(lambda ds: {"passed": True, "x": float(ds["v"].sum()), "control": dict(CONTROL_FAILS)})
+    base = toy.compute
+    toy = dataclasses.replace(toy, compute=lambda s: calls.append(s) or base(s))
+    first = run_recipe(toy, tmp_path, quick=True)
+    again = run_recipe(toy, tmp_path, quick=True, redraw=True)
+    assert len(calls) == 1 and again["measured"]["x"] == first["measured"]["x"] == 3.0

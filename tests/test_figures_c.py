@@ -38,18 +38,66 @@ def test_silhouette_known_values():
     assert abs(f6.silhouette(G, rng.integers(0, 4, 400))) < 0.05
 
 
-def test_fig6_rule_passes_clustered_codes_and_fails_the_control():
-    """Codes 0.05 above the pixels on every seed: pass; codes at the pixels' level: fail (control)."""
+def _fig6_ds(codes, pixels, init, seeds=5, null=(-0.3, -0.2, -0.25), fake=None):
+    """Per-seed 2-D silhouettes (pixels, trained codes, untrained codes) as given, their chance
+    levels ``null`` (per embedding), and the control's permuted-label silhouettes ``fake`` (default:
+    at the chance levels)."""
     rng = np.random.default_rng(0)
-    sil = np.stack([0.2 + 0.005 * rng.standard_normal(5), 0.15 + 0.005 * rng.standard_normal(5),
-                    0.1 + 0.005 * rng.standard_normal(5)])
-    ds = xr.Dataset({"silhouette_codes": (("network", "seed"), sil), "silhouette_pixels": 0.15,
-                     "val_accuracy": ("seed", np.full(5, 0.9))},
-                    coords={"network": list(f6.CODES), "seed": np.arange(5)})
-    r = f6.check(ds)
+    sil = np.stack([0.2 + 0.005 * rng.standard_normal(seeds), 0.15 + 0.005 * rng.standard_normal(seeds),
+                    0.1 + 0.005 * rng.standard_normal(seeds)])
+    noisy = lambda v: v + 0.005 * rng.standard_normal(seeds)  # noqa: E731
+    nul = np.stack([noisy(v) for v in null])
+    fk = np.stack([noisy(v) for v in (null if fake is None else fake)])
+    return xr.Dataset({"silhouette_codes": (("network", "seed"), sil), "silhouette_pixels": 0.15,
+                       "tsne_silhouette_codes": ("seed", noisy(codes)), "tsne_silhouette_pixels": ("seed", noisy(pixels)),
+                       "tsne_silhouette_init_codes": ("seed", noisy(init)),
+                       "tsne_silhouette_null": (("embedding", "seed"), nul),
+                       "tsne_silhouette_shuffled": (("embedding", "seed"), fk),
+                       "val_accuracy": ("seed", np.full(seeds, 0.9))},
+                      coords={"network": list(f6.CODES), "embedding": list(f6.EMBEDDINGS), "seed": np.arange(seeds)},
+                      attrs={"method": "t-SNE"})
+
+
+def test_fig6_rule_judges_the_pictures_the_paper_shows():
+    """Mutation test of the restated claim (the class silhouette of the 2-D t-SNE embeddings, codes −
+    pixels): codes 0.15 above the pixels on every seed hold, and the untrained codes below them make the
+    control fail; codes below the pixels do not hold; the original-space silhouettes do not decide."""
+    from dynlab.figures._recipe import record_of
+
+    # null levels: pixels −0.3, codes −0.2 — the raw difference 0.15 is 0.05 above chance: holds
+    r = f6.check(_fig6_ds(0.45, 0.30, 0.10))
+    assert r["passed"] and not r["control"]["passed"] and record_of(f6.RECIPE, r)["verdict"] == "holds"
+    assert abs(r["tsne_codes_minus_pixels_above_chance"] - 0.05) < 0.01
+    r = f6.check(_fig6_ds(0.20, 0.30, 0.10))
+    assert not r["passed"] and "finding" in r and record_of(f6.RECIPE, r)["verdict"] == "does not hold"
+    # a raw difference no larger than the two chance levels' (0.1) is no effect: the chance
+    # correction decides (a check on raw silhouettes would say "holds")
+    r = f6.check(_fig6_ds(0.40, 0.30, 0.10))
+    assert not r["passed"] and record_of(f6.RECIPE, r)["verdict"] == "does not hold"
+    # the control's permuted labels with class structure left in them (a broken permutation):
+    # the control passes (an error)
+    assert f6.check(_fig6_ds(0.45, 0.30, 0.10, fake=(0.3, 0.45, 0.0)))["control"]["passed"]
+    # the untrained codes are reported beside, they decide nothing
+    r = f6.check(_fig6_ds(0.45, 0.30, 0.45))
     assert r["passed"] and not r["control"]["passed"]
-    r = f6.check(ds.assign(silhouette_pixels=0.3))
-    assert not r["passed"] and "finding" in r
+
+
+def test_fig6_chance_levels_are_label_permutations():
+    """chance_levels: the same permutations for every embedding of a seed (two equal embeddings get
+    equal levels), a level near the permutation mean of scikit-learn's silhouette, and clustered
+    points far above their level."""
+    metrics = pytest.importorskip("sklearn.metrics")
+    rng = np.random.default_rng(4)
+    lab = np.repeat(np.arange(4), 30)
+    centres = 10.0 * np.stack([np.cos(lab * np.pi / 2), np.sin(lab * np.pi / 2)], axis=1)
+    pts = centres + rng.standard_normal(centres.shape)
+    emb = {"pixels": pts[None], "trained": pts[None], "init": rng.standard_normal((1, len(lab), 2))}
+    null, fake = f6.chance_levels(emb, lab, 1)
+    assert null[0, 0] == null[1, 0] and fake[0, 0] == fake[1, 0]
+    perm_rng = np.random.default_rng([f6.NULL_SEED, 0])
+    want = np.mean([metrics.silhouette_score(pts, perm_rng.permutation(lab)) for _ in range(f6.NULL_PERMUTATIONS)])
+    assert abs(null[0, 0] - want) < 1e-8
+    assert f6.silhouette(pts, lab) - null[0, 0] > 0.5 and abs(fake[0, 0] - null[0, 0]) < 0.1
 
 
 # ------------------------------------------------------------------ Fig. 5: neighbours
@@ -227,3 +275,53 @@ def test_table4_rule_passes_the_papers_pattern_and_fails_without_it():
     assert not r["passed"] and not r["higher_lr_claim"] and r["sensitivity_claim"] and "finding" in r
     r = t4.check(_table4_ds(0.11, 0.10, 0.8))
     assert not r["passed"] and r["higher_lr_claim"] and not r["sensitivity_claim"]
+
+
+def test_table4_gates_the_arm_that_must_train():
+    """Mutation test of the gates on the deciding arms: SGD at σ_ε = 0.01 collapsing at the highest rate
+    exactly as at σ_ε = 0 (the earlier record: 0.149 ± 0.029 both) is not the h₀-driven explosion the
+    paper describes — (a) for SGD is inconclusive, not a failure of the claim."""
+    from dynlab.figures._recipe import record_of
+
+    ds = _table4_ds(0.11, 0.10, 0.1)
+    both = ds["accuracy"].copy()
+    both.loc[dict(optimiser="sgd", lr_index=2, sigma_eps=0.01)] = ds["accuracy"].sel(optimiser="sgd", lr_index=2,
+                                                                                        sigma_eps=0.0).values
+    r = t4.check(ds.assign(accuracy=both))
+    assert not r["higher_lr_claim"] and record_of(t4.RECIPE, r)["verdict"] == "inconclusive"
+    sgd_a = [p for p in r["parts"] if p["name"].startswith("(a) sgd")][0]
+    assert sgd_a["verdict"] == "inconclusive" and sgd_a["not_competent"]
+
+
+def _fig5_ds(trained, init, other, seeds=5):
+    rng = np.random.default_rng(3)
+    near = np.stack([v + 0.003 * rng.standard_normal(seeds) for v in (trained, init, 0.95, other)])
+    far = np.full_like(near, 0.02)
+    return xr.Dataset({"near_rate": (("space", "seed"), near), "far_rate": (("space", "seed"), far),
+                       "chance": 0.1, "val_accuracy": ("seed", np.full(seeds, 0.9))},
+                      coords={"space": list(f5.SPACES), "seed": np.arange(seeds)}, attrs={"held_out": 719})
+
+
+def test_fig5_control_compares_the_untrained_network_with_another_draw_not_itself():
+    """The control's third part is the untrained network against another untrained draw: with the two
+    alike it fails (as it must), and it can pass — it discriminates — when the reference draw clusters
+    worse; the earlier control compared the untrained network with itself (0 by construction)."""
+    r = f5.check(_fig5_ds(0.90, 0.70, 0.70))
+    assert r["passed"] and not r["control"]["passed"]
+    third = list(r["control"]["measured"].values())[2]
+    assert abs(third[0]) < 0.01 and third[1] > 0            # a measured difference with its SE, not 0 ± 0
+    assert f5.check(_fig5_ds(0.90, 0.70, 0.40))["control"]["passed"]
+
+
+def test_table1_rule_gates_both_arms_of_each_cell():
+    """Mutation test of maso-table1's arm gates: a cell whose random-h₀ network stays at the majority class
+    is inconclusive, not a failure (the rest decided as before); the minimum effect is the held-out
+    resolution (0.019), so +0.01 beyond 2 SE does not hold."""
+    from dynlab.figures._recipe import record_of
+
+    ds = _table1_ds(0.03)
+    idle = ds["accuracy"].copy()
+    idle.loc[dict(dataset="permuted", layers=2, h0="random")] = 0.1
+    r = t1.check(ds.assign(accuracy=idle))
+    assert record_of(t1.RECIPE, r)["verdict"] == "inconclusive"
+    assert record_of(t1.RECIPE, t1.check(_table1_ds(0.01)))["verdict"] == "does not hold"

@@ -73,7 +73,7 @@ def test_fig7_spectrum_against_direct_eigenvalues():
     """dynlab.spectrum's eigenvalues of ∇φU − I at s_m, recomputed with numpy at a few points."""
     m = dl.make_model("irnn", 6, 1, K=5, eta=0.5, seed=2)
     x = dl.tasks.random_walk(steps=10, inputs=1, variance=1.0, seed=0, batch=2)
-    re, im, mx = fig7._spectrum_summary(m, x)
+    re, im, mx, _ = fig7._spectrum_summary(m, x)
     h = dl.simulate(m, x)["h"].values
     for b, t in ((0, 0), (1, 4), (0, 9)):
         s = h[b, t] + (h[b, t - 1] if t > 0 else 0.0)
@@ -98,3 +98,85 @@ def test_rin_decision_on_constructed_values():
     assert all(p["passed"] for p in ok)
     assert not all(p["passed"] for p in rin._parts(jac_far, jac_near, a * 0.1, a + 0.2))
     assert not all(p["passed"] for p in rin._parts(jac_near, jac_far, a + 0.5, a + 0.2))   # U-penalty trains worse
+
+
+def test_fig7_structural_zeros_and_the_other_eigenvalues_in_closed_form():
+    """For eq. 9 with ReLU, A = ∇φ P U − I, P U − I = V(2I + H V)H: at every point A has ≥ n_a − r zero
+    eigenvalues, −1 on each inactive unit, and on the active ones the eigenvalues of (2I + HV) H_a V_a
+    (r × r).  ``structure`` counts the zeros and sets n_a − r of them aside; its largest remaining real
+    part is checked against that closed form (independent of any eigensolver on the D × D matrix)."""
+    from dynlab.figures._irnn_training import build
+
+    m = build("irnn-K5", 16, 1, 12, 3)[0].replace(eta=np.full((12, 5), 0.3))
+    x = dl.tasks.random_walk(steps=12, inputs=1, variance=1.0, seed=1, batch=2)
+    sp = dl.spectrum(m, x, step=False)
+    n_act, z, zeros, other = fig7.structure(m, sp, x)
+    V, H = m.params()["V"], m.params()["H"]
+    r = V.shape[1]
+    y = sp["state"].values
+    for b in range(2):
+        for t in range(12):
+            a = m.U @ y[b, t] + m.W @ x[b, t] + m.b
+            act = a > 0
+            k = b * 12 + t
+            assert n_act[k] == act.sum() and z[k] == max(act.sum() - r, 0) and zeros[k] >= z[k]
+            small = np.linalg.eigvals((2 * np.eye(r) + H @ V) @ H[:, act] @ V[act]) if act.any() else np.array([])
+            expect = np.concatenate([small.real, -np.ones((~act).sum())])
+            expect = np.concatenate([expect, np.zeros(max(act.sum() - r, 0))]) if act.sum() < r else expect
+            assert other[k] == pytest.approx(expect.max(), abs=1e-9)
+
+
+def test_fig7_check_judges_the_non_structural_eigenvalues():
+    """Mutation test: with the structural zeros there and every other eigenvalue negative the claim
+    holds, though a sign count over all eigenvalues (the earlier check) calls every point unstable; one
+    positive non-structural eigenvalue makes it fail; a zero count short of the structure fails the gate."""
+    import xarray as xr
+
+    from dynlab.figures._recipe import record_of
+
+    rng = np.random.default_rng(0)
+    S, P = 5, 40
+    ds = xr.Dataset({"max_real": (("seed", "point"), np.full((S, P), 1e-17)),
+                     "max_real_other": (("seed", "point"), -0.2 - 0.1 * rng.random((S, P))),
+                     "structural_zeros": (("seed", "point"), np.full((S, P), 10)),
+                     "zeros_found": (("seed", "point"), np.full((S, P), 10)),
+                     "n_active": (("seed", "point"), np.full((S, P), 14)),
+                     "val_accuracy": ("seed", 0.9 + 0.01 * rng.random(S)),
+                     "control_max_real_other": ("point", np.full(P, 0.5)),
+                     "control_zeros_found": ("point", np.full(P, 3)), "control_structural_zeros": ("point", np.full(P, 3))},
+                    coords={"seed": np.arange(S)},
+                    attrs={"majority_accuracy": 0.55, "points_per_seed": P, "control_weight_scale": 2.0, "rank": 4})
+    out = fig7.check(ds)
+    assert out["passed"] and not out["control"]["passed"] and record_of(fig7.RECIPE, out)["verdict"] == "holds"
+    assert out["fraction of points with some Re λ ≥ 0 counting the zeros (the old sign count)"] == 1.0
+    bad = ds.copy(deep=True)
+    bad["max_real_other"].values[2, 7] = 0.05
+    assert record_of(fig7.RECIPE, fig7.check(bad))["verdict"] != "holds"
+    short = ds.copy(deep=True)
+    short["zeros_found"].values[0, 0] = 9
+    assert record_of(fig7.RECIPE, fig7.check(short))["verdict"] == "inconclusive"
+
+
+def test_rin_check_tests_what_the_note_says():
+    """Mutation test: ‖V − I‖_F smaller with the penalty on U than on V by more than a tenth of the
+    unpenalised distance holds; equal distances do not; an arm that never learned is inconclusive."""
+    import xarray as xr
+
+    from dynlab.figures._recipe import record_of
+
+    arms = [a for a, _ in rin.ARMS]
+    rng = np.random.default_rng(0)
+
+    def ds(dist_u, dist_v, mse_u=0.05):
+        dist = {"penalty-U": dist_u, "penalty-V": dist_v, "none": 1.5, "none-fresh": 1.5}
+        mse = {"penalty-U": mse_u, "penalty-V": 0.05, "none": 0.05, "none-fresh": 0.05}
+        n = 10
+        return xr.Dataset({"dist_identity": (("arm", "seed"), [dist[a] + 0.01 * rng.standard_normal(n) for a in arms]),
+                           "val_mse": (("arm", "seed"), [mse[a] + 0.002 * rng.standard_normal(n) for a in arms]),
+                           "jac_norm": (("arm", "seed"), np.ones((len(arms), n)) * 0.9)},
+                          coords={"arm": arms, "seed": np.arange(n)}, attrs={"baseline": 1 / 6})
+
+    good = rin.check(ds(1.3, 1.55))
+    assert good["passed"] and not good["control"]["passed"] and record_of(rin.RECIPE, good)["verdict"] == "holds"
+    assert record_of(rin.RECIPE, rin.check(ds(1.5, 1.52)))["verdict"] == "does not hold"
+    assert record_of(rin.RECIPE, rin.check(ds(1.3, 1.55, mse_u=0.17)))["verdict"] == "inconclusive"

@@ -5,7 +5,9 @@ the errors, the eigenvalues, the test errors, the fixed points), never the check
 
 Recipes: irnn-fig2-phase, irnn-fig6-convergence, irnn-fig7-eigenvalues, implicit-fig1-derivative,
 implicit-fig2-xor, implicit-fig6-oscillator, implicit-fig7-size, implicit-a2-iterative,
-implicit-s34-stepsize, flipflop-fixed-points, flipflop-bifurcation.
+implicit-s34-stepsize, flipflop-fixed-points, flipflop-bifurcation.  The claims restated for issue 42 (fig6:
+Eq. 11, the typical point; fig7: the structural zeros; implicit-fig7: the curve; s34: the judged family) are
+mutated the same way; the other restated claims are mutated on built Datasets in the tests beside their recipes.
 """
 import numpy as np
 
@@ -22,58 +24,61 @@ def verdict(name, ds):
 
 # ------------------------------------------------------------------ iRNN Fig. 2
 def test_fig2_passes_on_equilibrium_states_and_fails_off_them():
-    """With the effect: s_m of the same eq. 9 model run to its equilibrium at every step (K = 400
-    inner steps); without: those states moved by N(0, 0.05²) — the check recomputes the residual."""
+    """The judged cell is the figure's U-form iRNN (its caption: "Parameters U, W, b"): its s_m on the
+    noise input are on the curve (the quick record holds); moved by N(0, 0.05²) they are not — the check
+    recomputes the residual; eq. 9's cell (reported) does not decide."""
+    ds = quick("irnn-fig2-phase")
+    assert get("irnn-fig2-phase").check(ds)["passed"]
+    off = ds.copy(deep=True)
+    s = ds["noise_eq5_s"].values
+    off["noise_eq5_s"] = (ds["noise_eq5_s"].dims, s + 0.05 * np.random.default_rng(0).standard_normal(s.shape))
+    assert not get("irnn-fig2-phase").check(off)["passed"]
+    eq9_on = ds.copy(deep=True)
     from dynlab.io import model_from_dataset
 
-    ds = quick("irnn-fig2-phase")
     m = model_from_dataset(ds, entry="irnn").replace(K=400)
-    x = ds["noise_x"].values
-    h = dl.simulate(m, x)["h"].values
-    s = h + np.vstack([np.zeros((1, 2)), h[:-1]])
-    on = ds.copy()
-    on["noise_s"] = (ds["noise_s"].dims, s)
-    assert get("irnn-fig2-phase").check(on)["passed"]
-    off = on.copy()
-    off["noise_s"] = (ds["noise_s"].dims, s + 0.05 * np.random.default_rng(0).standard_normal(s.shape))
-    assert not get("irnn-fig2-phase").check(off)["passed"]
+    h = dl.simulate(m, ds["noise_x"].values)["h"].values
+    eq9_on["noise_s"] = (ds["noise_s"].dims, h + np.vstack([np.zeros((1, 2)), h[:-1]]))
+    assert get("irnn-fig2-phase").check(eq9_on)["passed"] == get("irnn-fig2-phase").check(ds)["passed"]
 
 
 # ------------------------------------------------------------------ iRNN Fig. 6
-def _fig6_with(ds, key_from, transform=None):
-    out = ds.copy()
-    for key in ("paper", "trained"):
-        err = ds[f"{key_from}_error"].values
-        err = transform(err) if transform else err
-        n = min(err.shape[0], ds.sizes[f"point_{key}"])
-        new = np.repeat(err[:1], ds.sizes[f"point_{key}"], axis=0)
-        new[:n] = err[:n]
-        out[f"{key}_error"] = ((f"point_{key}", "k"), new)
-        for v in ("local_rate", "reference_residual", "reference_source", "scipy_same_root"):
-            src = ds[f"{key_from}_{v}"].values
-            out[f"{key}_{v}"] = ((f"point_{key}",), np.resize(src, ds.sizes[f"point_{key}"]))
+def _fig6_with(ds, key, transform):
+    out = ds.copy(deep=True)
+    out[f"{key}_error"] = (out[f"{key}_error"].dims, transform(ds[f"{key}_error"].values))
     return out
 
 
-def test_fig6_passes_on_linear_convergence_and_fails_on_sublinear():
-    """With the effect: the eq. 5 variant's errors (they converge linearly) in both settings' place;
-    without: the same errors bent sublinear, e_k = e_0 / (1 + k)² — the check fits them itself."""
+def test_fig6_judges_eq11_typically_and_fails_on_sublinear_convergence():
+    """The restated claim (App. A.7.5: Eq. 11 with g₀ = 0 against FSOLVE's roots, "tend to converge with
+    linear rate"): the quick record's Eq. 11 errors converge linearly at ≥ 90 % of the points whatever
+    eq. 9 does (it is reported, not judged); bent sublinear at every point, e_k = e_0/(1 + k)², they fail;
+    bent at a few points (< 10 %) they still hold — the typical case, not every point."""
     ds = quick("irnn-fig6-convergence")
-    assert get("irnn-fig6-convergence").check(_fig6_with(ds, "variant"))["passed"]
+    rec = get("irnn-fig6-convergence").check(ds)
+    assert rec["passed"] and rec["paper_frac_linear"] >= 0.9
     k = np.arange(ds.sizes["k"])
-    sub = _fig6_with(ds, "variant", lambda e: e[:, :1] / (1.0 + k[None, :]) ** 2)
+    sub = _fig6_with(ds, "paper", lambda e: e[:, :1] / (1.0 + k[None, :]) ** 2)
     assert not get("irnn-fig6-convergence").check(sub)["passed"]
+    n = ds.sizes["point_paper"]
+
+    def few(e):
+        e = e.copy()
+        e[: max(1, n // 20)] = e[: max(1, n // 20), :1] / (1.0 + k[None, :]) ** 2
+        return e
+    assert get("irnn-fig6-convergence").check(_fig6_with(ds, "paper", few))["passed"]
 
 
 # ------------------------------------------------------------------ iRNN Fig. 7
 def test_fig7_passes_on_negative_spectra_and_fails_on_one_positive_point():
     ds = quick("irnn-fig7-eigenvalues")
     neg = ds.copy()
-    neg["max_real"] = (ds["max_real"].dims, -0.3 - 0.01 * np.random.default_rng(0).random(ds["max_real"].shape))
+    neg["max_real_other"] = (ds["max_real_other"].dims,
+                             -0.3 - 0.01 * np.random.default_rng(0).random(ds["max_real_other"].shape))
     neg["val_accuracy"] = (ds["val_accuracy"].dims, np.full(ds.sizes["seed"], 0.9) + 0.01 * np.arange(ds.sizes["seed"]))
     assert verdict("irnn-fig7-eigenvalues", neg) == "holds"
     one = neg.copy(deep=True)
-    one["max_real"].values[0, 0] = 0.01
+    one["max_real_other"].values[0, 0] = 0.01
     assert not get("irnn-fig7-eigenvalues").check(one)["passed"]
 
 
@@ -115,7 +120,10 @@ def test_implicit_fig6_passes_when_the_implicit_net_is_best_and_fails_when_it_ti
     assert not get("implicit-fig6-oscillator").check(tie)["passed"]
 
 
-def test_implicit_fig7_passes_below_the_matched_net_and_fails_level_with_it():
+def test_implicit_fig7_judges_the_curve_not_every_size():
+    """The restated claim (Fig. 7 (b): "much better" over the number of parameters): half the matched
+    feed-forward error at every size holds; level with it fails; much better at the larger sizes and
+    level at the smallest — which the earlier "at every size" check failed — holds on the curve."""
     ds = quick("implicit-fig7-size")
     rng = np.random.default_rng(0)
     matched = np.stack([ds["test_mse_feedforward"].sel(hidden_feedforward=int(h)).values
@@ -126,6 +134,9 @@ def test_implicit_fig7_passes_below_the_matched_net_and_fails_level_with_it():
     level = ds.copy(deep=True)
     level["test_mse_implicit"] = (ds["test_mse_implicit"].dims, matched * (1 + 0.01 * rng.standard_normal(matched.shape)))
     assert not get("implicit-fig7-size").check(level)["passed"]
+    mixed = below.copy(deep=True)
+    mixed["test_mse_implicit"].values[0] = matched[0] * (1 + 0.01 * rng.standard_normal(matched.shape[1]))
+    assert get("implicit-fig7-size").check(mixed)["passed"]
 
 
 # ------------------------------------------------------------------ implicit App. A.2, §3.4
@@ -138,12 +149,16 @@ def test_implicit_a2_passes_on_contracting_networks_and_fails_on_the_oscillating
     assert not get("implicit-a2-iterative").check(swapped)["passed"]
 
 
-def test_implicit_s34_passes_when_h1_fails_in_every_family_and_fails_when_it_converges():
+def test_implicit_s34_is_decided_on_the_family_that_leaves_the_unit_circle():
+    """The restated claim: the antisymmetric family decides; the contracting i.i.d. and symmetric
+    families are reported (their h = 1 converging — as it must for a contraction — does not fail the
+    claim); h = 1 reaching the tolerance on the large antisymmetric net fails it."""
     ds = quick("implicit-s34-stepsize")
-    every = ds.copy(deep=True)
-    every["other_h1_converged"] = (ds["other_h1_converged"].dims, np.zeros(ds["other_h1_converged"].shape, dtype=int))
-    assert get("implicit-s34-stepsize").check(every)["passed"]
-    conv = every.copy(deep=True)
+    conv_others = ds.copy(deep=True)
+    conv_others["other_h1_converged"] = (ds["other_h1_converged"].dims,
+                                         np.full(ds["other_h1_converged"].shape, ds.sizes["point"]))
+    assert get("implicit-s34-stepsize").check(conv_others)["passed"]
+    conv = ds.copy(deep=True)
     conv["residual_h1"].loc[dict(net="large")] = ds["residual_rk4"].sel(net="large").values[:, -1:] * np.ones(
         ds["residual_h1"].sel(net="large").shape)       # h = 1 reaches the tolerance on the large net
     assert not get("implicit-s34-stepsize").check(conv)["passed"]

@@ -108,3 +108,30 @@ def test_prefix_knn_equals_dynlab_knn_accuracy():
     d2x = mt.prefix_sq_distances(x, [64])
     ref = dl.knn_accuracy(x.reshape(len(y), -1), y, (1, 10), splits=2, seed=0)
     assert mt.knn_from_distances(d2x[0], y, (1, 10), splits=2, seed=0) == pytest.approx([ref[1], ref[10]], abs=1e-12)
+
+
+def _fig2_ds(codes_gap, seeds=5, val=0.9):
+    rng = np.random.default_rng(2)
+    ks, times = [1, 2, 5, 10], np.arange(8, 65, 8)
+    pix_t = np.array([0.95, 0.95, 0.94, 0.93])
+    pix_c = np.linspace(0.3, 0.95, times.size)
+    tab = np.stack([pix_t + g + 0.004 * rng.standard_normal((seeds, 4)) for g in (codes_gap, -0.2, -0.01)])
+    cur = np.stack([pix_c + g + 0.004 * rng.standard_normal((seeds, times.size)) for g in (codes_gap, -0.2, -0.01)])
+    return xr.Dataset({"knn_codes": (("network", "seed", "k"), tab), "knn_pixels": ("k", pix_t),
+                       "curve_codes": (("network", "seed", "eval_time"), cur), "curve_pixels": ("eval_time", pix_c),
+                       "val_accuracy": ("seed", np.full(seeds, val))},
+                      coords={"network": list(f2.KINDS), "seed": np.arange(seeds), "k": ks, "eval_time": times},
+                      attrs={"held_out": 719})
+
+
+def test_fig2_check_needs_the_minimum_effect_from_the_task_and_the_shared_gate():
+    """Mutation test of the restated maso-fig2 check: codes 3 points above the pixels (beyond the 1.9-point
+    resolution of 719 held-out sequences) hold; 1 point above, beyond 2 SE, does not (below the minimum
+    effect; the earlier check took Table 3's MNIST gap); 3 points below do not hold — decided, not made
+    inconclusive by the ceiling; networks that never learned make the record inconclusive, as in maso-fig6."""
+    from dynlab.figures._recipe import record_of
+
+    assert record_of(f2.RECIPE, f2.check(_fig2_ds(0.03)))["verdict"] == "holds"
+    assert record_of(f2.RECIPE, f2.check(_fig2_ds(0.01)))["verdict"] == "does not hold"
+    assert record_of(f2.RECIPE, f2.check(_fig2_ds(-0.03)))["verdict"] == "does not hold"
+    assert record_of(f2.RECIPE, f2.check(_fig2_ds(0.03, val=0.1)))["verdict"] == "inconclusive"

@@ -243,15 +243,31 @@ def _figures_list(ctx):
 FIGURES_STAGE = "paper figures (figures)"
 
 
-def _make_figures(ctx, names, out_dir, quick, fmt, gallery=False):
+def _scale_of(ctx, quick, scale):
+    """The scale of a figures run: --scale, or quick with --quick; both disagreeing is a usage error."""
+    if quick and scale not in (None, "quick"):
+        from ..errors import ParameterError
+        raise ParameterError("scale", f"--quick is --scale quick; it cannot go with --scale {scale}")
+    return "quick" if quick else (scale or "stand-in")
+
+
+def _make_figures(ctx, names, out_dir, quick, fmt, gallery=False, scale=None, real_data=None, redraw=False,
+                  engine="auto"):
     import os
-    import time
 
     from .._resources import progress as report_progress
     from ..figures import get
     from ..figures._recipe import run_recipe, write_claims
 
     chosen = [get(n) for n in names]  # unknown names fail before anything runs
+    scale = _scale_of(ctx, quick, scale)
+    quick = scale == "quick"
+    if not redraw:     # a scale a recipe does not run, or real data it lacks, fails before anything runs
+        from ..figures._recipe import Scale, check_scale, choose_engine
+
+        for recipe in chosen:
+            check_scale(recipe, Scale(scale, real_data))
+        choose_engine(scale, engine)
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as exc:
@@ -259,14 +275,14 @@ def _make_figures(ctx, names, out_dir, quick, fmt, gallery=False):
         raise ParameterError("out_dir", f"cannot create {out_dir} ({exc.strerror or exc})") from None
     announce_compilation(ctx)
     records = []
-    t0 = time.perf_counter()
     broken = []
     with talking(ctx):
         report_progress(FIGURES_STAGE, 0, len(chosen))
         for i, recipe in enumerate(chosen):
             report_progress(FIGURES_STAGE, i, len(chosen), note=recipe.name)
             try:
-                records.append(run_recipe(recipe, out_dir, quick=quick, fmt=fmt))
+                records.append(run_recipe(recipe, out_dir, quick=quick, fmt=fmt, scale=scale, data=real_data,
+                                          redraw=redraw, engine=engine))
             except Exception as exc:  # one broken recipe loses no other figure; named at the end
                 broken.append(f"{recipe.name} ({type(exc).__name__}: {exc})")
                 continue
@@ -278,16 +294,18 @@ def _make_figures(ctx, names, out_dir, quick, fmt, gallery=False):
         nums = (f"{e['name']} = {e['ours']:.3g} ± {e['se']:.2g} ({r.get('seeds', '?')} seeds)"
                 if isinstance(e.get("ours"), (int, float)) and isinstance(e.get("se"), (int, float)) else "")
         state = "ERROR" if r.get("error") else r.get("verdict", "holds" if r["passed"] else "does not hold")
-        _say(ctx, f"{state:<14} {r['name']:<26} {r['seconds']:>7.1f} s  {nums}")
+        where = "" if r.get("error") else (" (paper scale)" if r.get("at_paper_scale") else "")
+        _say(ctx, f"{state + where:<28} {r['name']:<26} {r['seconds']:>7.1f} s  {nums}")
         if r.get("error"):
             _say(ctx, f"      {r['error']}")
         elif not r["passed"]:
             _say(ctx, f"      {state}: {r.get('finding', '')}")
     extra = ""
-    if gallery:
-        from ..figures._gallery import write_gallery
+    if records and (gallery or os.path.exists(os.path.join(out_dir, "README.md"))):
+        # the page of every record in claims.json (those of earlier runs, the paper-scale ones, kept)
+        from ..figures._gallery import rebuild_gallery
 
-        write_gallery(records, out_dir, fmt=fmt, total_seconds=time.perf_counter() - t0)
+        rebuild_gallery(out_dir, fmt=fmt)
         extra = ", README.md"
     _say(ctx, f"wrote {len(records)} figure(s), claims.json{extra} to {out_dir}")
     errors = broken + [f"{r['name']} (negative control passes)" for r in records if r.get("error")]
@@ -296,14 +314,23 @@ def _make_figures(ctx, names, out_dir, quick, fmt, gallery=False):
         ctx.exit(1)
 
 
-def _figures_all(ctx, out_dir, quick, fmt):
+def _figures_all(ctx, out_dir, quick, fmt, scale=None, real_data=None, redraw=False, engine="auto"):
     from ..figures import recipes
     from .options import check_writable_dir
 
+    scale = _scale_of(ctx, quick, scale)
     if out_dir is None:     # the default depends on --quick (never the gallery for a quick run)
         param = next(p for p in ctx.command.params if p.name == "out_dir")
-        out_dir = check_writable_dir(fill(ctx, {"out_dir": None, "quick": quick})["out_dir"], ctx, param)
-    _make_figures(ctx, list(recipes()), out_dir, quick, fmt, gallery=True)
+        out_dir = check_writable_dir(fill(ctx, {"out_dir": None, "quick": scale == "quick"})["out_dir"], ctx, param)
+    found = recipes()
+    names = [n for n, r in found.items()
+             if redraw or (scale in r.scales and not (scale == "paper" and r.reads and real_data is None))]
+    skipped = [n for n in found if n not in names]
+    if skipped:         # the items with no such scale here, or whose paper scale needs --data: said, not run
+        _say(ctx, f"not at the {scale} scale here (see each record's paper_cost; --data for the real data): "
+                  + ", ".join(skipped))
+    _make_figures(ctx, names, out_dir, scale == "quick", fmt, gallery=True, scale=scale, real_data=real_data,
+                  redraw=redraw, engine=engine)
 
 
 # ------------------------------------------------------------------------------------ the table
@@ -431,14 +458,21 @@ COMMANDS = (
     Command("make", "Make the named figures (see `dynlab figures list`).",
             "Make the named figures (see `dynlab figures list`), by default into the scratch folder "
             "figures-scratch/: the committed gallery (gallery/) changes only when --out names it.\n\n"
+            "Scales: --scale quick (seconds), stand-in (the gallery's reduced sizes, the default) or paper (the "
+            "paper's sizes and budgets; the real MNIST / HAR data from --data DIR). Each record states the paper's "
+            "setting and ours, and its verdict \"at this scale\" or \"at paper scale\"; a paper-scale run writes "
+            "NAME.paper.png beside NAME.png.\n\n"
             "Example: dynlab figures make irnn-fig2-phase rin-gradients --quick",
-            options=("names", "out_dir", "quick", "fmt", "quiet"), group="figures",
-            body=lambda ctx, names, out_dir, quick, fmt: _make_figures(ctx, names, out_dir, quick, fmt)),
+            options=("names", "out_dir", "quick", "scale", "figures_data", "engine", "redraw", "fmt", "quiet"),
+            group="figures",
+            body=lambda ctx, names, out_dir, quick, fmt, scale, real_data, redraw, engine: _make_figures(
+                ctx, names, out_dir, quick, fmt, scale=scale, real_data=real_data, redraw=redraw, engine=engine)),
     Command("all", "Make every figure and the gallery page README.md beside them.",
             "Make every figure, in the order of `dynlab figures list`, and the gallery page README.md beside them: "
             "into gallery/ (full sizes), or into figures-scratch/ with --quick, unless --out says otherwise.\n\n"
             "Example: dynlab figures all --quick",
-            options=("out_dir", "quick", "fmt", "quiet"), body=_figures_all, group="figures"),
+            options=("out_dir", "quick", "scale", "figures_data", "engine", "redraw", "fmt", "quiet"), body=_figures_all,
+            group="figures"),
 )
 
 

@@ -34,6 +34,7 @@ OPTION_OF = {
     "out": "--out", "data": "--data", "compare": "--compare", "settings": "--set",
     "K_values": "--K",
     "out_dir": "--out", "name": "NAME", "verify_store": "--verify", "spec_file": "SPEC.toml",
+    "scale": "--scale", "real_data": "--data", "redraw": "--redraw", "engine": "--engine",
 }
 #: Settings with an option of their own may not be given through ``--set``.
 _OWN_OPTION = ("activation", "K", "eta", "alpha", "g0", "weight_scale", "seed", "hidden", "inputs")
@@ -379,6 +380,16 @@ def _parse_npz_in(ctx, param, value):
     return value
 
 
+def _parse_data_dir(ctx, param, value):
+    """An existing folder (the real data sets); what is in it is checked by the task readers."""
+    if value is None:
+        return None
+    path = os.path.expanduser(value)
+    if not os.path.isdir(path):
+        _fail(ctx, param, f"no such folder: {value}")
+    return path
+
+
 def _parse_out_dir(ctx, param, value):
     """A directory we can write into (made when missing), checked before any figure runs."""
     return None if value is None else check_writable_dir(value, ctx, param)
@@ -555,7 +566,23 @@ OPTIONS = {
     "names": click.argument("names", nargs=-1, required=True),
     "out_dir": O("--out", "out_dir", type=str, default=None, metavar="DIR", callback=_parse_out_dir,
                  help="Directory for the pictures, the NetCDF data and claims.json (made when missing)."),
-    "quick": O("--quick", is_flag=True, default=False, help="Reduced sizes (a few seconds per figure; scaling printed on each)."),
+    "quick": O("--quick", is_flag=True, default=False, help="Reduced sizes (a few seconds per figure; scaling printed on each); "
+                                                             "the same as --scale quick."),
+    "scale": O("--scale", "scale", type=click.Choice(["quick", "stand-in", "paper"]), default=None,
+               help="quick: seconds per figure (the tests); stand-in: the gallery's reduced sizes (used when neither --scale "
+                    "nor --quick is given); paper: the paper's "
+                    "sizes and budgets (D, T, batch, steps, lr as the paper states them; the real data sets need "
+                    "--data). Every record states the paper's setting and ours."),
+    "figures_data": O("--data", "real_data", type=str, default=None, metavar="DIR", callback=_parse_data_dir,
+                      help="A folder with the real data sets for the recipes that use them: MNIST's files "
+                           "(train-images-idx3-ubyte[.gz] …, or mnist.npz) and the unpacked 'UCI HAR Dataset' folder "
+                           "(in DIR or DIR/UCI HAR Dataset)."),
+    "engine": O("--engine", "engine", type=click.Choice(["auto", "numba", "torch"]), default="auto",
+                help="What trains the recipes' networks: auto (PyTorch through dl.to_torch on a CUDA GPU at "
+                     "--scale paper when torch sees one; dynlab's exact-gradient trainer otherwise), numba (dynlab's "
+                     "trainer, CPU) or torch (PyTorch, on the GPU when there is one). Each record names its engine."),
+    "redraw": O("--redraw", is_flag=True, default=False,
+                help="No computation: re-check and redraw each figure from its NAME.nc in --out."),
     "fmt": O("--format", "fmt", type=click.Choice(["png", "pdf", "svg"]), default=None, help="Picture format."),
 }
 del O

@@ -37,6 +37,8 @@ callback measures on the trained network (so a check can work from the Dataset a
 """
 from __future__ import annotations
 
+from ._recipe import train_model
+
 import json
 
 import numpy as np
@@ -117,7 +119,7 @@ def train(key: str, task, *, hidden: int, iterations: int, seed: int, batch: int
     import dynlab as dl
 
     m, freeze = build(key, hidden, task.inputs, task.steps, seed)
-    return dl.train_model(m, task, iterations=iterations, lr=LR, batch=batch, clip=CLIP,
+    return train_model(m, task, iterations=iterations, lr=LR, batch=batch, clip=CLIP,
                           record_every=record_every or iterations, seed=int(seed), diag_batch=diag_batch,
                           freeze=freeze, progress=False, command=command)
 

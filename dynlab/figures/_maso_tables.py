@@ -5,12 +5,17 @@
 2 layers, ``dl.Stack`` of two such layers — U = I, b = 0, W ~ N(0, 1/d), the paper's "W_r
 initialised as an identity matrix"), trains it with ``dl.train_model`` (no gradient clipping: the
 paper names none, and Table 4's σ_ε = 0 failures are explosions that clipping would hide) and
-returns the held-out accuracy from h_0 = 0.  A run whose state becomes non-finite (the
+returns the held-out accuracy from h_0 = 0 and how many classes the trained network predicts on the
+held-out split (``classes_predicted``: a collapsed network — dead ReLU units, a read-out left with a
+bias — predicts one or two, and its accuracy is a sum of a few class counts).  A run whose state
+becomes non-finite (the
 ``DivergenceError`` of ``train_model``) scores the accuracy of always predicting the held-out
 split's most frequent class — what the paper's diverged cells show (0.098, 0.114: MNIST's class
 frequencies) — and is flagged ``diverged``.
 """
 from __future__ import annotations
+
+from ._recipe import train_model
 
 import numpy as np
 
@@ -58,18 +63,19 @@ def train_score(task, *, layers: int, hidden: int, seed: int, sigma_eps: float, 
     x, y = task.batch("test")
     with np.errstate(over="ignore", invalid="ignore"):  # a diverging run warns before it raises
         try:
-            res = dl.train_model(model, task, iterations=iterations, optimiser=optimiser, lr=lr, batch=batch, clip=None,
+            res = train_model(model, task, iterations=iterations, optimiser=optimiser, lr=lr, batch=batch, clip=None,
                                  sigma_eps=sigma_eps, record_every=iterations, seed=seed, progress=False, command=command)
             acc = float(evaluate(res.model, res.readout, task, "test")["accuracy"])
             if not (np.isfinite(acc) and np.all(np.isfinite(res.history["loss"].values))):
                 raise FloatingPointError("non-finite loss or held-out accuracy")
-            out.update(accuracy=acc, diverged=False)
+            pred = np.argmax(run_outputs(res.model, res.readout, x, task.loss), axis=-1)
+            out.update(accuracy=acc, diverged=False, classes_predicted=int(np.unique(pred).size))
             if eval_sigma is not None:
                 h0 = eval_sigma * np.random.default_rng([seed, 7]).standard_normal((len(y), res.model.state_size))
                 Y = run_outputs(res.model, res.readout, x, task.loss, h0=h0)
                 out["accuracy_eval_noise"] = float(np.mean(np.argmax(Y, axis=-1) == y))
         except (DivergenceError, FloatingPointError):
-            out.update(accuracy=majority_rate(y), diverged=True)
+            out.update(accuracy=majority_rate(y), diverged=True, classes_predicted=1)
             if eval_sigma is not None:
                 out["accuracy_eval_noise"] = majority_rate(y)
     return out

@@ -12,8 +12,11 @@ Datasets what their checks need.
 """
 from __future__ import annotations
 
+from ._recipe import train_model
+
 import numpy as np
 
+from ._estimate import cost_of
 from ._training import standardise
 
 #: sizes: (hidden D, iterations) quick / full; Adam lr 2e-3, batch 64, clip 1 (the paper: D = 128,
@@ -28,18 +31,64 @@ _CACHE: dict = {}
 
 
 def one_blas_thread(fn):
-    """``compute`` of a MASO recipe: ``fn(quick)`` with every linear-algebra call on one BLAS
-    thread (on a shared machine a multi-threaded eigh of the PCA took ~15× longer)."""
+    """``compute`` of a recipe: ``fn(quick)`` — or ``fn(scale)`` for a recipe whose ``fn`` takes the
+    scale (its parameter named ``scale``) — with every linear-algebra call on one BLAS thread (on a
+    shared machine a multi-threaded eigh of the PCA took ~15× longer)."""
     import functools
+    import inspect
+
+    takes_scale = "scale" in inspect.signature(fn).parameters
 
     @functools.wraps(fn)
-    def compute(quick: bool):
+    def compute(scale):
         from dynlab.backends import get_backend
 
+        from ._recipe import Scale
+
+        sc = Scale.of(scale)
         with get_backend(None):          # the default backend's thread policy for the whole recipe
-            return fn(quick)
+            return fn(sc if takes_scale else sc.quick)
 
     return compute
+
+
+def shared_gate(val_accuracy, chance: float = 0.1) -> list:
+    """The gate maso-fig2 and maso-fig6 share (the same networks, the same pixel baseline): the trained
+    networks learned (validation accuracy above chance beyond 2 SE).  How much room the raw pixels
+    leave above them is reported by each (``room``), not gated: a ceiling keeps a claim from holding,
+    it does not make a deficit beyond 2 SE meaningless."""
+    from ._stats import level_test
+
+    return [level_test("trained networks' validation accuracy", val_accuracy, chance)]
+
+
+def room(pixel_score: float, top: float = 1.0) -> float:
+    """The room the raw pixels leave above them in a record's measure (``top`` − their score)."""
+    return round(top - float(pixel_score), 4)
+
+
+#: the MASO items at paper scale (MNIST, D = 128): not wired here (the real data are not on this machine)
+PAPER_COST = "needs MNIST (--data DIR), not wired for the MASO items; " + cost_of("maso-codes")
+
+
+#: the paper's setting of the partition-code items (MNIST pixel by pixel; "a trained ReLU RNN (one
+#: layer, 128-dimensional hidden state)", Fig. 5; its training length and batch are in a table the
+#: text does not give)
+def paper_codes_setting() -> dict:
+    from ._recipe import setting
+
+    return setting(data="MNIST", T=784, D=128)
+
+
+def setting_json(quick: bool, dataset: str = "digits", *, hidden=None, iterations=None, lr=None, batch=None,
+                 T=None) -> str:
+    """Our setting (``_recipe.setting_attr``) of a MASO item on the digits stand-in."""
+    from ._recipe import setting_attr
+
+    D, its = sizes(quick)
+    data = "8×8 digits" if dataset == "digits" else "synthetic patterns"
+    return setting_attr(data=data, T=T or (64 if dataset == "digits" else 32), D=hidden or D, batch=batch or BATCH,
+                        steps=iterations or its, lr=lr or LR)
 
 
 def have_digits() -> bool:
@@ -115,7 +164,7 @@ def digit_networks(quick: bool) -> dict:
     trained, init, random, acc = [], [], [], []
     for s in seeds_for(quick):
         m0 = dl.make_model("rnn", D, task.inputs, activation="relu", identity_init=True, seed=s)
-        res = dl.train_model(m0, task, iterations=its, lr=LR, batch=BATCH, clip=CLIP, record_every=its,
+        res = train_model(m0, task, iterations=its, lr=LR, batch=BATCH, clip=CLIP, record_every=its,
                              seed=s, progress=False, command="dynlab figures make maso-fig2-codes")
         trained.append(res)
         init.append(m0)

@@ -1,6 +1,8 @@
 """A figure recipe: compute a Dataset, draw from it alone, check the paper's claim on it."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import json
 import os
@@ -19,6 +21,151 @@ ORDER = (
     "flipflop-bifurcation",
 )
 
+#: the scales a recipe runs at: ``quick`` (seconds, for tests), ``stand-in`` (the gallery's reduced
+#: sizes, the default) and ``paper`` (the paper's sizes and budgets; the real data through ``data``)
+SCALES = ("quick", "stand-in", "paper")
+#: the settings every record carries for the paper and for us, side by side
+SETTING_KEYS = ("data", "T", "D", "batch", "steps", "lr")
+#: a paper's value that states nothing (the key is not compared)
+NOT_STATED = "—"
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    """The scale a recipe's ``compute`` runs at: ``name`` (one of ``SCALES``) and ``data`` (a folder
+    with the real data sets — MNIST's files, the "UCI HAR Dataset" folder —, or None).
+
+    ``Scale.of(True)`` is the quick scale and ``Scale.of(False)`` the stand-in (the older
+    ``compute(quick)`` calls)."""
+
+    name: str = "stand-in"
+    data: str | None = None
+
+    def __post_init__(self):
+        if self.name not in SCALES:
+            from ..errors import ParameterError
+            raise ParameterError("scale", f"must be one of {', '.join(SCALES)}, got {self.name!r}")
+
+    @property
+    def quick(self) -> bool:
+        return self.name == "quick"
+
+    @property
+    def paper(self) -> bool:
+        return self.name == "paper"
+
+    @classmethod
+    def of(cls, value) -> "Scale":
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, bool) or value is None:
+            return cls("quick" if value else "stand-in")
+        return cls(str(value))
+
+
+#: The training engines a recipe may be run with (``dynlab figures make --engine``).
+ENGINES = ("auto", "numba", "torch")
+#: The engine the running recipe trains with and what it used (``train_model``, ``engine_for``).
+_ENGINE: contextvars.ContextVar = contextvars.ContextVar("dynlab_figures_engine", default=None)
+
+
+def choose_engine(scale, engine: str = "auto") -> dict:
+    """The ``train_model`` keywords a recipe trains with at ``scale``.
+
+    ``auto``: at paper scale, PyTorch's engine (``engine="torch"``, float64) on a CUDA GPU when torch
+    is installed and sees one; everywhere else dynlab's own exact-gradient trainer (numba, CPU) —
+    on a CPU it is the faster of the two (the ``train-torch`` workload: 2.3 s for dynlab against
+    14.4 s for torch's float64 autograd per step of the paper's iRNN), and the stand-in and quick
+    scales are what the gallery and the tests judge with it.  ``numba`` / ``torch`` force one
+    (``torch`` on the CUDA GPU when there is one, else the CPU)."""
+    from ..errors import ParameterError
+
+    if engine not in ENGINES:
+        raise ParameterError("engine", f"must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "numba":
+        return {}
+    try:
+        import torch
+    except ImportError:
+        if engine == "torch":
+            raise ParameterError("engine", "torch is not installed here: pip install 'dynlab[torch]'") from None
+        return {}
+    cuda = bool(torch.cuda.is_available())
+    if engine == "torch" or (Scale.of(scale).paper and cuda):
+        return {"engine": "torch", "device": "cuda" if cuda else "cpu", "dtype": "float64"}
+    return {}
+
+
+def engine_words(kw: dict) -> str:
+    """How a record says which engine trained it."""
+    if kw.get("engine") == "torch":
+        return f"PyTorch autograd via dl.to_torch ({kw.get('dtype', 'float64')}, {kw.get('device', 'cpu')})"
+    return "dynlab exact-gradient BPTT (numba, CPU)"
+
+
+@contextlib.contextmanager
+def engine_for(scale, engine: str = "auto"):
+    """Within: the recipes' ``train_model`` calls train with ``choose_engine(scale, engine)``; yields
+    the list of the engines they used (in words)."""
+    used: list = []
+    token = _ENGINE.set((choose_engine(scale, engine), used))
+    try:
+        yield used
+    finally:
+        _ENGINE.reset(token)
+
+
+def train_model(*args, **kwargs):
+    """``dl.train_model`` with the engine of the running recipe (``engine_for``), noted for its
+    record; outside ``engine_for``: dynlab's own trainer."""
+    import dynlab as dl
+
+    kw, used = _ENGINE.get() or ({}, None)
+    merged = {**kw, **kwargs}
+    if used is not None:
+        words = engine_words(merged)
+        if words not in used:
+            used.append(words)
+    return dl.train_model(*args, **merged)
+
+
+def setting_value(v) -> str:
+    """One setting's value as records print and compare it: ints as digits, floats by ``%g``, lists
+    joined by ", ", None as ``NOT_STATED``."""
+    if v is None:
+        return NOT_STATED
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(setting_value(x) for x in v)
+    return str(v)
+
+
+def setting(**values) -> dict:
+    """A setting (the paper's, on ``Recipe.paper``, or ours, in the Dataset's attrs via
+    ``setting_attr``): ``SETTING_KEYS`` → printed values; keys left out are ``NOT_STATED``."""
+    unknown = set(values) - set(SETTING_KEYS)
+    if unknown:
+        raise ValueError(f"unknown setting keys {sorted(unknown)}; use {SETTING_KEYS}")
+    return {k: setting_value(values.get(k)) for k in SETTING_KEYS}
+
+
+def setting_attr(**values) -> str:
+    """``setting(**values)`` as the JSON a Dataset's ``attrs["setting"]`` holds (ours)."""
+    return json.dumps(setting(**values), ensure_ascii=False)
+
+
+def at_paper_scale(paper: dict, ours: dict) -> bool:
+    """Whether our setting is the paper's: every key the paper states (not ``NOT_STATED``) equal.
+    A paper that states nothing is matched by nothing (False)."""
+    stated = [k for k in SETTING_KEYS if str(paper.get(k, NOT_STATED)) != NOT_STATED]
+    return bool(stated) and all(str(ours.get(k, NOT_STATED)) == str(paper[k]) for k in stated)
+
+
 @dataclasses.dataclass(frozen=True)
 class Recipe:
     """One paper figure (docs/design.md, *Figures*).
@@ -26,8 +173,9 @@ class Recipe:
     name     : ``irnn-fig6-convergence`` style; the module is the name with ``_`` for ``-``
     source   : the paper figure(s), e.g. ``"iRNN Fig. 6"``
     claim    : the claim, one line, as checked by ``check``
-    compute  : ``compute(quick: bool) -> xarray.Dataset`` through the public API; its attrs
-               carry ``scaling`` (how sizes differ from the paper) for the figure to print
+    compute  : ``compute(scale) -> xarray.Dataset`` through the public API (``scale``: a ``Scale``, or
+               a bool for the quick / stand-in scales); its attrs carry ``scaling`` (how sizes
+               differ from the paper) for the figure to print and ``setting`` (ours, ``setting_attr``)
     draw     : ``draw(ds) -> matplotlib.figure.Figure`` from the Dataset alone
     check    : ``check(ds) -> dict`` with ``passed`` (bool), the measured numbers, and
                ``control`` (always), ``per_seed`` (training claims), ``finding`` (when the
@@ -39,10 +187,18 @@ class Recipe:
                built from the Dataset, with the paper's number beside ours
     quote    : the paper's claim in the paper's words, with where it stands (``claim`` is the
                check's restatement of it)
-    gate     : the competence gate, declared here before anything runs: the level the reference
-               cell and the baselines must reach (above chance, the majority class, a named
-               trivial predictor; for a numerical claim, the accuracy of the reference solution)
-               before the claim is judged at all
+    gate     : the competence gate, declared here before anything runs: the level every arm the
+               verdict compares must reach at each condition (above chance, the majority class, a
+               named trivial predictor; for a numerical claim, the accuracy of the reference
+               solution) before the claim is judged at all
+    paper    : the paper's setting (``setting(data=, T=, D=, batch=, steps=, lr=)``), printed beside
+               ours; a record is *at paper scale* when every key the paper states is ours too
+    scales   : the scales ``compute`` runs (``SCALES``); ``paper`` only where the recipe knows the
+               paper's sizes (and, for the real data, is given ``Scale.data``)
+    paper_cost : where the paper scale is not run here: its estimated cost on two cores (timed
+               steps, extrapolated), printed in the record and on the page
+    beyond   : the item is not a claim of the four papers (the gallery's "beyond the papers")
+    reads    : the real data set the paper scale trains on ("MNIST", "UCI HAR"), given by ``Scale.data``
 
     The record contract (the gallery's rules; ``check_record`` enforces it):
 
@@ -84,6 +240,11 @@ class Recipe:
     table: bool = False
     quote: str = ""
     gate: str = ""
+    paper: dict = dataclasses.field(default_factory=dict)
+    scales: tuple = ("quick", "stand-in")
+    paper_cost: str = ""
+    beyond: bool = False
+    reads: str = ""
 
 
 class RecipeError(Exception):
@@ -111,6 +272,10 @@ def check_record(recipe: "Recipe", rec: dict, quick: bool) -> None:
     problems += _verdict_problems(recipe, rec)
     if not str(rec.get("scaling") or "").strip():
         problems.append('the Dataset must state its scale-down against the paper in attrs["scaling"]')
+    st = rec.get("setting") or {}
+    if not st.get("paper") or not st.get("ours"):
+        problems.append("the record must carry the paper's setting (Recipe.paper) and ours (the Dataset's "
+                        'attrs["setting"], setting_attr) side by side')
     if problems:
         raise RecipeError(f"figure {recipe.name}: " + "; ".join(problems))
 
@@ -172,10 +337,13 @@ def _plain(value):
     return value
 
 
-def record_of(recipe: Recipe, result: dict, scaling: str = "") -> dict:
+def record_of(recipe: Recipe, result: dict, scaling: str = "", *, setting_json: str | None = None,
+              scale: str | None = None) -> dict:
     """The claim record of a check's ``result`` (the ``Recipe`` contract): the verdict decided from
     the gate, the check and its comparative parts (``_stats.decide``), the power of each part, the
-    finding of an inconclusive record prefixed with the gate's numbers."""
+    finding of an inconclusive record prefixed with the gate's numbers, and the scale: the paper's
+    setting and ours (``setting_json``, the Dataset's ``attrs["setting"]``) side by side, whether
+    ours is the paper's, and the verdict's words with it ("holds at this scale")."""
     from ._stats import decide
 
     measured = _plain(dict(result))
@@ -188,11 +356,25 @@ def record_of(recipe: Recipe, result: dict, scaling: str = "") -> dict:
            "gate_level": recipe.gate, "passed": passed, "measured": measured, **extra, "scaling": str(scaling)}
     gate = rec.get("gate") if isinstance(rec.get("gate"), dict) else {"met": True}
     rec["verdict"] = decide(passed, bool(gate.get("met")), parts)
+    ours = json.loads(setting_json) if setting_json else {}
+    paper = dict(recipe.paper) if recipe.paper else {}
+    rec["scale"] = str(scale or "stand-in")
+    rec["setting"] = {"paper": paper, "ours": ours}
+    rec["at_paper_scale"] = at_paper_scale(paper, ours)
+    rec["beyond"] = bool(recipe.beyond)
+    if recipe.paper_cost and not rec["at_paper_scale"]:
+        rec["paper_cost"] = recipe.paper_cost
     if rec["verdict"] == "inconclusive":
         rec["passed"] = False
-        nums = "; ".join(f"{k} {v}" for k, v in gate.get("measured", {}).items())
-        rec["finding"] = (f"inconclusive at this scale: the competence gate ({recipe.gate}) was not met ({nums})"
-                          + (f". {rec['finding']}" if rec.get("finding") else ""))
+        if not gate.get("met", True):
+            nums = "; ".join(f"{k} {v}" for k, v in gate.get("measured", {}).items())
+            why = f"the competence gate ({recipe.gate}) was not met ({nums})"
+        else:
+            arms = sorted({a for p in parts if p.get("verdict") == "inconclusive" for a in p.get("not_competent", [])})
+            why = ("an arm the claim says succeeds never reached its competence level (" + "; ".join(
+                f"{a}: {gate.get('measured', {}).get(a + ' [arm]', 'not met')}" for a in arms) + ")")
+        rec["finding"] = (f"inconclusive {scale_words(rec)}: {why}" + (f". {rec['finding']}" if rec.get("finding") else ""))
+    rec["verdict_text"] = f"{rec['verdict']} {scale_words(rec)}"
     if parts:
         rec["power"] = [{k: p.get(k) for k in ("name", "mean", "se", "n", "interest", "paper", "units",
                                                 "seeds_needed", "verdict")} for p in parts]
@@ -206,31 +388,94 @@ def record_of(recipe: Recipe, result: dict, scaling: str = "") -> dict:
     return rec
 
 
-def run_recipe(recipe: Recipe, out_dir, *, quick: bool = False, fmt: str = "png") -> dict:
+def scale_words(rec: dict) -> str:
+    """"at paper scale" when the record's setting is the paper's, else "at this scale"."""
+    return "at paper scale" if rec.get("at_paper_scale") else "at this scale"
+
+
+def file_stem(name: str, scale) -> str:
+    """The files of a record: ``NAME`` at the quick and stand-in scales, ``NAME.paper`` at paper scale
+    (so that both runs of an item stand in one gallery)."""
+    return name + (".paper" if Scale.of(scale).paper else "")
+
+
+def record_key(rec: dict) -> tuple:
+    """The key of a record in claims.json: (name, "paper" or "")."""
+    return rec["name"], "paper" if rec.get("scale") == "paper" else ""
+
+
+def check_scale(recipe: Recipe, scale) -> None:
+    """A ParameterError, before anything runs, when ``recipe`` does not run at ``scale`` here
+    (naming ``scale``) or its paper scale needs a real data set that ``scale.data`` does not give
+    (naming ``data``)."""
+    from ..errors import ParameterError
+
+    sc = Scale.of(scale)
+    if sc.name not in recipe.scales:
+        raise ParameterError("scale", f"{recipe.name} does not run at the {sc.name} scale here"
+                             + (f" ({recipe.paper_cost})" if sc.paper and recipe.paper_cost else "")
+                             + f"; its scales: {', '.join(recipe.scales)}")
+    if sc.paper and recipe.reads and sc.data is None:
+        raise ParameterError("data", f"{recipe.name} at paper scale trains on the real {recipe.reads}: give its "
+                                     "folder with --data DIR")
+
+
+def run_recipe(recipe: Recipe, out_dir, *, quick: bool = False, fmt: str = "png", scale=None, data=None,
+               redraw: bool = False, engine: str = "auto") -> dict:
     """Compute, write ``NAME.nc``, draw ``NAME.<fmt>`` from the Dataset, check the claim.
 
+    ``scale``: one of ``SCALES`` (default: quick when ``quick``, else stand-in); ``data``: the folder
+    of the real data sets for the recipes that read them; ``redraw``: no computation — the
+    Dataset is read back from ``NAME.nc`` in ``out_dir`` (a check or picture changed, the data did
+    not; the record keeps the computing time of the run that wrote the file); ``engine``: what
+    trains the recipe's networks (``choose_engine``; the record's ``engine`` names what did).
+
     Returns the claim record (``record_of``: ``{"name", "source", "claim", "quote", "gate_level",
-    "gate", "effect", "seeds", "verdict", "passed", "measured", "control", "scaling", "seconds",
-    "quick"}`` plus ``per_seed``, ``power``, ``table`` and ``finding`` when the check reports
-    them), and ``error`` when the negative control passed (then ``passed`` is False: a check
-    that passes where the effect is absent proves nothing).  The data is written before
-    drawing, so nothing computed is lost if drawing fails; a record that breaks the contract
-    (``Recipe``) raises RecipeError after the data and picture are written.
+    "gate", "effect", "seeds", "verdict", "verdict_text", "passed", "measured", "control", "scaling",
+    "scale", "setting", "at_paper_scale", "seconds", "quick"}`` plus ``per_seed``, ``power``,
+    ``table`` and ``finding`` when the check reports them), and ``error`` when the negative control
+    passed (then ``passed`` is False: a check that passes where the effect is absent proves
+    nothing).  The data is written before drawing, so nothing computed is lost if drawing fails; a
+    record that breaks the contract (``Recipe``) raises RecipeError after the data and picture are
+    written.  A scale the recipe does not run is a ParameterError naming ``scale``.
     """
-    from ..io import write_dataset
+    from ..errors import ParameterError
+    from ..io import read_dataset, write_dataset
     from ..plot.style import save_figure
 
+    sc = Scale(scale or ("quick" if quick else "stand-in"), data)
+    if not redraw:
+        check_scale(recipe, sc)
+        choose_engine(sc, engine)       # a bad --engine fails before anything runs
     os.makedirs(out_dir, exist_ok=True)
+    stem = file_stem(recipe.name, sc)
+    nc = os.path.join(out_dir, f"{stem}.nc")
     t0 = time.perf_counter()
-    ds = recipe.compute(quick)
-    ds.attrs.setdefault("figure", recipe.name)
-    ds.attrs["quick"] = int(bool(quick))
-    write_dataset(ds, os.path.join(out_dir, f"{recipe.name}.nc"))
-    rec = record_of(recipe, recipe.check(ds), ds.attrs.get("scaling", ""))
+    seconds = None
+    if redraw:
+        if not os.path.exists(nc):
+            raise ParameterError("redraw", f"no {nc} to redraw from: make the figure first")
+        ds = read_dataset(nc)
+        seconds = ds.attrs.get("compute_seconds")
+    else:
+        with engine_for(sc, engine) as used:
+            ds = recipe.compute(sc)
+        if used:
+            ds.attrs["engine"] = "; ".join(used)
+        ds.attrs.setdefault("figure", recipe.name)
+        ds.attrs["quick"] = int(sc.quick)
+        ds.attrs["scale"] = sc.name
+        ds.attrs["compute_seconds"] = round(time.perf_counter() - t0, 2)
+        write_dataset(ds, nc)
+    rec = record_of(recipe, recipe.check(ds), ds.attrs.get("scaling", ""), setting_json=ds.attrs.get("setting"),
+                    scale=ds.attrs.get("scale", sc.name))
     fig = recipe.draw(ds)
-    save_figure(fig, os.path.join(out_dir, f"{recipe.name}.{fmt}"))
-    rec.update(seconds=round(time.perf_counter() - t0, 2), quick=bool(quick))
-    check_record(recipe, rec, quick)
+    save_figure(fig, os.path.join(out_dir, f"{stem}.{fmt}"))
+    rec.update(seconds=float(seconds) if seconds is not None else float(ds.attrs["compute_seconds"]),
+               quick=bool(int(ds.attrs.get("quick", sc.quick))), file=stem)
+    if ds.attrs.get("engine"):
+        rec["engine"] = str(ds.attrs["engine"])
+    check_record(recipe, rec, rec["quick"])
     return rec
 
 
@@ -238,7 +483,9 @@ def write_claims(records: list, out_dir) -> str:
     """Write ``claims.json`` into ``out_dir``; returns its path.
 
     Records of figures already in an existing ``claims.json`` but not among ``records`` are
-    kept (so ``dynlab figures make A`` into a gallery updates A's record and loses no other);
+    kept (so ``dynlab figures make A`` into a gallery updates A's record and loses no other); a
+    record is keyed by its name and whether it is the paper-scale run (``record_key``), so an item's
+    stand-in and paper-scale records stand side by side;
     the file is written to a temporary name first and renamed, so it is never left half-written.
     """
     path = os.path.join(out_dir, "claims.json")
@@ -246,12 +493,12 @@ def write_claims(records: list, out_dir) -> str:
     if os.path.exists(path):
         try:
             with open(path) as f:
-                merged = {r["name"]: r for r in json.load(f) if isinstance(r, dict) and "name" in r}
+                merged = {record_key(r): r for r in json.load(f) if isinstance(r, dict) and "name" in r}
         except (OSError, ValueError):
             merged = {}
-    merged.update({r["name"]: r for r in records})
+    merged.update({record_key(r): r for r in records})
     rank = {n: i for i, n in enumerate(ORDER)}
-    ordered = sorted(merged.values(), key=lambda r: (rank.get(r["name"], len(rank)), r["name"]))
+    ordered = sorted(merged.values(), key=lambda r: (rank.get(r["name"], len(rank)), r["name"], record_key(r)[1]))
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(ordered, f, indent=2, ensure_ascii=False)

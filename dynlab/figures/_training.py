@@ -11,6 +11,8 @@ preprocessing).
 """
 from __future__ import annotations
 
+from ._recipe import train_model
+
 import dataclasses
 import json
 
@@ -55,7 +57,7 @@ def histories(task, entries, *, iterations, lr, batch, record_every, seed=0, sig
         kw = dict(iterations=iterations, lr=lr, batch=batch, record_every=record_every, seed=seed,
                   sigma_eps=sigma_eps, command=command, progress=False)
         kw.update(extra)
-        res = dl.train_model(m, task, **kw)
+        res = train_model(m, task, **kw)
         ran.add(res.history.attrs["backend"])            # the backend the training ran on
         h = res.history[[k for k in HISTORY_KEEP if k in res.history]]
         parts.append(h.expand_dims(model=[entry]))

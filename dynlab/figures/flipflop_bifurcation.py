@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._recipe import Recipe
+from ._recipe import Recipe, Scale, setting, setting_attr, train_model
 from ._stats import effect, fact, level_test, record_fields
 
 NAME = "flipflop-bifurcation"
@@ -70,7 +70,8 @@ def _branches(m, P, w0, b0):
     return arcs, specials
 
 
-def compute(quick: bool):
+def compute(scale):
+    quick = Scale.of(scale).quick
     import xarray as xr
 
     import dynlab as dl
@@ -80,7 +81,7 @@ def compute(quick: bool):
     arcs, specials, mems, losses, base = [], [], [], [], []
     for s in seeds:
         task = dl.make_task("flipflop", T, seed=s, n_train=2000, n_val=64, n_test=n_traj)
-        res = dl.train_model(dl.make_model("gru", D, N_BITS, seed=s), task, iterations=its, lr=lr, batch=batch,
+        res = train_model(dl.make_model("gru", D, N_BITS, seed=s), task, iterations=its, lr=lr, batch=batch,
                              seed=s, record_every=its, progress=False, command=f"dynlab figures make {NAME}")
         losses.append(float(res.history["val_loss"].values[-1]))
         base.append(task.baseline)
@@ -126,6 +127,7 @@ def compute(quick: bool):
     ds.attrs.update({
         "figure": NAME, "hidden": D, "task_steps": T, "iterations": its, "batch": batch, "lr": lr,
         "search_starts": n_starts, "x_max": X_MAX, "ds": DS, "baseline": float(base[0]),
+        "setting": setting_attr(data="3-bit flip-flop", T=T, D=D, batch=batch, steps=its, lr=lr),
         "scaling": (f"GRU D={D}, flip-flop T={T} (p=0.05), {its} Adam iterations (lr {lr:g}, batch {batch}), "
                     f"memories from {n_starts} starts on {n_traj} test trajectories, continuation over x0 ∈ "
                     f"[-{X_MAX}, {X_MAX}], seeds {list(seeds)}" + (" (quick)" if quick else "")
@@ -268,4 +270,5 @@ RECIPE = Recipe(name=NAME, source="beyond the papers: bifurcations of a trained 
                 quote="(no paper makes this figure; the issue's question) what changes in a trained RNN's dynamics "
                       "as its input changes: the memories a held input destroys, at which bifurcations",
                 gate="the GRU learned the flip-flop: validation MSE below 0.1 — a tenth of the constant predictor's "
-                     "≈ 1 for ±1 targets — beyond 2 SE over seeds")
+                     "≈ 1 for ±1 targets — beyond 2 SE over seeds",
+                paper=setting(), beyond=True)

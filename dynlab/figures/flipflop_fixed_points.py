@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._recipe import Recipe
+from ._recipe import Recipe, Scale, setting, setting_attr, train_model
 from ._stats import effect, fact, level_test, record_fields
 
 #: the gate's level: a tenth of the constant predictor's MSE (≈ 1 for ±1 targets)
@@ -102,7 +102,8 @@ def _analyse(m, readout, x, n_starts, seed):
     return fp, code, margin, ends, arrived_at
 
 
-def compute(quick: bool):
+def compute(scale):
+    quick = Scale.of(scale).quick
     import xarray as xr
 
     import dynlab as dl
@@ -119,7 +120,7 @@ def compute(quick: bool):
     for s in seeds:
         task = dl.make_task("flipflop", T, seed=s, n_train=2000, n_val=64, n_test=n_traj)
         m0 = dl.make_model("gru", D, N_BITS, seed=s)
-        res = dl.train_model(m0, task, iterations=its, lr=lr, batch=batch, seed=s, record_every=its,
+        res = train_model(m0, task, iterations=its, lr=lr, batch=batch, seed=s, record_every=its,
                              progress=False, command=f"dynlab figures make {NAME}")
         losses.append(float(res.history["val_loss"].values[-1]))
         x, _ = task.batch("test")
@@ -157,7 +158,8 @@ def compute(quick: bool):
         "figure": NAME, "hidden": D, "task_steps": T, "iterations": its, "batch": batch, "lr": lr,
         "n_trajectories": n_traj, "search_starts": n_starts, "baseline": float(base_losses[0]),
         "branch_steps": BRANCH_STEPS, "branch_max_steps": BRANCH_MAX_STEPS, "branch_eps": BRANCH_EPS,
-        "scaling": (f"GRU D={D}, flip-flop T={T} (p=0.05), {its} Adam iterations (lr {lr:g}, batch {batch}), "
+        "setting": setting_attr(data="3-bit flip-flop", T=T, D=D, batch=batch, steps=its, lr=lr),
+                     "scaling": (f"GRU D={D}, flip-flop T={T} (p=0.05), {its} Adam iterations (lr {lr:g}, batch {batch}), "
                     f"{n_starts} starts on {n_traj} test trajectories, seeds {list(seeds)}"
                     + (" (quick)" if quick else "") + "; the paper's network is a continuous-time tanh RNN, "
                     "FixedPointFinder's example a GRU"),
@@ -279,4 +281,5 @@ RECIPE = Recipe(name=NAME, source="Sussillo & Barak 2013, Fig. 2 (3-bit flip-flo
                       "network trained on the 3-bit flip-flop implements its 8 memories as stable fixed points, and "
                       "saddle points with one unstable mode mediate the transitions between neighbouring memories",
                 gate="the GRU learned the flip-flop: validation MSE below 0.1 — a tenth of the constant predictor's "
-                     "≈ 1 for ±1 targets — beyond 2 SE over seeds")
+                     "≈ 1 for ±1 targets — beyond 2 SE over seeds",
+                paper=setting(), beyond=True)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._maso_training import one_blas_thread
-from ._recipe import Recipe
+from ._recipe import Recipe, Scale, setting, setting_attr
 from ._stats import effect, fact, record_fields
 
 HIDDEN, INPUTS, SCALE = 12, 3, 3.0
@@ -141,7 +141,8 @@ def _one(m, x):
 
 
 @one_blas_thread
-def compute(quick: bool):
+def compute(scale):
+    quick = Scale.of(scale).quick
     import xarray as xr
 
     from dynlab._dataset import base_attrs
@@ -164,6 +165,7 @@ def compute(quick: bool):
         attrs={"model": "implicit", "activation": "sigmoid", "hidden": HIDDEN, "inputs": INPUTS,
                "weight_scale": SCALE, "eps": EPS, "tol_fd": TOL_FD, "tol_final": TOL_FINAL, "tol_rate": TOL_RATE,
                "window_low": WINDOW[0], "window_high": WINDOW[1],
+               "setting": setting_attr(data="random inputs", D=HIDDEN, steps="—"),
                "scaling": (f"paper: derivation only (no numbers); here {NETWORKS} one-layer sigmoid nets, {HIDDEN} units, "
                            f"{INPUTS} inputs, W ~ N(0, {SCALE:g}²/{HIDDEN}), n = 1…{N_MAX} iterations from Y(0) = 0; "
                            f"control: W − {SELF_INHIBITION:g} I, T + {SHIFT:g}"),
@@ -289,4 +291,5 @@ RECIPE = Recipe("implicit-a2-iterative", "implicit App. A.2",
                 quote="“We show additionally in appendix A.2, that iterative recurrent networks which are updated an "
                       "infinite number of times lead, under certain conditions, to the same derivative.” (§3, App. A.2)",
                 gate="both derivatives are right before they are compared: the unrolled J(n) and the implicit J* each "
-                     "agree with central differences to 1e-6 relative")
+                     "agree with central differences to 1e-6 relative",
+                paper=setting())

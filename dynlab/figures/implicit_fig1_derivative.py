@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._recipe import Recipe
+from ._recipe import Recipe, Scale, setting, setting_attr
 from ._stats import effect, fact, record_fields
 
 Q, X, T = 1.0, 0.7, -0.3
@@ -31,7 +31,8 @@ def _sigmoid_prime(z):
     return s * (1.0 - s)
 
 
-def compute(quick: bool):
+def compute(scale):
+    quick = Scale.of(scale).quick
     import xarray as xr
 
     import dynlab as dl
@@ -53,6 +54,7 @@ def compute(quick: bool):
         coords={"w": ("w", ws, {"long_name": "recurrent weight w", "units": "1"})},
         attrs={"model": "implicit", "activation": "sigmoid", "q": Q, "x": X, "t": T, "seed": -1, "eps": EPS,
                "tolerance": TOL,
+               "setting": setting_attr(data="one neuron, w ∈ [−6, 3.5]", D=1),
                "scaling": (f"one sigmoid neuron as the paper; {ws.size} values of w in [−6, 3.5] (unique equilibrium); "
                            f"q = {Q:g}, x = {X:g}, t = {T:g} are ours (the paper gives no values for Fig. 1)"),
                **base_attrs(resolve_backend(None), "dynlab figures implicit-fig1-derivative")},
@@ -130,4 +132,5 @@ RECIPE = Recipe("implicit-fig1-derivative", "implicit Fig. 1",
                 quote="“[eq. 2] which fits perfectly to numerical approximations of this derivative, as can be seen "
                       "in figure 1.” (§2.2, Fig. 1)",
                 gate="the equilibria the derivatives rest on are solved: residual |y − f(w y + q x + t)| ≤ 1e-12 at "
-                     "every w")
+                     "every w",
+                paper=setting(D=1))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._recipe import Recipe
+from ._recipe import Recipe, Scale, setting, setting_attr
 from ._stats import comparison, effect, level_test, mean_se, record_fields, seeds_for
 
 XOR = np.array([0.0, 1.0, 1.0, 0.0])
@@ -32,7 +32,8 @@ MARGIN, CONSTANT_MSE = 0.02, 0.25
 METHODS = ("exact", "semi", "feed-forward")
 
 
-def compute(quick: bool):
+def compute(scale):
+    quick = Scale.of(scale).quick
     import xarray as xr
 
     import dynlab as dl
@@ -58,6 +59,7 @@ def compute(quick: bool):
         coords={"net": list(METHODS), "seed": seeds, "iteration": np.arange(ITERATIONS),
                 "x1": ("point", [0, 0, 1, 1]), "x2": ("point", [0, 1, 0, 1]), "neuron": ["Y1", "Y2"]},
         attrs={"model": "implicit", "activation": "sigmoid", "lr": 0.01, "optimiser": "adam", "threshold": THRESHOLD,
+               "setting": setting_attr(data="XOR", D=2, batch=4, steps=ITERATIONS, lr=0.01),
                "scaling": (f"as the paper (2 sigmoid neurons, W = 0 and Q, T ~ U[−0.5, 0.5] at the start, Adam lr 0.01, "
                            f"full batch); {ITERATIONS} steps (the paper's count is not given), {len(seeds)} seeds per "
                            f"method" + (" (quick)" if quick else "")),
@@ -179,4 +181,5 @@ RECIPE = Recipe("implicit-fig2-xor", "implicit Figs. 2–5",
                       "error” and “even with the semi-gradient method neuron Y_1 learns an output, which is very close "
                       "to the ground truth of the XOR-Problem” (§2.3, Figs. 2–5)",
                 gate="both implicit nets train: final training MSE below 0.25, the constant predictor's (output ½), "
-                     "beyond 2 SE")
+                     "beyond 2 SE",
+                paper=setting(data="XOR", D=2, batch=4, lr=0.01))

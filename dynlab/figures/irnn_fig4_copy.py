@@ -16,15 +16,22 @@ step), the *order-blind* one, which knows how often each symbol occurs among the
 *time-blind* one, the labels' overall frequencies at every step (the gate's trivial predictor).
 
 The claim (§4.3.1: "iRNN converges rapidly to the naive baseline and is the only method to achieve
-zero average cross entropy"), restated for our scale: the trained iRNN recalls the symbols in
-order — its recall cross-entropy below the order-blind predictor's beyond 2 SE (effect that
-matters: the whole gap to zero, the order-blind CE) — and below every baseline's recall CE, paired
-over seeds (effect that matters: a tenth of the order-blind CE).
+zero average cross entropy"), as the paper writes it: (i) the trained iRNN achieves zero average
+cross-entropy on the recall — declared as its recall CE below a tenth of the order-blind
+predictor's (``ZERO``), beyond 2 SE — and (ii) it is the only one: every baseline's recall CE above
+the iRNN's, paired over seeds (minimum effect: a tenth of the order-blind CE).
 
-Competence gate (declared): the iRNN has learned the task's trivial part — its per-step validation
-cross-entropy below the time-blind predictor's beyond 2 SE.  Negative control: the same trained
-networks with their state set to 0 at the delimiter (the memory cut; timing cues kept), where
-nothing about the symbols can be recalled.
+Competence gate (declared), on the arm that decides: the iRNN — the cell the claim says recalls — has
+learned to recall at all, its recall CE below the order-blind predictor's beyond 2 SE; a network
+that never recalls at this scale decides neither (i) nor (ii), which are then *inconclusive at this
+scale* (an earlier gate, the per-step CE below the time-blind predictor, was met without any
+recall).  Record-wide: the iRNN has learned the task's trivial part (per-step validation CE below
+the time-blind predictor's beyond 2 SE).  Negative control: the same trained networks with their
+state set to 0 at the delimiter (the memory cut; timing cues kept), where nothing about the symbols
+can be recalled.
+
+The paper's scale (delays 200 and 500, D = 128, batch 128; its iteration count is not stated) is not
+run here: its cost is in the record.
 """
 from __future__ import annotations
 
@@ -33,9 +40,10 @@ import textwrap
 
 import numpy as np
 
+from ._estimate import cost_of
 from ._irnn_training import labels_of, params_of, seed_runs, setting_text, short_of
-from ._recipe import Recipe
-from ._stats import comparison, effect, gate, level_test, seeds_for
+from ._recipe import Recipe, Scale, setting, setting_attr
+from ._stats import comparison, effect, gate, gated, level_part, level_test, seeds_for
 
 NAME = "irnn-fig4-copy"
 IRNN = "irnn-K5"
@@ -43,6 +51,9 @@ KEYS = (IRNN, "fastrnn-eta0.01", "antisym-g0.01-e0.1", "rnn", "lstm")
 QUICK = (5, 12, 60, 20)        # delay T, D, iterations, record_every
 FULL = (10, 32, 1000, 50)
 N_SYMBOLS, N_RECALL = 8, 10
+#: "zero average cross entropy": the recall CE below this fraction of the order-blind CE (declared)
+ZERO = 0.1
+PAPER_COST = cost_of("irnn-fig4-copy")
 
 
 def order_blind(n_symbols: int = N_SYMBOLS, n: int = N_RECALL) -> dict:
@@ -92,9 +103,10 @@ def _recall(model, readout, x, y, cut_at=None):
     return float(ce), float(acc)
 
 
-def compute(quick: bool):
+def compute(scale):
     import dynlab as dl
 
+    quick = Scale.of(scale).quick
     T, D, its, every = QUICK if quick else FULL
     seeds = seeds_for(quick)
     task = dl.make_task("copy", T, seed=0, n_train=4000, n_val=500, n_test=10)
@@ -111,6 +123,7 @@ def compute(quick: bool):
     ob = order_blind()
     ds.attrs.update({"figure": NAME, "delay": T, **{f"order_blind_{k}": v for k, v in ob.items()},
                      "time_blind_ce": time_blind_ce(T),
+                     "setting": setting_attr(data="copy task", T=T, D=D, batch=64, steps=its, lr=1e-2),
                      "scaling": f"copy delay T={T} (length T+20); " + setting_text(D, its, 64, len(seeds), quick)
                                 + "; paper: T=200 and 500, D=128, batch 128"})
     return ds
@@ -122,16 +135,19 @@ def check(ds):
 
     def parts_of(var):
         ce = {k: ds[var].sel(run=k).values.astype(float) for k in KEYS}
-        parts = [comparison("iRNN recall CE below the order-blind CE", ob_ce - ce[IRNN], interest=ob_ce)]
-        parts += [comparison(f"{short[b]} − iRNN recall CE", ce[b] - ce[IRNN], interest=0.1 * ob_ce)
+        arm = level_test("iRNN recalls: recall CE below the order-blind CE", ce[IRNN], ob_ce, direction="below",
+                         scope="arm")
+        parts = [gated(level_part(f"iRNN recall CE ≈ 0 (below {ZERO:g} × the order-blind CE)", ce[IRNN],
+                                  ZERO * ob_ce, units="nats/symbol"), [arm])]
+        parts += [gated(comparison(f"{short[b]} − iRNN recall CE", ce[b] - ce[IRNN], interest=0.1 * ob_ce), [arm])
                   for b in KEYS[1:]]
-        return parts
+        return parts, arm
 
-    parts = parts_of("recall_ce")
+    parts, arm = parts_of("recall_ce")
     passed = all(p["passed"] for p in parts)
     final_ce = ds["val_loss"].sel(run=IRNN).isel(iteration=-1).values.astype(float)
     g = gate([level_test("iRNN per-step validation CE", final_ce, float(ds.attrs["time_blind_ce"]),
-                         direction="below")])
+                         direction="below"), arm])
     out = {"passed": passed, "gate": g, "parts": parts, "seeds": int(ds.sizes["seed"])}
     for p in parts:
         out[p["name"]] = f"{p['mean']:.3g} ± {p['se']:.2g}"
@@ -145,13 +161,14 @@ def check(ds):
                     f"{10 * float(ds.attrs['order_blind_ce_memoryless']) / (int(ds.attrs['delay']) + 20):.4f}",
                 "time-blind per-step CE": float(ds.attrs["time_blind_ce"]),
                 "parameters": ", ".join(f"{short[k]}: {v}" for k, v in params_of(ds).items())})
-    out["effect"] = effect("order-blind − iRNN recall CE", parts[0], units="nats/symbol")
+    out["effect"] = effect("order-blind − iRNN recall CE", ob_ce - float(np.mean(ds["recall_ce"].sel(run=IRNN).values)),
+                           float(parts[0]["se"]), n=int(ds.sizes["seed"]), units="nats/symbol")
     out["per_seed"] = [{"seed": int(s), **{f"recall_ce_{short[k]}": float(ds["recall_ce"].sel(run=k, seed=s))
                                            for k in KEYS},
                         "iRNN_recall_acc": float(ds["recall_acc"].sel(run=IRNN, seed=s)),
                         "iRNN_cut_recall_ce": float(ds["cut_recall_ce"].sel(run=IRNN, seed=s))}
                        for s in ds["seed"].values]
-    cparts = parts_of("cut_recall_ce")
+    cparts, _ = parts_of("cut_recall_ce")
     out["control"] = {"setting": "the same trained networks, state set to 0 at the delimiter (memory cut)",
                       "measured": {p["name"]: f"{p['mean']:.3g} ± {p['se']:.2g}" for p in cparts},
                       "passed": all(p["passed"] for p in cparts)}
@@ -209,10 +226,12 @@ def draw(ds):
 
 
 RECIPE = Recipe(NAME, "iRNN Fig. 4 (a, b)",
-                "the trained iRNN (K = 5) recalls the copy-task symbols in order — its recall cross-entropy below "
-                "the order-blind predictor's — and better than every baseline (FastRNN, Antisymmetric, RNN, LSTM; "
-                "paired over seeds, 2 SE)", compute, draw, check, trains=True,
+                "the trained iRNN (K = 5) achieves zero average recall cross-entropy (below a tenth of the "
+                "order-blind predictor's, 2 SE) and is the only one: every baseline (FastRNN, Antisymmetric, RNN, LSTM) "
+                "recalls worse (paired over seeds, 2 SE)", compute, draw, check, trains=True,
                 quote="“For the copying task we observe that iRNN converges rapidly to the naive baseline and is the "
                       "only method to achieve zero average cross entropy.” (§4.3.1, Fig. 4a/b)",
-                gate="the iRNN learns the task's trivial part: its per-step validation cross-entropy below the "
-                     "time-blind predictor's (the labels' overall frequencies at every step) beyond 2 SE")
+                gate="the iRNN (the arm that decides) recalls at all: its recall cross-entropy below the order-blind "
+                     "predictor's beyond 2 SE; record-wide, it learns the task's trivial part (per-step validation CE "
+                     "below the time-blind predictor's)",
+                paper=setting(data="copy task", T=[200, 500], D=128, batch=128, lr=1e-2), paper_cost=PAPER_COST)

@@ -1,34 +1,34 @@
 """iRNN paper Fig. 6: the inner recursion g_k (Eq. 11, g_0 = 0) converges linearly to the equilibrium.
 
-e_k = ‖g_k − h_eq‖₂ against k at every point (x_m, h_{m-1}) of a sequence, for the paper's iRNN
-(eq. 9: the recursion g_k = g_{k−1} + η(φ(P[U(g_{k−1} + h_{m−1}) + W x_m + b]) − (g_{k−1} + h_{m−1}))
-with P = U = I + V H, ReLU; ``_irnn_training``), in two settings:
+App. A.7.5 states its experiment: "comparing the Euclidean distance between the approximate
+solutions, h_t^(k), using Eq. 11 with g_0 = 0 and the fixed points, h_t, computed using FSOLVE from
+SCIPY.  The learnable parameters are initialized suitably and then fixed."  Eq. 11 is the U form,
 
-- *paper setting* (App. A.7.5: "the learnable parameters are initialized suitably and then fixed"):
-  the gallery's initialisation (D = 32, rank 4), not trained, η = 0.5 fixed (the paper does not
-  state it; its training start 10⁻² needs thousands of steps to show the rate), driven by a random
-  walk (variance 10, the paper's Fig. 2 input);
-- *trained*: the iRNN (K = 5) of every seed trained on the HAR-2 stand-in (``_irnn_digits``) with
-  its learned η (mean over k), at the points of its own validation trajectories;
-- beside them, under its own label, *dynlab's eq. 5 variant*: a tanh iRNN with a dense U ~ N(0,
-  0.5²/D) (‖U‖₂ ≈ 1 = α, so Prop. 1's unique root exists), η = 0.5, on the same random-walk
-  points — the case where a root is known to exist, used by the gate.  (Eq. 9 with ReLU need not
-  have a root: where units are active the equilibrium equation is (P U − I) s = −c on them, and
-  P U − I = 2 V H + (V H)² has rank ≤ 2r < D.)
+    g_i = g_{i−1} + η (φ(U(g_{i−1} + h_{t−1}) + W x_t + b) − α(g_{i−1} + h_{t−1})),   g_0 = 0,
 
-The reference h_eq is the root the recursion itself reaches when run to convergence (checked by its
-residual), or scipy's root (the paper's FSOLVE, ``dynlab.convergence``) where the recursion
-reaches none; the record says at how many points scipy's root is the recursion's limit.  The check,
-at every point: the reference is a root (max-abs residual ≤ 1e-10), and the least-squares line
-through ln e_k (the k ≥ 1 with e_k > 1e-10) fits with R² ≥ 0.99 at a rate < 1.  The claim holds
-when this is so at every point of both settings.  Reported with it: the fitted rate against the
-local rate — the spectral radius of the iteration map's Jacobian I + η(∇φ P U − I) at h_eq — and for
-the paper setting the contraction bound ρ = |1 − αη| + η‖P U‖₂ (the corrected Prop. 2).
+with a dense U — not eq. 9's P[…] with P = U = I + V H.  The judged setting is that experiment:
+dynlab's ``make_model("irnn", D, 1, activation="relu", g0="zero")`` (Eq. 11, ReLU — "we used ReLU as
+the non-linearity … for all the experiments" —, α = 1, U ~ N(0, 0.5²/D), W ~ N(0, 1), b ~ N(0, 0.1²)),
+"initialized suitably": ‖U‖₂ < α, Prop. 1's condition for the equilibrium to exist (declared, and
+measured in the gate), η = 0.5 fixed (the paper does not state it; its training start 10⁻² needs
+thousands of steps to show the rate), at every point (x_m, h_{m−1}) of a random walk (variance 10,
+the paper's Fig. 2 input).  The reference h_eq is scipy's root of α s = φ(U s + W x + b)
+(``dynlab.convergence``, the paper's FSOLVE), accepted where its max-abs residual is ≤ 1e-10.
 
-Competence gate (declared): the solvers are competent where a root exists — a reference root to
-1e-10 at ≥ 90 % of the points of dynlab's eq. 5 variant — and the trained networks learned
-(validation accuracy above the majority class beyond 2 SE over seeds).  Negative control: the same check on the eq. 5
-variant's network with a step η = 2.5 too large for the inner iteration.
+The check, at every point: the least-squares line through ln e_k, e_k = ‖g_k − h_eq‖₂ (the k ≥ 1 with
+e_k > 1e-10), fits with R² ≥ 0.99 at a rate < 1.  "The approximate solutions *tend to* converge
+with linear rate" is the typical case: the claim holds when this is so at ≥ ``TYPICAL`` = 90 % of
+the points (declared).  Reported, not judged, under their own labels: the same recursion with tanh,
+and eq. 9 (P = U = I + V H, the form of the paper's training experiments) untrained (η = 0.5) and
+trained on the HAR-2 stand-in (``_irnn_digits``) — with ReLU, eq. 9 need not have a root: where
+units are active its equation is (P U − I) s = −c on them, and P U − I = V(2I + H V)H has rank ≤ r
+< D.  Reported with each: the fitted rate against the local rate — the spectral radius of the
+iteration map's Jacobian I + η(∇φ U − I) at h_eq — and, for the judged setting, the contraction
+bound ρ = |1 − αη| + η‖U‖₂ (the corrected Prop. 2).
+
+Competence gate (declared): the setting is the paper's "suitably initialized" one (‖U‖₂ < α) and the
+reference is competent — scipy's root to 1e-10 at ≥ 90 % of the points.  Negative control: the same
+check on the same network with the inner step η = 2.5, too large for the recursion.
 """
 from __future__ import annotations
 
@@ -38,12 +38,18 @@ import numpy as np
 
 from . import _irnn_digits as hd
 from ._irnn_training import build
-from ._recipe import Recipe
-from ._stats import effect, gate, level_test
+from ._recipe import Recipe, setting
+from ._stats import effect, gate
 
 NAME = "irnn-fig6-convergence"
 ETA_PAPER, ETA_CONTROL = 0.5, 2.5
 R2_MIN, RATE_TOL, REF_TOL, REF_ITER, FLOOR = 0.99, 0.02, 1e-10, 5000, 1e-10
+#: "tend to converge": the typical case, this fraction of the points (declared)
+TYPICAL = 0.9
+#: the judged setting first; then the reported ones and the control
+SETTINGS = ("paper", "tanh", "eq9", "trained", "control")
+LABELS = {"paper": "Eq. 11, ReLU (judged)", "tanh": "Eq. 11, tanh", "eq9": "eq. 9, ReLU, untrained",
+          "trained": "eq. 9, ReLU, trained", "control": f"Eq. 11, ReLU, η = {ETA_CONTROL:g} (control)"}
 
 
 def _points(model, x):
@@ -113,10 +119,11 @@ def _fit(err):
     return rate, r2
 
 
-def _run(model, x, hp, K_max, eta):
+def _run(model, x, hp, K_max, eta, fsolve_first=False):
     """Per point: the reference root — the recursion's own limit where it reaches a root, else scipy's
-    root (``dynlab.convergence``, the paper's FSOLVE) where that is one —, e_k, the fit, the local
-    rate at the reference, and whether scipy's root is the recursion's limit."""
+    root (``dynlab.convergence``, the paper's FSOLVE) where that is one; ``fsolve_first``: scipy's root
+    wherever it is one (the paper's reference) —, e_k, the fit, the local rate at the reference, and
+    whether scipy's root is the recursion's limit."""
     import dynlab as dl
 
     m = model.replace(eta=eta)
@@ -124,7 +131,7 @@ def _run(model, x, hp, K_max, eta):
     with np.errstate(over="ignore", invalid="ignore"):   # the control's recursion runs away from the root
         cv = dl.convergence(m, x, hp, K_max=K_max)
     h_sp, res_sp = cv["h_eq"].values, cv["reference_residual"].values
-    own = res_lim <= REF_TOL
+    own = (res_lim <= REF_TOL) & ~(fsolve_first & (res_sp <= REF_TOL))
     use_sp = ~own & (res_sp <= REF_TOL)
     h_eq = np.where(use_sp[:, None], h_sp, h_lim)
     resid = np.where(use_sp, res_sp, res_lim)
@@ -147,34 +154,41 @@ def _run(model, x, hp, K_max, eta):
             "norm_U": float(cv.attrs["norm_U"])}
 
 
-def compute(quick: bool):
+def compute(scale):
     import xarray as xr
 
     import dynlab as dl
 
+    from ._recipe import Scale, setting_attr
+
+    sc = Scale.of(scale)
+    quick = sc.quick
     T, n_seq, K_max = (30, 1, 60) if quick else (100, 2, 200)
-    D = hd.D[bool(quick)]
-    paper = build("irnn-K5", D, 1, T, 0)[0].replace(eta=ETA_PAPER)
-    variant = dl.make_model("irnn", D, 1, K=5, eta=ETA_PAPER, seed=0)          # eq. 5, tanh, dense U
+    D = hd.D[sc.name]
+    judged = dl.make_model("irnn", D, 1, K=5, eta=ETA_PAPER, seed=0, activation="relu", g0="zero")   # Eq. 11
+    tanh = dl.make_model("irnn", D, 1, K=5, eta=ETA_PAPER, seed=0, g0="zero")                         # the same, tanh
+    eq9 = build("irnn-K5", D, 1, T, 0)[0].replace(eta=ETA_PAPER)
     xw = dl.tasks.random_walk(steps=T, inputs=1, variance=10.0, seed=0)[None]
-    xp, hp = _points(paper, xw)
     from ..train.loop import evaluate
     from ._stats import seeds_for
 
-    xv = hd.validation_inputs()
+    xv = hd.validation_inputs(sc, n_seq)
     seeds = seeds_for(quick)
     per_seed, models, accs, etas = [], [], [], []
     for sd in seeds:      # every seed's trained iRNN, at the points of its own validation trajectories
-        res = hd.har2_run("irnn-K5", int(sd), bool(quick))
-        accs.append(float(evaluate(res.model, res.readout, hd.binary_digits(), "val")["accuracy"]))
+        res = hd.har2_run("irnn-K5", int(sd), sc)
+        accs.append(float(evaluate(res.model, res.readout, hd.task(sc), "val")["accuracy"]))
         etas.append(float(np.mean(res.model.eta)))
         trained = res.model.replace(eta=etas[-1])
         xt, ht = _points(trained, xv[:n_seq])
         per_seed.append(_run(trained, xt, ht, K_max, etas[-1]))
         models.append(res.model)
-    xq, hq = _points(variant, xw)
-    runs = {"paper": _run(paper, xp, hp, K_max, ETA_PAPER), "trained": _merge(per_seed),
-            "variant": _run(variant, xq, hq, K_max, ETA_PAPER), "control": _run(variant, xq, hq, K_max, ETA_CONTROL)}
+    runs = {}
+    for key, m, eta in (("paper", judged, ETA_PAPER), ("tanh", tanh, ETA_PAPER), ("eq9", eq9, ETA_PAPER),
+                        ("control", judged, ETA_CONTROL)):
+        xq, hq = _points(m.replace(eta=eta) if key != "control" else m, xw)
+        runs[key] = _run(m, xq, hq, K_max, eta, fsolve_first=key in ("paper", "control"))
+    runs["trained"] = _merge(per_seed)
     point_seed = np.concatenate([np.full(r["error"].shape[0], sd) for sd, r in zip(seeds, per_seed)])
     data = {}
     for key, r in runs.items():
@@ -190,6 +204,8 @@ def compute(quick: bool):
             data[f"{key}_{v}"] = ((dim,), r[v], {"long_name": name, "units": "1"})
         data[f"{key}_bound_rate"] = ((), r["bound_rate"], {"long_name": "ρ = |1 − αη| + η‖U‖₂", "units": "1"})
     data["paper_bound"] = (("point_paper", "k"), runs["paper"]["bound"], {"long_name": "ρ^k e_0", "units": "1"})
+    data["paper_norm_U"] = ((), float(np.linalg.norm(judged.U, 2)), {"long_name": "‖U‖₂ of the judged setting",
+                                                                      "units": "1"})
     ds = xr.Dataset(data, coords={"k": np.arange(K_max + 1)})
     ds = ds.assign(**hd.params_vars(models, seeds))
     ds["trained_point_seed"] = (("point_trained",), point_seed, {"long_name": "the trained network's seed"})
@@ -199,11 +215,13 @@ def compute(quick: bool):
                      "majority_accuracy": hd.majority("val"),
                      "paper_eta": ETA_PAPER, "trained_eta_mean": float(np.mean(etas)), "control_eta": ETA_CONTROL,
                      "norm_U_paper": runs["paper"]["norm_U"], "norm_U_trained": runs["trained"]["norm_U"],
-                     "dynlab_version": dl.__version__,
-                     "command": f"dynlab figures make {NAME}" + (" --quick" if quick else ""),
-                     "scaling": (f"paper setting: untrained eq. 9 iRNN (ReLU) D={D}, η={ETA_PAPER}, {T} random-walk "
-                                 f"points; trained: {hd.setting(quick)}, {len(seeds)} seeds, the {n_seq}×64 points of "
-                                 f"{n_seq} validation sequence(s) each; K up to {K_max}; paper: trained sizes not stated"
+                     "dynlab_version": dl.__version__, "typical": TYPICAL,
+                     "command": f"dynlab figures make {NAME} --scale {sc.name}",
+                     "setting": setting_attr(data="random walk, variance 10", T=T, D=D, steps="—", lr="—"),
+                     "scaling": (f"judged: Eq. 11 (U form, g₀ = 0), ReLU, D={D}, ‖U‖₂ < α, η={ETA_PAPER}, {T} "
+                                 f"random-walk points, K up to {K_max}; reported: the same with tanh, eq. 9 untrained, "
+                                 f"and eq. 9 trained ({hd.setting(sc)}, {len(seeds)} seeds, the {n_seq}×{xv.shape[1]} "
+                                 f"points of {n_seq} validation sequence(s) each); the paper states no sizes"
                                  + (" (quick)" if quick else ""))})
     return ds
 
@@ -239,35 +257,40 @@ def _setting(ds, key):
 
 
 def check(ds):
-    paper, trained, variant, control = (_setting(ds, k) for k in ("paper", "trained", "variant", "control"))
-    passed = bool(paper.pop("passed") and trained.pop("passed"))
-    src = float(np.mean(ds["variant_reference_source"].values > 0))
-    g = gate([{"name": "eq. 5 variant: fraction of points with a reference root", "met": bool(src >= 0.9),
-               "value": src}]
-             + [level_test("trained networks' validation accuracy", ds["trained_val_accuracy"].values,
-                           float(ds.attrs["majority_accuracy"]))])
-    out = {"passed": passed, "gate": g, "seeds": int(ds.sizes["seed"])}
-    out.update({f"paper_{k}": v for k, v in paper.items()})
-    out.update({f"trained_{k}": v for k, v in trained.items()})
-    out.update({f"variant_{k}": v for k, v in variant.items() if k != "passed"})
-    out["variant_holds"] = bool(variant["passed"])
+    res = {k: _setting(ds, k) for k in SETTINGS}
+    paper, control = res["paper"], res["control"]
+    typical = float(ds.attrs.get("typical", TYPICAL))
+    passed = bool(paper["frac_linear"] >= typical)
+    src = float(np.mean(ds["paper_reference_source"].values > 0))
+    norm_u = float(ds["paper_norm_U"]) if "paper_norm_U" in ds else float(ds.attrs["norm_U_paper"])
+    g = gate([{"name": "Eq. 11 setting initialised suitably: ‖U‖₂ < α = 1", "met": bool(norm_u < 1.0),
+               "value": round(norm_u, 4)},
+              {"name": "Eq. 11 setting: fraction of points with scipy's root (FSOLVE) to 1e-10", "met": bool(src >= 0.9),
+               "value": src}])
+    from ._stats import fact
+
+    part = fact(f"Eq. 11 (ReLU): linear convergence at ≥ {typical:.0%} of the points", passed, paper["frac_linear"],
+                n=paper["points"])
+    out = {"passed": passed, "gate": g, "parts": [part], "seeds": 1}
+    for key in SETTINGS[:-1]:
+        out.update({f"{key}_{k}": v for k, v in res[key].items() if k != "passed"})
     out["paper_bound_rate"] = float(ds["paper_bound_rate"])
     out["paper_bound_holds_all_k"] = bool(np.all(ds["paper_bound_holds"].values == 1))
     out["trained_eta (per seed, mean over k)"] = [float(v) for v in ds["trained_eta"].values]
     out["trained_norm_PU"] = float(ds.attrs["norm_U_trained"])
-    frac = min(paper["frac_linear"], trained["frac_linear"])
-    out["effect"] = effect("fraction of points converging linearly (the lower setting)", frac, 0.0,
-                           n=paper["points"] + trained["points"])
-    out["control"] = {"setting": f"dynlab's eq. 5 variant with the inner step η = {ETA_CONTROL} (too large)",
+    out["trained networks' validation accuracy (reported)"] = float(np.mean(ds["trained_val_accuracy"].values))
+    out["effect"] = effect("fraction of the Eq. 11 points converging linearly", paper["frac_linear"], 0.0,
+                           n=paper["points"])
+    out["control"] = {"setting": f"the same Eq. 11 network with the inner step η = {ETA_CONTROL} (too large)",
                       "measured": {k: v for k, v in control.items() if k != "passed"},
-                      "passed": control["passed"]}
+                      "passed": bool(control["frac_linear"] >= typical)}
+    reported = "; ".join(f"{LABELS[k]}: {res[k]['frac_linear']:.0%} of {res[k]['points']}" for k in SETTINGS[1:-1])
+    out["reported (not judged): fraction converging linearly"] = reported
     if not passed:
-        out["finding"] = (f"linear convergence (R² ≥ {R2_MIN}, rate < 1, to a root) at {paper['frac_linear']:.0%} "
-                          f"of the paper-setting points (largest local rate {paper['max_local_rate']:.3g}) and "
-                          f"{trained['frac_linear']:.0%} of the trained model's points (min R² {trained['min_r2']:.3g}, "
-                          f"largest local rate {trained['max_local_rate']:.3g}, no root reached at "
-                          f"{trained['reference_not_a_root']} of {trained['points']}; scipy's root is the root the "
-                          f"recursion reaches at {trained['frac_scipy_root_is_this_root']:.0%} of them)")
+        out["finding"] = (f"Eq. 11 (ReLU, g₀ = 0) converges linearly to scipy's root (R² ≥ {R2_MIN}, rate < 1) at "
+                          f"{paper['frac_linear']:.0%} of {paper['points']} points, below the {typical:.0%} of the "
+                          f"typical case (min R² {paper['min_r2']:.3g}, largest local rate {paper['max_local_rate']:.3g})"
+                          f"; reported: {reported}")
     return out
 
 
@@ -281,16 +304,18 @@ def draw(ds):
         fig, axes = panel_grid(2, 2, width=3.6, height=2.8)
         floor = ds.attrs["floor"]
         k = ds["k"].values
-        for ax, key, title in ((axes[0], "paper", f"eq. 9, ReLU, untrained (η = {ds.attrs['paper_eta']:.2g})"),
-                               (axes[1], "trained", f"eq. 9, ReLU, trained ({ds.sizes['seed']} seeds, "
-                                                    f"mean η = {ds.attrs['trained_eta_mean']:.3g})"),
-                               (axes[2], "variant", f"dynlab's eq. 5 variant, tanh (η = {ds.attrs['paper_eta']:.2g})")):
+        for ax, key, title in ((axes[0], "paper", f"judged: Eq. 11, ReLU, g₀ = 0, η = {ds.attrs['paper_eta']:.2g}"),
+                               (axes[1], "trained", f"reported: eq. 9 trained ({ds.sizes['seed']} seeds, "
+                                                    f"η ≈ {ds.attrs['trained_eta_mean']:.2g})"),
+                               (axes[2], "eq9", f"reported: eq. 9 untrained, η = {ds.attrs['paper_eta']:.2g}")):
             err = ds[f"{key}_error"].values
-            for e in err:  # noqa: B007
+            src = ds[f"{key}_reference_source"].values > 0
+            for e in err[src]:  # noqa: B007
                 ax.plot(k, np.maximum(e, floor * 1e-2), color=COLORS["blue"], lw=0.5, alpha=0.35)
-            ok = int(np.sum(ds[f"{key}_reference_source"].values > 0))
-            ax.text(0.98, 0.98, f"reference root at {ok} of {err.shape[0]} points", transform=ax.transAxes,
-                    ha="right", va="top", fontsize=6)
+            ok = int(np.sum(src))
+            ax.text(0.98, 0.98, f"a root (to 1e-10) at {ok} of {err.shape[0]} points"
+                    + ("" if ok else ":\nnothing to converge to (eq. 9 with ReLU\nneed not have a root)"),
+                    transform=ax.transAxes, ha="right", va="top", fontsize=6)
             if key == "paper":
                 b = ds["paper_bound"].values
                 ax.plot(k, b.max(axis=0), color=COLORS["vermillion"], ls="--", lw=1.0,
@@ -299,11 +324,11 @@ def draw(ds):
             ax.set_yscale("log")
             ax.set_xlabel("inner iteration k")
             ax.set_ylabel(r"$e_k = \|g_k - h_{eq}\|_2$")
-            ax.set_title(title + f", {err.shape[0]} points", fontsize=7.5)
+            ax.set_title(title, fontsize=7.5)
             ax.legend(frameon=False, fontsize=6, loc="lower left")
         ax = axes[3]
-        for key, col, lab in (("paper", COLORS["blue"], "eq. 9 untrained"), ("trained", COLORS["green"], "eq. 9 trained"),
-                              ("variant", COLORS["orange"], "eq. 5 variant")):
+        for key, col, lab in (("paper", COLORS["blue"], "Eq. 11, ReLU (judged)"), ("tanh", COLORS["orange"], "Eq. 11, tanh"),
+                              ("eq9", COLORS["vermillion"], "eq. 9 untrained"), ("trained", COLORS["green"], "eq. 9 trained")):
             ax.scatter(ds[f"{key}_local_rate"].values, ds[f"{key}_rate"].values, s=8, color=col, label=lab, alpha=0.7)
         ax.plot([0, 1.05], [0, 1.05], color="0.5", lw=0.6, label="fitted = local")
         ax.axhline(1, color="k", lw=0.6, ls=":")
@@ -327,12 +352,14 @@ def draw(ds):
 
 
 RECIPE = Recipe(name=NAME, source="iRNN Fig. 6",
-                claim="the inner recursion g_k → h_eq converges linearly (ln e_k on a line, R² ≥ 0.99, rate < 1) at "
-                      "every point, with parameters initialised and fixed (the paper's setting) and on a trained iRNN",
+                claim="Eq. 11 with g₀ = 0 (the U form, ReLU, parameters initialised with ‖U‖₂ < α and fixed) tends to "
+                      "converge linearly to FSOLVE's root: ln e_k on a line (R² ≥ 0.99, rate < 1) at ≥ 90 % of the "
+                      "points; eq. 9 (untrained, trained) and tanh reported beside",
                 compute=compute, draw=draw, check=check,
                 quote="“Empirically we verify the local convergence to a fixed point with linear rate … The learnable "
                       "parameters are initialized suitably and then fixed. … the approximate solutions tend to "
                       "converge with linear rate.” (App. A.7.5, Fig. 6)",
-                gate="the solvers are competent where a root exists (a reference root to 1e-10 at ≥ 90 % of the "
-                     "points of dynlab's eq. 5 variant), and the trained networks learned (validation accuracy above "
-                     "the majority class beyond 2 SE)")
+                gate="the judged network is initialised suitably (‖U‖₂ < α, Prop. 1's condition for the root) and "
+                     "the reference is competent: scipy's root to 1e-10 at ≥ 90 % of its points",
+                paper=setting(),
+                scales=("quick", "stand-in"))

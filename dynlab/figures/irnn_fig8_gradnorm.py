@@ -7,13 +7,16 @@ for each seed on the same data: the tanh RNN (U ~ N(0, 1/D)) and the paper's iRN
 K = 5).  30 times per run ``dynlab.train_model`` records ‖∂h_T/∂h_1‖₂ (geometric mean over 8
 validation sequences from h₀ = 0).
 
-Per seed: the largest distance of log₁₀‖∂h_T/∂h_1‖ from 0 over the records after the warm-up.
-Warm-up rule, fixed before the run: the records in the first 10 % of the iterations are excluded
-(the paper's claim is about training, not the first steps from the random initialisation; the
-excluded records are drawn and reported).  The claim ("iRNN's backpropagated gradients is close to
-1") holds when that distance is below one decade beyond 2 SE over seeds (effect that matters: the
-whole decade).  Reported beside: the same with no record excluded, and the fraction of records
-within the decade.
+Per seed: the fraction of the records after the warm-up at which ‖∂h_T/∂h_1‖ is within a decade of
+1 (|log₁₀| ≤ 1).  Warm-up rule, fixed before the run: the records in the first 10 % of the
+iterations are excluded (the paper's claim is about training, not the first steps from the random
+initialisation; the excluded records are drawn and reported).  The claim ("iRNN's backpropagated
+gradients is close to 1", with "the variance [arising] mainly [from] our approximation of fixed
+points and stochastic behavior in training") is a statement about the typical record, not the
+single worst one: it holds when the fraction is above ``TYPICAL`` = 0.9 (nine records in ten,
+declared) beyond 2 SE over seeds, by at least the minimum effect 0.02 (one record in fifty).
+Reported beside: the largest |log₁₀| per seed (the earlier, worst-record reading) and the same with
+no record excluded.
 
 Competence gate (declared): the iRNN learns the task — final validation accuracy above the
 majority class beyond 2 SE.  Negative control: the same check on the RNN, whose gradient the paper
@@ -27,7 +30,7 @@ import numpy as np
 
 from . import _irnn_digits as hd
 from ._irnn_training import label, short_label
-from ._recipe import Recipe
+from ._recipe import Recipe, Scale
 from ._stats import comparison, effect, gate, level_test, seeds_for
 
 NAME = "irnn-fig8-gradnorm"
@@ -38,23 +41,26 @@ DECADES = 1.0
 MARGIN = 0.1
 #: the warm-up excluded from the judgement: records at iterations ≤ this fraction of the run
 WARMUP = 0.10
+#: the typical case: this fraction of the records within the decade; the minimum effect above it
+TYPICAL, TYPICAL_MARGIN = 0.9, 0.02
 
 
-def compute(quick: bool):
+def compute(scale):
     import xarray as xr
 
-    seeds = seeds_for(quick)
+    sc = Scale.of(scale)
+    seeds = seeds_for(sc.quick)
     runs = []
     for key in KEYS:
         per = []
         for s in seeds:
-            h = hd.har2_run(key, int(s), bool(quick)).history[["jac_norm", "val_accuracy", "val_loss"]]
+            h = hd.har2_run(key, int(s), sc).history[["jac_norm", "val_accuracy", "val_loss"]]
             per.append(h.drop_vars([c for c in h.coords if c != "iteration"]).expand_dims(seed=[int(s)]))
         runs.append(xr.concat(per, dim="seed", combine_attrs="drop").expand_dims(run=[key]))
     ds = xr.concat(runs, dim="run", combine_attrs="drop")
-    ds.attrs.update({"figure": NAME, "majority_accuracy": hd.majority("val"), "warmup": WARMUP,
-                     "iterations": hd.ITERATIONS[bool(quick)],
-                     "scaling": hd.setting(quick) + f", {len(seeds)} seeds; paper: HAR-2, D=80"})
+    ds.attrs.update({"figure": NAME, "majority_accuracy": hd.majority("val", sc), "warmup": WARMUP,
+                     "iterations": hd.ITERATIONS[sc.name], "setting": hd.setting_json(sc),
+                     "scaling": hd.setting(sc) + f", {len(seeds)} seeds" + ("" if sc.paper else "; paper: HAR-2, D=80")})
     return ds
 
 
@@ -70,40 +76,52 @@ def _worst(ds, key, judged=True):
     return np.abs(lg).max("iteration").values.astype(float)
 
 
-def _within(ds, key):
-    lg = np.abs(np.log10(ds["jac_norm"].sel(run=key).values)) <= DECADES
-    return lg.mean(axis=1).astype(float)
+def _within(ds, key, judged=True):
+    """Per seed: the fraction of the (judged) records with |log10 ‖∂h_T/∂h_1‖| ≤ one decade."""
+    lg = np.log10(ds["jac_norm"].sel(run=key))
+    if judged:
+        lg = lg.where(_after_warmup(ds), drop=True)
+    v = np.abs(lg.values)
+    return np.mean(np.where(np.isfinite(v), v, np.inf) <= DECADES, axis=-1).astype(float)
 
 
 def check(ds):
+    f = _within(ds, IRNN_KEY)
+    part = comparison(f"iRNN: fraction of records within a decade of 1, above {TYPICAL:g}", f - TYPICAL,
+                      interest=TYPICAL_MARGIN)
     w = _worst(ds, IRNN_KEY)
-    part = comparison("iRNN: 1 − max |log10 ‖∂h_T/∂h_1‖| after warm-up", DECADES - w, interest=MARGIN)
     acc = ds["val_accuracy"].isel(iteration=-1)
     g = gate([level_test("iRNN final validation accuracy", acc.sel(run=IRNN_KEY).values,
                          float(ds.attrs["majority_accuracy"]))])
-    wr = _worst(ds, RNN_KEY)
-    cpart = comparison("RNN: 1 − max |log10 ‖∂h_T/∂h_1‖| after warm-up", DECADES - wr, interest=MARGIN)
+    fr, wr = _within(ds, RNN_KEY), _worst(ds, RNN_KEY)
+    cpart = comparison(f"RNN: fraction of records within a decade of 1, above {TYPICAL:g}", fr - TYPICAL,
+                       interest=TYPICAL_MARGIN)
     lo = np.log10(ds["jac_norm"])
     out = {"passed": part["passed"], "gate": g, "parts": [part], "seeds": int(ds.sizes["seed"]),
-           "iRNN max |log10| after warm-up (mean ± SE)": f"{w.mean():.3g} ± {part['se']:.2g}",
+           "iRNN fraction of records within a decade after warm-up (mean ± SE)": f"{f.mean():.3g} ± {part['se']:.2g}",
+           "iRNN max |log10| after warm-up (mean ± SE; the worst record, reported)": f"{w.mean():.3g}",
            "iRNN max |log10| over all records (mean)": float(_worst(ds, IRNN_KEY, judged=False).mean()),
            "iRNN log10 range over all seeds": [float(lo.sel(run=IRNN_KEY).min()), float(lo.sel(run=IRNN_KEY).max())],
            "RNN log10 range over all seeds": [float(lo.sel(run=RNN_KEY).min()), float(lo.sel(run=RNN_KEY).max())],
-           "records within a decade: iRNN, RNN": [float(_within(ds, IRNN_KEY).mean()),
-                                                  float(_within(ds, RNN_KEY).mean())],
+           "records within a decade, all records: iRNN, RNN": [float(_within(ds, IRNN_KEY, False).mean()),
+                                                               float(_within(ds, RNN_KEY, False).mean())],
            "final val accuracy iRNN, RNN": [float(acc.sel(run=IRNN_KEY).mean()), float(acc.sel(run=RNN_KEY).mean())],
            "majority-class accuracy": float(ds.attrs["majority_accuracy"]),
            "warm-up excluded (iterations ≤)": WARMUP * float(ds.attrs["iterations"])}
-    out["effect"] = effect("1 − max |log10 ‖∂h_T/∂h_1‖| (iRNN)", part, units="decades")
-    out["per_seed"] = [{"seed": int(s), "irnn_max_abs_log10": float(w[i]), "rnn_max_abs_log10": float(wr[i]),
+    out["effect"] = effect(f"iRNN fraction of records within a decade of 1 − {TYPICAL:g}", part)
+    out["per_seed"] = [{"seed": int(s), "irnn_frac_within_decade": float(f[i]), "rnn_frac_within_decade": float(fr[i]),
+                        "irnn_max_abs_log10": float(w[i]), "rnn_max_abs_log10": float(wr[i]),
                         "irnn_val_acc": float(acc.sel(run=IRNN_KEY)[i]), "rnn_val_acc": float(acc.sel(run=RNN_KEY)[i])}
                        for i, s in enumerate(ds["seed"].values)]
-    out["control"] = {"setting": "the tanh RNN trained the same way",
-                      "measured": {"RNN max |log10| after warm-up (mean ± SE)": f"{wr.mean():.3g} ± {cpart['se']:.2g}"},
+    out["control"] = {"setting": "the tanh RNN trained the same way, same check",
+                      "measured": {"RNN fraction of records within a decade (mean ± SE)":
+                                   f"{fr.mean():.3g} ± {cpart['se']:.2g}",
+                                   "RNN max |log10| after warm-up (mean)": f"{wr.mean():.3g}"},
                       "passed": cpart["passed"]}
     if not part["passed"]:
-        out["finding"] = (f"after the warm-up the iRNN's largest |log10 ‖∂h_T/∂h_1‖| per seed is {w.mean():.3g} ± "
-                          f"{part['se']:.2g}: not below one decade beyond 2 SE ({part['verdict']}); log10 over all records "
+        out["finding"] = (f"after the warm-up {f.mean():.3g} ± {part['se']:.2g} of the iRNN's records per seed are "
+                          f"within a decade of 1 ({part['verdict']} against the typical-case level {TYPICAL:g}); "
+                          f"the largest |log10| per seed {w.mean():.3g}; log10 over all records "
                           f"from {out['iRNN log10 range over all seeds'][0]:.3g} to "
                           f"{out['iRNN log10 range over all seeds'][1]:.3g}; the RNN's from "
                           f"{out['RNN log10 range over all seeds'][0]:.3g} to {out['RNN log10 range over all seeds'][1]:.3g}")
@@ -152,9 +170,10 @@ def draw(ds):
 
 RECIPE = Recipe(NAME, "iRNN Fig. 8",
                 "over training (after a warm-up of 10 % of the iterations, fixed in advance), the iRNN's "
-                "‖∂h_T/∂h_1‖ stays within a decade of 1 (largest |log10| below 1 beyond 2 SE over seeds), where "
-                "the RNN's vanishes", compute, draw, check, trains=True,
+                "‖∂h_T/∂h_1‖ is typically within a decade of 1: more than 9 in 10 records per seed (beyond 2 SE, by "
+                "≥ 0.02), where the RNN's vanishes", compute, draw, check, trains=True,
                 quote="“As we see clearly, RNN suffers from serious vanishing gradient issue in training, while "
                       "iRNN's backpropagated gradients is close to 1” (App. A.7.7, Fig. 8)",
                 gate="the iRNN learns the HAR-2 stand-in: final validation accuracy above the majority class beyond "
-                     "2 SE")
+                     "2 SE",
+                paper=hd.paper_setting(), scales=("quick", "stand-in", "paper"), reads="UCI HAR data (HAR-2)", paper_cost=hd.PAPER_COST)

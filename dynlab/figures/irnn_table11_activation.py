@@ -14,12 +14,17 @@ wall-clock seconds (on a shared machine: comparable between rows, not to the pap
 
 The claim (Table 11: ReLU 95.32 → 95.52 → 96.30 %, sigmoid 92.16 → 93.35 → 95.30 % for K = 1, 3,
 5; "the results for this variant also follow similar pattern as we saw in ReLU variant"):
-accuracy rises from K = 1 to K = 5 for both activations, paired over seeds beyond 2 SE (effects
-that matter: the paper's, 0.98 and 3.14 points).  The table puts our accuracies beside the paper's.
+accuracy rises from K = 1 to K = 5 for both activations, paired over seeds beyond 2 SE and by at
+least the minimum effect declared from the task itself — the resolution of an accuracy on the test
+split, 0.5/√n_test (``_stats.accuracy_resolution``: 4.1 points on the stand-in's 150 test sequences;
+the paper's 0.98 and 3.14 points on HAR-2's 2947 are reported beside, not used).  The table puts our
+accuracies beside the paper's.
 
-Competence gate (declared): the iRNN learns the task with either activation — every (φ, K) test
-accuracy above the majority class beyond 2 SE.  Negative control, where the effect vanishes by
-construction: the same rise test between ReLU K = 1 and ReLU K = 1 on fresh seeds (s + 100).
+Competence gate (declared), on every arm that decides: both cells of each rise (K = 1 and K = 5 of
+that activation) learn the task — test accuracy above the majority class beyond 2 SE; a rise
+between cells that did not learn is *inconclusive at this scale*.  Negative control, where the
+effect vanishes by construction: the same rise test between ReLU K = 1 and ReLU K = 1 on fresh
+seeds (s + 100).
 """
 from __future__ import annotations
 
@@ -30,8 +35,8 @@ import numpy as np
 from . import _irnn_digits as hd
 from ._irnn_training import n_params
 from ._maso_training import one_blas_thread
-from ._recipe import Recipe
-from ._stats import comparison, effect, gate, level_test, mean_se, seeds_for
+from ._recipe import Recipe, Scale
+from ._stats import accuracy_resolution, comparison, effect, gate, gated, level_test, mean_se, seeds_for
 
 NAME = "irnn-table11-activation"
 ACTS = ("relu", "sigmoid")
@@ -47,27 +52,28 @@ def _key(act, K):
     return f"irnn-K{K}" if act == "relu" else f"irnn-{act}-K{K}"
 
 
-def _train(act, K, seed, quick):
+def _train(act, K, seed, sc):
     from ..train.loop import evaluate
 
-    r = hd.har2_run(_key(act, K), int(seed), bool(quick))
-    acc = float(evaluate(r.model, r.readout, hd.binary_digits(), "test")["accuracy"])
+    r = hd.har2_run(_key(act, K), int(seed), sc)
+    acc = float(evaluate(r.model, r.readout, hd.task(sc), "test")["accuracy"])
     return acc, float(r.history.attrs.get("seconds", np.nan)), n_params(r.model, outputs=2)
 
 
 @one_blas_thread
-def compute(quick: bool):
+def compute(scale):
     import xarray as xr
 
-    seeds = seeds_for(quick)
+    sc = Scale.of(scale)
+    seeds = seeds_for(sc.quick)
     acc = np.zeros((len(ACTS), len(KS), len(seeds)))
     secs = np.zeros_like(acc)
     params = np.zeros((len(ACTS), len(KS)), dtype=int)
     for a, act in enumerate(ACTS):
         for k, K in enumerate(KS):
             for i, s in enumerate(seeds):
-                acc[a, k, i], secs[a, k, i], params[a, k] = _train(act, K, s, quick)
-    null = np.array([_train("relu", 1, s + NULL_OFFSET, quick)[0] for s in seeds])
+                acc[a, k, i], secs[a, k, i], params[a, k] = _train(act, K, s, sc)
+    null = np.array([_train("relu", 1, s + NULL_OFFSET, sc)[0] for s in seeds])
     c = {"activation": list(ACTS), "K": list(KS), "seed": seeds}
     ds = xr.Dataset({
         "accuracy": (("activation", "K", "seed"), acc, {"long_name": "test accuracy", "units": "1"}),
@@ -82,9 +88,11 @@ def compute(quick: bool):
                                             "units": "1"}),
     }, coords=c)
     ds.attrs.update({
-        "figure": NAME, "majority_accuracy": hd.majority("test"), "n_test": int(hd.binary_digits().size("test")),
-        "hidden": hd.D[bool(quick)], "iterations": hd.ITERATIONS[bool(quick)],
-        "scaling": hd.setting(quick) + f", {len(seeds)} seeds; paper: HAR-2, D=80, ~4k parameters, to convergence"})
+        "figure": NAME, "majority_accuracy": hd.majority("test", sc), "n_test": int(hd.task(sc).size("test")),
+        "hidden": hd.D[sc.name], "iterations": hd.ITERATIONS[sc.name], "setting": hd.setting_json(sc),
+        "dataset": "HAR-2" if sc.paper else "binary digits",
+        "scaling": hd.setting(sc) + f", {len(seeds)} seeds"
+                   + ("" if sc.paper else "; paper: HAR-2, D=80, ~4k parameters, to convergence")})
     return ds
 
 
@@ -92,10 +100,10 @@ def _acc(ds, act, K):
     return ds["accuracy"].sel(activation=act, K=K).values.astype(float)
 
 
-def _rise(acc_of, act, name=None):
+def _rise(acc_of, act, n_test, name=None):
     paper = PAPER[act][-1] - PAPER[act][0]
     return comparison(name or f"{ACT_NAME[act]}: K=5 − K=1 accuracy", 100 * (acc_of(act, max(KS)) - acc_of(act, min(KS))),
-                      interest=paper, paper=paper, units="points")
+                      interest=100 * accuracy_resolution(n_test), paper=paper, units="points")
 
 
 def _table(ds):
@@ -112,8 +120,9 @@ def _table(ds):
             "columns": ["activation", "K", "test accuracy % (binary digits, mean ± SE)", "paper (HAR-2) accuracy %",
                         "parameters", "paper parameters", "train s per run (shared CPU)", "paper train time (h, GPU)"],
             "rows": rows,
-            "note": ("ours: scikit-learn 8×8 digits read pixel by pixel (T = 64), classes 0–4 vs 5–9, standing in "
-                     f"for HAR-2 (not downloadable); D = {int(ds.attrs['hidden'])}, {int(ds.attrs['iterations'])} "
+            "note": (("ours: HAR-2 (the real data); " if ds.attrs.get("dataset") == "HAR-2" else
+                      "ours: scikit-learn 8×8 digits read pixel by pixel (T = 64), classes 0–4 vs 5–9, standing in "
+                      "for HAR-2 (not on this machine); ") + f"D = {int(ds.attrs['hidden'])}, {int(ds.attrs['iterations'])} "
                      f"iterations, {ds.sizes['seed']} seeds; majority-class accuracy "
                      f"{100 * float(ds.attrs['majority_accuracy']):.1f} % on {int(ds.attrs['n_test'])} test sequences")}
 
@@ -121,9 +130,13 @@ def _table(ds):
 def check(ds):
     majority = float(ds.attrs["majority_accuracy"])
     keys = [(a, K) for a in ACTS for K in KS]
-    parts = [_rise(lambda a, K: _acc(ds, a, K), a) for a in ACTS]
+    n_test = int(ds.attrs["n_test"])
+    arm = {(a, K): level_test(f"{ACT_NAME[a]} K={K} test accuracy", _acc(ds, a, K), majority, scope="arm")
+           for a, K in keys}
+    parts = [gated(_rise(lambda a, K: _acc(ds, a, K), a, n_test), [arm[(a, min(KS))], arm[(a, max(KS))]])
+             for a in ACTS]
     passed = all(p["passed"] for p in parts)
-    g = gate([level_test(f"{ACT_NAME[a]} K={K} test accuracy", _acc(ds, a, K), majority) for a, K in keys])
+    g = gate(list(arm.values()))
     out = {"passed": passed, "gate": g, "parts": parts, "seeds": int(ds.sizes["seed"])}
     for p in parts:
         out[p["name"] + " (points)"] = f"{p['mean']:.3g} ± {p['se']:.2g}"
@@ -137,7 +150,7 @@ def check(ds):
                        for i, s in enumerate(ds["seed"].values)]
     null = ds["null_accuracy"].values.astype(float)
     cpart = comparison("ReLU: K=1 (fresh seeds) − K=1 accuracy", 100 * (null - _acc(ds, "relu", 1)),
-                       interest=PAPER["relu"][-1] - PAPER["relu"][0], units="points")
+                       interest=100 * accuracy_resolution(n_test), units="points")
     out["control"] = {"setting": "the same rise test between ReLU K = 1 and ReLU K = 1 on fresh seeds (s + 100): "
                                  "no K changes",
                       "measured": {cpart["name"]: f"{cpart['mean']:.3g} ± {cpart['se']:.2g}"},
@@ -177,7 +190,7 @@ def draw(ds):
             ax.set_xticks(x)
             ax.set_xticklabels([f"K={K}" for K in KS])
             ax.set_xlim(-0.5, len(KS) - 0.5)
-            ax.legend(frameon=False, fontsize=7, loc="best")
+            ax.legend(frameon=False, fontsize=7, loc="upper left")
         axes[0].set_ylabel("test accuracy % (dots: seeds, ± 2 SE)")
         axes[1].set_ylabel("accuracy % (Table 11)")
         axes[0].set_title("ours: 8×8 digits, 0–4 vs 5–9")
@@ -191,10 +204,11 @@ def draw(ds):
 
 RECIPE = Recipe(NAME, "iRNN Table 11",
                 "the iRNN's test accuracy on the HAR-2 stand-in rises from K = 1 to K = 5 with ReLU and with sigmoid "
-                "(paired over seeds, 2 SE)",
+                "(paired over seeds, 2 SE, by ≥ the test split's resolution 0.5/√n)",
                 compute, draw, check, trains=True, table=True,
                 quote="“We also performed some experiments for sigmoid activation on HAR-2 dataset. The results for "
                       "this variant also follow similar pattern as we saw in ReLU variant.” (App. A.7.9, Table 11: "
                       "accuracy rises with K for both)",
-                gate="the iRNN learns with either activation: every (φ, K) test accuracy above the majority class of "
-                     "the test split beyond 2 SE")
+                gate="both cells of each rise learn: every (φ, K) test accuracy above the majority class of the test "
+                     "split beyond 2 SE",
+                paper=hd.paper_setting(), scales=("quick", "stand-in", "paper"), reads="UCI HAR data (HAR-2)", paper_cost=hd.PAPER_COST)

@@ -14,20 +14,28 @@ paper's hours are time to convergence on a GPU) and the trained parameter count 
 with the paper's accuracy / hours / parameters beside it.
 
 The claim, in the paper's sentences (§4.3.2): on pixel digits "iRNN matches the performance of
-Antisymmetric, but with at least 3x fewer parameters" — the iRNN row the paper reports best
-(K = 3) lies within ±3 accuracy points of Antisymmetric (declared margin; paired over seeds, the
-difference ± 2 SE inside it) and its cell has at least 3× fewer trained weights (the matrices and
-biases, which grow with D: the read-out is the same for every row, and the iRNN's η table — one per
-step and inner step, which the paper's equal counts for K = 1 and 3 leave out — is reported
-beside); on permuted digits "we seem to outperform the
-existing baselines" — the iRNN K = 1 above every baseline, paired over seeds beyond 2 SE (effects
-that matter: the paper's, 2.0–3.0 points).  Faster training is reported, not decided: our times are
-for a fixed iteration count on a CPU.
+Antisymmetric, but with at least 3x fewer parameters" — *matches or beats*, one-sided: the iRNN row
+the paper reports best (K = 3) is not worse than Antisymmetric by more than the margin, paired over
+seeds (the difference − 2 SE above −margin; ``_stats.noninferior``), and its cell has at least 3×
+fewer trained weights (the matrices and biases, which grow with D: the read-out is the same for
+every row, and the iRNN's η table — one per step and inner step, which the paper's equal counts for
+K = 1 and 3 leave out — is reported beside); on permuted digits "we seem to outperform the existing
+baselines" — the iRNN K = 1 above every baseline, paired over seeds beyond 2 SE.  The margin and the
+minimum effect come from the task itself: the resolution of an accuracy on the test split,
+0.5/√n_test (``_stats.accuracy_resolution``: 1.9 points on the 719 test digits; the paper's 2.0–3.0
+points on MNIST are reported beside).  Faster training is reported, not decided: our times are for a
+fixed iteration count on a CPU.
 
-Competence gate (declared): the cells compared learn — the iRNN rows and AntisymmetricRNN above
-the majority class of the test split beyond 2 SE on their data set.  Negative control: the same
-checks with an iRNN K = 1 whose recurrent parameters (V, H, W, b, η) stay at their random
+Competence gate (declared), on every arm that decides: the cells of each comparison learn — above
+the majority class of the test split beyond 2 SE on their data set (the iRNN and Antisymmetric on
+pixels; the iRNN and each baseline on permuted: the paper's table has every one of them learning);
+a comparison with an arm that did not learn is *inconclusive at this scale*.  Negative control: the
+same checks with an iRNN K = 1 whose recurrent parameters (V, H, W, b, η) stay at their random
 initialisation — only the read-out trained — in place of the iRNN rows.
+
+``--scale paper --data DIR``: MNIST and permuted MNIST (T = 784, the permutation of
+``default_rng(42)``; the paper's own generator is not stated), D = 128, batch 128, lr 10⁻², and
+8600 iterations (20 epochs: the paper trains "to convergence" without a count).
 """
 from __future__ import annotations
 
@@ -35,21 +43,19 @@ import textwrap
 
 import numpy as np
 
+from ._estimate import cost_of
 from . import _irnn_tables as tb
-from ._recipe import Recipe
-from ._stats import comparison, effect, fact, gate, level_test, mean_se, seeds_for
+from ._recipe import Recipe, Scale, setting, setting_attr
+from ._stats import accuracy_resolution, comparison, effect, fact, gate, gated, level_test, mean_se, noninferior, seeds_for
 
 NAME = "irnn-table1-pixel-digits"
 PERMUTE = 42
-#: (hidden D, Adam iterations) quick / full
-SIZES = {True: (8, 30), False: (32, 600)}
+#: (hidden D, Adam iterations, batch) by scale
+SIZES = {"quick": (8, 30, 64), "stand-in": (32, 600, 64), "paper": (tb.PAPER_D, tb.PAPER_ITERATIONS, tb.PAPER_BATCH)}
+PAPER_COST = "needs MNIST (--data DIR); " + cost_of("irnn-table1-pixel-digits")
 #: data set → (rows in the paper's order, the iRNN row the claim is decided on)
 DATA = {"pixels": (("fastrnn", "rnn", "lstm", "antisymmetric", "irnn-K1", "irnn-K2", "irnn-K3"), "irnn-K3"),
         "permuted": (("fastrnn", "lstm", "antisymmetric", "irnn-K1"), "irnn-K1")}
-#: "matches": the paired difference and its 2 SE inside ± this many accuracy points (declared)
-MATCH_MARGIN = 3.0
-#: the room inside the margin that matters for each one-sided part (declared): half a point
-MATCH_INTEREST = 0.5
 #: "at least 3x fewer parameters" (cells alone)
 PARAM_RATIO = 3.0
 CONTROL = "irnn-K1-readout"
@@ -65,26 +71,31 @@ PAPER_DATA = {"pixels": "Pixel-MNIST", "permuted": "Permute-MNIST"}
 MISSING = "FastGRNN-LSQ, SpectralRNN, URNN (Table 7) are not in dynlab"
 
 
-def scaling(quick: bool, n_seeds: int) -> str:
-    D, its = SIZES[bool(quick)]
-    return (f"8×8 digits read pixel by pixel (T=64, d=1; standardised; 50/10/40% train/val/test) and permuted "
-            f"(one fixed permutation, seed {PERMUTE}) for pixel / permuted MNIST (T=784); baselines tanh, "
-            f"the iRNN the paper's (eq. 9, ReLU); D={D} (paper 128), Adam lr 10⁻², batch {tb.BATCH}, clip 1, "
-            f"{its} iterations (paper: to convergence), {n_seeds} seeds; {MISSING}" + (" (quick)" if quick else ""))
+def scaling(sc, n_seeds: int) -> str:
+    D, its, B = SIZES[sc.name]
+    data = ("MNIST and permuted MNIST (T=784, d=1; z-scored by the training split; the official test set)" if sc.paper
+            else "8×8 digits read pixel by pixel (T=64, d=1; standardised; 50/10/40% train/val/test) and permuted "
+                 f"(one fixed permutation, seed {PERMUTE}) for pixel / permuted MNIST (T=784)")
+    return (f"{data}; baselines tanh, the iRNN the paper's (eq. 9, ReLU); D={D} (paper 128), Adam lr 10⁻², batch {B}, "
+            f"clip 1, {its} iterations (paper: to convergence), {n_seeds} seeds; {MISSING}"
+            + (" (quick)" if sc.quick else ""))
 
 
-def compute(quick: bool):
+def compute(scale):
     import xarray as xr
 
     import dynlab as dl
 
-    D, its = SIZES[bool(quick)]
-    seeds = seeds_for(quick)
+    sc = Scale.of(scale)
+    D, its, B = SIZES[sc.name]
+    seeds = seeds_for(sc.quick)
     runs, data_set, cells, acc, val, sec, par, cpar, cw = [], [], [], [], [], [], [], [], []
     for ds_key, (rows, _) in DATA.items():
-        task = tb.standardised("pixels", permute=PERMUTE if ds_key == "permuted" else None)
+        perm = PERMUTE if ds_key == "permuted" else None
+        task = (tb.real_task(sc, "pixels", permute=perm, item=NAME) if sc.paper
+                else tb.standardised("pixels", permute=perm))
         keys = list(rows) + [CONTROL]
-        r = tb.train_rows(task, keys, seeds, hidden=D, iterations=its)
+        r = tb.train_rows(task, keys, seeds, hidden=D, iterations=its, batch=B)
         for i, k in enumerate(keys):
             runs.append(f"{ds_key}:{k}")
             data_set.append(ds_key)
@@ -114,13 +125,15 @@ def compute(quick: bool):
          "paper_params": (("run",), np.array([p[2] for p in pap], dtype=object).astype(str),
                           {"long_name": "the paper's parameter count"})},
         coords={"run": runs, "seed": seeds, "data_set": ("run", data_set), "cell": ("run", cells)})
-    y = task.data["test"][1]
-    ds.attrs.update({"figure": NAME, "hidden": D, "iterations": its, "lr": tb.LR, "batch": tb.BATCH,
+    y = np.asarray(task.data["test"][1])
+    ds.attrs.update({"figure": NAME, "hidden": D, "iterations": its, "lr": tb.LR, "batch": B,
                      "clip": tb.CLIP, "permute": PERMUTE, "n_test": int(task.size("test")),
                      "majority_accuracy": float(np.bincount(y).max() / y.size),
-                     "dynlab_version": dl.__version__,
-                     "command": f"dynlab figures make {NAME}" + (" --quick" if quick else ""),
-                     "scaling": scaling(quick, len(seeds))})
+                     "dataset": "MNIST" if sc.paper else "digits", "dynlab_version": dl.__version__,
+                     "command": f"dynlab figures make {NAME} --scale {sc.name}",
+                     "setting": setting_attr(data="MNIST, permuted MNIST" if sc.paper else "8×8 digits, permuted",
+                                             T=784 if sc.paper else 64, D=D, batch=B, steps=its, lr=tb.LR),
+                     "scaling": scaling(sc, len(seeds))})
     return ds
 
 
@@ -128,16 +141,22 @@ def _acc(ds, data_set, cell):
     return ds["accuracy"].sel(run=f"{data_set}:{cell}").values
 
 
+def _arm(ds, data_set, cell):
+    """An arm's competence: test accuracy above the majority class beyond 2 SE."""
+    return level_test(f"{data_set}: {tb.label(cell)} test accuracy", _acc(ds, data_set, cell),
+                      float(ds.attrs["majority_accuracy"]), scope="arm")
+
+
 def _parts(ds, pix_row, perm_row):
-    """The claim's parts: pixel digits, ``pix_row`` matches Antisymmetric (two one-sided parts: the
-    difference above −margin and below +margin, beyond 2 SE) with ≥ 3× fewer cell parameters;
-    permuted digits, ``perm_row`` above every baseline."""
+    """The claim's parts: pixel digits, ``pix_row`` matches or beats Antisymmetric (one-sided, against
+    the task's margin) with ≥ 3× fewer cell parameters; permuted digits, ``perm_row`` above every
+    baseline by at least the minimum effect; each part gated on its arms."""
+    res = 100 * accuracy_resolution(int(ds.attrs["n_test"]))
     d = 100 * (_acc(ds, "pixels", pix_row) - _acc(ds, "pixels", "antisymmetric"))
     name = tb.label(pix_row)
-    parts = [comparison(f"pixels: {name} − Antisymmetric above −{MATCH_MARGIN:g} points", d + MATCH_MARGIN,
-                        interest=MATCH_INTEREST, units="points"),
-             comparison(f"pixels: {name} − Antisymmetric below +{MATCH_MARGIN:g} points", MATCH_MARGIN - d,
-                        interest=MATCH_INTEREST, units="points")]
+    parts = [gated(noninferior(f"pixels: {name} − Antisymmetric, matches or beats (margin {res:.2g} points)", d,
+                               margin=res, units="points", paper=98.13 - 98.01),
+                   [_arm(ds, "pixels", pix_row), _arm(ds, "pixels", "antisymmetric")])]
     cp = {c: int(ds["cell_weights"].sel(run=f"pixels:{c}")) for c in (pix_row, "antisymmetric")}
     ratio = cp["antisymmetric"] / max(1, cp[pix_row])
     parts.append(fact(f"pixels: Antisymmetric / {name} cell weights ≥ {PARAM_RATIO:g}", ratio >= PARAM_RATIO,
@@ -146,9 +165,10 @@ def _parts(ds, pix_row, perm_row):
         if b.startswith("irnn"):
             continue
         paper = PAPER[("permuted", "irnn-K1")][0] - PAPER[("permuted", b)][0]
-        parts.append(comparison(f"permuted: {tb.label(perm_row)} − {tb.label(b)}",
-                                100 * (_acc(ds, "permuted", perm_row) - _acc(ds, "permuted", b)), interest=paper,
-                                paper=paper, units="points"))
+        parts.append(gated(comparison(f"permuted: {tb.label(perm_row)} − {tb.label(b)}",
+                                      100 * (_acc(ds, "permuted", perm_row) - _acc(ds, "permuted", b)), interest=res,
+                                      paper=paper, units="points"),
+                           [_arm(ds, "permuted", perm_row), _arm(ds, "permuted", b)]))
     return parts
 
 
@@ -176,8 +196,7 @@ def check(ds):
     parts = _parts(ds, DATA["pixels"][1], DATA["permuted"][1])
     passed = all(p["passed"] for p in parts)
     maj = float(ds.attrs["majority_accuracy"])
-    g = gate([level_test(f"{d}: {tb.label(c)} test accuracy", _acc(ds, d, c), maj)
-              for d, (rows, _) in DATA.items() for c in rows if c.startswith("irnn") or c == "antisymmetric"])
+    g = gate([_arm(ds, d, c) for d, (rows, _) in DATA.items() for c in rows])
     out = {"passed": bool(passed), "gate": g, "parts": parts, "seeds": int(ds.sizes["seed"])}
     for p in parts:
         out[p["name"]] = f"{p['mean']:.3g} ± {p['se']:.2g}"
@@ -191,9 +210,7 @@ def check(ds):
     out["train seconds per run (mean)"] = {str(r): round(float(ds["train_seconds"].sel(run=r).mean()), 2)
                                            for r in ds["run"].values}
     out["majority-class accuracy"] = maj
-    out["effect"] = effect("pixels: iRNN (K=3) − Antisymmetric", comparison(
-        "", 100 * (_acc(ds, "pixels", "irnn-K3") - _acc(ds, "pixels", "antisymmetric")), interest=MATCH_MARGIN),
-        units="points", paper=98.13 - 98.01)
+    out["effect"] = effect("pixels: iRNN (K=3) − Antisymmetric", parts[0], units="points", paper=98.13 - 98.01)
     out["per_seed"] = [{"seed": int(s), **{str(r): round(float(ds["accuracy"].sel(run=r, seed=s)), 4)
                                            for r in ds["run"].values}}
                        for s in ds["seed"].values]
@@ -243,11 +260,14 @@ def draw(ds):
 
 
 RECIPE = Recipe(name=NAME, source="iRNN Tables 1, 7",
-                claim=("on pixel digits the iRNN (K=3) matches Antisymmetric (within ±3 points, paired, 2 SE) with ≥ 3× "
-                       "fewer cell parameters; on permuted digits the iRNN (K=1) beats every baseline (paired, 2 SE)"),
+                claim=("on pixel digits the iRNN (K=3) matches or beats Antisymmetric (one-sided: not worse by more than "
+                       "the test split's resolution 0.5/√n, paired, 2 SE) with ≥ 3× fewer cell weights; on permuted digits "
+                       "the iRNN (K=1) beats every baseline (paired, 2 SE, by ≥ the resolution)"),
                 compute=compute, draw=draw, check=check, trains=True, table=True,
                 quote="“In terms of test accuracy, iRNN matches the performance of Antisymmetric, but with at least 3x "
                       "fewer parameters. […] For the permuted version of this task, we seem to outperform the existing "
                       "baselines.” (§4.3.2, Tables 1, 7)",
-                gate="the cells compared learn: every iRNN row and AntisymmetricRNN above the majority class of the "
-                     "test split beyond 2 SE")
+                gate="every arm of each comparison learns: test accuracy above the majority class of the test split "
+                     "beyond 2 SE on its data set",
+                paper=setting(data="MNIST, permuted MNIST", T=784, D=128, batch=128, lr=1e-2),
+                scales=("quick", "stand-in", "paper"), reads="MNIST", paper_cost=PAPER_COST)

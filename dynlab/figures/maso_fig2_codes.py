@@ -18,17 +18,26 @@ reference the codes must beat.
 The claim holds when, over the seeds (each seed's accuracy minus the pixels', beyond 2 standard
 errors): (a) the codes beat the pixels for every k; (b) the codes' 1-NN accuracy grows from the
 first to the last time; (c) the codes' curve lies above the pixels' (the mean over t of the
-difference).  Negative control: the same check on untrained networks — each seed's network
-before training (U = I) and a Gaussian random ReLU RNN — must fail.  The 2-D pictures are PCA
-of one trained network's prefix codes (the paper uses t-SNE, too slow here).
+difference); each by at least the minimum effect declared from the task, the resolution of an
+accuracy on the N held-out sequences, 0.5/√N (0.019 on 719; growth: 0.1) — not Table 3's MNIST gap.
+Competence gate (declared; the one maso-fig6 shares on the same networks): the trained networks
+learned (validation accuracy above chance beyond 2 SE).  The room the raw pixels leave above them
+(1 − their 1-NN accuracy: 0.019 on the 8×8 digits, 0.050 on MNIST) is reported: a ceiling keeps the
+codes from *beating* the pixels by the minimum effect, it does not make a deficit beyond 2 SE
+meaningless (an earlier version made the record inconclusive on the room for the paper's gap while
+maso-fig6, on the same networks and pixels, was judged).  Negative control: the same check on
+untrained networks — each seed's network before training (U = I) and a Gaussian random ReLU RNN —
+must fail.  The 2-D pictures are PCA of one trained network's prefix codes (the paper uses t-SNE,
+too slow here).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from . import _maso_training as mt
 from ._maso_training import one_blas_thread
 from ._recipe import Recipe
-from ._stats import comparison, effect, level_test, record_fields
+from ._stats import comparison, effect, record_fields
 
 NAME = "maso-fig2-codes"
 KS = (1, 2, 5, 10)
@@ -115,9 +124,32 @@ def _compute(quick: bool):
     attrs = base_attrs(resolve_backend(None), f"dynlab figures make {NAME}")
     kind_name = mt.dataset_name(nets["task"])
     attrs.update(dataset=kind_name, splits=splits, held_out=N, hidden=int(m0.hidden), activation="relu",
+                 setting=mt.setting_json(quick, kind_name),
                  scaling=mt.describe(quick, kind_name) + f"; k-NN on the {N} held-out sequences, mean of {splits} random 80/20 "
                  "splits; PCA for t-SNE")
     return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def min_effect(ds) -> float:
+    """The minimum effect of an accuracy on the held-out sequences: their resolution 0.5/√N."""
+    from ._stats import accuracy_resolution
+
+    return accuracy_resolution(int(ds.attrs["held_out"]))
+
+
+def _parts(ds, kind: str) -> list:
+    """The claim's parts on one kind of network: codes − pixels for every k, the growth through time,
+    the codes' curve above the pixels' (minimum effect: the held-out resolution; growth: 0.1)."""
+    ks = [int(k) for k in ds["k"].values]
+    tab, pix = ds["knn_codes"].sel(network=kind).values, ds["knn_pixels"].values
+    res = min_effect(ds)
+    parts = [comparison(f"k={k}: codes − pixels", tab[:, i] - pix[i], interest=res, paper=PAPER_GAP[k])
+             for i, k in enumerate(ks)]
+    cc, pc = ds["curve_codes"].sel(network=kind).values, ds["curve_pixels"].values
+    parts.append(comparison("codes' 1-NN accuracy grows through time", cc[:, -1] - cc[:, 0], interest=GROWTH))
+    parts.append(comparison("codes' curve above the pixel-prefix curve", (cc - pc[None, :]).mean(axis=1),
+                            interest=res))
+    return parts
 
 
 def _judge(table, pix_table, curve, pix_curve) -> dict:
@@ -147,18 +179,13 @@ def check(ds) -> dict:
     out.update({f"knn{k}_codes_mean": float(tr[:, i].mean()) for i, k in enumerate(ks)})
     out.update({f"knn{k}_pixels": float(pix_t[i]) for i, k in enumerate(ks)})
     out["trained_val_accuracy_mean"] = float(ds["val_accuracy"].mean())
-    parts = [comparison(f"k={k}: codes − pixels", tr[:, i] - pix_t[i], interest=PAPER_GAP[k], paper=PAPER_GAP[k])
-             for i, k in enumerate(ks)]
-    cc = ds["curve_codes"].sel(network="trained").values
-    parts.append(comparison("codes' 1-NN accuracy grows through time", cc[:, -1] - cc[:, 0], interest=GROWTH))
-    parts.append(comparison("codes' curve above the pixel-prefix curve", (cc - pix_c[None, :]).mean(axis=1),
-                            interest=PAPER_GAP[1]))
-    room = 1.0 - float(pix_t[ks.index(1)])
+    parts = _parts(ds, "trained")
+    out["passed"] = all(p["passed"] for p in parts)
+    out["room above the raw pixels' 1-NN accuracy (1 − pixels; the minimum effect is the held-out resolution "
+        f"{min_effect(ds):.3g})"] = mt.room(ds["knn_pixels"].values[ks.index(1)])
     out.update(record_fields(
         effect=effect("1-NN accuracy, codes − raw pixels", parts[0], paper=PAPER_GAP[1]),
-        gate_items=[level_test("trained networks' validation accuracy", ds["val_accuracy"].values, CHANCE),
-                    {"name": "room above raw pixels for Table 3's gap (1 − pixel 1-NN ≥ 0.027)",
-                     "met": room >= PAPER_GAP[1], "value": round(room, 4)}],
+        gate_items=mt.shared_gate(ds["val_accuracy"].values, chance=CHANCE),
         seeds=int(ds.sizes["seed"]), parts=parts))
     out["per_seed"] = [{"seed": int(s), **{f"knn{k}_codes": float(tr[i, j]) for j, k in enumerate(ks)},
                         "curve_first": float(ds["curve_codes"].sel(network="trained").values[i, 0]),
@@ -170,7 +197,7 @@ def check(ds) -> dict:
                                  "(U = I) and a Gaussian random ReLU RNN (U ~ N(0, 1.2²/D)); passes if either passes",
                       "measured": {f"{kind}_{key}": v for kind, r in ctrl.items() for key, v in r.items()
                                    if key != "passed"},
-                      "passed": bool(any(r["passed"] for r in ctrl.values()))}
+                      "passed": bool(any(all(p["passed"] for p in _parts(ds, kind)) for kind in ctrl))}
     if not out["passed"]:
         d = out["codes_minus_pixels_by_k"]
         se = out["codes_minus_pixels_se_by_k"]
@@ -276,6 +303,7 @@ RECIPE = Recipe(
     quote="“We see clearly that the RNN gradually develops and refines the partition codes through time to separate "
           "the classes.” (Fig. 2) “classification accuracies using RNN reparametrized data are much higher than those "
           "using raw pixel data for all k's” (Table 3: 0.977 vs 0.950 at k = 1)",
-    gate="the trained networks learned (validation accuracy above chance 0.1 beyond 2 SE), and the raw-pixel baseline "
-         "leaves room for Table 3's gap (1 − raw-pixel 1-NN accuracy ≥ 0.027)",
+    gate="the gate maso-fig6 shares on the same networks: the trained networks learned (validation accuracy above "
+         "chance 0.1 beyond 2 SE); the room the raw pixels leave is reported",
+    paper=mt.paper_codes_setting(), paper_cost=mt.PAPER_COST,
 )

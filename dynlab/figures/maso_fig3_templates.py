@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _maso_training as mt
 from ._maso_training import one_blas_thread
 from ._recipe import Recipe
 from ._stats import comparison, effect, level_test, record_fields
@@ -114,6 +115,7 @@ def _compute(quick: bool):
     attrs = base_attrs(resolve_backend(None), f"dynlab figures make {NAME}")
     kind_name = mt.dataset_name(task)
     attrs.update(dataset=kind_name, held_out=len(y), hidden=int(nets["hidden"]), activation="relu",
+                 setting=mt.setting_json(quick, kind_name),
                  scaling=mt.describe(quick, kind_name) + f"; {len(y)} held-out sequences (paper: MNIST and SST-2)")
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
@@ -246,4 +248,5 @@ RECIPE = Recipe(
           "correct class, as can be seen in the two figures.” (App. E, Figs. 8, 9)",
     gate="the trained networks classify the held-out digits: their own accuracy (argmax z) above chance 0.1 beyond "
          "2 SE",
+    paper=mt.paper_codes_setting(), paper_cost=mt.PAPER_COST,
 )
