@@ -55,7 +55,7 @@ def test_every_option_of_every_command_has_a_table_entry():
 
 def test_every_option_without_a_default_is_a_flag_path_argument_or_mode():
     """NO_DEFAULT is kept for what has none: flags (False), paths, --set, arguments, mode switches."""
-    modes = {"n_starts", "continue_over", "param_range", "settings", "version", "task"}
+    modes = {"n_starts", "continue_over", "param_range", "settings", "version", "task", "scale"}
     for key, cmd in COMMANDS.items():
         for p in cmd.params:
             if DEFAULTS[key][p.name] is not NO_DEFAULT:
@@ -198,9 +198,13 @@ def _run_figures(tmp_path, monkeypatch, key, args, assignment=None):
     """The folder and the picture format ``dynlab figures make|all`` wrote (one figure, quick unless the
     case under test is a full run: ``assignment`` says quick=False)."""
     import dynlab.figures as figs
+    from dynlab.figures import _recipe
 
     one = "irnn-fig2-phase"  # the fastest figure (no training; a few seconds in full mode)
     monkeypatch.setattr(figs, "recipes", lambda: {one: figs.get(one)})
+    engines = []
+    real = _recipe.choose_engine
+    monkeypatch.setattr(_recipe, "choose_engine", lambda scale, engine="auto": engines.append(engine) or real(scale, engine))
     monkeypatch.chdir(tmp_path)
     quick = [] if "--quick" in args or (assignment or {}).get("quick", True) is False else ["--quick"]
     ok(*key.split(), *([one] if key == "figures make" else []), *quick, "--quiet", *args)
@@ -209,7 +213,8 @@ def _run_figures(tmp_path, monkeypatch, key, args, assignment=None):
     folder = claims[0].parent
     record = json.loads(claims[0].read_text())[0]
     pictures = [p.suffix[1:] for p in folder.iterdir() if p.stem == record["name"] and p.suffix != ".nc"]
-    return {"out_dir": folder.name, "fmt": pictures[0] if len(pictures) == 1 else pictures}
+    return {"out_dir": folder.name, "fmt": pictures[0] if len(pictures) == 1 else pictures,
+            "engine": engines[-1] if len(set(engines)) == 1 else engines}
 
 
 # ----------------------------------------------------------------------------------- probes
@@ -290,8 +295,8 @@ PROBES = {
                   "dataset": lambda ds, e: ds.attrs.get("dataset")},
     "train": TRAIN_PROBES,
     "sweep": {"backend": lambda r, e: r[0].attrs["backend"], "scheduler": lambda r, e: "asked" if r[1] else None},
-    "figures make": {"out_dir": lambda r, e: r["out_dir"], "fmt": lambda r, e: r["fmt"]},
-    "figures all": {"out_dir": lambda r, e: r["out_dir"], "fmt": lambda r, e: r["fmt"]},
+    "figures make": {"out_dir": lambda r, e: r["out_dir"], "fmt": lambda r, e: r["fmt"], "engine": lambda r, e: r["engine"]},
+    "figures all": {"out_dir": lambda r, e: r["out_dir"], "fmt": lambda r, e: r["fmt"], "engine": lambda r, e: r["engine"]},
 }
 #: A measured default capped by the data: ``partition --dataset`` takes at most the data set's size.
 CAPS = {("partition", "batch"): lambda ds: (len(dynlab.tasks.labelled.labelled_sequences(ds.attrs["dataset"])[1])

@@ -309,11 +309,13 @@ DEFAULTS = {
     "figures make": {"names": NO_DEFAULT, "out_dir": Default(FIGURES_SCRATCH, text=f"{FIGURES_SCRATCH}/ (a scratch "
                                                                                       "folder, never the gallery)"),
                      "quick": NO_DEFAULT, "scale": NO_DEFAULT,
-                     "real_data": NO_DEFAULT, "redraw": NO_DEFAULT, "fmt": Default("png"), "quiet": NO_DEFAULT},
+                     "real_data": NO_DEFAULT, "engine": Default("auto"), "redraw": NO_DEFAULT, "fmt": Default("png"),
+                     "quiet": NO_DEFAULT},
     "figures all": {"out_dir": Default(By("quick", {True: FIGURES_SCRATCH}, GALLERY),
                                        text=f"{GALLERY}/ (the gallery); {FIGURES_SCRATCH}/ with --quick"),
                     "quick": NO_DEFAULT, "scale": NO_DEFAULT,
-                    "real_data": NO_DEFAULT, "redraw": NO_DEFAULT, "fmt": Default("png"), "quiet": NO_DEFAULT},
+                    "real_data": NO_DEFAULT, "engine": Default("auto"), "redraw": NO_DEFAULT, "fmt": Default("png"),
+                     "quiet": NO_DEFAULT},
 }
 
 

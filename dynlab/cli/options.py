@@ -577,7 +577,7 @@ OPTIONS = {
                       help="A folder with the real data sets for the recipes that use them: MNIST's files "
                            "(train-images-idx3-ubyte[.gz] …, or mnist.npz) and the unpacked 'UCI HAR Dataset' folder "
                            "(in DIR or DIR/UCI HAR Dataset)."),
-    "engine": O("--engine", "engine", type=click.Choice(["auto", "numba", "torch"]), default="auto",
+    "engine": O("--engine", "engine", type=click.Choice(["auto", "numba", "torch"]), default=None,
                 help="What trains the recipes' networks: auto (PyTorch through dl.to_torch on a CUDA GPU at "
                      "--scale paper when torch sees one; dynlab's exact-gradient trainer otherwise), numba (dynlab's "
                      "trainer, CPU) or torch (PyTorch, on the GPU when there is one). Each record names its engine."),
