@@ -59,7 +59,8 @@ def test_the_wrapper_trains_with_the_running_engine_and_notes_it(monkeypatch):
     assert used == [engine_words(seen[-1])] and "cuda" in used[0]
     with engine_for("stand-in") as used:
         train_model("m", "t")
-    assert seen[-1] == {} and used == [DYNLAB]
+        train_model("m", "t", backend="numpy")
+    assert seen[-1] == {"backend": "numpy"} and used == [DYNLAB, "dynlab exact-gradient BPTT (numpy, CPU)"]
 
 
 def test_a_record_names_its_engine_and_an_untrained_one_none(tmp_path):

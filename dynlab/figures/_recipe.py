@@ -98,9 +98,11 @@ def choose_engine(scale, engine: str = "auto") -> dict:
 
 def engine_words(kw: dict) -> str:
     """How a record says which engine trained it."""
+    from ..backends import resolve_backend
+
     if kw.get("engine") == "torch":
         return f"PyTorch autograd via dl.to_torch ({kw.get('dtype', 'float64')}, {kw.get('device', 'cpu')})"
-    return "dynlab exact-gradient BPTT (numba, CPU)"
+    return f"dynlab exact-gradient BPTT ({resolve_backend(kw.get('backend'))}, CPU)"
 
 
 @contextlib.contextmanager
