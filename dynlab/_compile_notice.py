@@ -90,7 +90,7 @@ class CompileNotice:
         while a meter that is not silent listens (``dynlab.progress``: not quiet, not progress=False)."""
         if self.at_exit:
             return True
-        from ._resources import listening, notice_wanted
+        from ._progress import listening, notice_wanted
 
         return listening() and notice_wanted()
 

@@ -27,7 +27,7 @@ call that is not quiet installs ``dynlab._compile_notice``'s listener: one line 
 kernel first compiles, and at the end of the call how long compiling took.
 ``DYNLAB_COMPILE_NOTICE=0`` turns the notice alone off.
 
-A computation reports through ``dynlab._resources.progress(stage, done, total)``; nested public
+A computation reports through ``dynlab._progress.progress(stage, done, total)``; nested public
 calls report to the meter of the outermost one.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ import inspect
 import os
 import sys
 
-from . import _resources
+from . import _progress
 
 #: Seconds a call runs before the default bar appears.
 DELAY_S = 2.0
@@ -48,18 +48,18 @@ PARAMETER_DOC = ("progress : None, bool or callable(stage, done, total), optiona
                  "    A progress meter (``dynlab.progress``): None shows a bar on stderr once the call has run\n"
                  "    a few seconds (nothing when quiet), False nothing, True a bar at once.")
 
-is_quiet = _resources.is_quiet
-notice_wanted = _resources.notice_wanted
+is_quiet = _progress.is_quiet
+notice_wanted = _progress.notice_wanted
 
 
 @contextlib.contextmanager
 def quiet(on: bool = True):
     """Within this block the default meter is silent (``on=False``: it talks again)."""
-    token = _resources._QUIET.set(bool(on))
+    token = _progress._QUIET.set(bool(on))
     try:
         yield
     finally:
-        _resources._QUIET.reset(token)
+        _progress._QUIET.reset(token)
 
 
 def _split(stage: str) -> tuple[str, str]:
@@ -154,7 +154,7 @@ def _resolve(progress):
 
 class _Silent:
     """The reporter of ``progress=False`` and of a quiet default: nested calls keep it and stay quiet
-    (``dynlab._resources.listening`` is False for it, so nothing is chunked for its sake)."""
+    (``dynlab._progress.listening`` is False for it, so nothing is chunked for its sake)."""
 
     silent = True
 
@@ -173,7 +173,7 @@ def meter(progress=None):
     call reports to its caller's meter).  The compile notice is installed here too, and the
     seconds spent compiling during the block are told at its end (once, by the outermost block).
     """
-    outer = _resources._REPORTER.get()
+    outer = _progress._REPORTER.get()
     if progress is None and outer is not None:
         yield outer
         return
@@ -185,7 +185,7 @@ def meter(progress=None):
         notice = _compile_notice.install(at_exit=False)
         mark = notice.mark()
     try:
-        with _resources.reporting(_SILENT if chosen is None else chosen):
+        with _progress.reporting(_SILENT if chosen is None else chosen):
             yield chosen
     finally:
         if made:

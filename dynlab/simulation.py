@@ -72,7 +72,7 @@ def run_states(model: Model, x: np.ndarray, h0: np.ndarray, backend=None, *, sto
     return get_backend(backend).simulate(model.form(), x, h0, stop=stop, dtype=dtype)
 
 
-#: ``simulate`` reports its progress (``dynlab._resources.progress``) where a reporter listens and
+#: ``simulate`` reports its progress (``dynlab._progress.progress``) where a reporter listens and
 #: the run is estimated to take at least this many seconds: it then runs in ``PROGRESS_CHUNKS``
 #: chunks of time steps, each continuing from the last state of the one before (the same states,
 #: bit for bit, as one call).
@@ -84,7 +84,8 @@ def run_states_reporting(model: Model, x: np.ndarray, h0: np.ndarray, backend: s
                          dtype=np.float64) -> tuple[np.ndarray, np.ndarray, str]:
     """``run_states``, in chunks of time steps with a progress report after each where someone
     listens (the command line's bar) and the run is long; one call otherwise."""
-    from ._resources import listening, progress, simulation_work
+    from ._resources import simulation_work
+    from ._progress import listening, progress
 
     B, T, _ = x.shape
     if T < 2 or not listening() or simulation_work(model, B, T)[0] < PROGRESS_MIN_SECONDS:

@@ -24,7 +24,7 @@ Checked:
     errors it raises are all it knows of the rest); and, stricter, each of the two imports only
     its allowed neighbours: ``dynlab.plot`` itself, ``dynlab.errors`` and ``dynlab._dataset``;
     ``dynlab.backends`` itself, ``dynlab.config``, ``dynlab.activations``, ``dynlab.errors`` and
-    ``dynlab._resources`` (progress);
+    ``dynlab._resources`` (the memory guards) and ``dynlab._progress`` (progress);
 (b′) the cells' arithmetic (``dynlab.backends.cells``) imports nothing of dynlab, and the
     reference backend does not import Numba or another backend; the analyses (``dynlab.analysis``,
     ``dynlab.simulation``, ``dynlab.train``, ``dynlab.sweep``) import no backend's own modules —
@@ -66,7 +66,8 @@ BACKENDS_FORBIDDEN = ("dynlab.models.base", "dynlab.models.cells", "dynlab.model
 # What each of the two layers may import at all (besides the standard library and third-party
 # packages): the forbidden lists above are the named rule, these the whole of what is allowed.
 PLOT_ALLOWED = ("dynlab.plot", "dynlab.errors", "dynlab._dataset", "dynlab._palette")
-BACKENDS_ALLOWED = ("dynlab.backends", "dynlab.config", "dynlab.activations", "dynlab.errors", "dynlab._resources")
+BACKENDS_ALLOWED = ("dynlab.backends", "dynlab.config", "dynlab.activations", "dynlab.errors", "dynlab._resources",
+                    "dynlab._progress")
 #: The analyses reach a backend only through the registry and the interface.
 ANALYSES = ("dynlab.analysis", "dynlab.simulation", "dynlab.train", "dynlab.sweep")
 BACKEND_OWN = ("dynlab.backends.numba", "dynlab.backends.reference", "dynlab.backends.gpu", "dynlab.backends.cells")

@@ -96,7 +96,7 @@ def test_nested_calls_report_to_the_outer_meter_and_false_silences_them():
     assert "training (iterations)" in stages
     assert [d for s, d, _ in seen if s == "training (iterations)"] == [0, 1, 2, 3, 4]
     outer = []
-    from dynlab._resources import reporting
+    from dynlab._progress import reporting
 
     with reporting(lambda *a: outer.append(a)):
         _gradients()                                # None inside a reporter: the caller's meter

@@ -16,6 +16,7 @@ import pytest
 import dynlab as dl
 from conftest import cli_run as run
 from dynlab import _resources as res
+from dynlab import _progress
 from dynlab.errors import ParameterError
 
 GiB = 1024 ** 3
@@ -240,7 +241,7 @@ def test_library_is_quiet_without_a_reporter(capsys):
     m = dl.make_model("rnn", 4, 1, seed=0)
     dl.gradient_norms(m, dl.tasks.random_walk(30, 1, seed=0))
     seen = []
-    with res.reporting(lambda *a: seen.append(a)):
+    with _progress.reporting(lambda *a: seen.append(a)):
         dl.gradient_norms(m, dl.tasks.random_walk(30, 1, seed=0))
     out = capsys.readouterr()
     assert out.out == "" and out.err == ""
@@ -295,7 +296,7 @@ def test_simulate_in_chunks_with_progress_equals_one_call(monkeypatch, backend):
         monkeypatch.setattr(simulation, "PROGRESS_MIN_SECONDS", 0.0)
         monkeypatch.setattr(simulation, "PROGRESS_CHUNKS", 5)
         seen = []
-        with res.reporting(lambda *a: seen.append(a)):
+        with _progress.reporting(lambda *a: seen.append(a)):
             chunked = dl.simulate(m, x, backend=backend)["h"].values
         monkeypatch.undo()
         assert [d for _, d, _ in seen] == [4, 9, 13, 18, 23], (name, seen)  # five chunks, each reported
@@ -315,7 +316,7 @@ def test_simulate_in_chunks_reports_divergence_where_it_happened(monkeypatch):
         dl.simulate(m, x)
     monkeypatch.setattr(simulation, "PROGRESS_MIN_SECONDS", 0.0)
     monkeypatch.setattr(simulation, "PROGRESS_CHUNKS", 7)
-    with res.reporting(lambda *a: None):
+    with _progress.reporting(lambda *a: None):
         chunked = dl.simulate(m, x, on_divergence="flag")
         with pytest.raises(DivergenceError) as many:
             dl.simulate(m, x)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._dataset import eigenvalues_from, finish  # noqa: F401  (eigenvalues_from: public, dl.eigenvalues_from)
-from .._resources import progress
+from .._progress import progress
 from ..activations import dphi, phi
 from ..backends import get_backend
 from ..errors import ParameterError

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._dataset import finish
-from .._resources import check_fixed_points, progress
+from .._resources import check_fixed_points
+from .._progress import progress
 from ..backends import get_backend
 from ..errors import ParameterError
 from .equilibria import (_EQUATIONS, STABILITY_ATTRS, STABLE, System, _check_tol, _flow_label, _inputs, _maxabs,

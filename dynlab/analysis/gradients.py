@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._resources import progress
+from .._progress import progress
 from ..backends import get_backend
 from ..backends.base import chunk_steps
 from ..errors import ParameterError

@@ -41,7 +41,7 @@ import dataclasses
 import numpy as np
 
 from .._dataset import finish
-from .._resources import progress
+from .._progress import progress
 from ..activations import MAX_AFFINE, dphi, piece
 from ..backends import get_backend, resolve_backend
 from ..errors import DivergenceError, ParameterError

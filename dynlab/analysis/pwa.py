@@ -39,7 +39,7 @@ import itertools
 
 import numpy as np
 
-from .._resources import progress
+from .._progress import progress
 from ..errors import ParameterError
 
 #: A node is pruned when its LP's least violation t* (a distance in z: rows have unit norm)

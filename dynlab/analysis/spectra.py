@@ -21,7 +21,8 @@ from ..backends import get_backend
 
 import numpy as np
 
-from .._resources import check_spectrum, progress
+from .._resources import check_spectrum
+from .._progress import progress
 from ..errors import ParameterError
 from .equilibria import (STABILITY_ATTRS, System, _flow_label, _part_coords, eig_variables, flow_eigenvalues,
                          run_solver, stability_label)

@@ -51,7 +51,7 @@ import dataclasses
 import numpy as np
 
 from .. import config
-from .._resources import progress
+from .._progress import progress
 from ..errors import ParameterError
 
 #: The operations of the interface (``supports`` answers for these names).

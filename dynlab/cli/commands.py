@@ -255,7 +255,7 @@ def _make_figures(ctx, names, out_dir, quick, fmt, gallery=False, scale=None, re
                   engine="auto"):
     import os
 
-    from .._resources import progress as report_progress
+    from .._progress import progress as report_progress
     from ..figures import get
     from ..figures._recipe import run_recipe, write_claims
 

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from .._resources import check_grid
-from .._resources import progress as report_progress
+from .._progress import progress as report_progress
 from ..progress import reports
 from ..errors import ParameterError
 from . import store as _store

@@ -18,7 +18,7 @@ import dataclasses
 
 import numpy as np
 
-from .._resources import progress as report_progress
+from .._progress import progress as report_progress
 from ..errors import ConvergenceError, ParameterError
 
 RECURRENT = ("W", "W2", "R")

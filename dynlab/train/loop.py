@@ -51,7 +51,7 @@ import time
 
 import numpy as np
 
-from .._resources import progress as report_progress
+from .._progress import progress as report_progress
 from ..errors import DivergenceError, ParameterError
 from ..models import Model
 from ..progress import meter

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import config
-from ..._resources import progress
+from ..._progress import progress
 from ..base import previous_states
 from ._arrays import readonly
 from .threads import limit_blas_threads
