@@ -25,11 +25,11 @@ import time
 EXPECTED = "a few seconds to about a minute, once"
 
 
-def cache_location(dispatcher=None) -> str:
+def cache_location() -> str:
     """Where Numba keeps dynlab's compiled kernels: ``NUMBA_CACHE_DIR`` when it is set (dynlab sets
     it to its per-user folder at import, ``dynlab._cache``), else Numba's own rule, the
     ``__pycache__`` folders beside the kernels' source — said with the reason when Numba was
-    imported before dynlab.  (``dispatcher`` is accepted for compatibility and not read.)"""
+    imported before dynlab."""
     env = os.environ.get("NUMBA_CACHE_DIR")
     if env:
         return env
@@ -82,7 +82,7 @@ class CompileNotice:
             if not self.told and self._may_tell():
                 self.told = True
                 self._write(f"dynlab: compiling its Numba kernels for this machine (first run only: {EXPECTED}); "
-                            f"they are cached in {cache_location(dispatcher)}, so later runs start at once")
+                            f"they are cached in {cache_location()}, so later runs start at once")
         self._depth += 1
 
     def _may_tell(self) -> bool:

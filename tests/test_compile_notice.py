@@ -57,7 +57,7 @@ def test_cache_location_names_numba_cache_dir(monkeypatch):
     monkeypatch.setenv("NUMBA_CACHE_DIR", "/some/where")
     assert cn.cache_location() == "/some/where"
     monkeypatch.delenv("NUMBA_CACHE_DIR")
-    assert "__pycache__" in cn.cache_location(None)
+    assert "__pycache__" in cn.cache_location()
 
 
 def _env(**extra):

@@ -93,7 +93,7 @@ def test_fig4_orderings_are_paired_and_signed():
 def test_prefix_knn_equals_dynlab_knn_accuracy():
     """The recipe's one-pass prefix distances + k-NN give exactly ``dynlab.knn_accuracy`` on the
     flattened prefixes (0/1 codes: integer distances, the same ties), for every prefix and k."""
-    from dynlab.analysis.partition import prefix_features
+    from dynlab.analysis.partition_codes import prefix_features
     from dynlab.figures import _maso_training as mt
 
     x, y = dl.tasks.make_task("digits-pixels", seed=0, n_train=50, n_val=10, n_test=40).batch("test")

@@ -16,6 +16,8 @@ import pytest
 import naive_maso
 import dynlab as dl
 from dynlab.analysis import partition as P
+from dynlab.analysis import partition_codes as PC
+from dynlab.analysis import partition_h0 as PH
 from dynlab.errors import ParameterError
 from dynlab.models import Stack
 from dynlab.models.stacked import StackedRNN
@@ -185,7 +187,7 @@ def test_A_h_is_the_product_of_A_sigma_W_r_and_the_h0_jacobian():
     m = dl.make_model("rnn", D, d, activation="abs", seed=3, weight_scale=0.9)
     x = rng.standard_normal((T, d))
     h0 = rng.standard_normal(D)
-    Ah = P.initial_state_jacobian(m, x, h0)
+    Ah = PH.initial_state_jacobian(m, x, h0)
     np.testing.assert_allclose(Ah, naive_maso.product_A_h(m, x, h0), rtol=0, atol=1e-12)
     delta = 1e-6
     for j in range(D):
@@ -200,7 +202,7 @@ def test_A_h_of_a_stack_is_the_jacobian_wrt_every_layer_initial_state():
     m = _model("leaky-relu", 2, seed=8)
     x = rng.standard_normal((T, d))
     h0 = [rng.standard_normal(D), rng.standard_normal(D)]
-    Ah = P.initial_state_jacobian(m, x, h0)
+    Ah = PH.initial_state_jacobian(m, x, h0)
     assert Ah.shape == (D, 2 * D)
     delta = 1e-6
     for ell in range(2):
@@ -241,13 +243,13 @@ def test_dL_dh0_is_dL_dz_W_out_A_h(loss):
     h0 = 0.3 * rng.standard_normal((N, D))
     Wo, bo = rng.standard_normal((C, D)), rng.standard_normal(C)
     y = rng.standard_normal((N, C)) if loss == "mse" else rng.integers(0, C, N)
-    g = P.loss_gradient_h0(m, x, y, Wo, bo, loss=loss, h0=h0)
-    Ah = P.initial_state_jacobian(m, x, h0)                                # (N, D, D)
+    g = PH.loss_gradient_h0(m, x, y, Wo, bo, loss=loss, h0=h0)
+    Ah = PH.initial_state_jacobian(m, x, h0)                                # (N, D, D)
     np.testing.assert_allclose(g["dL_dh0"], np.einsum("nc,cd,ndj->nj", g["dL_dz"], Wo, Ah), rtol=0, atol=1e-12)
 
     def mean_loss(hh):
         z = dl.simulate(m, x, hh)["h"].values[:, -1] @ Wo.T + bo
-        return float(np.mean(P.losses(z, np.asarray(y), loss)))
+        return float(np.mean(PH.losses(z, np.asarray(y), loss)))
 
     assert abs(mean_loss(h0) - g["loss"]) < 1e-14
     delta = 1e-6
@@ -276,10 +278,10 @@ def test_corrected_regulariser_matches_monte_carlo_and_printed_form_does_not(reg
     m, x, Wo, bo, ymse, yce = reg_setting
     y = ymse if loss == "mse" else yce
     sigma = 1e-4  # the partition never changes (checked below): the expansion is exact for MSE
-    mc = P.random_h0_monte_carlo(m, x, y, Wo, bo, sigma=sigma, loss=loss, pairs=3000, seed=1)
+    mc = PH.random_h0_monte_carlo(m, x, y, Wo, bo, sigma=sigma, loss=loss, pairs=3000, seed=1)
     assert mc["changed_fraction"] == 0.0
-    good = P.random_h0_regulariser(m, x, y, Wo, bo, sigma=sigma, loss=loss)
-    printed = P.random_h0_regulariser(m, x, y, Wo, bo, sigma=sigma, loss=loss, printed=True)
+    good = PH.random_h0_regulariser(m, x, y, Wo, bo, sigma=sigma, loss=loss)
+    printed = PH.random_h0_regulariser(m, x, y, Wo, bo, sigma=sigma, loss=loss, printed=True)
     assert abs(good["value"] - mc["estimate"]) < 3 * mc["stderr"]
     assert abs(printed["value"] - mc["estimate"]) > 10 * mc["stderr"]
     assert good["loss"] == pytest.approx(mc["loss"], abs=1e-15)
@@ -288,30 +290,30 @@ def test_corrected_regulariser_matches_monte_carlo_and_printed_form_does_not(reg
 def test_printed_cross_entropy_is_wrong_even_without_an_output_layer(reg_setting):
     m, x, _, _, _, yce = reg_setting
     Wo = np.eye(D)  # z = h_T: the paper's setting, where 𝒜_h is dz/dh_0
-    mc = P.random_h0_monte_carlo(m, x, yce, Wo, sigma=1e-4, loss="ce", pairs=3000, seed=2)
-    good = P.random_h0_regulariser(m, x, yce, Wo, sigma=1e-4, loss="ce")
-    printed = P.random_h0_regulariser(m, x, yce, Wo, sigma=1e-4, loss="ce", printed=True)
+    mc = PH.random_h0_monte_carlo(m, x, yce, Wo, sigma=1e-4, loss="ce", pairs=3000, seed=2)
+    good = PH.random_h0_regulariser(m, x, yce, Wo, sigma=1e-4, loss="ce")
+    printed = PH.random_h0_regulariser(m, x, yce, Wo, sigma=1e-4, loss="ce", printed=True)
     assert abs(good["value"] - mc["estimate"]) < 3 * mc["stderr"]
     assert abs(printed["value"] - mc["estimate"]) > 10 * mc["stderr"]
     # with W_out = I the printed MSE form is the corrected one
-    mse_good = P.random_h0_regulariser(m, x, np.zeros((len(x), D)), Wo, sigma=0.1)
-    mse_printed = P.random_h0_regulariser(m, x, np.zeros((len(x), D)), Wo, sigma=0.1, printed=True)
+    mse_good = PH.random_h0_regulariser(m, x, np.zeros((len(x), D)), Wo, sigma=0.1)
+    mse_printed = PH.random_h0_regulariser(m, x, np.zeros((len(x), D)), Wo, sigma=0.1, printed=True)
     assert mse_printed["value"] == pytest.approx(mse_good["value"], rel=1e-13)
 
 
 def test_regulariser_bad_inputs_name_the_parameter(reg_setting):
     m, x, Wo, bo, ymse, yce = reg_setting
     with pytest.raises(ParameterError) as e:
-        P.random_h0_regulariser(m, x, yce % 3, np.ones((3, D)), sigma=0.1, loss="ce", printed=True)
+        PH.random_h0_regulariser(m, x, yce % 3, np.ones((3, D)), sigma=0.1, loss="ce", printed=True)
     assert e.value.param == "W_out"
     with pytest.raises(ParameterError) as e:
-        P.random_h0_regulariser(m, x, ymse, Wo, sigma=0.1, loss="hinge")
+        PH.random_h0_regulariser(m, x, ymse, Wo, sigma=0.1, loss="hinge")
     assert e.value.param == "loss"
     with pytest.raises(ParameterError) as e:
-        P.random_h0_regulariser(m, x, ymse, Wo, sigma=-1.0)
+        PH.random_h0_regulariser(m, x, ymse, Wo, sigma=-1.0)
     assert e.value.param == "sigma"
     with pytest.raises(ParameterError) as e:
-        P.random_h0_regulariser(m, x, ymse.astype(int), Wo, sigma=0.1, loss="ce")
+        PH.random_h0_regulariser(m, x, ymse.astype(int), Wo, sigma=0.1, loss="ce")
     assert e.value.param == "y"
 
 
@@ -378,9 +380,9 @@ def test_knn_matches_brute_force_with_ties():
     X = rng.integers(0, 2, (60, 12)).astype(float)    # binary codes: many distance ties
     y = rng.integers(0, 4, 60)
     for k in (1, 2, 5, 10):
-        np.testing.assert_array_equal(P.knn_predict(X[:45], y[:45], X[45:], k),
+        np.testing.assert_array_equal(PC.knn_predict(X[:45], y[:45], X[45:], k),
                                       naive_maso.knn_predict(X[:45], y[:45].tolist(), X[45:], k))
-    acc = P.knn_accuracy(X, y, (1, 3), seed=0)
+    acc = PC.knn_accuracy(X, y, (1, 3), seed=0)
     assert set(acc) == {1, 3} and all(0 <= v <= 1 for v in acc.values())
 
 
@@ -391,7 +393,7 @@ def test_knn_matches_scikit_learn_on_continuous_features():
     y = (X[:, 0] + 0.5 * rng.standard_normal(200) > 0).astype(int)
     for k in (1, 5, 9):  # two classes, odd k, no distance ties: the tie rules never act
         ref = neighbors.KNeighborsClassifier(k).fit(X[:150], y[:150]).predict(X[150:])
-        np.testing.assert_array_equal(P.knn_predict(X[:150], y[:150], X[150:], k), ref)
+        np.testing.assert_array_equal(PC.knn_predict(X[:150], y[:150], X[150:], k), ref)
 
 
 def test_embedding_pca_is_the_projection_of_prefix_codes():
@@ -399,7 +401,7 @@ def test_embedding_pca_is_the_projection_of_prefix_codes():
 
     rng = np.random.default_rng(2)
     codes = rng.integers(0, 2, (30, 8, 5))
-    emb = P.embed_codes(codes, [2, 8])
+    emb = PC.embed_codes(codes, [2, 8])
     assert emb.shape == (2, 30, 2)
     f = codes[:, :8].reshape(30, -1).astype(float)
     mean, comps, _ = pca(f, 2)
@@ -413,9 +415,9 @@ def test_embedding_pca_is_the_projection_of_prefix_codes():
     for shape in ((30, 8 * 5), (300, 20)):
         g = rng.integers(0, 2, shape).astype(float)
         mean, comps, _ = pca(g, 2)
-        np.testing.assert_allclose(P._pca2_eigh(g), project(g, mean, comps), atol=1e-8)
+        np.testing.assert_allclose(PC._pca2_eigh(g), project(g, mean, comps), atol=1e-8)
     with pytest.raises(ParameterError) as e:
-        P.embed_codes(codes, [9])
+        PC.embed_codes(codes, [9])
     assert e.value.param == "times"
 
 
@@ -490,7 +492,7 @@ def test_divergence_is_reported_with_its_step():
 
 def test_tsne_of_identical_codes_is_one_point():
     pytest.importorskip("sklearn.manifold")
-    emb = P.embed_codes(np.ones((6, 4, 3), dtype=np.int8), [2, 4], method="tsne")
+    emb = PC.embed_codes(np.ones((6, 4, 3), dtype=np.int8), [2, 4], method="tsne")
     assert np.all(emb == 0.0)
 
 

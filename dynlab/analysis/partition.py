@@ -660,19 +660,23 @@ def model_from_partition(ds):
     return Stack((first,) + tuple(model_from_dataset(ds, prefix=f"layer{ell}_") for ell in range(2, L + 1)))
 
 
-#: Names that moved to the modules beside this one (the random initial state; the codes' geometry),
-#: still reached from here.
+#: Public names that moved to the modules beside this one (the random initial state; the codes'
+#: geometry): reached from here with a DeprecationWarning naming the new home (dynlab's own code
+#: imports them from there; ``dl.NAME`` is unchanged).
 _MOVED = {**{n: "dynlab.analysis.partition_h0" for n in (
-    "initial_state_jacobian", "losses", "loss_gradient_h0", "random_h0_regulariser", "random_h0_monte_carlo",
-    "_check_targets", "_check_loss", "_softmax", "_prepare")},
+    "initial_state_jacobian", "losses", "loss_gradient_h0", "random_h0_regulariser", "random_h0_monte_carlo")},
     **{n: "dynlab.analysis.partition_codes" for n in (
-        "prefix_features", "embed_codes", "knn_predict", "knn_accuracy", "PCA_SVD_MAX", "_pca2_eigh", "_neighbours",
-        "_vote")}}
+        "prefix_features", "embed_codes", "knn_predict", "knn_accuracy", "PCA_SVD_MAX")}}
 
 
 def __getattr__(name):
     if name in _MOVED:  # by name: those modules import this one
         import importlib
+        import warnings
 
+        warnings.warn(f"dynlab.analysis.partition.{name} is now {_MOVED[name]}.{name} (the old path is deprecated; "
+                      f"dl.{name} is unchanged)" if not name.isupper() else
+                      f"dynlab.analysis.partition.{name} is now {_MOVED[name]}.{name} (the old path is deprecated)",
+                      DeprecationWarning, stacklevel=2)
         return getattr(importlib.import_module(_MOVED[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

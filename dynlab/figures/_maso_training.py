@@ -210,7 +210,7 @@ def prefix_sq_distances(features, times) -> np.ndarray:
 def knn_from_distances(d2, labels, ks, *, splits: int, seed: int = 0, train_fraction: float = 0.8) -> list:
     """k-NN accuracy for each k from a full squared-distance matrix, with the splits, neighbour order
     and vote of ``dynlab.knn_accuracy`` (seeded permutations seed, seed + 1, …; mean over splits)."""
-    from ..analysis.partition import _vote
+    from ..analysis.partition_codes import _vote
 
     y = np.asarray(labels)
     n_train = int(round(train_fraction * len(y)))

@@ -57,7 +57,7 @@ def _compute(quick: bool):
     import dynlab as dl
     from dynlab._dataset import base_attrs
     from dynlab.backends import resolve_backend
-    from dynlab.analysis.partition import embed_codes
+    from dynlab.analysis.partition_codes import embed_codes
 
     from . import _maso_training as mt
 
