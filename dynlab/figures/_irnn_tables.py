@@ -19,13 +19,12 @@ tanh cells as in their papers: FastRNN with α, β trained; AntisymmetricRNN wit
 """
 from __future__ import annotations
 
-from ._recipe import train_model
-
 import time
 
 import numpy as np
 
 from ._irnn_training import CLIP, LR, build
+from ._recipe import train_model
 from ._training import n_params, standardise
 
 BATCH = 64
@@ -89,7 +88,6 @@ def train_rows(task, keys, seeds, *, hidden: int, iterations: int, tests=None, b
     its trained matrices and biases alone (no η, gates, ε/γ).  A run whose
     state becomes non-finite scores the most frequent class of each split and is flagged ``diverged``.
     """
-    import dynlab as dl
     from ..backends import get_backend
     from ..errors import DivergenceError
     from ..train.loop import evaluate
@@ -115,7 +113,7 @@ def train_rows(task, keys, seeds, *, hidden: int, iterations: int, tests=None, b
                 t0 = time.perf_counter()
                 try:
                     r = train_model(m, task, iterations=iterations, lr=LR, batch=batch, clip=CLIP, freeze=freeze,
-                                       record_every=iterations, seed=int(s), diag_batch=1, progress=False)
+                                    record_every=iterations, seed=int(s), diag_batch=1, progress=False)
                 except DivergenceError:     # scored as the most frequent class, flagged
                     out["seconds"][i, j] = time.perf_counter() - t0
                     out["diverged"][i, j] = True

@@ -37,12 +37,11 @@ callback measures on the trained network (so a check can work from the Dataset a
 """
 from __future__ import annotations
 
-from ._recipe import train_model
-
 import json
 
 import numpy as np
 
+from ._recipe import train_model
 from ._training import n_params  # noqa: F401  (re-exported: the training figures' parameter counts)
 
 #: the paper's iRNN (module docstring); K, the rank and the η table are set per model by ``build``
@@ -116,12 +115,11 @@ def build(key: str, hidden: int, inputs: int, steps: int, seed: int):
 def train(key: str, task, *, hidden: int, iterations: int, seed: int, batch: int = 64, record_every=None,
           diag_batch: int = 8, command=None):
     """``dl.train_model`` of one setting and seed with the gallery's optimiser (Adam, lr 10⁻², clip 1)."""
-    import dynlab as dl
 
     m, freeze = build(key, hidden, task.inputs, task.steps, seed)
     return train_model(m, task, iterations=iterations, lr=LR, batch=batch, clip=CLIP,
-                          record_every=record_every or iterations, seed=int(seed), diag_batch=diag_batch,
-                          freeze=freeze, progress=False, command=command)
+                       record_every=record_every or iterations, seed=int(seed), diag_batch=diag_batch,
+                       freeze=freeze, progress=False, command=command)
 
 
 HISTORY_KEEP = ("val_loss", "val_accuracy", "jac_norm", "step_norm", "ratio", "dL_dh1_norm")

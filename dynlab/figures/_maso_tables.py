@@ -15,10 +15,9 @@ frequencies) — and is flagged ``diverged``.
 """
 from __future__ import annotations
 
-from ._recipe import train_model
-
 import numpy as np
 
+from ._recipe import train_model
 from ._training import n_params as _n_params
 
 
@@ -54,7 +53,6 @@ def train_score(task, *, layers: int, hidden: int, seed: int, sigma_eps: float, 
 
     ``eval_sigma``: also score the trained network from a random h_0 ~ N(0, eval_sigma² I) (one
     fixed draw, ``default_rng([seed, 7])``) — σ_ε applied at evaluation only."""
-    import dynlab as dl
     from dynlab.errors import DivergenceError
     from dynlab.train.loop import evaluate, run_outputs
 
@@ -64,7 +62,7 @@ def train_score(task, *, layers: int, hidden: int, seed: int, sigma_eps: float, 
     with np.errstate(over="ignore", invalid="ignore"):  # a diverging run warns before it raises
         try:
             res = train_model(model, task, iterations=iterations, optimiser=optimiser, lr=lr, batch=batch, clip=None,
-                                 sigma_eps=sigma_eps, record_every=iterations, seed=seed, progress=False, command=command)
+                              sigma_eps=sigma_eps, record_every=iterations, seed=seed, progress=False, command=command)
             acc = float(evaluate(res.model, res.readout, task, "test")["accuracy"])
             if not (np.isfinite(acc) and np.all(np.isfinite(res.history["loss"].values))):
                 raise FloatingPointError("non-finite loss or held-out accuracy")

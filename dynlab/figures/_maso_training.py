@@ -12,11 +12,10 @@ Datasets what their checks need.
 """
 from __future__ import annotations
 
-from ._recipe import train_model
-
 import numpy as np
 
 from ._estimate import cost_of
+from ._recipe import train_model
 from ._training import standardise
 
 #: sizes: (hidden D, iterations) quick / full; Adam lr 2e-3, batch 64, clip 1 (the paper: D = 128,
@@ -165,7 +164,7 @@ def digit_networks(quick: bool) -> dict:
     for s in seeds_for(quick):
         m0 = dl.make_model("rnn", D, task.inputs, activation="relu", identity_init=True, seed=s)
         res = train_model(m0, task, iterations=its, lr=LR, batch=BATCH, clip=CLIP, record_every=its,
-                             seed=s, progress=False, command="dynlab figures make maso-fig2-codes")
+                          seed=s, progress=False, command="dynlab figures make maso-fig2-codes")
         trained.append(res)
         init.append(m0)
         random.append(dl.make_model("rnn", D, task.inputs, activation="relu", seed=1000 + s,

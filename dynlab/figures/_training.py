@@ -11,12 +11,12 @@ preprocessing).
 """
 from __future__ import annotations
 
-from ._recipe import train_model
-
 import dataclasses
 import json
 
 import numpy as np
+
+from ._recipe import train_model
 
 
 def n_params(model, freeze=None, outputs: int = 0) -> int:

@@ -82,7 +82,7 @@ def compute(scale):
     for s in seeds:
         task = dl.make_task("flipflop", T, seed=s, n_train=2000, n_val=64, n_test=n_traj)
         res = train_model(dl.make_model("gru", D, N_BITS, seed=s), task, iterations=its, lr=lr, batch=batch,
-                             seed=s, record_every=its, progress=False, command=f"dynlab figures make {NAME}")
+                          seed=s, record_every=its, progress=False, command=f"dynlab figures make {NAME}")
         losses.append(float(res.history["val_loss"].values[-1]))
         base.append(task.baseline)
         x, _ = task.batch("test")

@@ -121,7 +121,7 @@ def compute(scale):
         task = dl.make_task("flipflop", T, seed=s, n_train=2000, n_val=64, n_test=n_traj)
         m0 = dl.make_model("gru", D, N_BITS, seed=s)
         res = train_model(m0, task, iterations=its, lr=lr, batch=batch, seed=s, record_every=its,
-                             progress=False, command=f"dynlab figures make {NAME}")
+                          progress=False, command=f"dynlab figures make {NAME}")
         losses.append(float(res.history["val_loss"].values[-1]))
         x, _ = task.batch("test")
         for target, model, readout in ((found, res.model, res.readout),

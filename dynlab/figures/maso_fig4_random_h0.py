@@ -90,7 +90,7 @@ def _run(task, D, its, every, seed, sigma):
 
     m = dl.make_model("rnn", D, 2, activation="relu", identity_init=True, seed=seed)
     res = train_model(m, task, iterations=its, optimiser="rmsprop", lr=LR, batch=BATCH, record_every=every,
-                         seed=seed, sigma_eps=sigma, progress=False, command=f"dynlab figures make {NAME}")
+                      seed=seed, sigma_eps=sigma, progress=False, command=f"dynlab figures make {NAME}")
     h = res.history
     return np.stack([h[k].values for k in ("A_h_norm", "dL_dWr_norm", "val_loss")]), h["iteration"].values
 

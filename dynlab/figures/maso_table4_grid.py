@@ -102,7 +102,6 @@ def _compute(quick: bool):
     from dynlab._dataset import base_attrs
     from dynlab.backends import resolve_backend
 
-    from . import _maso_training as mt
     from ._maso_tables import train_score
 
     st = settings(quick)

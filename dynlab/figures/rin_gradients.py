@@ -66,7 +66,7 @@ def compute(scale):
             s = s0 + (FRESH if arm == "none-fresh" else 0)
             m = dl.make_model("rin", D, task.inputs, seed=s)
             r = train_model(m, task, iterations=its, lr=LR, batch=BATCH, clip=CLIP, record_every=every, seed=s,
-                               penalty=pen, progress=False)
+                            penalty=pen, progress=False)
             V = r.model.recurrent
             dist[i, j] = np.linalg.norm(V - np.eye(D))
             mse[i, j] = float(r.history["val_loss"].values[-1])
@@ -149,7 +149,7 @@ def check(ds):
 
 
 def draw(ds):
-    from ..plot.style import CYCLE, new_figure, styled
+    from ..plot.style import CYCLE, styled
 
     @styled
     def _draw():
