@@ -35,14 +35,16 @@ def listening() -> bool:
     return cb is not None and not getattr(cb, "silent", False)
 
 
-def progress(stage: str, done: int, total: int, note: str | None = None) -> None:
+def progress(stage: str, done: int, total: int | None, note: str | None = None) -> None:
     """Report that ``done`` of ``total`` units of ``stage`` are finished (a no-op without a
-    reporter); ``note`` (e.g. the current loss) goes to a reporter's ``note`` method, if it has one."""
+    reporter); ``total`` is None while it is not known (Newton's iterations: a count and a rate are
+    shown, no percentage); such a stage ends with a report whose total is known (``done`` of ``done``).
+    ``note`` (e.g. the current loss) goes to a reporter's ``note`` method, if it has one."""
     cb = _REPORTER.get()
     if cb is not None:
         if note is not None and hasattr(cb, "note"):
             cb.note(note)
-        cb(stage, int(done), int(total))
+        cb(stage, int(done), None if total is None else int(total))
 
 
 #: ``dynlab.progress.quiet()`` blocks (None: no block; the environment decides).

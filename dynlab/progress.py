@@ -13,7 +13,9 @@ Every long public call — ``train_model``, ``sweep``, ``gradient_norms``, ``lya
     a bar from the first report on.
 a callable ``meter(stage, done, total)``
     receives every report: ``stage`` names what is counted ("gradient flow (steps)"), ``done`` of
-    ``total`` units are finished.  ``TqdmMeter(...)`` is the bar above with its settings; any
+    ``total`` units are finished; ``total`` is None where it is not known in advance (the Newton
+    iterations of an equilibrium search), and the stage then ends with a report of ``done`` of
+    ``done``.  ``TqdmMeter(...)`` is the bar above with its settings; any
     function will do (a log, a notebook widget).  A meter with a ``note(text)`` method also gets
     short notes (the training loss).
 
@@ -72,7 +74,8 @@ def _split(stage: str) -> tuple[str, str]:
 
 
 class TqdmMeter:
-    """A tqdm bar per stage on ``file`` (stderr): stage, percentage, done/total, ETA and rate.
+    """A tqdm bar per stage on ``file`` (stderr): stage, percentage, done/total, ETA and rate; for a
+    stage whose total is not known (None), the count and the rate only — no percentage, no ETA.
 
     One bar at a time: while a stage is unfinished, reports of other stages are the work inside it
     (the analyses a sweep runs at each point, the diagnostics of a training run) and are not drawn;
@@ -86,6 +89,8 @@ class TqdmMeter:
     """
 
     BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}, ETA {remaining}, {rate_fmt}{postfix}]"
+    #: a stage whose total is not known: what is counted so far, and how fast
+    COUNT_FORMAT = "{desc}: {n_fmt} {unit} [{elapsed}, {rate_fmt}{postfix}]"
 
     def __init__(self, *, delay: float | None = None, file=None, leave: bool = False):
         self.delay = DELAY_S if delay is None else float(delay)
@@ -101,9 +106,14 @@ class TqdmMeter:
         if self._bar is not None:
             self._bar.set_postfix_str(self._note, refresh=False)
 
-    def __call__(self, stage: str, done: int, total: int) -> None:
+    def _open(self) -> bool:
+        """Whether the current stage is unfinished (a stage of unknown total is, until its total is told)."""
+        bar = self._bar
+        return bar is not None and (bar.total is None or bar.n < bar.total)
+
+    def __call__(self, stage: str, done: int, total: int | None) -> None:
         if stage != self._stage:
-            if self._bar is not None and self._bar.n < self._bar.total:
+            if self._open():
                 return  # a stage inside the open one (a sweep's points, training's diagnostics): its own bar shows
             self._close_bar()
             self._stage = stage
@@ -113,18 +123,23 @@ class TqdmMeter:
             # each stage's bar waits ``delay`` seconds: a stage that ends sooner is never drawn; a
             # resumed stage (a sweep's regions already done) starts at ``done``, so the rate counts
             # only what this call computes
-            self._bar = tqdm(total=int(total), initial=int(done), desc=desc, unit=unit, delay=self.delay,
-                             file=self.file if self.file is not None else sys.stderr, leave=self.leave,
-                             bar_format=self.BAR_FORMAT, dynamic_ncols=False, ncols=100)
+            self._bar = tqdm(total=None if total is None else int(total), initial=int(done), desc=desc, unit=unit,
+                             delay=self.delay, file=self.file if self.file is not None else sys.stderr,
+                             leave=self.leave, dynamic_ncols=False, ncols=100,
+                             bar_format=self.COUNT_FORMAT if total is None else self.BAR_FORMAT)
             if self._note:
                 self._bar.set_postfix_str(self._note, refresh=False)
             return
         bar = self._bar
+        if total is not None and bar.total is None:
+            bar.total = int(total)   # the count's end is known now: the stage finishes at it
         step = int(done) - bar.n
         if step:
             bar.update(step)
-        if int(done) >= int(total) and bar.format_dict["elapsed"] >= self.delay:
-            bar.refresh()   # the finished count is shown, however soon after the last update it came
+        if bar.total is not None and int(done) >= bar.total:
+            if bar.format_dict["elapsed"] >= self.delay:
+                bar.refresh()   # the finished count is shown, however soon after the last update it came
+            self._note = ""     # a stage's note (the loss, the rows converged) is not the next stage's
 
     def _close_bar(self) -> None:
         if self._bar is not None:

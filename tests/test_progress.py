@@ -124,6 +124,31 @@ def test_a_bar_shows_one_stage_at_a_time_and_a_resumed_stage_counts_from_there()
     meter.close()
 
 
+def test_a_stage_of_unknown_total_shows_a_count_and_a_rate_and_ends_when_its_total_is_told():
+    buf = io.StringIO()
+    meter = pg.TqdmMeter(delay=0.0, file=buf, leave=True)
+    for i in range(4):
+        meter.note(f"{i} of 8 rows converged")
+        meter("equilibria (Newton iterations)", i, None)
+    meter("eigenvalues (points)", 1, 9)             # inside the open stage (its total unknown): not drawn
+    assert meter._stage == "equilibria (Newton iterations)" and meter._bar.total is None
+    meter("equilibria (Newton iterations)", 4, 4)   # the count's end: the stage is finished
+    newton = buf.getvalue()
+    assert "equilibria (Newton iterations): 4 it" in newton and "it/s" in newton and "rows converged" in newton
+    assert "%" not in newton and "ETA" not in newton and "eigenvalues" not in newton
+    meter("eigenvalues (points)", 3, 9)             # the next stage shows, with its percentage and no old note
+    meter.close()
+    text = buf.getvalue()
+    rest = text[text.index("eigenvalues"):]
+    assert "3/9" in rest and "%" in rest and "ETA" in rest and "rows converged" not in rest
+    calls = []
+    with pg.meter(lambda *a: calls.append(a)):
+        from dynlab import _progress
+
+        _progress.progress("x (steps)", 2, None)
+    assert calls == [("x (steps)", 2, None)]
+
+
 def test_the_compile_notice_is_told_by_a_python_call(monkeypatch):
     """A first compilation inside a long call: one line when it starts, the seconds at the call's
     end (the command line instead tells the total when the process ends)."""
