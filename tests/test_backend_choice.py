@@ -204,3 +204,98 @@ def test_figure_recipe_names_the_backend_that_ran(default_backend):
     from dynlab.figures import implicit_fig1_derivative as recipe
 
     assert recipe.compute(True).attrs["backend"] == default_backend
+
+
+# ---------------------------------------------------------------- dynlab train --backend
+@pytest.mark.parametrize("name", ["numpy", "numba"])
+def test_cli_train_runs_on_the_chosen_backend(tmp_path, name):
+    import xarray as xr
+    from click.testing import CliRunner
+
+    from dynlab.cli import main
+
+    out = tmp_path / "h.nc"
+    r = CliRunner().invoke(main, ["train", "--task", "adding", "--steps", "10", "--model", "rnn", "--hidden", "5",
+                                  "--iterations", "4", "--batch", "8", "--record-every", "2", "--backend", name,
+                                  "--data", str(out), "--quiet"])
+    assert r.exit_code == 0, r.output
+    with xr.open_dataset(out) as ds:
+        assert ds.attrs["backend"] == name
+
+
+def test_cli_train_implicit_runs_on_the_chosen_backend(tmp_path, default_backend):
+    import xarray as xr
+    from click.testing import CliRunner
+
+    from dynlab.cli import main
+
+    other = {"numpy": "numba", "numba": "numpy"}[default_backend]
+    out = tmp_path / "h.nc"
+    r = CliRunner().invoke(main, ["train", "--task", "xor", "--model", "implicit", "--iterations", "3",
+                                  "--backend", other, "--data", str(out), "--quiet"])
+    assert r.exit_code == 0, r.output
+    with xr.open_dataset(out) as ds:
+        assert ds.attrs["backend"] == other
+
+
+def test_cli_train_on_a_backend_registered_at_run_time(xyz_backend, tmp_path):
+    import xarray as xr
+    from click.testing import CliRunner
+
+    from dynlab.cli import main
+
+    out = tmp_path / "h.nc"
+    r = CliRunner().invoke(main, ["train", "--task", "adding", "--steps", "10", "--model", "rnn", "--hidden", "5",
+                                  "--iterations", "2", "--batch", "8", "--record-every", "2", "--backend", "test-xyz",
+                                  "--data", str(out), "--quiet"])
+    assert r.exit_code == 0, r.output
+    with xr.open_dataset(out) as ds:
+        assert ds.attrs["backend"] == "test-xyz"
+
+
+def test_cli_train_refuses_a_backend_that_cannot_train_in_one_line():
+    from click.testing import CliRunner
+
+    import dynlab.backends as B
+    from dynlab.cli import main
+
+    before = (dict(B._REGISTRY), B.BACKENDS, dict(B._INSTANCES))
+    B.register_backend("test-no-training", "xyz_backend:NoTrainingBackend")
+    try:
+        r = CliRunner().invoke(main, ["train", "--task", "adding", "--steps", "10", "--hidden", "5", "--iterations",
+                                      "2", "--batch", "8", "--backend", "test-no-training", "--quiet"])
+    finally:
+        B._REGISTRY.clear()
+        B._REGISTRY.update(before[0])
+        B.BACKENDS = before[1]
+        B._INSTANCES.clear()
+        B._INSTANCES.update(before[2])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and "--backend" in lines[0], r.output
+
+
+# ---------------------------------------------------------------- --model reads the model registry
+def test_cli_model_added_to_the_registry_at_run_time_is_a_choice(monkeypatch, tmp_path):
+    import xarray as xr
+    from click.testing import CliRunner
+
+    import dynlab.models as M
+    from dynlab.cli import main
+
+    class XyzRNN(M.RNN):
+        name = "test-xyz-rnn"
+
+    r = CliRunner().invoke(main, ["simulate", "--model", "test-xyz-rnn", "--steps", "3", "--quiet"])
+    assert r.exit_code == 2 and "--model" in r.output          # not registered yet: refused in one line
+    monkeypatch.setitem(M.MODELS, "test-xyz-rnn", XyzRNN)
+    out = tmp_path / "s.nc"
+    r = CliRunner().invoke(main, ["simulate", "--model", "test-xyz-rnn", "--hidden", "3", "--steps", "5",
+                                  "--data", str(out), "--quiet"])
+    assert r.exit_code == 0, r.output
+    with xr.open_dataset(out) as ds:
+        assert ds.attrs["model"] == "test-xyz-rnn"
+    assert "test-xyz-rnn" in CliRunner().invoke(main, ["simulate", "--help"]).output
+    from dynlab.cli.options import _parse_compare
+
+    assert _parse_compare(None, None, "rnn,test-xyz-rnn") == ("rnn", "test-xyz-rnn")

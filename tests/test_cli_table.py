@@ -48,7 +48,8 @@ def test_every_row_is_a_command_with_exactly_its_options():
         assert len(cmd.params) == len(entry.options), entry.key
         for param, oid in zip(cmd.params, entry.options):
             if oid == "model":
-                assert param.name == "model" and param.metavar == "[" + "|".join(COMMAND_MODELS[entry.key]) + "]"
+                assert param.name == "model"
+                assert param.type.get_metavar(param) == "[" + "|".join(COMMAND_MODELS[entry.key]) + "]"
             else:
                 assert param.name == OPTIONS[oid](lambda **kw: None).__click_params__[-1].name, (entry.key, oid)
         for ref in (entry.compute, entry.summary, entry.failed, entry.spec):

@@ -13,3 +13,12 @@ class XyzBackend(NumbaBackend):
         if dtype is None:
             return super().simulate(form, x, h0, stop=stop)
         return super().simulate(form, x, h0, stop=stop, dtype=dtype)
+
+
+class NoTrainingBackend(NumbaBackend):
+    """The numba backend without its training passes: training on it must be refused before any work."""
+    name = "test-no-training"
+    description = "the numba backend without training passes (tests only)"
+
+    def supports(self, op, form):
+        return op not in ("train_forward", "train_backward") and super().supports(op, form)

@@ -427,8 +427,8 @@ COMMANDS = (
             "(--steps T, 1000 by default), har2, with --task-data DIR, e.g. dynlab train --task noisy-mnist "
             "--task-data ~/data/mnist --model irnn --hidden 128 --K 5.",
             options=(*MODEL, "task", "task_data", "task_steps", "pad", "permute", "iterations", "lr", "optimiser",
-                     "train_batch", "clip", "sigma_eps", "record_every", "eta_per_k", "resume", "save_weights", "out",
-                     "data", "quiet", "force"),
+                     "train_batch", "clip", "sigma_eps", "record_every", "eta_per_k", "resume", "save_weights", "backend",
+                     "out", "data", "quiet", "force"),
             compute="train_spec", summary="train_result_summary", spec="dynlab.train.spec:TrainSpec",
             own={k: k for k in ("task", "task_data", "steps", "pad", "permute", "iterations", "lr", "optimiser",
                                 "batch", "clip", "sigma_eps", "record_every", "eta_per_k", "resume", "save_weights")},

@@ -14,7 +14,9 @@ import shlex
 
 import click
 
-#: Registry names (tests check this equals ``dynlab.MODELS``).
+#: The registry's names when dynlab is installed (tests check this equals ``dynlab.MODELS``);
+#: ``--model`` reads the registry itself once ``dynlab.models`` is imported (``model_names``), so a
+#: model added to ``dynlab.MODELS`` at run time is a choice too.
 MODEL_NAMES = ("rnn", "fastrnn", "antisymmetric", "rin", "irnn", "ctrnn", "implicit", "gru", "lstm", "stack")
 #: Activation names (tests check this equals ``dynlab.ACTIVATIONS``).
 ACTIVATION_NAMES = ("tanh", "relu", "sigmoid", "identity", "leaky-relu", "abs")
@@ -124,9 +126,10 @@ def _parse_compare(ctx, param, value):
         raise click.BadParameter("expected a comma-separated list of models, e.g. rnn,fastrnn", ctx, param)
     if not all(names):
         raise click.BadParameter(f"an empty item in {value!r}; expected e.g. rnn,fastrnn", ctx, param)
+    known = model_names()
     for n in names:
-        if n not in MODEL_NAMES:
-            raise click.BadParameter(f"unknown model {n!r}; choose from {', '.join(MODEL_NAMES)}", ctx, param)
+        if n not in known:
+            raise click.BadParameter(f"unknown model {n!r}; choose from {', '.join(known)}", ctx, param)
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise click.BadParameter(f"{', '.join(map(repr, dup))} listed more than once; each model appears once",
@@ -289,11 +292,42 @@ class BackendChoice(click.Choice):
         return "[" + "|".join(backends.BACKENDS) + "]"
 
 
+def model_names() -> tuple:
+    """The model registry's names: ``dynlab.models.MODELS`` once it is imported (a model added at run
+    time is there), else the names it is installed with (``--help`` imports no NumPy)."""
+    import sys
+
+    registry = sys.modules.get("dynlab.models")
+    return tuple(registry.MODELS) if registry is not None else MODEL_NAMES
+
+
+class ModelChoice(click.Choice):
+    """``--model``'s choices, read from the model registry each time they are asked for
+    (``model_names``); ``--help`` lists the models the command takes, and any added at run time."""
+
+    name = "model"
+
+    def __init__(self, shown=MODEL_NAMES):
+        super().__init__((), case_sensitive=False)
+        self._shown = tuple(shown)
+
+    @property
+    def choices(self):
+        return model_names()
+
+    @choices.setter
+    def choices(self, value):        # click.Choice.__init__ sets it; the registry is the one list
+        pass
+
+    def get_metavar(self, param, ctx=None):
+        return "[" + "|".join(self._shown + tuple(n for n in model_names() if n not in MODEL_NAMES)) + "]"
+
+
 def model_option(models=MODEL_NAMES):
     """``--model``: any registry name parses (so a model a command refuses gets the library's own
     one-line reason), and the help lists the models this command takes (``dynlab.cli.defaults``)."""
-    return click.option("--model", type=click.Choice(MODEL_NAMES, **_CHOICE), default=None,
-                        metavar="[" + "|".join(models) + "]", help="Model kind (see `dynlab models`).")
+    return click.option("--model", type=ModelChoice(models), default=None,
+                        help="Model kind (see `dynlab models`).")
 
 
 def _parse_K_list(ctx, param, value):

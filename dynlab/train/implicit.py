@@ -60,7 +60,7 @@ def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: s
                    feedforward: bool = False, activation: str = "sigmoid", optimiser: str = "adam",
                    lr: float = 0.01, iterations: int = 3000, batch: int | None = None, seed: int | None = 0,
                    weight_scale: float = 0.0, model=None, eval_every: int = 10, tol: float = 1e-12,
-                   weights_out=None, command: str | None = None, **task_options):
+                   weights_out=None, command: str | None = None, backend=None, **task_options):
     """Train an implicit network on a static task; returns (trained model, history Dataset).
 
     Parameters
@@ -76,6 +76,8 @@ def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: s
     model : start from this implicit model instead (its sizes win)
     eval_every : validation loss every this many iterations
     weights_out : path of a ``.npz`` to save the trained weights to (``dynlab.save_model``)
+    backend : the backend that solves the equilibria (name or object; None: ``config.DEFAULT_BACKEND``);
+        the history's attrs name it
     task_options : passed to the task (``second="and"`` for XOR; ``samples``, ``window`` for the
         oscillator)
 
@@ -90,7 +92,7 @@ def train_implicit(task="xor", *, hidden: int = 2, hidden2: int = 0, gradient: s
     -------
     >>> m, ds = train_implicit("xor", hidden=2, gradient="exact", iterations=3000, seed=0)
     """
-    be = get_backend(None)      # the default backend solves the equilibria; the attrs name it
+    be = get_backend(backend)      # it solves every equilibrium of the run; the attrs name it
     with be:
         import xarray as xr
 

@@ -20,7 +20,8 @@ class TrainSpec:
 
     Parameters
     ----------
-    run : dynlab.spec.RunSpec — the model (``hidden`` None means 64; ``inputs`` come from the task)
+    run : dynlab.spec.RunSpec — the model (``hidden`` None means 64; ``inputs`` come from the task) and
+        the backend that trains it (``--backend``; one that cannot train is refused in one line)
     task : task name (``dynlab.tasks.TASKS``; ``xor``/``oscillator`` with ``--model implicit``)
     task_data : the real data's files for ``mnist-pixels``, ``mnist-rows``, ``noisy-mnist``, ``har2``
         (``make_task``'s ``data``)
@@ -79,7 +80,7 @@ def train_spec(spec: TrainSpec) -> TrainResult:
             if value is not None:
                 raise ParameterError(key, "cannot be combined with resume: the checkpoint fixes the model")
         res = loop.resume_training(spec.resume, _defaults(spec, "sequence")[0], progress=spec.progress,
-                                   command=run.command)
+                                   command=run.command, backend=run.backend)
     else:
         from ..spec import build_model
         from ..tasks import make_task
@@ -106,7 +107,7 @@ def train_spec(spec: TrainSpec) -> TrainResult:
         res = loop.train_model(model, task, iterations=iterations, optimiser=spec.optimiser, lr=lr,
                                batch=spec.batch, clip=spec.clip, sigma_eps=spec.sigma_eps,
                                record_every=spec.record_every, seed=run.seed, progress=spec.progress,
-                               command=run.command)
+                               command=run.command, backend=run.backend)
     if spec.save_weights is not None:
         loop.save_checkpoint(spec.save_weights, res)
     return res
@@ -177,7 +178,8 @@ def train_implicit_spec(spec: TrainSpec) -> ImplicitTrainResult:
                                     activation=run.activation or "sigmoid", optimiser=spec.optimiser, lr=lr,
                                     iterations=iterations, batch=spec.batch, seed=run.seed,
                                     weight_scale=0.0 if run.weight_scale is None else run.weight_scale,
-                                    weights_out=spec.save_weights, command=run.command, **extra)
+                                    weights_out=spec.save_weights, command=run.command, backend=run.backend,
+                                    **extra)
     return ImplicitTrainResult(model, history)
 
 
