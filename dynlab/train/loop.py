@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import os
 import time
@@ -56,23 +55,12 @@ from ..errors import DivergenceError, ParameterError
 from ..models import Model
 from ..progress import meter
 from . import backprop as bp
+from .checkpoint import load_checkpoint, save_checkpoint, task_from_config, write_checkpoint
+from .history import HISTORY_VARS, history_dataset
 from .optim import Plateau, clip_by_global_norm, make_optimiser
+from .params import _check_penalty, _default_freeze, _log_params, _project, penalty_terms
 
-HISTORY_VARS = {
-    "loss": ("training loss", "1"),
-    "val_loss": ("validation loss", "1"),
-    "val_accuracy": ("validation accuracy", "1"),
-    "jac_norm": ("‖∂h_T/∂h_1‖₂", "1"),
-    "step_norm": ("‖∂h_T/∂h_{T-1}‖₂", "1"),
-    "ratio": ("‖∂h_T/∂h_1‖₂ / ‖∂h_T/∂h_{T-1}‖₂", "1"),
-    "A_h_norm": ("‖A_h‖₂ = ‖∂h_T/∂h_0‖₂ (MASO 𝒜_h)", "1"),
-    "dL_dh1_norm": ("‖∂L/∂h_1‖₂", "1"),
-    "dL_dWr_norm": ("‖∂L/∂W_r‖_F", "1"),
-    "grad_norm": ("global gradient norm (before clipping)", "1"),
-    "lr": ("learning rate", "1"),
-}
 EPS_MIN = 1e-6
-_CKPT = "train/"
 
 
 @dataclasses.dataclass
@@ -122,61 +110,6 @@ def _result_repr(res) -> str:
     else:
         lines.append("    history: no records)")
     return "\n".join(lines)
-
-
-def _default_freeze(model):
-    return tuple(model.TRAIN_FROZEN)
-
-
-def _log_params(model, params):
-    """Positive parameters trained in log space (``Model.TRAIN_LOG``: an iRNN's η)."""
-    return [k for k in model.TRAIN_LOG if k in params]
-
-
-def _project(model, params):
-    """The optimiser's step projected onto the model's bounds (``Model.TRAIN_LOWER``)."""
-    for k, low in model.TRAIN_LOWER.items():
-        if k in params:
-            params[k] = np.maximum(params[k], low)
-    return params
-
-
-def _check_penalty(model, penalty) -> dict:
-    """``train_model``'s ``penalty`` as ``{name: [λ, c]}`` (JSON-safe); a ParameterError on ``penalty``."""
-    if penalty is None:
-        return {}
-    if not isinstance(penalty, dict):
-        raise ParameterError("penalty", f"must be a dict {{parameter: λ or (λ, c)}}, got {type(penalty).__name__}")
-    params = model.params()
-    out = {}
-    for name, spec in penalty.items():
-        if name not in params:
-            raise ParameterError("penalty", f"{name!r} is not a parameter of {model.name} ({', '.join(params)})")
-        try:
-            lam, c = (spec, 0.0) if np.ndim(spec) == 0 else spec
-            lam, c = float(lam), float(c)
-        except (TypeError, ValueError):
-            raise ParameterError("penalty", f"{name}: give λ or (λ, c) with numbers, got {spec!r}") from None
-        if not (math.isfinite(lam) and lam >= 0 and math.isfinite(c)):
-            raise ParameterError("penalty", f"{name}: λ must be finite and ≥ 0 and c finite, got {spec!r}")
-        shape = np.shape(params[name])
-        if c != 0.0 and (len(shape) != 2 or shape[0] != shape[1]):
-            raise ParameterError("penalty", f"{name}: a centre c·I needs a square matrix, {name} has shape {shape}")
-        out[str(name)] = [lam, c]
-    return out
-
-
-def penalty_terms(model, penalty) -> tuple[float, dict]:
-    """The L2 penalty Σ λ‖θ − c·I‖²_F of ``train_model`` (``penalty`` as there) and its exact
-    gradient {name: 2λ(θ − c·I)}; returns (value, gradients)."""
-    value, grads = 0.0, {}
-    params = model.params()
-    for name, (lam, c) in _check_penalty(model, penalty).items():
-        theta = np.asarray(params[name], dtype=np.float64)
-        diff = theta - c * np.eye(theta.shape[0]) if c != 0.0 else theta
-        value += lam * float(np.sum(diff * diff))
-        grads[name] = 2.0 * lam * diff
-    return value, grads
 
 
 def _gmean(v):
@@ -443,347 +376,21 @@ def train_model(model: Model, task, *, iterations: int, optimiser: str = "adam",
                 if sched is not None and it % record_every == 0:  # not the extra record at a run's end,
                     sched.update(ev["loss"])                      # so a resumed run sees the same schedule
             if checkpoint is not None and it % checkpoint_every == 0 and it != end:
-                hist = _history(model, readout, task, records, its, past, config, command, eng, be.name)
-                _write_checkpoint(checkpoint, TrainResult(model, readout, opt, it, hist, config, h0, sched))
+                hist = history_dataset(model, readout, task, records, its, past, config, command, eng, be.name)
+                write_checkpoint(checkpoint, TrainResult(model, readout, opt, it, hist, config, h0, sched))
             report_progress(STAGE, it - start, iterations, note=f"loss {loss:.4g}")
     except DivergenceError as err:
-        hist = _history(model, readout, task, records, its, past, config, command, eng, be.name)
+        hist = history_dataset(model, readout, task, records, its, past, config, command, eng, be.name)
         raise DivergenceError(step=err.step, batch=err.batch, model=f"{model.name} (training iteration {it})",
                               partial=hist) from None
     finally:
         talk.close()
-    hist = _history(model, readout, task, records, its, past, config, command, eng, be.name)
+    hist = history_dataset(model, readout, task, records, its, past, config, command, eng, be.name)
     hist.attrs["seconds"] = round(time.perf_counter() - t0, 3)
     result = TrainResult(model, readout, opt, end, hist, config, h0, sched)
     if checkpoint is not None:
-        _write_checkpoint(checkpoint, result)
+        write_checkpoint(checkpoint, result)
     return result
-
-
-def _write_checkpoint(path: str, result: TrainResult) -> None:
-    """``save_checkpoint`` beside ``path``, renamed over it: a kill while writing keeps the last one."""
-    final = path if path.endswith(".npz") else path + ".npz"
-    tmp = save_checkpoint(final[:-4] + ".writing.npz", result)
-    os.replace(tmp, final)
-
-
-def _history(model, readout, task, records, its, past, config, command, eng=None, backend="numba"):
-    import xarray as xr
-
-    from .._dataset import base_attrs, clean_attr, finish, model_attrs, model_variables
-
-    data = {k: np.asarray(v, dtype=np.float64) for k, v in records.items()}
-    it = np.asarray(its, dtype=np.int64)
-    if past is not None:
-        it = np.concatenate([past["iteration"], it])
-        data = {k: np.concatenate([past[k], v]) for k, v in data.items()}
-    if task.loss not in ("ce", "ce-seq"):
-        data.pop("val_accuracy")
-    dvars = {k: xr.Variable(("iteration",), v, {"long_name": HISTORY_VARS[k][0], "units": HISTORY_VARS[k][1]})
-             for k, v in data.items()}
-    dvars.update(model_variables(model))
-    dvars["W_out"] = xr.Variable(("output", "unit"), readout["W_out"], {"long_name": "read-out weights W_out",
-                                                                         "units": "1"})
-    dvars["b_out"] = xr.Variable(("output",), readout["b_out"], {"long_name": "read-out bias b_out", "units": "1"})
-    attrs = model_attrs(model)
-    attrs.update(base_attrs(backend, command))        # the backend that ran
-    attrs.update({"task": task.name, "loss_kind": task.loss, "baseline": float(task.baseline),
-                  "baseline_name": task.baseline_name, "task_steps": int(task.steps)})
-    for k, v in config.items():
-        if k == "task":
-            attrs.update({f"task_{kk}": clean_attr(vv) for kk, vv in v.items() if kk not in ("task", "steps")})
-        elif k == "seed":
-            attrs["train_seed"] = int(v)
-        elif k == "penalty":
-            attrs["penalty"] = json.dumps(v)
-        else:
-            attrs[k] = clean_attr(v if not isinstance(v, list) else ",".join(v))
-    if eng is not None:
-        attrs.update(eng.attrs())
-    coords = {"iteration": ("iteration", it, {"long_name": "training iteration", "units": "1"})}
-    return finish(xr.Dataset(dvars, coords=coords, attrs=attrs), "train_model")
-
-
-# ============================================================================ checkpoints
-def save_checkpoint(path, result: TrainResult) -> str:
-    """One ``.npz``: the model exactly as ``dynlab.save_model`` writes it (so ``load_model``
-    reads it), plus, under ``train/``, the read-out, the optimiser's exact state, the learned
-    h0, the iteration count, the history so far and the run's settings (JSON)."""
-    from ..io import save_model
-
-    path = os.fspath(path)
-    if not path.endswith(".npz"):
-        path += ".npz"
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmpdir:  # the model entries exactly as save_model writes them
-        tmp = save_model(result.model, os.path.join(tmpdir, "model.npz"))
-        with np.load(tmp, allow_pickle=False) as f:
-            arrays = {k: f[k] for k in f.files}
-    arrays.update({_CKPT + k: np.asarray(v) for k, v in result.readout.items()})
-    arrays.update({_CKPT + k: v for k, v in result.optimiser.state_dict().items()})
-    if result.plateau is not None:
-        arrays.update({_CKPT + k: v for k, v in result.plateau.state_dict().items()})
-    if result.h0 is not None:
-        arrays[_CKPT + "h0"] = np.asarray(result.h0)
-    arrays[_CKPT + "iteration"] = np.array(result.iteration)
-    arrays[_CKPT + "config"] = np.array(json.dumps(result.config))
-    hist = result.history
-    arrays[_CKPT + "history/iteration"] = hist["iteration"].values
-    for k in HISTORY_VARS:
-        if k in hist:
-            arrays[_CKPT + "history/" + k] = hist[k].values
-    try:
-        np.savez(path, **arrays)
-    except OSError as exc:
-        raise ParameterError("save_weights", f"cannot write {path} ({exc.strerror or exc})") from None
-    return path
-
-
-class _Checkpoint:
-    """Field-by-field reading of a checkpoint's ``train/…`` entries: every problem is one
-    ``ParameterError`` on ``resume`` naming the file and the entry (``train/opt/m/U``), or the
-    key inside the JSON settings (``train/config``, key ``task.steps``)."""
-
-    def __init__(self, path: str, data: dict):
-        self.path, self.data = path, data
-
-    def fail(self, field: str, message: str, key: str | None = None):
-        from ..io import field_error
-
-        raise field_error("resume", self.path, _CKPT + field, f"key {key!r}: {message}" if key else message)
-
-    def need(self, field: str) -> np.ndarray:
-        if field not in self.data:
-            self.fail(field, "is missing (the checkpoint is incomplete; it was not written by this dynlab, or "
-                             "it was altered)")
-        return self.data[field]
-
-    def scalar(self, field: str, kind: str) -> float | int | str:
-        """A 0-d entry of kind 'int', 'float' (real, finite unless inf is allowed) or 'str'."""
-        v = self.need(field)
-        if v.ndim != 0:
-            self.fail(field, f"must be a single value, got an array of shape {v.shape}")
-        k = v.dtype.kind
-        if kind == "str":
-            if k != "U":
-                self.fail(field, f"must be a string, got dtype {v.dtype}")
-            return str(v)
-        if kind == "int":
-            if k not in "iu":
-                self.fail(field, f"must be an integer, got dtype {v.dtype} ({v.item()!r})")
-            return int(v)
-        if k not in "fiu":
-            self.fail(field, f"must be a real number, got dtype {v.dtype}")
-        return float(v)
-
-    def array(self, field: str, shape: tuple, *, finite: bool = True) -> np.ndarray:
-        v = self.need(field)
-        if v.dtype.kind == "c":
-            self.fail(field, f"must be real, got complex values (dtype {v.dtype})")
-        if v.dtype.kind != "f":
-            self.fail(field, f"must be floating-point numbers, got dtype {v.dtype}")
-        if v.shape != tuple(shape):
-            self.fail(field, f"must have shape {tuple(shape)}, got {v.shape}")
-        if finite and not np.all(np.isfinite(v)):
-            self.fail(field, f"contains a non-finite value at index "
-                             f"{tuple(int(i) for i in np.argwhere(~np.isfinite(v))[0])}")
-        return v
-
-
-def _config_value(ck: _Checkpoint, config: dict, key: str, check, what: str, *, where=None, optional=False):
-    """``config[key]`` if ``check(value)``, else a ParameterError naming train/config and the key."""
-    where = where or key
-    if key not in config:
-        if optional:
-            return None
-        ck.fail("config", "is missing this key", where)
-    value = config[key]
-    if not check(value):
-        ck.fail("config", f"must be {what}, got {value!r}", where)
-    return value
-
-
-def _is_int(v, low=None):
-    return isinstance(v, int) and not isinstance(v, bool) and (low is None or v >= low)
-
-
-def _is_num(v, low=None, low_open=False):
-    return (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            and (low is None or (v > low if low_open else v >= low)))
-
-
-def _read_config(ck: _Checkpoint) -> dict:
-    from ..tasks import TASKS
-    from .optim import OPTIMISERS
-
-    text = ck.scalar("config", "str")
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        ck.fail("config", f"is not valid JSON ({exc})")
-    if not isinstance(config, dict):
-        ck.fail("config", f"must be a JSON object of the run's settings, got {type(config).__name__}")
-    task = _config_value(ck, config, "task", lambda v: isinstance(v, dict), "an object of the task's settings")
-    _config_value(ck, task, "task", lambda v: isinstance(v, str) and v in TASKS,
-                  f"one of {', '.join(TASKS)}", where="task.task")
-    for key in ("n_train", "n_val", "n_test"):
-        _config_value(ck, task, key, lambda v: _is_int(v, 1), "an integer ≥ 1", where=f"task.{key}")
-    _config_value(ck, task, "seed", lambda v: _is_int(v, 0), "an integer ≥ 0", where="task.seed")
-    _config_value(ck, task, "steps", lambda v: v is None or _is_int(v, 1), "an integer ≥ 1 or null",
-                  where="task.steps", optional=True)
-    _config_value(ck, task, "pad", lambda v: _is_int(v, 0), "an integer ≥ 0", where="task.pad", optional=True)
-    _config_value(ck, task, "pad_variance", lambda v: _is_num(v, 0.0, True), "a number > 0",
-                  where="task.pad_variance", optional=True)
-    _config_value(ck, config, "optimiser", lambda v: v in OPTIMISERS, f"one of {', '.join(OPTIMISERS)}")
-    for key in ("batch", "record_every", "diag_batch"):
-        _config_value(ck, config, key, lambda v: _is_int(v, 1), "an integer ≥ 1")
-    _config_value(ck, config, "seed", lambda v: _is_int(v, 0), "an integer ≥ 0")
-    _config_value(ck, config, "clip", lambda v: v is None or _is_num(v, 0.0, True), "a number > 0 or null")
-    _config_value(ck, config, "sigma_eps", lambda v: _is_num(v, 0.0), "a number ≥ 0")
-    _config_value(ck, config, "freeze", lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v),
-                  "a list of parameter names")
-    _config_value(ck, config, "learn_h0", lambda v: isinstance(v, bool), "true or false")
-    _config_value(ck, config, "plateau", lambda v: v is None or _is_int(v, 1), "an integer ≥ 1 or null")
-    _config_value(ck, config, "engine", lambda v: v in ("numba", "torch"), "'numba' or 'torch'", optional=True)
-    _config_value(ck, config, "device", lambda v: isinstance(v, str), "a device name", optional=True)
-    _config_value(ck, config, "torch_dtype", lambda v: v in ("float32", "float64"), "'float32' or 'float64'",
-                  optional=True)
-    return config
-
-
-#: The moments each optimiser keeps per trained array (SGD: only with momentum).
-_SLOTS = {"adam": ("m", "v"), "rmsprop": ("r",), "sgd": ("v",)}
-
-
-def load_checkpoint(path) -> dict:
-    """Read what ``save_checkpoint`` wrote: model, readout, optimiser, plateau, h0, iteration,
-    history arrays, config and the task; every entry is checked (type, shape, range, and that
-    the optimiser's moments cover exactly the trained arrays), so a damaged or altered
-    checkpoint is refused naming the file and the entry instead of resuming differently."""
-    from ..io import _load_model
-
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise ParameterError("resume", f"no such file: {path}")
-    model = _load_model(path, param="resume")
-    with np.load(path, allow_pickle=False) as f:
-        data = {k[len(_CKPT):]: f[k] for k in f.files if k.startswith(_CKPT)}
-    if "config" not in data:
-        raise ParameterError("resume", f"{path} holds weights but no training state (written by save_model, "
-                                       "not by a training run)")
-    ck = _Checkpoint(path, data)
-    config = _read_config(ck)
-    task = _checkpoint_task(ck, config, model)
-
-    start = ck.scalar("iteration", "int")
-    if start < 1:
-        ck.fail("iteration", f"must be ≥ 1 (the iterations the run has done), got {start}")
-    readout = {"W_out": ck.array("W_out", (task.outputs, model.hidden)), "b_out": ck.array("b_out", (task.outputs,))}
-    h0 = None
-    if config["learn_h0"]:
-        h0 = ck.array("h0", (model.state_size,))
-    elif "h0" in data:
-        ck.fail("h0", "is present but the run's settings (train/config, key 'learn_h0') say h0 is not learned")
-
-    name = ck.scalar("opt_name", "str")
-    if name != config["optimiser"]:
-        ck.fail("opt_name", f"is {name!r} but the run's settings (train/config, key 'optimiser') say "
-                            f"{config['optimiser']!r}")
-    t = ck.scalar("opt_t", "int")
-    if t != start:
-        ck.fail("opt_t", f"must equal the iteration count train/iteration = {start} (one optimiser step per "
-                         f"iteration), got {t}")
-    probe = make_optimiser(name)
-    hyper = {k: ck.scalar(f"opt_{k}", "float") for k in probe.hyper()}
-    try:
-        opt = make_optimiser(name, **hyper)
-    except ParameterError as exc:
-        ck.fail(f"opt_{exc.param}", exc.message)
-    opt.t = t
-
-    # the moments: exactly one per slot and trained array, with that array's shape
-    params = {**model.params(), **readout}
-    if h0 is not None:
-        params["h0"] = h0
-    for name_ in config["freeze"]:
-        if name_ not in model.params():
-            ck.fail("config", f"{name_!r} is not a parameter of {model.name} ({', '.join(model.params())})",
-                    "freeze")
-        params.pop(name_)
-    for name_ in _log_params(model, params):
-        params["log_" + name_] = params.pop(name_)
-    slots = _SLOTS[name] if (name != "sgd" or opt.momentum > 0) else ()
-    expected = {f"opt/{s}/{k}": np.shape(v) for s in slots for k, v in params.items()}
-    for key in sorted(k for k in data if k.startswith("opt/")):
-        if key not in expected:
-            ck.fail(key, f"is not a moment of this run's {name} optimiser (it keeps "
-                         f"{', '.join(slots) or 'none'} for {', '.join(params)})")
-    for key, shape in expected.items():
-        _, slot, pname = key.split("/", 2)
-        opt.slots.setdefault(slot, {})[pname] = np.array(ck.array(key, shape), dtype=np.float64)
-
-    sched = None
-    if config["plateau"] is not None:
-        sched = Plateau(opt, patience=config["plateau"])
-        best = ck.scalar("plateau_best", "float")
-        if math.isnan(best):
-            ck.fail("plateau_best", "must be a number, got nan")
-        bad = ck.scalar("plateau_bad", "int")
-        if not 0 <= bad < config["plateau"]:
-            ck.fail("plateau_bad", f"must lie in [0, {config['plateau']}) (the patience), got {bad}")
-        sched.best, sched.bad = best, bad
-
-    its = ck.need("history/iteration")
-    if its.ndim != 1 or its.dtype.kind not in "iu":
-        ck.fail("history/iteration", f"must be a 1-d array of integers, got dtype {its.dtype} shape {its.shape}")
-    if its.size and (np.any(np.diff(its) <= 0) or its[0] < 1 or its[-1] > start):
-        ck.fail("history/iteration", f"must increase within [1, {start}] (train/iteration)")
-    hist = {"iteration": its}
-    for key in sorted(k for k in data if k.startswith("history/") and k != "history/iteration"):
-        var = key[len("history/"):]
-        if var not in HISTORY_VARS:
-            ck.fail(key, f"is not a history variable ({', '.join(HISTORY_VARS)})")
-        hist[var] = ck.array(key, its.shape, finite=False)
-    for k in HISTORY_VARS:
-        hist.setdefault(k, np.full(its.shape, np.nan))
-    known = ({"config", "iteration", "W_out", "b_out", "h0", "opt_name", "opt_t", "plateau_best", "plateau_bad"}
-             | {f"opt_{k}" for k in hyper})
-    for key in data:
-        if key not in known and not key.startswith(("opt/", "history/")):
-            ck.fail(key, "is not an entry of a training checkpoint")
-    return {"model": model, "readout": {k: np.array(v) for k, v in readout.items()}, "optimiser": opt,
-            "plateau": sched, "h0": None if h0 is None else np.array(h0), "start": start, "history": hist,
-            "config": config, "task": task}
-
-
-def _checkpoint_task(ck: _Checkpoint, config: dict, model):
-    """The run's task, rebuilt from its settings; a problem names train/config and the key."""
-    try:
-        task = task_from_config(config)
-    except ParameterError as exc:
-        ck.fail("config", exc.message, f"task.{exc.param}")
-    if task.inputs != model.inputs:
-        ck.fail("config", f"task {task.name!r} has {task.inputs} input features but the model takes "
-                          f"{model.inputs}", "task.task")
-    try:
-        _check_penalty(model, config.get("penalty"))
-    except ParameterError as exc:
-        ck.fail("config", exc.message, "penalty")
-    return task
-
-
-def task_from_config(config: dict):
-    """The task a run's settings describe (``make_task`` with the saved name, steps, seed, sizes,
-    padding, permutation, and for the real data its files and normalisation)."""
-    from ..tasks import make_task
-    from ..tasks.sequences import FIXED_STEPS
-
-    t = config["task"]
-    return make_task(t["task"], None if t["task"] in FIXED_STEPS else t.get("steps"), seed=t["seed"],
-                     n_train=t["n_train"], n_val=t["n_val"], n_test=t["n_test"], pad=t.get("pad", 0),
-                     pad_variance=t.get("pad_variance", 1.0), permute=t.get("permute"), data=t.get("data"),
-                     normalise=t.get("normalise"), binary=bool(t.get("binary", False)))
 
 
 def resume_training(path, iterations: int, *, progress=None, command=None, device=None, checkpoint=None,
@@ -827,5 +434,8 @@ def _check_tapes(model, task, batch: int) -> None:
                  f"the BPTT tapes ({2 * K + 1} × B×T×D = {shape_text(B, T, D)} float64, and the inputs)")
 
 
-__all__ = ["HISTORY_VARS", "TrainResult", "evaluate", "jacobian_diagnostics", "load_checkpoint", "resume_training",
-           "run_outputs", "save_checkpoint", "task_from_config", "train_model"]
+#: ``load_checkpoint``, ``save_checkpoint`` and ``task_from_config`` live in ``dynlab.train.checkpoint``,
+#: ``HISTORY_VARS`` in ``dynlab.train.history`` and ``penalty_terms`` in ``dynlab.train.params``; they
+#: stay importable from here, where they were first documented.
+__all__ = ["HISTORY_VARS", "TrainResult", "evaluate", "jacobian_diagnostics", "load_checkpoint", "penalty_terms",
+           "resume_training", "run_outputs", "save_checkpoint", "task_from_config", "train_model"]
