@@ -336,6 +336,17 @@ def model_from_dataset(ds, prefix: str = "", *, entry: str | None = None) -> Mod
     return _from_fields(cls.name, params, settings, "data", "the Dataset", setting_key=lambda k: prefix + k)
 
 
+
+def model_from_partition(ds):
+    """Rebuild the model of a ``partition``/``templates`` Dataset: one layer, or a ``Stack``
+    from layer 1's ``U``/``W``/``b`` and the ``layer{ℓ}_`` parameters of the layers above."""
+    L = int(ds.attrs.get("layers", 1))
+    if L == 1:
+        return model_from_dataset(ds)
+    # every layer under layer{ℓ}_; files written before that kept layer 1 unprefixed
+    first = model_from_dataset(ds, prefix="layer1_" if "layer1_U" in ds else "")
+    return Stack((first,) + tuple(model_from_dataset(ds, prefix=f"layer{ell}_") for ell in range(2, L + 1)))
+
 def write_dataset(ds, path, **kwargs) -> str:
     """Write a Dataset to NetCDF (netCDF4 engine); attrs are made NetCDF-safe."""
     from ._dataset import clean_attr

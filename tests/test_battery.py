@@ -67,7 +67,7 @@ def contract(ds, m, backend, analysis, used=()):
     a = ds.attrs
     layered = analysis == "partition" and int(a.get("layers", 1)) > 1
     if layered:   # the MASO convention: layer 1's model and every layer's under layer{ℓ}_ (model_from_partition)
-        from dynlab.analysis.partition import model_from_partition
+        from dynlab.io import model_from_partition
 
         assert a["model"] == m.layers[0].name and a["layer1_seed"] == m.layers[0].seed, a
     else:

@@ -443,7 +443,7 @@ def test_partition_dataset_contract_and_round_trip(tmp_path):
     layer2 = model_from_dataset(back, prefix="layer2_")
     np.testing.assert_array_equal(layer2.W, m.layers[1].W)
     np.testing.assert_array_equal(model_from_dataset(back, prefix="layer1_").U, m.layers[0].U)
-    rebuilt = P.model_from_partition(back)
+    rebuilt = dl.io.model_from_partition(back)
     np.testing.assert_array_equal(P.partition(rebuilt, ds["x"].values)["codes"].values, ds["codes"].values)
 
 

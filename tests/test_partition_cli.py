@@ -5,7 +5,7 @@ import pytest
 
 from dynlab.analysis import partition as P
 from conftest import cli_ok as ok, cli_run as run
-from dynlab.io import read_dataset
+from dynlab.io import model_from_partition, read_dataset
 
 
 @pytest.mark.parametrize("layers", [1, 2])
@@ -16,7 +16,7 @@ def test_partition_writes_codes_regions_and_exact_reconstruction(tmp_path, layer
     assert "reconstruction error" in r.stdout and png.stat().st_size > 5000
     ds = read_dataset(nc)
     assert ds.attrs["layers"] == layers and ds.attrs["activation"] == "abs"
-    model = P.model_from_partition(ds)
+    model = model_from_partition(ds)
     codes = P.partition_codes(model, ds["x"].values)
     np.testing.assert_array_equal(ds["codes"].values, codes)
     want = ("batch", "time", "unit") + (("layer",) if layers > 1 else ())

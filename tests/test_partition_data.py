@@ -93,5 +93,8 @@ def test_moved_names_warn_from_their_old_home():
     with pytest.warns(DeprecationWarning, match="partition_h0.initial_state_jacobian"):
         from dynlab.analysis import partition_h0
         assert P.initial_state_jacobian is partition_h0.initial_state_jacobian
+    with pytest.warns(DeprecationWarning, match=r"dynlab.io.model_from_partition.*removed in dynlab 0\.3"):
+        import dynlab.io
+        assert P.model_from_partition is dynlab.io.model_from_partition
     with pytest.raises(AttributeError):
         P._vote

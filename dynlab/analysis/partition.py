@@ -46,7 +46,6 @@ from ..activations import MAX_AFFINE, dphi, piece
 from ..backends import get_backend, resolve_backend
 from ..errors import DivergenceError, ParameterError
 from ..models import Model
-from ..models import Stack
 
 LOSSES = ("mse", "ce")
 #: Materialise A_RNN for the reconstruction check up to this many float64 entries (B·T·D·T·d).
@@ -647,36 +646,20 @@ def partition(model, x, h0=None, *, backend=None, reconstruction: str = "auto", 
         return finish(ds, "partition")
 
 
-def model_from_partition(ds):
-    """Rebuild the model of a ``partition``/``templates`` Dataset: one layer, or a ``Stack``
-    from layer 1's ``U``/``W``/``b`` and the ``layer{ℓ}_`` parameters of the layers above."""
-    from ..io import model_from_dataset
-
-    L = int(ds.attrs.get("layers", 1))
-    if L == 1:
-        return model_from_dataset(ds)
-    # every layer under layer{ℓ}_; files written before that kept layer 1 unprefixed
-    first = model_from_dataset(ds, prefix="layer1_" if "layer1_U" in ds else "")
-    return Stack((first,) + tuple(model_from_dataset(ds, prefix=f"layer{ell}_") for ell in range(2, L + 1)))
-
-
 #: Public names that moved to the modules beside this one (the random initial state; the codes'
 #: geometry): reached from here with a DeprecationWarning naming the new home (dynlab's own code
 #: imports them from there; ``dl.NAME`` is unchanged).
 _MOVED = {**{n: "dynlab.analysis.partition_h0" for n in (
     "initial_state_jacobian", "losses", "loss_gradient_h0", "random_h0_regulariser", "random_h0_monte_carlo")},
     **{n: "dynlab.analysis.partition_codes" for n in (
-        "prefix_features", "embed_codes", "knn_predict", "knn_accuracy", "PCA_SVD_MAX")}}
+        "prefix_features", "embed_codes", "knn_predict", "knn_accuracy", "PCA_SVD_MAX")},
+    "model_from_partition": "dynlab.io"}   # rebuilding a model from a Dataset is dynlab.io's
 
 
 def __getattr__(name):
     if name in _MOVED:  # by name: those modules import this one
-        import importlib
-        import warnings
+        from .._deprecate import moved
 
-        warnings.warn(f"dynlab.analysis.partition.{name} is now {_MOVED[name]}.{name} (the old path is deprecated; "
-                      f"dl.{name} is unchanged)" if not name.isupper() else
-                      f"dynlab.analysis.partition.{name} is now {_MOVED[name]}.{name} (the old path is deprecated)",
-                      DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(_MOVED[name]), name)
+        return moved(f"dynlab.analysis.partition.{name}", f"{_MOVED[name]}.{name}",
+                     note="" if name.isupper() else f" (dl.{name} is unchanged)")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
