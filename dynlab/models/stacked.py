@@ -6,17 +6,18 @@ A stack of Elman RNN layers (MASO paper eq. 1, L layers),
 
 is ``make_model("stack", D, d, cell="rnn", layers=L, …)`` or ``Stack(layers)``; every analysis
 (the MASO partition analyses included) takes it.  ``StackedRNN`` remains for one release as a
-subclass of ``Stack`` that warns when used.
+subclass of ``Stack`` that warns when used; it will be removed in dynlab 0.3 (``dynlab._deprecate``).
 """
 from __future__ import annotations
 
 import dataclasses
 import warnings
 
+from .._deprecate import REMOVED_IN
 from .stack import Stack
 
 _MESSAGE = ("dynlab.StackedRNN is deprecated: use dynlab.Stack (make_model('stack', D, d, cell='rnn', "
-            "layers=L, ...)), the one stack type")
+            f"layers=L, ...)), the one stack type; StackedRNN will be removed in dynlab {REMOVED_IN}")
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
