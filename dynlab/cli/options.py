@@ -22,9 +22,6 @@ MODEL_NAMES = ("rnn", "fastrnn", "antisymmetric", "rin", "irnn", "ctrnn", "impli
 ACTIVATION_NAMES = ("tanh", "relu", "sigmoid", "identity", "leaky-relu", "abs")
 #: Input kinds (tests check this equals ``dynlab.tasks.INPUTS``).
 INPUT_KINDS = ("random-walk", "constant", "sine", "noise")
-#: The backends registered when dynlab is installed; ``--backend`` reads the registry itself when it
-#: parses (``BackendChoice``), so a backend added with ``dynlab.backends.register_backend`` is a choice too.
-BACKEND_NAMES = ("numpy", "numba", "cupy")
 G0_CHOICES = ("zero", "previous")
 
 #: Python parameter name (as a ``ParameterError`` spells it) → the option that sets it.

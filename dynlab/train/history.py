@@ -21,7 +21,7 @@ HISTORY_VARS = {
 }
 
 
-def history_dataset(model, readout, task, records, its, past, config, command, eng=None, backend="numba"):
+def history_dataset(model, readout, task, records, its, past, config, command, eng, backend):
     import xarray as xr
 
     from .._dataset import base_attrs, clean_attr, finish, model_attrs, model_variables
