@@ -43,7 +43,7 @@ import numpy as np
 from .._dataset import finish
 from .._progress import progress
 from ..activations import MAX_AFFINE, dphi, piece
-from ..backends import get_backend, resolve_backend
+from ..backends import get_backend
 from ..errors import DivergenceError, ParameterError
 from ..models import Model
 
@@ -186,7 +186,8 @@ def partition_codes(model, x, h0=None, *, backend=None) -> np.ndarray:
     relu/leaky-relu/abs: 1 where the pre-activation is ≥ 0, 0 where it is < 0; identity: 0.
     Leading (B,) axis only for a batched x.  A tanh/sigmoid model raises ``ParameterError``.
     """
-    with get_backend(backend):
+    backend = get_backend(backend)      # resolved once; the object goes down
+    with backend:
         tr = forward(model, x, h0, backend=backend)
         c = tr.codes()
         return c if tr.batched else c[0]
@@ -293,7 +294,8 @@ def affine_form(model, x, h0=None, *, backend=None) -> dict:
     >>> af["error"] < 1e-12
     True
     """
-    with get_backend(backend):
+    backend = get_backend(backend)      # resolved once; the object goes down
+    with backend:
         tr = forward(model, x, h0, backend=backend)
         from .._resources import check_memory, nbytes, shape_text
 
@@ -505,7 +507,8 @@ def templates(model, x, W_out, b_out=None, h0=None, *, backend=None, command=Non
     >>> float(ds["z_error"].max()) < 1e-12
     True
     """
-    with get_backend(backend):
+    backend = get_backend(backend)      # resolved once; the object goes down
+    with backend:
         import xarray as xr
 
         tr = forward(model, x, h0, backend=backend)
@@ -576,7 +579,7 @@ def _wrap(model, tr: Trace, data: dict, command, backend):
                                                              "activation": layers[0].activation}
     attrs.update(extra)
     attrs["layers"] = len(layers)
-    attrs.update(base_attrs(resolve_backend(backend), command))
+    attrs.update(base_attrs(get_backend(backend).name, command))
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
@@ -606,7 +609,8 @@ def partition(model, x, h0=None, *, backend=None, reconstruction: str = "auto", 
     >>> ds = partition(make_model("rnn", 8, 1, activation="relu", seed=0), x)
     >>> ds["regions"].values        # non-decreasing
     """
-    with get_backend(backend):
+    backend = get_backend(backend)      # resolved once; the object goes down
+    with backend:
         import xarray as xr
 
         try:
