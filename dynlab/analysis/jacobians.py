@@ -151,7 +151,7 @@ def flow_jacobian(model, x, g, interval, *, inputs=False):
     flow = dataclasses.replace(form, dt=interval, method="DOP853" if form.fixed_step else form.method)
     # the reference, deliberately: this Jacobian is integrated by scipy's solve_ivp, which runs on
     # host NumPy arrays (an adaptive-step flow is no compiled or GPU backend's operation)
-    J, Jx, _ = get_backend("numpy").jacobians(flow, x, g, inputs=bool(inputs))
+    J, Jx, _ = get_backend("reference").jacobians(flow, x, g, inputs=bool(inputs))
     return (J, Jx) if inputs else J
 
 

@@ -122,7 +122,7 @@ class Model:
         raise ParameterError("model", f"{self.name} is not a sequence model: it has no kernel form")
 
     # ------------------------------------------------------------- the map
-    def step(self, S, X, *, backend="numpy"):
+    def step(self, S, X, *, backend="reference"):
         """One step of the update on row-batched states: s_t for s_{t−1} = S (N, n) and x_t = X
         (N, d), as a NumPy array, by ``backend`` (a name or a Backend).
 
@@ -139,7 +139,7 @@ class Model:
             H, _, _ = be.simulate(self.form(), X[:, None, :], S, stop=False)
         return to_numpy(H[:, 0])
 
-    def step_jacobian(self, S, X, *, inputs: bool = False, backend="numpy"):
+    def step_jacobian(self, S, X, *, inputs: bool = False, backend="reference"):
         """∂s_t/∂s_{t−1} (N, n, n) at row-batched (S, X), and with ``inputs`` also ∂s_t/∂x_t
         (N, n, d): the closed forms of ``backend`` (a name or a Backend), as NumPy arrays.  The
         default is the NumPy reference on purpose, as for ``step``: the Newton and continuation
