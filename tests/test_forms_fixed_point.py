@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 
 import dynlab as dl
+from dynlab import _resources as res
 from dynlab.backends import get_backend
 from dynlab.errors import ParameterError
+from dynlab.models.forms import StepCost
 
 #: every registered sequence model, at weights small enough that the state settles (a contraction)
 MODELS = [
@@ -109,6 +111,39 @@ def test_forms_without_equilibria_refuse_by_name():
     with pytest.raises(ParameterError) as e:
         dl.equilibrium(m, [0.1, 0.2])
     assert e.value.param == "model" and "equilibria are not defined for model 'implicit'" in e.value.message
+
+
+# ------------------------------------------------------------------ cost per step, typed settings
+@pytest.mark.parametrize("name, kw, cost", [
+    ("rnn", {}, (1, 1)), ("fastrnn", {}, (1, 1)), ("irnn", {"K": 7}, (1, 7)), ("ctrnn", {"substeps": 3}, (1, 1)),
+    ("gru", {}, (3, 1)), ("lstm", {}, (4, 1)), ("stack", {"cell": "lstm", "layers": 2}, (4, 1)),
+    ("stack", {"cell": "gru", "layers": 3}, (3, 1)), ("stack", {"cell": "rnn", "layers": 2}, (1, 1)),
+    ("implicit", {}, (1, 1)),
+])
+def test_step_cost_is_the_forms_and_known_before_the_form(name, kw, cost):
+    m = dl.make_model(name, 3, 2, seed=0, **kw)
+    known = m.step_cost()
+    assert "_form" not in m.__dict__  # asked before the form is made
+    assert isinstance(known, StepCost) and tuple(known) == cost
+    assert m.form().cost == known
+    assert res.gates_of(name, kw) == cost[0]
+
+
+def test_irnn_settings_are_typed_fields_of_its_form():
+    f = dl.make_model("irnn", 3, 2, K=5, eta=0.5, g0="previous", sign=-1, seed=0).form()
+    assert type(f.K) is int and f.K == 5 and f.inner_steps == 5
+    assert type(f.g0prev) is bool and f.g0prev and type(f.sign) is float and f.sign == -1.0
+    assert f.eta.shape == (1, 5)
+
+
+def test_simulation_estimate_reads_the_cost():
+    """The work estimate scales with the gate blocks and the inner steps of the form."""
+    one, _ = res.simulation_work(dl.make_model("rnn", 4, 2, seed=0), 1, 1000)
+    k5, sizes = res.simulation_work(dl.make_model("irnn", 4, 2, K=5, seed=0), 1, 1000)
+    assert sizes["K"] == 5 and k5 > one
+    g3, _ = res.simulation_work(dl.make_model("gru", 4, 2, seed=0), 1, 1000)
+    g1, _ = res.simulation_work(dl.make_model("rnn", 4, 2, seed=0), 1, 1000)
+    assert g3 > g1
 
 
 # ------------------------------------------------------------------ provenance
