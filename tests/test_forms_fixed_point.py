@@ -162,3 +162,14 @@ def test_equilibrium_provenance_names_the_backend_that_ran():
     assert br.attrs["backend"] == default
     # a step map asked for another backend runs its Jacobians there
     assert dl.make_model("gru", 3, 2, seed=0).form().fixed_point_map("numpy").backend.name == ref
+
+
+def test_time_rows_say_whether_the_rule_changes_over_time():
+    m = dl.make_model("irnn", 3, 2, K=2, seed=0)
+    assert m.form().time_rows == 1
+    per_time = m.replace(eta=np.random.default_rng(0).uniform(0.1, 0.5, (6, 2)))
+    assert per_time.form().time_rows == 6
+    assert dl.make_model("stack", 3, 2, cell="gru", layers=2, seed=0).form().time_rows == 1
+    with pytest.raises(ParameterError) as e:  # per-time η: the step Jacobians need each point's time
+        dl.analysis.jacobians.jacobian_at(per_time, np.zeros((1, 2)), np.zeros((1, 3)))
+    assert e.value.param == "t" and "6 time steps" in e.value.message

@@ -99,6 +99,12 @@ class _Form:
         return 1
 
     @property
+    def time_rows(self) -> int:
+        """Rows of the per-time parameter tables: 1 when the rule is the same at every step (an
+        iRNN whose η varies over time: its T rows)."""
+        return 1
+
+    @property
     def cost(self) -> StepCost:
         """The cost of one step (``StepCost``)."""
         return StepCost(int(self.gates), int(self.inner_steps))
@@ -172,6 +178,10 @@ class IRNNForm(_Form):
     @property
     def inner_steps(self) -> int:
         return self.K
+
+    @property
+    def time_rows(self) -> int:
+        return int(self.eta.shape[0])
 
     @classmethod
     def cost_of(cls, model) -> StepCost:
@@ -291,6 +301,7 @@ class StackForm:
     def inner_steps(self) -> int:
         return 1
 
+    time_rows = _Form.time_rows
     cost = _Form.cost
 
     @classmethod
