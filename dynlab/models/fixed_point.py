@@ -119,6 +119,18 @@ class _Map:
         """∂F/∂h_prev at the solution, or None when F does not depend on h_prev."""
         return None
 
+    def certify(self, y, c, F=None, J=None):
+        """A posteriori certificate that a true root lies near each row of y (F and ∂F at y are
+        computed unless given): (certified (N,) bool, radius (N,), NaN where not certified).
+        How, is the subclass's ``_certify_rows``."""
+        y = np.atleast_2d(y)
+        F = self.F(y, c) if F is None else F
+        J = self.jac(y, c) if J is None else J
+        ok = np.zeros(y.shape[0], dtype=bool)
+        radius = np.full(y.shape[0], np.nan)
+        self._certify_rows(y, c, F, J, ok, radius)
+        return ok, radius
+
 
 class ResidualMap(_Map):
     """F(y) = γ φ(R y + c) − β y with c = W x + b (module docstring), on row-batched y."""
@@ -162,24 +174,18 @@ class ResidualMap(_Map):
         d = dphi(self.activation, y @ self.R.T + c, self.leak)
         return (self.gamma * d)[:, :, None] * self.W[None]
 
-    def certify(self, y, c, F=None, J=None):
-        """A posteriori certificate that a true root lies near each y.
+    def _certify_rows(self, y, c, F, J, ok, radius):
+        """The certificate (``certify``), into ``ok`` and ``radius``.
 
         Smooth φ: the Newton–Kantorovich theorem.  With β_K = ‖J(y)⁻¹‖₂, η_K = ‖J(y)⁻¹F(y)‖₂
         and L = γ·sup|φ''|·‖R‖₂² a Lipschitz constant of ∂F, h = β_K L η_K ≤ ½ proves a unique
         root within r = (1 − √(1 − 2h))/(β_K L) of y (r = η_K when L = 0).  Piecewise-affine φ:
         F is affine inside the region where no R y + c changes sign; when the ball of radius
         2η_K about y lies inside it (‖R‖₂·2η_K < min_i |z_i|) the Newton point y − J⁻¹F is an
-        exact root within η_K.  Returns (certified (N,) bool, radius (N,), NaN if not certified).
+        exact root within η_K.
         """
-        y = np.atleast_2d(y)
-        F = self.F(y, c) if F is None else F
-        J = self.jac(y, c) if J is None else J
-        N = y.shape[0]
-        ok = np.zeros(N, dtype=bool)
-        radius = np.full(N, np.nan)
         normR = float(np.linalg.norm(self.R, 2))
-        for n in range(N):
+        for n in range(y.shape[0]):
             if not (np.all(np.isfinite(y[n])) and np.all(np.isfinite(J[n]))):
                 continue
             svals = np.linalg.svd(J[n], compute_uv=False)
@@ -202,7 +208,6 @@ class ResidualMap(_Map):
                 z = self.R @ y[n] + c[n]
                 if normR * 2.0 * eta_k < np.min(np.abs(z)):
                     ok[n], radius[n] = True, eta_k
-        return ok, radius
 
     # ------------------------------------------------------------------ one point (continuation)
     # β is an argument: a family over the leak α moves β = γ α with c fixed.
@@ -347,25 +352,19 @@ class StepMap(_Map):
     def dF_dx(self, y, c):
         return self.step_jacobian(y, c, inputs=True)[1]
 
-    def certify(self, y, c, F=None, J=None):
+    def _certify_rows(self, y, c, F, J, ok, radius):
         """Newton–Kantorovich for the step maps: L = ``jacobian_lipschitz`` bounds the Lipschitz
         constant of ∂F = ∂step/∂s − I on the ball B(y, ρ), ρ = ``CERT_BALL``; certified when
         h = β_K L η_K ≤ ½ and the root's ball r = (1 − √(1 − 2h))/(β_K L) lies inside B(y, ρ).
         Forms without a derived bound (stacks of more than one layer, non-smooth activations)
-        are never certified.  Returns (certified (N,) bool, radius (N,), NaN if not certified)."""
+        are never certified."""
         from ..analysis.lipschitz import form_lipschitz
 
-        y = np.atleast_2d(y)
-        F = self.F(y, c) if F is None else F
-        J = self.jac(y, c) if J is None else J
-        N = y.shape[0]
-        ok = np.zeros(N, dtype=bool)
-        radius = np.full(N, np.nan)
         rho = self.CERT_BALL
         L = form_lipschitz(self.form, y, c, rho)
         if L is None:
-            return ok, radius
-        for n in range(N):
+            return
+        for n in range(y.shape[0]):
             if not (np.all(np.isfinite(y[n])) and np.all(np.isfinite(J[n])) and np.isfinite(L[n])):
                 continue
             svals = np.linalg.svd(J[n], compute_uv=False)
@@ -382,7 +381,6 @@ class StepMap(_Map):
                 continue
             if r <= rho:
                 ok[n], radius[n] = True, r
-        return ok, radius
 
     # ------------------------------------------------------------------ one point (continuation)
     def c1(self, x, b):

@@ -159,4 +159,4 @@ class LSTM(_TorchCell):
         return 2 * self.hidden
 
     def state_labels(self):
-        return ("h",) * self.hidden + ("c",) * self.hidden
+        return self.form().state_labels()

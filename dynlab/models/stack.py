@@ -123,11 +123,7 @@ class Stack(Model):
         return int(self.offsets[-1])
 
     def state_labels(self):
-        out = []
-        for ell, m in enumerate(self.layers, start=1):
-            own = m.state_labels() or ("h",) * m.state_size
-            out.extend(f"{p}{ell}" for p in own)
-        return tuple(out)
+        return self.form().state_labels()
 
     @property
     def output_slice(self) -> slice:
