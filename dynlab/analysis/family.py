@@ -28,12 +28,14 @@ import re
 import numpy as np
 
 from ..errors import ParameterError
+from ..models import fixed_point
 from .equilibria import fixed_point_map
 
 #: Relative step of the central differences in λ.
 FD_PARAM = 1e-6
-#: Steps of the central differences of the step Jacobian (second and third derivatives).
-FD_B, FD_C = 1e-5, 1e-4
+#: Steps of the central differences of the step Jacobian (second and third derivatives; the step
+#: maps' ``B1``/``C1`` read them from ``dynlab.models.fixed_point``).
+FD_B, FD_C = fixed_point.FD_B, fixed_point.FD_C
 
 
 def _bias_segments(model):
@@ -192,48 +194,13 @@ class Family:
 
     def B(self, y, lam, u, v):
         """D²F(y)[u, v] (complex u, v allowed)."""
-        sys_l, c, _ = self._at(lam)
-        if sys_l.closed_form_higher:
-            return sys_l.B1(y, c, u, v)
-        if np.iscomplexobj(u) or np.iscomplexobj(v):
-            u, v = np.asarray(u, complex), np.asarray(v, complex)
-            rr, ii = self.B(y, lam, u.real, v.real), self.B(y, lam, u.imag, v.imag)
-            ri, ir = self.B(y, lam, u.real, v.imag), self.B(y, lam, u.imag, v.real)
-            return (rr - ii) + 1j * (ri + ir)
-        n = np.linalg.norm(u)
-        if n == 0.0:
-            return np.zeros(self.D)
-        e = FD_B / n
-        return (self.jac(y + e * u, lam) - self.jac(y - e * u, lam)) @ v / (2.0 * e)
+        sys_l, c, beta = self._at(lam)
+        return sys_l.B1(y, c, u, v, beta)
 
     def C(self, y, lam, u, v, w):
         """D³F(y)[u, v, w] (complex allowed)."""
-        sys_l, c, _ = self._at(lam)
-        if sys_l.closed_form_higher:
-            return sys_l.C1(y, c, u, v, w)
-        args = [np.asarray(a) for a in (u, v, w)]
-        if any(np.iscomplexobj(a) for a in args):
-            out = 0.0
-            # trilinear in (u, v, w): expand each into real and imaginary parts
-            for mask in range(8):
-                parts, coef = [], 1.0 + 0j
-                for k, a in enumerate(args):
-                    a = np.asarray(a, complex)
-                    if mask >> k & 1:
-                        parts.append(a.imag)
-                        coef *= 1j
-                    else:
-                        parts.append(a.real)
-                if all(np.any(p) for p in parts):
-                    out = out + coef * self.C(y, lam, *parts)
-            return out * np.ones(self.D)
-        nu, nw = np.linalg.norm(u), np.linalg.norm(w)
-        if nu == 0.0 or nw == 0.0:
-            return np.zeros(self.D)
-        a, b = FD_C / nu, FD_C / nw
-        J = self.jac
-        return ((J(y + a * u + b * w, lam) - J(y + a * u - b * w, lam) - J(y - a * u + b * w, lam)
-                 + J(y - a * u - b * w, lam)) @ v) / (4.0 * a * b)
+        sys_l, c, beta = self._at(lam)
+        return sys_l.C1(y, c, u, v, w, beta)
 
     # ------------------------------------------------------------------ stability
     def eigenvalues(self, Fy):

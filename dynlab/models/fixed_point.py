@@ -27,6 +27,8 @@ import numpy as np
 
 from ..activations import dphi, phi
 
+#: Steps of the central differences of a step map's Jacobian (its second and third derivatives).
+FD_B, FD_C = 1e-5, 1e-4
 #: sup |φ''| of the smooth activations (Lipschitz constant of φ'), for the Kantorovich certificate.
 DPHI_LIPSCHITZ = {"tanh": 4.0 / (3.0 * np.sqrt(3.0)), "sigmoid": 1.0 / (6.0 * np.sqrt(3.0)), "identity": 0.0}
 
@@ -243,12 +245,12 @@ class ResidualMap(_Map):
         Jl = self.gamma * dd * Rv * dc - (self.gamma * v if leak_family else 0.0)
         return Jy, Jl
 
-    def B1(self, y, c, u, v):
+    def B1(self, y, c, u, v, beta=None):
         """D²F(y)[u, v] = γ φ''(z) Ru ⊙ Rv."""
         dd = d2phi(self.activation, self.R @ y + c, self.leak)
         return self.gamma * dd * (self.R @ u) * (self.R @ v)
 
-    def C1(self, y, c, u, v, w):
+    def C1(self, y, c, u, v, w, beta=None):
         """D³F(y)[u, v, w] = γ φ'''(z) Ru ⊙ Rv ⊙ Rw."""
         d3 = d3phi(self.activation, self.R @ y + c)
         return self.gamma * d3 * (self.R @ u) * (self.R @ v) * (self.R @ w)
@@ -398,6 +400,47 @@ class StepMap(_Map):
     def derivs1(self, y, c, beta, dc, leak_family: bool):
         J, Jx = self.step_jacobian(y[None], c[None], inputs=True)
         return self.step(y[None], c[None])[0] - y, J[0] - np.eye(self.D), Jx[0] @ dc
+
+    def B1(self, y, c, u, v, beta=1.0):
+        """D²F(y)[u, v] (complex u, v allowed): a central difference of ∂F along u, step
+        ``FD_B``/‖u‖ (error ~1e-10)."""
+        if np.iscomplexobj(u) or np.iscomplexobj(v):
+            u, v = np.asarray(u, complex), np.asarray(v, complex)
+            rr, ii = self.B1(y, c, u.real, v.real, beta), self.B1(y, c, u.imag, v.imag, beta)
+            ri, ir = self.B1(y, c, u.real, v.imag, beta), self.B1(y, c, u.imag, v.real, beta)
+            return (rr - ii) + 1j * (ri + ir)
+        n = np.linalg.norm(u)
+        if n == 0.0:
+            return np.zeros(self.D)
+        e = FD_B / n
+        return (self.jac1(y + e * u, c, beta) - self.jac1(y - e * u, c, beta)) @ v / (2.0 * e)
+
+    def C1(self, y, c, u, v, w, beta=1.0):
+        """D³F(y)[u, v, w] (complex allowed): four Jacobians at ±ε along u and w, ε = ``FD_C``
+        relative (error ~1e-8)."""
+        args = [np.asarray(a) for a in (u, v, w)]
+        if any(np.iscomplexobj(a) for a in args):
+            out = 0.0
+            # trilinear in (u, v, w): expand each into real and imaginary parts
+            for mask in range(8):
+                parts, coef = [], 1.0 + 0j
+                for k, a in enumerate(args):
+                    a = np.asarray(a, complex)
+                    if mask >> k & 1:
+                        parts.append(a.imag)
+                        coef *= 1j
+                    else:
+                        parts.append(a.real)
+                if all(np.any(p) for p in parts):
+                    out = out + coef * self.C1(y, c, *parts, beta)
+            return out * np.ones(self.D)
+        nu, nw = np.linalg.norm(u), np.linalg.norm(w)
+        if nu == 0.0 or nw == 0.0:
+            return np.zeros(self.D)
+        a, b = FD_C / nu, FD_C / nw
+        J = self.jac1
+        return ((J(y + a * u + b * w, c, beta) - J(y + a * u - b * w, c, beta) - J(y - a * u + b * w, c, beta)
+                 + J(y - a * u - b * w, c, beta)) @ v) / (4.0 * a * b)
 
     def guess(self, c, beta):
         """200 steps of the map from 0 (where it settles, a stable point usually)."""
