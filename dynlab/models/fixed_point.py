@@ -9,7 +9,7 @@ Two shapes:
 
 ``ResidualMap``   F(y) = γ φ(R y + c) − β y,  ∂F/∂y = γ diag(φ'(R y + c)) R − β I,  c = W x + b:
                   the iRNN's step equilibrium (y = s = h_eq + sign·h_prev, R = U, γ = 1, β = α;
-                  ``IRNNMap``), the CTRNN's flow (y = g, γ = 1/τ, β = α/τ) and the one-line
+                  ``IRNNMap``), the CTRNN's flow (y = g, γ = 1/τ, β = α/τ; ``CTRNNMap``) and the one-line
                   cells' map h ← a h + γ φ(R h + W x + b) (y = h, β = 1 − a).  Closed forms
                   throughout, NumPy on the host: the reference backend's arithmetic.
 ``StepMap``       F(s) = step(s, x) − s on the whole state s (an LSTM's [h; c], a stack's
@@ -286,6 +286,13 @@ class IRNNMap(ResidualMap):
         """G(h_eq, h_prev) = F(h_eq + sign·h_prev) gives ∂G/∂h_prev = sign·F_y (written as such,
         so a test sees −sign·I come out of the implicit-function solve)."""
         return self.sign * Fy
+
+
+class CTRNNMap(ResidualMap):
+    """The CTRNN's equilibria: F = τ⁻¹(−α g + φ(U g + W x + b)), the flow dg/dt itself."""
+
+    field_label = "dg/dt"
+    leak_alpha = True
 
 
 class StepMap(_Map):

@@ -225,13 +225,11 @@ class CTRNNForm(_Form):
 
     def fixed_point_map(self, backend=None):
         """The flow's equilibria: F = τ⁻¹(−α g + φ(U g + W x + b)); the natural Euler step is τ."""
-        from .fixed_point import ResidualMap
-        fmap = ResidualMap(name="ctrnn", R=self.U, W=self.W, b=self.b, gamma=1.0 / self.tau, beta=self.alpha / self.tau,
-                           activation=self.act, leak=self.leak, step_size=float(self.tau), variable="g",
-                           discrete=False, equation="0 = −α g + φ(U g + W x + b)",
-                           eig_label="eigenvalue of (∇φ·U − αI)/τ")
-        fmap.field_label, fmap.leak_alpha = "dg/dt", True
-        return fmap
+        from .fixed_point import CTRNNMap
+        return CTRNNMap(name="ctrnn", R=self.U, W=self.W, b=self.b, gamma=1.0 / self.tau, beta=self.alpha / self.tau,
+                        activation=self.act, leak=self.leak, step_size=float(self.tau), variable="g",
+                        discrete=False, equation="0 = −α g + φ(U g + W x + b)",
+                        eig_label="eigenvalue of (∇φ·U − αI)/τ")
 
     @property
     def fixed_step(self) -> bool:
