@@ -155,8 +155,18 @@ def largest(**sizes) -> str:
 
 
 # ------------------------------------------------------------------ the estimates used by dynlab
-#: Weight blocks per layer of the gated cells (GRU 3, LSTM 4).
-GATES = {"gru": 3, "lstm": 4}
+def gates_of(name: str, settings: dict | None = None) -> int:
+    """Weight blocks per layer of the model ``make_model(name, …, **settings)`` builds, before it
+    is built: its form class's ``gates`` (GRU 3, LSTM 4, else 1; a stack's layers are of its
+    setting ``cell``); 1 for a name that is no model (the model's own check names it)."""
+    from .models import MODELS
+
+    key = str(name).strip().lower()
+    if key == "stack":
+        key = str((settings or {}).get("cell", "rnn")).strip().lower()
+    cls = MODELS.get(key)
+    form = None if cls is None or key == "stack" else cls.FORM
+    return 1 if form is None else int(form.gates)
 
 
 def model_bytes(name: str, D: int, d: int, settings: dict | None = None) -> tuple[int, str]:
@@ -164,10 +174,9 @@ def model_bytes(name: str, D: int, d: int, settings: dict | None = None) -> tupl
     (the kept copy), so twice the blocks; returns (bytes, what)."""
     settings = settings or {}
     D, d = int(D), int(d)
-    blocks = GATES.get(name, 1)
     layers = 1
+    blocks = gates_of(name, settings)
     if name == "stack":
-        blocks = GATES.get(str(settings.get("cell", "rnn")).lower(), 1)
         try:
             layers = max(1, int(settings.get("layers", 1)))
         except (TypeError, ValueError):
@@ -217,11 +226,11 @@ def check_states(B: int, T: int, D: int, what: str = "the states h") -> None:
 
 def simulation_work(model, B: int, T: int, per_step_flops: float = 0.0) -> tuple[float, dict]:
     """Optimistic seconds of running ``model`` over B sequences of T steps: K inner iterations
-    (1 for every model but irnn) of a D×(D+d) matrix-vector product per step, plus
+    (the form's ``inner_steps``: an iRNN's K, else 1) of ``gates`` D×(D+d) matrix-vector products
+    per step (the form's weight blocks: GRU 3, LSTM 4, their stacks alike, else 1), plus
     ``per_step_flops`` more per step and sequence; returns (seconds, sizes)."""
     D, d = int(model.state_size), int(model.inputs)
-    K = int(getattr(model, "K", 1) or 1)
-    gates = GATES.get(getattr(model, "name", ""), 1)
+    gates, K = model.step_cost()
     n = K * T * B
     seconds = work_seconds(flops=2.0 * n * gates * D * (D + d) + per_step_flops * T * B, iterations=n)
     return seconds, {"K": K, "T": T, "B": B, "D": D}

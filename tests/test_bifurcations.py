@@ -48,7 +48,7 @@ def _critical(m, lam):
     the CTRNN with b0 = λ — numpy's, independent of dynlab.analysis.bifurcations."""
     m2 = m.replace(b=np.array([lam, m.b[1]]))
     y = dl.equilibrium(m2, [0.0], np.zeros(2))["h_eq"].values
-    J = np.array(dl.analysis.equilibria.System(m2).jac(y[None], m2.b[None])[0])
+    J = np.array(m2.form().fixed_point_map().jac(y[None], m2.b[None])[0])
     ev, V = np.linalg.eig(J)
     k = int(np.argmax(ev.imag))
     q = V[:, k] / np.linalg.norm(V[:, k])
@@ -329,7 +329,7 @@ def test_hopf_curve_keeps_a_pair_on_the_imaginary_axis():
     assert hc.sizes["arc"] > 10 and hc["residual"].values.max() <= 1e-10
     for i in range(hc.sizes["arc"]):
         m2 = m.replace(alpha=float(hc["param"][i]), b=np.full(2, float(hc["param2"][i])))
-        s = dl.analysis.equilibria.System(m2)
+        s = m2.form().fixed_point_map()
         ev = np.linalg.eigvals(s.jac(hc["h_eq"].values[i][None], m2.b[None])[0])
         k = int(np.argmax(ev.imag))
         assert abs(ev[k].real) <= 1e-9 and abs(ev[k].imag - float(hc["frequency"][i])) <= 1e-8
@@ -344,8 +344,7 @@ def test_hopf_curve_keeps_a_pair_on_the_imaginary_axis():
 def test_every_model_is_continued_and_its_points_are_roots(name, over, lo, hi, kw):
     """Every kind of model over its parameters: points on the branch, and every special point found,
     solve F = 0 (1e-12 and 1e-9) for the model with that parameter applied by an independent path
-    (``apply_parameter`` → ``System`` at that value)."""
-    from dynlab.analysis.equilibria import System
+    (``apply_parameter`` → its form's fixed-point map at that value)."""
     from dynlab.analysis.family import apply_parameter
 
     m = dl.make_model(name, 2, 1, seed=3, **{"weight_scale": 2.0, **kw})
@@ -355,5 +354,5 @@ def test_every_model_is_continued_and_its_points_are_roots(name, over, lo, hi, k
     pts += [("special_param", "special_h", k, 1e-9) for k in range(br.sizes["special"])]
     for pv, hv, i, tol in pts:
         m2, x2 = apply_parameter(m, br["x"].values, over, float(br[pv][i]))
-        s = System(m2)
+        s = m2.form().fixed_point_map()
         assert np.abs(s.F(br[hv].values[i][None], s.c(x2[None]))).max() <= tol

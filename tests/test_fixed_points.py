@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import dynlab as dl
-from dynlab.analysis.equilibria import System
 from dynlab.analysis.lipschitz import jacobian_lipschitz
 from dynlab.errors import ParameterError
 from dynlab.models.gru_lstm import GRU, LSTM
@@ -67,7 +66,7 @@ def test_certificate_ball_holds_the_true_root_and_refuses_far_points():
     eq = dl.equilibrium(m, x)
     root = eq["h_eq"].values
     assert float(eq["residual"]) <= 1e-14
-    system = System(m)
+    system = m.form().fixed_point_map()
     c = system.c(x[None])
     # the computed root is itself a rounded point: the true root lies within r0 (≈ 1e-16) of it,
     # which at a distance of 1e-9 is more than the 1e-9 relative slack below
@@ -99,8 +98,8 @@ def test_step_system_is_step_minus_identity_with_its_jacobian(kw):
     kw = dict(kw)
     name = kw.pop("name")
     m = dl.make_model(name, 4, 2, seed=1, **kw)
-    system = System(m)
-    assert system.kind == "step" and system.discrete and system.D == m.state_size
+    system = m.form().fixed_point_map()
+    assert system.name == "step" and system.discrete and system.D == m.state_size
     rng = np.random.default_rng(0)
     y = rng.standard_normal((3, m.state_size))
     x = rng.standard_normal((3, 2))

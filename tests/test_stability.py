@@ -11,7 +11,7 @@ from scipy.optimize import brentq
 
 import battery
 import dynlab as dl
-from dynlab.analysis.equilibria import System, eigenvalues_from, equilibrium
+from dynlab.analysis.equilibria import eigenvalues_from, equilibrium
 from dynlab.analysis.fixed_points import fixed_points
 from dynlab.errors import ConvergenceError, ParameterError
 from dynlab.models import CTRNN, IRNN
@@ -131,7 +131,7 @@ def test_contracting_irnn_spectrum_is_in_the_left_half_plane_and_matches_fd():
     assert sp.max_real.shape == (2, 100)
     assert sp.max_real.values.max() <= 0.9 - 1.0 + 1e-12
     assert (sp.stability.values == 1).all()
-    system = System(m)
+    system = m.form().fixed_point_map()
     for bi, t in ((0, 0), (0, 57), (1, 99)):
         y = sp.state.values[bi, t]
         c = system.c(sp.x.values[bi, t:t + 1])
@@ -294,7 +294,7 @@ def test_kantorovich_certificate_contains_the_true_root():
     w, b = 8.0, -4.0
     f = lambda g: -g + 1.0 / (1.0 + np.exp(-(w * g + b)))  # noqa: E731
     root = brentq(f, 0.9, 1.0, xtol=1e-15)
-    system = System(_neuron(w, b))
+    system = _neuron(w, b).form().fixed_point_map()
     c = np.array([[b]])
     for delta in (1e-8, 1e-4, 1e-2):
         ok, radius = system.certify(np.array([[root + delta]]), c)
@@ -303,7 +303,7 @@ def test_kantorovich_certificate_contains_the_true_root():
     assert not ok[0]
     m = _irnn(D=3, d=1, activation="relu", norm=0.5)
     eq = equilibrium(m, [1.5])
-    rs = System(m)
+    rs = m.form().fixed_point_map()
     z = m.U @ eq.s_eq.values + m.W @ [1.5] + m.b
     assert np.min(np.abs(z)) > 1e-3  # the root is inside a linear region
     ok, radius = rs.certify(eq.s_eq.values[None] + 1e-7, rs.c(np.array([[1.5]])))

@@ -420,7 +420,7 @@ def locate(code, fam, Xa, Xb, qa, qb, sa, tol, bisect):
             coef, freq = np.nan, np.nan
     elif code in (HOPF, NS) and extra is not None:
         freq = float(np.sqrt(max(extra, 0.0))) if code == HOPF else float(np.arccos(np.clip(extra, -1, 1)))
-    fd = fam.system.kind == "step" or fam.mode == "model"
+    fd = not fam.system.closed_form_higher or fam.mode == "model"
     return {"type": code, "param": float(lam), "h": np.array(y, dtype=np.float64), "refined": bool(ok),
             "residual": float(res), "coefficient": float(coef), "criticality": criticality(code, coef, fd),
             "frequency": float(freq)}

@@ -20,7 +20,6 @@ import numpy as np
 from ..backends import get_backend
 from ..errors import ParameterError
 from . import bifurcations as bif
-from .equilibria import System
 from .family import Family, apply_parameter
 
 
@@ -33,7 +32,7 @@ class _Curve:
 
     def family(self, lam2):
         m2, x2 = apply_parameter(self.model, self.x, self.over2, lam2)
-        return Family(System(m2), self.over1, x2)
+        return Family(m2, self.over1, x2)
 
     def _A(self, fam, y, l1):
         return fam.jac(y, l1)
@@ -156,7 +155,8 @@ def bifurcation_curve(model, branch, point: int, over2: str, lo2: float, hi2: fl
         x = np.asarray(branch["x"].values, dtype=np.float64)
         D = model.state_size
         kind = "fold" if code == bif.FOLD else "hopf"
-        lam2_0 = Family(System(model), str(over2).strip(), x).value0()
+        fam2 = Family(model, str(over2).strip(), x)
+        lam2_0 = fam2.value0()
         curve = _Curve(model, x, over1, str(over2).strip(), kind, D)
         u0 = np.concatenate([branch["special_h"].values[point], [float(branch["special_param"].values[point]),
                                                                  lam2_0]])
@@ -229,7 +229,7 @@ def bifurcation_curve(model, branch, point: int, over2: str, lo2: float, hi2: fl
             "x": xr.Variable(("unit_in",), x, {"long_name": "constant input x", "units": "1"}),
             **model_variables(model),
         }
-        attrs = {**model_attrs(model), **base_attrs("numpy", command), "curve": kind, "over": over1,
+        attrs = {**model_attrs(model), **base_attrs(fam2.system.backend.name, command), "curve": kind, "over": over1,
                  "over2": str(over2).strip(), "start_param": float(u[D]), "start_param2": float(u[D + 1]),
                  "lo": lo1, "hi": hi1, "lo2": lo2, "hi2": hi2, "tol": tol,
                  "stop_reasons": "; ".join(f"half {k}: {r}" for k, r in enumerate(reasons))}

@@ -25,7 +25,7 @@ import numpy as np
 from ..backends import get_backend
 from ..errors import ConvergenceError, ParameterError
 from . import bifurcations as bif
-from .equilibria import STABILITY_ATTRS, System, _check_tol, _flow_label, _inputs, eig_variables, stability_label
+from .equilibria import STABILITY_ATTRS, _check_tol, _inputs, eig_variables, fixed_point_map, stability_label
 from .family import Family
 
 
@@ -213,7 +213,7 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
     >>> br = continuation(neuron, "b", -8.0, 0.0)       # the hysteresis loop; br.fold_param
     """
     with get_backend(None):
-        system = System(model)
+        system = fixed_point_map(model)
         tol = _check_tol(tol)
         try:
             lo, hi = float(lo), float(hi)
@@ -224,7 +224,7 @@ def continuation(model, over: str, lo: float, hi: float, *, x=None, start=None, 
         if int(max_branches) < 0:
             raise ParameterError("max_branches", f"must be ≥ 0, got {max_branches}")
         xa, _ = _inputs(model, np.zeros(model.inputs) if x is None else x)
-        fam = Family(system, over, xa[0])
+        fam = Family(model, over, xa[0])
         D = model.state_size
         span = hi - lo
         h = span / 200.0 if ds is None else float(ds)
@@ -325,7 +325,7 @@ def _dataset(model, system, fam, xa, branches, lo, hi, tol, stability_tol, comma
         "stability": xr.Variable(("arc",), stab, dict(STABILITY_ATTRS)),
         "max_real": xr.Variable(("arc",), eigs.real.max(axis=1), {"long_name": "largest real part of the eigenvalues",
                                                                   "units": "1"}),
-        **eig_variables(eigs, ("arc",), what=_flow_label(system)),
+        **eig_variables(eigs, ("arc",), what=system.eig_label),
         "tangent_param": xr.Variable(("arc",), T[:, D], {"long_name": f"{over}-component of the unit tangent",
                                                          "units": "1"}),
         "special_type": xr.Variable(("special",), col("type", np.int8), sp_attrs),
@@ -366,10 +366,10 @@ def _dataset(model, system, fam, xa, branches, lo, hi, tol, stability_tol, comma
         **model_variables(model),
     }
     types = col("type", np.int64)
-    attrs = {**model_attrs(model), **base_attrs("numpy", command), "over": str(over), "lo": lo, "hi": hi,
+    attrs = {**model_attrs(model), **base_attrs(system.backend.name, command), "over": str(over), "lo": lo, "hi": hi,
              "n_folds": nf, "n_hopf": int((types == bif.HOPF).sum()), "n_neimark_sacker": int((types == bif.NS).sum()),
              "n_flips": int((types == bif.FLIP).sum()), "n_branch_points": int((types == bif.BP).sum()),
              "n_branches": len(branches), "stop_reason": branches[0].reason,
              "stop_reasons": "; ".join(f"branch {k}: {b.reason}" for k, b in enumerate(branches)),
-             "tol": tol, "system": system.kind, "discrete": int(system.discrete)}
+             "tol": tol, "system": system.name, "discrete": int(system.discrete)}
     return finish(xr.Dataset(data, attrs=attrs).assign_coords(_part_coords(model)), "continuation")

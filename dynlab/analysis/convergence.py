@@ -27,7 +27,7 @@ from ..backends import get_backend
 import numpy as np
 
 from ..errors import ParameterError
-from .equilibria import PHI_LIPSCHITZ, System, _check_tol, _inputs, _states, flow_eigenvalues, run_solver
+from .equilibria import PHI_LIPSCHITZ, _check_tol, fixed_point_map, _inputs, _states, flow_eigenvalues, run_solver
 
 
 def convergence(model, x, h_prev=None, *, K_max: int = 50, eta=None, floor: float = 1e-12,
@@ -82,7 +82,7 @@ def convergence(model, x, h_prev=None, *, K_max: int = 50, eta=None, floor: floa
             if not (np.isfinite(eta) and eta > 0):
                 raise ParameterError("eta", f"must be finite and > 0, got {eta}")
         model = model.replace(eta=eta)
-        system = System(model)
+        system = fixed_point_map(model)
         xa, single = _inputs(model, x)
         N, D = xa.shape[0], model.hidden
         hp = _states(model, h_prev, N, "h_prev")
@@ -145,14 +145,14 @@ def convergence(model, x, h_prev=None, *, K_max: int = 50, eta=None, floor: floa
             "h_prev": xr.Variable(lead + ("unit",), hp[sel], {"long_name": "previous state h_{m-1}", "units": "1"}),
             **model_variables(model),
         }
-        attrs = {**model_attrs(model), **base_attrs("numpy", command), "K_max": K_max, "floor": floor,
+        attrs = {**model_attrs(model), **base_attrs(system.backend.name, command), "K_max": K_max, "floor": floor,
                  "lipschitz_phi": PHI_LIPSCHITZ[model.activation], "norm_U": float(np.linalg.norm(model.U, 2)),
                  "reference": "scipy.optimize.root (hybr)", "reference_converged": int(ref_ok.all())}
         coords = {"k": ("k", k, {"long_name": "inner iteration k", "units": "1"})}
         return finish(xr.Dataset(data, coords=coords, attrs=attrs), "convergence")
 
 
-def phi_start(system: System, c):
+def phi_start(system, c):
     """One Picard step from 0, φ(c)/β: a start inside the basin of a contracting system."""
     from ..activations import phi
 

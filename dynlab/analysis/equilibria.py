@@ -11,8 +11,15 @@ Every solve reports its residual (max-abs of F), iteration count and a converged
 non-convergence is reported, never hidden.
 
 ``irnn_equilibrium`` (the core API) and ``equilibrium`` (any model, with eigenvalues) share the
-batched solvers below (``System``, ``run_solver``); ``solve_newton`` remains for the path
-continuation of ``equilibrium_curve``, where each solve starts from the previous one.
+batched solvers below (``run_solver`` on the form's fixed-point map, ``fixed_point_map``);
+``solve_newton`` remains for the path continuation of ``equilibrium_curve``, where each solve
+starts from the previous one.
+
+Where these solvers run, and what a Dataset's ``backend`` attr says: F and ∂F of the iRNN, the
+CTRNN and the one-line cells are closed forms in NumPy on the host — the reference backend's
+arithmetic —; the step maps (gru, lstm, stack) take their step from the reference backend and
+their step Jacobians from the default backend.  The attr names the backend of the Jacobians,
+``fmap.backend.name`` (``dynlab.models.fixed_point``), never a literal.
 """
 from __future__ import annotations
 
@@ -157,9 +164,8 @@ def irnn_equilibrium(model: IRNN, x, h_prev=None, *, method: str = "newton", tol
             raise ParameterError("h_prev", "must be finite")
         # every input at once through the batched solvers of ``equilibrium`` (same iterates, same
         # counts as one solve per input: each row runs its own Newton/Euler/scipy iteration)
-        system = System(model)
-        start = (1.0 + model.sign) * hp if model.g0 == "previous" else model.sign * hp
-        S, res, its, conv = run_solver(system, system.c(xa), start, method, tol=tol, max_iter=max_iter)
+        fmap = fixed_point_map(model)
+        S, res, its, conv = run_solver(fmap, fmap.c(xa), fmap.start(hp), method, tol=tol, max_iter=max_iter)
         lead = () if single else ("batch",)
         sel = 0 if single else slice(None)
         ds = xr.Dataset(
@@ -173,7 +179,7 @@ def irnn_equilibrium(model: IRNN, x, h_prev=None, *, method: str = "newton", tol
                 "h_prev": xr.Variable(lead + ("unit",), np.array(hp)[sel], {"long_name": "previous state h_{m-1}", "units": "1"}),
                 **model_variables(model),
             },
-            attrs={**model_attrs(model), **base_attrs("numpy", None), "method": method, "tol": tol},
+            attrs={**model_attrs(model), **base_attrs(fmap.backend.name, None), "method": method, "tol": tol},
         )
         return finish(ds, "irnn_equilibrium")
 
@@ -182,25 +188,10 @@ def irnn_equilibrium(model: IRNN, x, h_prev=None, *, method: str = "newton", tol
 # Equilibria and fixed points of every model: one residual form, four solvers, batched.
 # =============================================================================================
 #
-# Every system whose equilibria dynlab finds is written as
-#
-#     F(y) = γ φ(R y + c) − β y = 0,        ∂F/∂y = γ diag(φ'(R y + c)) R − β I,
-#
-# with c = W x + b for a constant input x:
-#
-#   irnn     y = s = h_eq + sign·h_prev (the step equilibrium), R = U, γ = 1, β = α:
-#            F is the iRNN's own increment, so ∂F/∂y = ∇φ U − α I;
-#   ctrnn    y = g, R = U, γ = 1/τ, β = α/τ: F is the flow τ⁻¹(−α g + φ(U g + W x + b));
-#   rnn, fastrnn, antisymmetric, rin (gated form h ← a h + c·φ(R h + W x + b))
-#            y = h, γ = c, β = 1 − a: F(h) = step(h) − h, a fixed point of the map.
-#
-# The models given by their step map alone (gru, lstm, stack; ``MAP``) are not of that form:
-# their ``System`` (kind "step") has F(s) = step(s, x) − s on the whole state s (an LSTM's
-# [h; c], a stack's concatenated layers) and ∂F/∂s = ∂step/∂s − I, the closed-form step
-# Jacobian; c is then the constant input x itself.  Stability, as for every map, is judged by
-# the step Jacobian's eigenvalues μ = λ + 1 against the unit circle.  The certificate uses the
-# Lipschitz bound of ``dynlab.analysis.lipschitz`` (GRU, LSTM, one-layer stacks; deeper stacks
-# and non-smooth candidate activations are never certified).
+# Every model's equilibria are the zeros of its form's fixed-point map F
+# (``form.fixed_point_map()``, ``dynlab.models.fixed_point``): γ φ(R y + c) − β y for the iRNN's
+# step equilibrium, the CTRNN's flow and the one-line cells, step(s, x) − s for the maps given by
+# their step alone (gru, lstm, stack).  The solvers below see only F, ∂F/∂y and c(x).
 #
 # The "euler" method is y ← y + η F(y): the iRNN recursion itself for the iRNN (η its step
 # size), forward Euler on the CTRNN flow (η = τ by default), plain iteration h ← step(h) for
@@ -214,187 +205,18 @@ STABLE, MARGINAL, UNSTABLE = 1, 0, -1
 STABILITY_ATTRS = {"long_name": "stability (1 stable, 0 marginal, -1 unstable)", "units": "1",
                    "flag_values": np.array([-1, 0, 1], dtype=np.int8),
                    "flag_meanings": "unstable marginal stable"}
-#: sup |φ''| of the smooth activations (Lipschitz constant of φ'), for the Kantorovich certificate.
-_DPHI_LIPSCHITZ = {"tanh": 4.0 / (3.0 * np.sqrt(3.0)), "sigmoid": 1.0 / (6.0 * np.sqrt(3.0)), "identity": 0.0}
 #: Lipschitz constant of φ itself (the contraction bound of ``dynlab.convergence``).
 PHI_LIPSCHITZ = {"tanh": 1.0, "relu": 1.0, "sigmoid": 0.25, "identity": 1.0, "leaky-relu": 1.0, "abs": 1.0}
 
 
-def d2phi(name: str, z, leak: float = 0.01):
-    """φ''(z) elementwise (0 on the pieces of the piecewise-affine activations)."""
-    if name == "tanh":
-        t = np.tanh(z)
-        return -2.0 * t * (1.0 - t * t)
-    if name == "sigmoid":
-        s = phi("sigmoid", z)
-        return s * (1.0 - s) * (1.0 - 2.0 * s)
-    return np.zeros_like(z)
-
-
-class System:
-    """F(y) = γ φ(R y + c) − β y for one model (see the comment above), on row-batched y.
-
-    Attributes: ``kind`` ("irnn", "ctrnn" or "map"), ``R``, ``gamma``, ``beta``,
-    ``activation``, ``leak``, ``step_size`` (the natural Euler step η), ``discrete``
-    (stability judged by the map's step Jacobian, not the flow), ``variable`` (the unknown's
-    name in the papers).
-    """
-
-    def __init__(self, model):
-        self.model = model
-        self.activation, self.leak = model.activation, model.leak
-        form = model.form() if model.SEQUENCE else None
-        kind = None if form is None else form.kind
-        if kind == "irnn":
-            eta = np.asarray(model.eta, dtype=np.float64)
-            self.kind, self.R, self.gamma, self.beta = "irnn", form.U, 1.0, float(form.alpha)
-            self.step_size = float(eta.ravel()[0]) if eta.size == 1 or np.all(eta == eta.ravel()[0]) else float(eta.mean())
-            self.variable = "s = h_eq + sign·h_prev"
-        elif kind == "ctrnn":
-            self.kind, self.R = "ctrnn", form.U
-            self.gamma, self.beta = 1.0 / form.tau, form.alpha / form.tau
-            self.step_size = float(form.tau)
-            self.variable = "g"
-        elif kind in ("gru", "lstm", "stack"):
-            # F(s) = step(s, x) − s on the whole state s (an LSTM's [h; c])
-            self.kind, self.R, self.gamma, self.beta = "step", None, 1.0, 1.0
-            self.step_size = 1.0
-            labels = model.state_labels()
-            self.variable = "h" if labels is None or len(set(labels)) == 1 else "s = " + _state_name(labels)
-        elif kind == "cell":
-            self.kind, self.R, self.gamma, self.beta = "map", form.R, float(form.gain), 1.0 - float(form.a)
-            self.step_size = 1.0
-            self.variable = "h"
-        else:
-            raise ParameterError("model", f"equilibria are not defined for model {getattr(model, 'name', model)!r}")
-        self.discrete = self.kind in ("map", "step")
-        self.D = model.state_size
-
-    def c(self, x):
-        """c = W x + b for row-batched x (N, d) → (N, D); for the step maps (gru, lstm, stack) the
-        constant input x itself (N, d), which ``step`` reads."""
-        if self.kind == "step":
-            return np.array(x, dtype=np.float64, ndmin=2)
-        return np.asarray(x, dtype=np.float64) @ self.model.W.T + self.model.b
-
-    def c_rows(self, x, n):
-        """``c(x)`` of one input (1, d) repeated for n rows (a writable copy)."""
-        c = self.c(x)
-        return np.array(np.broadcast_to(c, (n, c.shape[-1])))
-
-    def step_jacobian(self, y, c, inputs=False):
-        """The step maps' ∂step/∂s (and ∂step/∂x) at row-batched (y, x = c), through
-        ``dynlab.analysis.jacobians.jacobian_at`` (its fastest path for the model)."""
-        from .jacobians import jacobian_at
-
-        return jacobian_at(self.model, np.asarray(c, dtype=np.float64), np.asarray(y, dtype=np.float64),
-                           inputs=inputs)
-
-    def F(self, y, c):
-        if self.kind == "step":
-            return self.model.step(y, c) - y
-        return self.gamma * phi(self.activation, y @ self.R.T + c, self.leak) - self.beta * y
-
-    def jac(self, y, c):
-        """∂F/∂y (N, D, D)."""
-        if self.kind == "step":
-            J = np.array(self.step_jacobian(y, c))
-            idx = np.arange(self.D)
-            J[:, idx, idx] -= 1.0
-            return J
-        d = dphi(self.activation, y @ self.R.T + c, self.leak)
-        J = (self.gamma * d)[:, :, None] * self.R[None]
-        idx = np.arange(self.D)
-        J[:, idx, idx] -= self.beta
-        return J
-
-    # ------------------------------------------------------------------ certificate
-    def certify(self, y, c, F=None, J=None):
-        """A posteriori certificate that a true root lies near each y.
-
-        Smooth φ: the Newton–Kantorovich theorem.  With β_K = ‖J(y)⁻¹‖₂, η_K = ‖J(y)⁻¹F(y)‖₂
-        and L = γ·sup|φ''|·‖R‖₂² a Lipschitz constant of ∂F, h = β_K L η_K ≤ ½ proves a unique
-        root within r = (1 − √(1 − 2h))/(β_K L) of y (r = η_K when L = 0).  Piecewise-affine φ:
-        F is affine inside the region where no R y + c changes sign; when the ball of radius
-        2η_K about y lies inside it (‖R‖₂·2η_K < min_i |z_i|) the Newton point y − J⁻¹F is an
-        exact root within η_K.  Returns (certified (N,) bool, radius (N,), NaN if not certified).
-        """
-        y = np.atleast_2d(y)
-        F = self.F(y, c) if F is None else F
-        J = self.jac(y, c) if J is None else J
-        N = y.shape[0]
-        ok = np.zeros(N, dtype=bool)
-        radius = np.full(N, np.nan)
-        if self.kind == "step":
-            return self._certify_step(y, c, F, J, ok, radius)
-        normR = float(np.linalg.norm(self.R, 2))
-        for n in range(N):
-            if not (np.all(np.isfinite(y[n])) and np.all(np.isfinite(J[n]))):
-                continue
-            svals = np.linalg.svd(J[n], compute_uv=False)
-            if svals[-1] <= 1e-14 * max(svals[0], 1e-300):
-                continue
-            try:
-                step = np.linalg.solve(J[n], F[n])
-            except np.linalg.LinAlgError:
-                continue
-            beta_k, eta_k = 1.0 / svals[-1], float(np.linalg.norm(step))
-            if self.activation in _DPHI_LIPSCHITZ:
-                L = self.gamma * _DPHI_LIPSCHITZ[self.activation] * normR ** 2
-                if L == 0.0:
-                    ok[n], radius[n] = True, eta_k
-                    continue
-                h = beta_k * L * eta_k
-                if h <= 0.5:
-                    ok[n], radius[n] = True, (1.0 - np.sqrt(1.0 - 2.0 * h)) / (beta_k * L)
-            else:
-                z = self.R @ y[n] + c[n]
-                if normR * 2.0 * eta_k < np.min(np.abs(z)):
-                    ok[n], radius[n] = True, eta_k
-        return ok, radius
-
-    #: radius ρ of the ball about y on which the step maps' Lipschitz bound is taken
-    CERT_BALL = 0.5
-
-    def _certify_step(self, y, c, F, J, ok, radius):
-        """Newton–Kantorovich for the step maps: L = ``jacobian_lipschitz`` bounds the Lipschitz
-        constant of ∂F = ∂step/∂s − I on the ball B(y, ρ), ρ = ``CERT_BALL``; certified when
-        h = β_K L η_K ≤ ½ and the root's ball r = (1 − √(1 − 2h))/(β_K L) lies inside B(y, ρ).
-        Models without a derived bound (stacks of more than one layer, non-smooth activations)
-        are never certified."""
-        from .lipschitz import jacobian_lipschitz
-
-        rho = self.CERT_BALL
-        L = jacobian_lipschitz(self.model, y, c, rho)
-        if L is None:
-            return ok, radius
-        for n in range(y.shape[0]):
-            if not (np.all(np.isfinite(y[n])) and np.all(np.isfinite(J[n])) and np.isfinite(L[n])):
-                continue
-            svals = np.linalg.svd(J[n], compute_uv=False)
-            if svals[-1] <= 1e-14 * max(svals[0], 1e-300):
-                continue
-            beta_k = 1.0 / svals[-1]
-            eta_k = float(np.linalg.norm(np.linalg.solve(J[n], F[n])))
-            h = beta_k * L[n] * eta_k
-            if L[n] == 0.0:
-                r = eta_k
-            elif h <= 0.5:
-                r = (1.0 - np.sqrt(1.0 - 2.0 * h)) / (beta_k * L[n])
-            else:
-                continue
-            if r <= rho:
-                ok[n], radius[n] = True, r
-        return ok, radius
-
-
-def _state_name(labels) -> str:
-    """"[h; c]" for an LSTM's state labels, "[h1; c1; h2; c2]" for a stack's."""
-    seen = []
-    for lab in labels:
-        if lab not in seen:
-            seen.append(lab)
-    return "[" + "; ".join(seen) + "]"
+def fixed_point_map(model, backend=None):
+    """The fixed-point map of ``model``'s form (``dynlab.models.fixed_point``), or a
+    ParameterError naming the model when it has none; ``backend``: where a step map's Jacobians
+    run (None: the default backend)."""
+    try:
+        return model.form().fixed_point_map(backend)
+    except ParameterError:
+        raise ParameterError("model", f"equilibria are not defined for model {getattr(model, 'name', model)!r}") from None
 
 
 def _maxabs(F):
@@ -417,7 +239,7 @@ def _solve_batched(J, rhs):
         return out
 
 
-def _iterate_rows(system: System, c, y0, tol, max_iter, advance):
+def _iterate_rows(system, c, y0, tol, max_iter, advance):
     """The loop shared by the batched solvers: every row not yet at ‖F‖∞ ≤ tol (and finite)
     takes one step ``advance(y_rows, c_rows, F_rows) → (y_new, F_new)`` per sweep, at most
     ``max_iter`` sweeps.  Returns (y, residual ‖F‖∞, iterations, converged)."""
@@ -438,7 +260,7 @@ def _iterate_rows(system: System, c, y0, tol, max_iter, advance):
     return y, res, its, res <= tol
 
 
-def newton_batched(system: System, c, y0, *, tol=1e-12, max_iter=50):
+def newton_batched(system, c, y0, *, tol=1e-12, max_iter=50):
     """Newton's method with the analytic Jacobian and a backtracking line search on ‖F‖₂,
     for every row at once.  Returns (y, residual ‖F‖∞, iterations, converged)."""
     def advance(yi, ci, Fi):
@@ -460,7 +282,7 @@ def newton_batched(system: System, c, y0, *, tol=1e-12, max_iter=50):
     return _iterate_rows(system, c, y0, tol, max_iter, advance)
 
 
-def euler_batched(system: System, c, y0, *, step_size, tol=1e-12, max_iter=10_000):
+def euler_batched(system, c, y0, *, step_size, tol=1e-12, max_iter=10_000):
     """y ← y + η F(y) (the iRNN recursion for the iRNN) until ‖F‖∞ ≤ tol, every row at once."""
     def advance(yi, ci, Fi):
         y_new = yi + step_size * Fi
@@ -469,7 +291,7 @@ def euler_batched(system: System, c, y0, *, step_size, tol=1e-12, max_iter=10_00
     return _iterate_rows(system, c, y0, tol, max_iter, advance)
 
 
-def rk4_batched(system: System, c, y0, *, step_size, tol=1e-12, max_iter=30):
+def rk4_batched(system, c, y0, *, step_size, tol=1e-12, max_iter=30):
     """Classical RK4 with fixed step η on dy/dt = F(y), at most ``max_iter`` steps, stopping a
     row once ‖F‖∞ ≤ tol (the implicit-networks paper's fixed-step solve)."""
     h = step_size
@@ -484,7 +306,7 @@ def rk4_batched(system: System, c, y0, *, step_size, tol=1e-12, max_iter=30):
     return _iterate_rows(system, c, y0, tol, max_iter, advance)
 
 
-def scipy_roots(system: System, c, y0, *, tol=1e-12):
+def scipy_roots(system, c, y0, *, tol=1e-12):
     """``scipy.optimize.root`` (MINPACK hybrd, i.e. ``fsolve``) per row with the analytic
     Jacobian — the independent reference; Levenberg–Marquardt ("lm") where hybr stalls.
     Returns (y, residual, function evaluations, converged)."""
@@ -516,7 +338,7 @@ def scipy_roots(system: System, c, y0, *, tol=1e-12):
     return y, res, its, res <= tol
 
 
-def run_solver(system: System, c, y0, method: str, *, tol=1e-12, max_iter=None, step_size=None):
+def run_solver(system, c, y0, method: str, *, tol=1e-12, max_iter=None, step_size=None):
     """Dispatch to one of ``EQ_METHODS``; returns (y, residual, iterations, converged)."""
     if method not in EQ_METHODS:
         raise ParameterError("method", f"must be one of {', '.join(EQ_METHODS)}, got {method!r}")
@@ -538,7 +360,7 @@ def run_solver(system: System, c, y0, method: str, *, tol=1e-12, max_iter=None, 
 
 
 # ------------------------------------------------------------------ eigenvalues and labels
-def flow_eigenvalues(system: System, y, c, *, chunk: int = 256):
+def flow_eigenvalues(system, y, c, *, chunk: int = 256):
     """Eigenvalues of ∂F/∂y = γ ∇φ(R y + c) R − β I at every row (∇φ U − α I for the iRNN),
     sorted by decreasing real part.  Returns a complex (N, D) array.
 
@@ -579,16 +401,6 @@ def eig_variables(eigs, lead, name="eig", what="eigenvalue of ∇φ·U − αI")
                                                                              "units": "1"}),
             f"{name}_imag": xr.Variable(lead + ("eig",), eigs.imag.copy(), {"long_name": f"imaginary part of the {what}",
                                                                              "units": "1"})}
-
-
-def _flow_label(system: System) -> str:
-    if system.kind == "irnn":
-        return "eigenvalue of ∇φ·U − αI"
-    if system.kind == "ctrnn":
-        return "eigenvalue of (∇φ·U − αI)/τ"
-    if system.kind == "step":
-        return "eigenvalue of ∂step/∂s − I"
-    return "eigenvalue of ∂step/∂h − I"
 
 
 def _inputs(model, x, param="x"):
@@ -667,18 +479,15 @@ def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1
 
         from .._dataset import base_attrs, model_attrs, model_variables
 
-        system = System(model)
+        system = fixed_point_map(model)
         tol = _check_tol(tol)
         xa, single = _inputs(model, x)
         N = xa.shape[0]
         hp = _states(model, h_prev, N, "h_prev")
         c = system.c(xa)
-        if system.kind == "irnn":
-            y0 = (1.0 + model.sign) * hp if model.g0 == "previous" else model.sign * hp
-        else:
-            y0 = hp.copy()
-        y, res, its, conv = run_solver(system, c, y0, method, tol=tol, max_iter=max_iter, step_size=step_size)
-        h_eq = y - model.sign * hp if system.kind == "irnn" else y
+        y, res, its, conv = run_solver(system, c, system.start(hp), method, tol=tol, max_iter=max_iter,
+                                       step_size=step_size)
+        h_eq = system.state(y, hp)
         eigs = flow_eigenvalues(system, y, c)
         lead = () if single else ("batch",)
         sel = 0 if single else slice(None)
@@ -688,12 +497,11 @@ def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1
                                                      "units": "1"}),
             "iterations": xr.Variable(lead, its[sel], {"long_name": f"{method} iterations", "units": "1"}),
             "converged": xr.Variable(lead, conv[sel].astype(np.int8), {"long_name": f"residual ≤ {tol:g}", "units": "1"}),
-            **eig_variables(eigs[sel], lead, what=_flow_label(system)),
+            **eig_variables(eigs[sel], lead, what=system.eig_label),
             "max_real": xr.Variable(lead, eigs.real.max(axis=1)[sel], {"long_name": "largest real part of the eigenvalues",
                                                                        "units": "1"}),
             "x": xr.Variable(lead + ("unit_in",), xa[sel], {"long_name": "constant input x", "units": "1"}),
-            "h_prev": xr.Variable(lead + ("unit",), hp[sel], {"long_name": "previous state h_{m-1}" if system.kind == "irnn"
-                                                              else "start of the solve", "units": "1"}),
+            "h_prev": xr.Variable(lead + ("unit",), hp[sel], {"long_name": system.h_prev_role, "units": "1"}),
             **model_variables(model),
         }
         if system.discrete:
@@ -704,7 +512,7 @@ def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1
         else:
             stab = stability_label(eigs, discrete=False, tol=stability_tol)
         data["stability"] = xr.Variable(lead, stab[sel], dict(STABILITY_ATTRS))
-        if system.kind == "irnn":
+        if system.shifted:
             data["s_eq"] = xr.Variable(lead + ("unit",), y[sel], {"long_name": "equilibrium s = h_eq ± h_prev", "units": "1"})
         if derivatives:
             dx, dhp = implicit_derivatives(system, y, c)
@@ -714,20 +522,14 @@ def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1
                 data["dh_dhprev"] = xr.Variable(lead + ("unit", "unit_from"), dhp[sel],
                                                 {"long_name": "∂h_eq/∂h_(m-1) (implicit function)", "units": "1"})
         # the solve's method as "solve_method": a CTRNN's own setting ``method`` is an attr of the model
-        attrs = {**model_attrs(model), **base_attrs("numpy", command), "solve_method": method, "tol": tol,
+        attrs = {**model_attrs(model), **base_attrs(system.backend.name, command), "solve_method": method, "tol": tol,
                  "step_size": float(system.step_size if step_size is None else step_size),
-                 "n_converged": int(conv.sum()), "n_points": int(N), "system": system.kind,
-                 "equation": _EQUATIONS[system.kind]}
+                 "n_converged": int(conv.sum()), "n_points": int(N), "system": system.name,
+                 "equation": system.equation}
         return finish(xr.Dataset(data, attrs=attrs).assign_coords(_part_coords(model)), "equilibrium")
 
 
-_EQUATIONS = {"irnn": "α s = φ(U s + W x + b), s = h_eq + sign·h_prev",
-              "ctrnn": "0 = −α g + φ(U g + W x + b)",
-              "map": "h = step(h, x)",
-              "step": "s = step(s, x) (F(s) = step(s, x) − s)"}
-
-
-def implicit_derivatives(system: System, y, c):
+def implicit_derivatives(system, y, c):
     """Derivatives of the equilibrium by the implicit function theorem, by linear solves.
 
     F(y; x) = 0 with F_y = ∂F/∂y gives ∂y/∂x = −F_y⁻¹ γ ∇φ W (iRNN: (αI − ∇φU)⁻¹ ∇φ W).  For the
@@ -735,16 +537,10 @@ def implicit_derivatives(system: System, y, c):
     computed as written (so that a test sees −sign·I come out of the solve).  Returns
     (dy_dx (N, D, d), dh_dhprev (N, D, D) or None).
     """
-    model = system.model
     Fy = system.jac(y, c)
-    if system.kind == "step":
-        _, Jx = system.step_jacobian(y, c, inputs=True)
-        return -np.linalg.solve(Fy, Jx), None
-    d = dphi(system.activation, y @ system.R.T + c, system.leak)
-    dFdx = (system.gamma * d)[:, :, None] * model.W[None]
-    dx = -np.linalg.solve(Fy, dFdx)
-    dhp = -np.linalg.solve(Fy, model.sign * Fy) if system.kind == "irnn" else None
-    return dx, dhp
+    dx = -np.linalg.solve(Fy, system.dF_dx(y, c))
+    dFdh = system.dF_dhprev(Fy)
+    return dx, None if dFdh is None else -np.linalg.solve(Fy, dFdh)
 
 
 def _part_coords(model) -> dict:

@@ -1,10 +1,11 @@
 """The equation family F(y, λ) = 0 of one model over one scalar parameter λ, with its derivatives:
 what continuation (``dynlab.analysis.continuation``), the bifurcation detectors
 (``dynlab.analysis.bifurcations``) and the two-parameter curves (``dynlab.analysis.codim2``) see
-of a model — the one place where they read ``System`` and the model.
+of a model — the one place where they read the model and its form's fixed-point map.
 
-F is the equilibrium residual of ``dynlab.analysis.equilibria.System``: γ φ(R y + c) − β y for
-irnn, ctrnn and the cells (c = W x + b), step(s, x) − s for gru, lstm and stack.  λ is
+F is the form's fixed-point map (``form.fixed_point_map()``, ``dynlab.models.fixed_point``):
+γ φ(R y + c) − β y for irnn, ctrnn and the cells (c = W x + b), step(s, x) − s for gru, lstm and
+stack (c = x); the map computes F and its derivatives at one point, the family moves λ.  λ is
 
 * ``x`` (d = 1) or ``x<j>`` — the constant input or its component j (0-based), every model;
 * ``b`` or ``b<i>`` — every bias set to λ, or bias i: irnn, ctrnn and the cells their b; gru and
@@ -26,32 +27,24 @@ import re
 
 import numpy as np
 
-from ..activations import dphi, phi
 from ..errors import ParameterError
-from .equilibria import System, d2phi
+from ..models import fixed_point
+from .equilibria import fixed_point_map
 
 #: Relative step of the central differences in λ.
 FD_PARAM = 1e-6
-#: Steps of the central differences of the step Jacobian (second and third derivatives).
-FD_B, FD_C = 1e-5, 1e-4
-
-
-def d3phi(name: str, z):
-    """φ'''(z) elementwise (0 on the pieces of the piecewise-affine activations)."""
-    if name == "tanh":
-        t = np.tanh(z)
-        return (1.0 - t * t) * (6.0 * t * t - 2.0)
-    if name == "sigmoid":
-        s = phi("sigmoid", z)
-        return s * (1.0 - s) * (1.0 - 6.0 * s + 6.0 * s * s)
-    return np.zeros_like(np.asarray(z, dtype=np.float64))
+#: Steps of the central differences of the step Jacobian (second and third derivatives; the step
+#: maps' ``B1``/``C1`` read them from ``dynlab.models.fixed_point``).
+FD_B, FD_C = fixed_point.FD_B, fixed_point.FD_C
 
 
 def _bias_segments(model):
-    """[(replace key, current vector)] of a gated map's (or stack's) input-side biases."""
+    """[(replace key, current vector)] of a model's biases: b, a gated map's input-side b_ih, a
+    stack's layers' ones."""
     layers = getattr(model, "layers", None)
     if layers is None:
-        return [("b_ih", np.asarray(model.b_ih))]
+        key = "b_ih" if hasattr(model, "b_ih") else "b"
+        return [(key, np.asarray(getattr(model, key)))]
     out = []
     for ell, m in enumerate(layers, start=1):
         key = "b_ih" if hasattr(m, "b_ih") else "b"
@@ -73,15 +66,15 @@ def _set_bias(model, sel, lam):
 def apply_parameter(model, x, over: str, lam: float):
     """(model, x) with the parameter ``over`` set to λ — how a second parameter of a two-parameter
     curve is applied before the family of the first is formed."""
-    fam = Family(System(model), over, x)
+    fam = Family(model, over, x)
     return fam.model_at(lam), fam.x_at(lam)
 
 
 class Family:
     """F(y, λ) and its derivatives for one model and one continuation parameter (module docstring)."""
 
-    def __init__(self, system: System, over: str, x):
-        model = system.model
+    def __init__(self, model, over: str, x):
+        system = fixed_point_map(model)
         self.system, self.over, self.model = system, str(over).strip(), model
         self.x = np.asarray(x, dtype=np.float64).reshape(model.inputs)
         self.D = model.state_size
@@ -91,14 +84,13 @@ class Family:
         self.kind = "alpha" if m.group(0) == "alpha" else m.group(1)
         idx = m.group(2) if m.group(0) != "alpha" else ""
         self.index = int(idx) if idx else None
-        step = system.kind == "step"
-        if self.kind == "alpha" and not (system.kind in ("irnn", "ctrnn") or model.name == "fastrnn"):
+        if self.kind == "alpha" and "alpha" not in model.params():
             raise ParameterError("over", f"alpha is not a parameter of {model.name} (irnn and ctrnn: the leak α; "
                                          f"fastrnn: its gate α); use x or b")
         if self.kind == "x":
             size = model.inputs
         elif self.kind == "b":
-            size = sum(v.size for _, v in _bias_segments(model)) if step else self.D
+            size = sum(v.size for _, v in _bias_segments(model))
         else:
             size = 1
         if self.index is not None and not 0 <= self.index < size:
@@ -109,11 +101,12 @@ class Family:
         else:
             sel[self.index] = 1.0
         self.sel = sel
-        # "model" mode: λ changes the model itself (FastRNN's α, a gated map's biases); F_λ by differences
-        self.mode = "model" if (self.kind == "alpha" and model.name == "fastrnn") or (self.kind == "b" and step) \
-            else "analytic"
-        if self.mode == "analytic" and not step:
-            self.dc = model.W @ sel if self.kind == "x" else (sel.copy() if self.kind == "b" else np.zeros(self.D))
+        # "model" mode: λ changes the model itself (FastRNN's gate α, a gated map's biases); F_λ by
+        # differences.  Else λ moves c (dc = ∂c/∂λ) or the leak β = γ α.
+        self.mode = "model" if (self.kind == "alpha" and not system.leak_alpha) or \
+            (self.kind == "b" and not system.c_has_bias) else "analytic"
+        if self.mode == "analytic":
+            self.dc = system.c_dx(sel) if self.kind == "x" else (sel.copy() if self.kind == "b" else np.zeros(self.D))
         self._cache = (None, None)
 
     # ------------------------------------------------------------------ the parameter
@@ -125,10 +118,7 @@ class Family:
     @property
     def smooth(self) -> bool:
         """Whether φ'' exists (the second- and third-order terms of the normal forms)."""
-        if self.system.kind == "step":
-            layers = getattr(self.model, "layers", (self.model,))
-            return all(m.activation in ("tanh", "sigmoid", "identity") for m in layers)
-        return self.system.activation in ("tanh", "sigmoid")
+        return self.system.smooth
 
     def value0(self) -> float:
         """λ's value in the model as given."""
@@ -137,7 +127,7 @@ class Family:
             return float(model.alpha)
         if self.kind == "x":
             return float(self.x[self.index if self.index is not None else 0])
-        vec = np.concatenate([v for _, v in _bias_segments(model)]) if self.system.kind == "step" else model.b
+        vec = np.concatenate([v for _, v in _bias_segments(model)])
         return float(vec[self.index if self.index is not None else 0])
 
     def x_at(self, lam):
@@ -149,48 +139,38 @@ class Family:
         if self.kind == "alpha":
             return model.replace(alpha=float(lam))
         if self.kind == "b":
-            if self.system.kind == "step":
-                return _set_bias(model, self.sel, float(lam))
-            return model.replace(b=np.where(self.sel > 0, lam, model.b))
+            return _set_bias(model, self.sel, float(lam))
         return model
 
     def _at(self, lam):
-        """(system, c, β) at λ: c = W x + b (the input x for the step maps)."""
+        """(fixed-point map, c, β) at λ: c = W x + b (the input x for the step maps)."""
         lam = float(lam)
         if self._cache[0] == lam:
             return self._cache[1]
         s = self.system
         if self.mode == "model":
-            sys_l = System(self.model_at(lam))
+            sys_l = fixed_point_map(self.model_at(lam))
             out = (sys_l, sys_l.c(self.x_at(lam)[None])[0], sys_l.beta)
-        elif s.kind == "step":
-            out = (s, self.x_at(lam), s.beta)
         else:
-            model = s.model
-            x, b = self.x, model.b
+            x, b = self.x, s.b
             if self.kind == "x":
                 x = np.where(self.sel > 0, lam, x)
             elif self.kind == "b":
                 b = np.where(self.sel > 0, lam, b)
             beta = s.gamma * lam if self.kind == "alpha" else s.beta
-            out = (s, model.W @ x + b, beta)
+            out = (s, s.c1(x, b), beta)
         self._cache = (lam, out)
         return out
 
     # ------------------------------------------------------------------ F and its derivatives
     def F(self, y, lam):
         sys_l, c, beta = self._at(lam)
-        if sys_l.kind == "step":
-            return sys_l.model.step(y[None], c[None])[0] - y
-        return sys_l.gamma * phi(sys_l.activation, sys_l.R @ y + c, sys_l.leak) - beta * y
+        return sys_l.F1(y, c, beta)
 
     def jac(self, y, lam):
         """F_y (D, D)."""
         sys_l, c, beta = self._at(lam)
-        if sys_l.kind == "step":
-            return sys_l.step_jacobian(y[None], c[None])[0] - np.eye(self.D)
-        d = dphi(sys_l.activation, sys_l.R @ y + c, sys_l.leak)
-        return (sys_l.gamma * d)[:, None] * sys_l.R - beta * np.eye(self.D)
+        return sys_l.jac1(y, c, beta)
 
     def derivs(self, y, lam):
         """(F, F_y, F_λ)."""
@@ -199,77 +179,28 @@ class Family:
             Fl = (self.F(y, lam + e) - self.F(y, lam - e)) / (2.0 * e)
             return self.F(y, lam), self.jac(y, lam), Fl
         sys_l, c, beta = self._at(lam)
-        if sys_l.kind == "step":
-            J, Jx = sys_l.step_jacobian(y[None], c[None], inputs=True)
-            return sys_l.model.step(y[None], c[None])[0] - y, J[0] - np.eye(self.D), Jx[0] @ self.sel
-        z = sys_l.R @ y + c
-        d = dphi(sys_l.activation, z, sys_l.leak)
-        Fy = (sys_l.gamma * d)[:, None] * sys_l.R - beta * np.eye(self.D)
-        Fl = sys_l.gamma * d * self.dc - (sys_l.gamma * y if self.kind == "alpha" else 0.0)
-        return sys_l.gamma * phi(sys_l.activation, z, sys_l.leak) - beta * y, Fy, Fl
+        return sys_l.derivs1(y, c, beta, self.dc, self.kind == "alpha")
 
     def second(self, y, lam, v):
         """(∂(F_y v)/∂y (D, D), ∂(F_y v)/∂λ (D,)): the Moore–Spence rows."""
         sys_l, c, beta = self._at(lam)
-        if sys_l.kind == "step" or self.mode == "model":
+        if not sys_l.closed_form_higher or self.mode == "model":
             ev = FD_B / max(np.linalg.norm(v), 1e-300)
             Jy = (self.jac(y + ev * v, lam) - self.jac(y - ev * v, lam)) / (2.0 * ev)
             el = FD_B * max(1.0, abs(lam))
             Jl = (self.jac(y, lam + el) - self.jac(y, lam - el)) @ v / (2.0 * el)
             return Jy, Jl
-        z = sys_l.R @ y + c
-        Rv = sys_l.R @ v
-        dd = d2phi(sys_l.activation, z, sys_l.leak)
-        Jy = (sys_l.gamma * dd * Rv)[:, None] * sys_l.R
-        Jl = sys_l.gamma * dd * Rv * self.dc - (sys_l.gamma * v if self.kind == "alpha" else 0.0)
-        return Jy, Jl
+        return sys_l.second1(y, c, v, self.dc, self.kind == "alpha")
 
     def B(self, y, lam, u, v):
         """D²F(y)[u, v] (complex u, v allowed)."""
-        sys_l, c, _ = self._at(lam)
-        if sys_l.kind != "step":
-            dd = d2phi(sys_l.activation, sys_l.R @ y + c, sys_l.leak)
-            return sys_l.gamma * dd * (sys_l.R @ u) * (sys_l.R @ v)
-        if np.iscomplexobj(u) or np.iscomplexobj(v):
-            u, v = np.asarray(u, complex), np.asarray(v, complex)
-            rr, ii = self.B(y, lam, u.real, v.real), self.B(y, lam, u.imag, v.imag)
-            ri, ir = self.B(y, lam, u.real, v.imag), self.B(y, lam, u.imag, v.real)
-            return (rr - ii) + 1j * (ri + ir)
-        n = np.linalg.norm(u)
-        if n == 0.0:
-            return np.zeros(self.D)
-        e = FD_B / n
-        return (self.jac(y + e * u, lam) - self.jac(y - e * u, lam)) @ v / (2.0 * e)
+        sys_l, c, beta = self._at(lam)
+        return sys_l.B1(y, c, u, v, beta)
 
     def C(self, y, lam, u, v, w):
         """D³F(y)[u, v, w] (complex allowed)."""
-        sys_l, c, _ = self._at(lam)
-        if sys_l.kind != "step":
-            d3 = d3phi(sys_l.activation, sys_l.R @ y + c)
-            return sys_l.gamma * d3 * (sys_l.R @ u) * (sys_l.R @ v) * (sys_l.R @ w)
-        args = [np.asarray(a) for a in (u, v, w)]
-        if any(np.iscomplexobj(a) for a in args):
-            out = 0.0
-            # trilinear in (u, v, w): expand each into real and imaginary parts
-            for mask in range(8):
-                parts, coef = [], 1.0 + 0j
-                for k, a in enumerate(args):
-                    a = np.asarray(a, complex)
-                    if mask >> k & 1:
-                        parts.append(a.imag)
-                        coef *= 1j
-                    else:
-                        parts.append(a.real)
-                if all(np.any(p) for p in parts):
-                    out = out + coef * self.C(y, lam, *parts)
-            return out * np.ones(self.D)
-        nu, nw = np.linalg.norm(u), np.linalg.norm(w)
-        if nu == 0.0 or nw == 0.0:
-            return np.zeros(self.D)
-        a, b = FD_C / nu, FD_C / nw
-        J = self.jac
-        return ((J(y + a * u + b * w, lam) - J(y + a * u - b * w, lam) - J(y - a * u + b * w, lam)
-                 + J(y - a * u - b * w, lam)) @ v) / (4.0 * a * b)
+        sys_l, c, beta = self._at(lam)
+        return sys_l.C1(y, c, u, v, w, beta)
 
     # ------------------------------------------------------------------ stability
     def eigenvalues(self, Fy):
@@ -281,12 +212,7 @@ class Family:
         """A first guess of the equilibrium at λ = lo: 200 steps of a gated map from 0 (where it settles,
         a stable point usually), one Picard step from 0 for the others."""
         sys_l, c, beta = self._at(lo)
-        if sys_l.kind == "step":
-            y = np.zeros(self.D)
-            for _ in range(200):
-                y = sys_l.model.step(y[None], c[None])[0]
-            return y
-        return phi(sys_l.activation, c, sys_l.leak) * sys_l.gamma / max(beta, 1e-12)
+        return sys_l.guess(c, beta)
 
     def solve(self, y0, lam, tol, max_iter=100):
         """Newton at fixed λ: (y, residual, iterations, converged)."""
@@ -294,7 +220,7 @@ class Family:
 
         sys_l, c, beta = self._at(lam)
         if self.kind == "alpha" and self.mode == "analytic":
-            sys_l = System(self.model.replace(alpha=float(lam)))
+            sys_l = fixed_point_map(self.model.replace(alpha=float(lam)))
         y, r, its, ok = run_solver(sys_l, c[None], np.asarray(y0, dtype=np.float64)[None], "newton", tol=tol,
                                    max_iter=max_iter)
         return y[0], float(r[0]), int(its[0]), bool(ok[0])

@@ -13,7 +13,7 @@ from .._resources import check_fixed_points
 from .._progress import progress
 from ..backends import get_backend
 from ..errors import ParameterError
-from .equilibria import (_EQUATIONS, STABILITY_ATTRS, STABLE, System, _check_tol, _flow_label, _inputs, _maxabs,
+from .equilibria import (STABILITY_ATTRS, STABLE, _check_tol, _inputs, _maxabs, fixed_point_map,
                          _part_coords, _solve_batched, eig_variables, newton_batched, stability_label)
 from .reachable import state_box, task_states
 
@@ -38,7 +38,7 @@ def fixed_points(model, x=None, *, method: str = "search", n_starts: int = 64, t
     (``NEWTON_FIRST_ITERS`` iterations: most starts converge to a root in a few) and
     q(y) = ½‖F(y)‖² is minimised by batched Levenberg–Marquardt for the rest.  Minima with ‖F‖∞ reachable to ``tol`` are polished by Newton and kept
     as roots, deduplicated (distance ≤ ``dedup_tol``·(1 + ‖y‖)), and certified by the
-    Newton–Kantorovich test of ``System.certify``; minima that are no roots but have
+    Newton–Kantorovich test of the fixed-point map's ``certify``; minima that are no roots but have
     q ≤ ``slow_tol`` are kept as slow points (``kind`` 0).  A second pass starts halfway between
     every pair of distinct minima of the first, where saddles usually lie.
 
@@ -112,7 +112,7 @@ def fixed_points(model, x=None, *, method: str = "search", n_starts: int = 64, t
     >>> fp = fixed_points(make_model("ctrnn", 2, 1, weight_scale=3, seed=1), [0.0])
     """
     with get_backend(None):
-        system = System(model)
+        system = fixed_point_map(model)
         tol = _check_tol(tol)
         xa, _ = _inputs(model, np.zeros(model.inputs) if x is None else x)
         if xa.shape[0] != 1:
@@ -245,7 +245,7 @@ def _assemble(model, system, xa, P, reach, hits, kinds, iters, traj, box, extra,
     growth = eigs + 1.0 if system.discrete else eigs
     stab = stability_label(growth, discrete=system.discrete, tol=stability_tol)
     kinds = np.array(kinds, dtype=np.int8)
-    lab = _flow_label(system)
+    lab = system.eig_label
     how = ("the region's linear solve and one Newton step" if extra.get("solve_method") == "complete" else
            "Newton iterations (search and polish) of the first start that ended here; Levenberg–Marquardt steps "
            "not counted")
@@ -285,12 +285,12 @@ def _assemble(model, system, xa, P, reach, hits, kinds, iters, traj, box, extra,
     if traj is not None:
         data.update(_projection(traj, P, data, int(n_components)))
     n_unst = data["n_unstable"].values
-    attrs = {**model_attrs(model), **base_attrs("numpy", command), **extra,
+    attrs = {**model_attrs(model), **base_attrs(system.backend.name, command), **extra,
              "n_roots": int((kinds == 1).sum()), "n_slow": int((kinds == 0).sum()),
              "n_stable": int(((kinds == 1) & (stab == STABLE)).sum()),
              "n_saddles": int(((kinds == 1) & (n_unst == 1)).sum()),
-             "state_box": box.rule, "certificate": _certificate_note(system),
-             "system": system.kind, "equation": _EQUATIONS[system.kind]}
+             "state_box": box.rule, "certificate": _certificate_note(model, system),
+             "system": system.name, "equation": system.equation}
     ds = xr.Dataset(data, attrs=attrs)
     ds = ds.assign_coords(_part_coords(model))
     return finish(ds, "fixed_points")
@@ -306,7 +306,7 @@ def _complete(model, system, xa, traj, box, *, tol, stability_tol, n_components,
     if max_regions < 1:
         raise ParameterError("max_regions", f"must be ≥ 1, got {max_regions}")
     c = system.c(xa)[0]
-    out = pwa.complete_points(system, c, cycles=cycles, max_regions=max_regions)
+    out = pwa.complete_points(system, c, cycles=cycles, max_regions=max_regions, name=model.name)
     P = out["points"]
     n, D = P.shape
     complete, sentence = pwa.statement(out["proof"], out["pieces"], D, int(cycles))
@@ -475,17 +475,17 @@ def _projection(traj, P, data, n_components):
     }
 
 
-def _certificate_note(system) -> str:
-    if system.kind != "step":
+def _certificate_note(model, system) -> str:
+    if system.residual_form:
         return "Newton–Kantorovich with L = γ·sup|φ''|·‖R‖₂² (smooth φ), the affine region (piecewise-affine φ)"
     from .lipschitz import jacobian_lipschitz
 
-    probe = jacobian_lipschitz(system.model, np.zeros((1, system.D)), np.zeros((1, system.model.inputs)), 0.1)
+    probe = jacobian_lipschitz(model, np.zeros((1, system.D)), np.zeros((1, model.inputs)), 0.1)
     if probe is None:
-        return (f"not certified: no Lipschitz bound of the step Jacobian is derived for {system.model.name} "
-                f"(activation {system.model.activation}); roots are checked by residual only")
+        return (f"not certified: no Lipschitz bound of the step Jacobian is derived for {model.name} "
+                f"(activation {model.activation}); roots are checked by residual only")
     return (f"Newton–Kantorovich with the Lipschitz bound of dynlab.analysis.lipschitz on the ball of radius "
-            f"{System.CERT_BALL} about each point")
+            f"{system.CERT_BALL} about each point")
 
 
 
@@ -494,7 +494,7 @@ def _certificate_note(system) -> str:
 LM_FTOL = 1e-9
 
 
-def _levenberg_marquardt(system: System, c, y, *, max_iter=200, gtol=1e-15, ftol=LM_FTOL):
+def _levenberg_marquardt(system, c, y, *, max_iter=200, gtol=1e-15, ftol=LM_FTOL):
     """Minimise q(y) = ½‖F(y)‖² from every row at once (batched Levenberg–Marquardt:
     (JᵀJ + μI) δ = −JᵀF, μ shrunk on success and grown on failure); a row stops at a stationary
     point (‖JᵀF‖∞ ≤ gtol), at ‖F‖∞ ≤ ftol (a root for Newton to polish) or when μ > 1e12.

@@ -48,12 +48,12 @@ def _check_points(x, n_cols: int, param: str, N: int | None = None) -> np.ndarra
 def _eta_rows(form, N: int, t):
     """η for each point as an (N, K) table of an iRNN form whose η varies over time (None when it
     is shared: the kernels use the form's own row); ``t`` the 0-based time index of each point."""
-    if form.kind != "irnn" or form.eta.shape[0] == 1:
+    if form.time_rows == 1:
         return None
     if t is None:
-        raise ParameterError("t", f"the model's η varies over {form.eta.shape[0]} time steps; give the 0-based "
+        raise ParameterError("t", f"the model's η varies over {form.time_rows} time steps; give the 0-based "
                                   "time index of every point")
-    return form.eta_rows(_check_t(t, N, form.eta.shape[0]))
+    return form.eta_rows(_check_t(t, N, form.time_rows))
 
 
 def _check_t(t, N: int, rows: int) -> np.ndarray:

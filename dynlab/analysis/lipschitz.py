@@ -1,5 +1,5 @@
 """Lipschitz bounds of the step Jacobian of the gated maps (GRU, LSTM), for the Newton–Kantorovich
-certificate of their fixed points (``System.certify``).
+certificate of their fixed points (``StepMap.certify`` of ``dynlab.models.fixed_point``).
 
 The certificate needs L with ‖J(s) − J(s')‖₂ ≤ L ‖s − s'‖₂ for s, s' in a ball B(y, ρ) about the
 candidate y, J = ∂step/∂s (∂F = J − I has the same L).  The step Jacobians are sums of terms
@@ -51,7 +51,11 @@ def jacobian_lipschitz(model, S, X, radius: float):
     """L (N,) bounding the Lipschitz constant of the step Jacobian on the ball B(s_n, radius)
     about each row s_n of S (N, state_size) at the inputs X (N, d); None when no bound is derived
     for this model (module docstring)."""
-    form = model.form()
+    return form_lipschitz(model.form(), S, X, radius)
+
+
+def form_lipschitz(form, S, X, radius: float):
+    """``jacobian_lipschitz`` of a kernel form (what a step map's certificate asks)."""
     if form.kind == "stack":
         if len(form.layers) != 1:
             return None

@@ -1,6 +1,6 @@
 """Every fixed point and k-cycle of a piecewise-affine network, with a proof that none is missing.
 
-The equilibria of ``dynlab.analysis.equilibria.System`` solve β y = γ φ(R y + c).  For a
+The equilibria of a ``ResidualMap`` (``dynlab.models.fixed_point``) solve β y = γ φ(R y + c).  For a
 piecewise-affine φ (relu, leaky-relu, abs, identity) write r = φ(z), z = R y + c; where β ≠ 0,
 y = (γ/β) r and every fixed point is a solution of
 
@@ -275,9 +275,10 @@ def _states(system, r, k: int):
     return float(system.gamma) / (1.0 - a ** k) * y
 
 
-def complete_points(system, c, *, cycles: int = 1, max_regions: int = MAX_REGIONS):
+def complete_points(system, c, *, cycles: int = 1, max_regions: int = MAX_REGIONS, name: str = "the model"):
     """Every fixed point (and, for maps, every cycle of period 2..``cycles``) of a piecewise-affine
-    ``System`` at c (D,), by ``enumerate_regions``.
+    fixed-point map ``system`` (``form.fixed_point_map()``) at c (D,), by ``enumerate_regions``;
+    ``name`` is the model's, for the messages.
 
     Returns
     -------
@@ -286,17 +287,17 @@ def complete_points(system, c, *, cycles: int = 1, max_regions: int = MAX_REGION
     (period, states (period, D)) — each cycle once, of minimal period, starting at its
     lexicographically smallest state —, and ``proof``: one ``Enumeration`` per period.
     """
-    if system.kind not in ("irnn", "ctrnn", "map"):
+    if not system.residual_form:
         raise ParameterError("model", f"the complete enumeration takes the models of the form β y = γ φ(R y + c) "
-                                      f"(rnn, fastrnn, rin, irnn, ctrnn); {system.model.name} is given by its step map")
+                                      f"(rnn, fastrnn, rin, irnn, ctrnn); {name} is given by its step map")
     if float(system.beta) == 0.0:
-        raise ParameterError("model", f"the complete enumeration needs β ≠ 0: {system.model.name} has h' = h + γ φ(·) (β = 0), "
+        raise ParameterError("model", f"the complete enumeration needs β ≠ 0: {name} has h' = h + γ φ(·) (β = 0), "
                                        "whose fixed points {y : φ(R y + c) = 0} form a polyhedron, not isolated points")
     cycles = int(cycles)
     if cycles < 1:
         raise ParameterError("cycles", f"must be ≥ 1, got {cycles}")
     if cycles > 1 and not system.discrete:
-        raise ParameterError("cycles", f"k-cycles are orbits of a map; {system.model.name}'s equilibria are those of a "
+        raise ParameterError("cycles", f"k-cycles are orbits of a map; {name}'s equilibria are those of a "
                                        "flow (give cycles=1)")
     if cycles > 1 and abs(1.0 - float(system.beta)) >= 1.0:
         raise ParameterError("cycles", "needs |a| < 1 in h' = a h + γ φ(·)")

@@ -3,7 +3,7 @@
 At every point analysed two spectra are reported:
 
 * the flow Jacobian ∂F/∂y of the equilibrium equation F(y) = γ φ(R y + c) − β y
-  (``dynlab.analysis.equilibria.System``): for the iRNN ∇φ(U s + W x + b)·U − αI at
+  (the form's fixed-point map, ``dynlab.models.fixed_point``): for the iRNN ∇φ(U s + W x + b)·U − αI at
   s = h_m + sign·h_{m-1} (the point that sits on the equilibrium manifold as K grows), for the
   CTRNN (∇φ·U − αI)/τ, for the discrete cells ∂step/∂h − I, for gru, lstm and stack ∂step/∂s − I
   on the whole state s (an LSTM's [h; c]).  Stable (for a flow) when every
@@ -24,8 +24,8 @@ import numpy as np
 from .._resources import check_spectrum
 from .._progress import progress
 from ..errors import ParameterError
-from .equilibria import (STABILITY_ATTRS, System, _flow_label, _part_coords, eig_variables, flow_eigenvalues,
-                         run_solver, stability_label)
+from .equilibria import (STABILITY_ATTRS, _part_coords, eig_variables, flow_eigenvalues,
+                         fixed_point_map, run_solver, stability_label)
 
 AT = ("trajectory", "equilibrium")
 
@@ -70,8 +70,8 @@ def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, ba
 
         if at not in AT:
             raise ParameterError("at", f"must be one of {', '.join(AT)}, got {at!r}")
-        system = System(model)
         backend = resolve_backend(backend)
+        system = fixed_point_map(model, backend)  # a step map's Jacobians on the same backend as the step Jacobians
         xa, batched = check_input(x, model.inputs)
         B, T, d = xa.shape
         check_spectrum(model, B, T, step=step)  # before running: refuses what cannot fit or finish
@@ -88,10 +88,7 @@ def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, ba
         hprev = np.concatenate([h0a[:, None], H[:, :-1]], axis=1).reshape(B * T, D)
         xs = xa.reshape(B * T, d)
         c = system.c(xs)
-        if system.kind == "irnn":
-            y = H.reshape(B * T, D) + model.sign * hprev
-        else:
-            y = hprev.copy()
+        y = system.at_step(H.reshape(B * T, D), hprev)
         lead = ("batch",) if batched else ()
         sel = slice(None) if batched else 0
         dims = lead + ("time",)
@@ -109,15 +106,15 @@ def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, ba
             data["converged"] = xr.Variable(dims, per_point(conv.astype(np.int8)), {"long_name": f"residual ≤ {tol:g}",
                                                                                     "units": "1"})
         eigs = flow_eigenvalues(system, y, c)
-        data.update(eig_variables(per_point(eigs), dims, what=_flow_label(system)))
+        data.update(eig_variables(per_point(eigs), dims, what=system.eig_label))
         data["max_real"] = xr.Variable(dims, per_point(eigs.real.max(axis=1)),
                                        {"long_name": "largest real part of the eigenvalues", "units": "1"})
         if step:
-            where = y if (at == "equilibrium" and system.kind != "irnn") else hprev
+            where = y if (at == "equilibrium" and not system.shifted) else hprev
             seig = np.empty((B * T, D), dtype=np.complex128)
             for lo in range(0, B * T, 256):
                 hi = min(B * T, lo + 256)
-                t = (np.arange(lo, hi) % T) if (system.kind == "irnn" and np.ndim(model.eta) == 2) else None
+                t = np.arange(lo, hi) % T  # read only where η varies over time (an iRNN's per-time table)
                 J = jacobian_at(model, xs[lo:hi], where[lo:hi], backend=backend, t=t)
                 seig[lo:hi] = np.sort(np.linalg.eigvals(J), axis=-1)[:, ::-1]
                 progress("step-Jacobian eigenvalues (points)", hi, B * T)
@@ -137,6 +134,6 @@ def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, ba
             "h0": xr.Variable(lead + ("unit",), h0a[sel], {"long_name": "initial state h_0", "units": "1"}),
             **model_variables(model),
         })
-        attrs = {**model_attrs(model), **base_attrs(backend, command), "at": at, "system": system.kind,
+        attrs = {**model_attrs(model), **base_attrs(backend, command), "at": at, "system": system.name,
                  "n_points": int(B * T), "n_stable": int((stab == 1).sum()), "tol": tol}
         return finish(xr.Dataset(data, attrs=attrs).assign_coords(_part_coords(model)), "spectrum")

@@ -156,10 +156,13 @@ def gradients_summary(ds) -> str:
 
 
 def sized_like(spec, K=None):
-    """A stand-in with the sizes a ``RunSpec`` will build (state_size, inputs, K, name), so the
-    work of a run is estimated before its model is drawn (None when a weights file sets them)."""
+    """A stand-in with the sizes a ``RunSpec`` will build (name, state_size, inputs, and the
+    cost per step ``step_cost()``), so the work of a run is
+    estimated before its model is drawn (None when a weights file sets them)."""
     import types
 
+    from .._resources import gates_of
+    from ..models.forms import StepCost
     from ..spec import DEFAULT_HIDDEN, DEFAULT_INPUTS, DEFAULT_MODEL
 
     if spec.weights is not None:
@@ -167,6 +170,6 @@ def sized_like(spec, K=None):
     name = str(spec.model or DEFAULT_MODEL).lower()
     D = int(DEFAULT_HIDDEN if spec.hidden is None else spec.hidden)
     k = K if K is not None else spec.K
+    cost = StepCost(gates_of(name, spec.given_settings()), int(k) if (name == "irnn" and k is not None) else 1)
     return types.SimpleNamespace(name=name, state_size=D, inputs=int(DEFAULT_INPUTS if spec.inputs is None
-                                                                     else spec.inputs),
-                                 K=int(k) if (name == "irnn" and k is not None) else 1)
+                                                                     else spec.inputs), step_cost=lambda: cost)

@@ -209,7 +209,7 @@ def _check_field(model, kind: str) -> None:
 def add_field(ds, model, x, h):
     """Add the vector field, nullclines and equilibria of a 2-D model at a constant input x.
 
-    The field is F of ``dynlab.analysis.equilibria.System``: the CTRNN's dg/dt, or for a discrete
+    The field is F of the form's fixed-point map (``dynlab.models.fixed_point``): the CTRNN's dg/dt, or for a discrete
     cell the displacement step(h) − h (its zeros are the map's fixed points).  The nullclines
     are the zero sets F_1 = 0 and F_2 = 0, drawn as contours of F on the grid, so every branch
     shows; the equilibria come from ``dynlab.fixed_points`` (multi-start, certified) with their
@@ -221,11 +221,11 @@ def add_field(ds, model, x, h):
     """
     import xarray as xr
 
-    from ..analysis.equilibria import STABILITY_ATTRS, System
+    from ..analysis.equilibria import STABILITY_ATTRS, fixed_point_map
     from ..analysis.fixed_points import fixed_points
 
     _check_field(model, "constant")
-    system = System(model)
+    system = fixed_point_map(model)
     h = h[np.all(np.isfinite(h), axis=1)]
     scale = max(1.0, float(np.abs(h).max()) if h.size else 1.0)
     fp = fixed_points(model, x, n_starts=64, spread=scale, seed=0)
@@ -236,7 +236,7 @@ def add_field(ds, model, x, h):
     g2 = np.linspace(lo[1] - pad[1], hi[1] + pad[1], FIELD_POINTS)
     Y = np.stack(np.meshgrid(g1, g2), axis=-1).reshape(-1, 2)
     F = system.F(Y, np.broadcast_to(system.c(np.asarray(x)[None]), Y.shape)).reshape(FIELD_POINTS, FIELD_POINTS, 2)
-    what = "dg/dt" if system.kind == "ctrnn" else "step(h) − h"
+    what = system.field_label
     ds = ds.assign_coords(field_x1=("field_x1", g1, {"long_name": "h₁", "units": "1"}),
                           field_x2=("field_x2", g2, {"long_name": "h₂", "units": "1"}))
     ds["field_F1"] = xr.Variable(("field_x2", "field_x1"), F[..., 0], {"long_name": f"{what}, component 1", "units": "1"})

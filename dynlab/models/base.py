@@ -36,6 +36,9 @@ class Model:
     DESCRIPTION: ClassVar[str] = ""
     #: A sequence model (driven by x_t, simulated over time); the implicit networks are not.
     SEQUENCE: ClassVar[bool] = True
+    #: The class of the kernel form ``form()`` gives (``dynlab.models.forms``): what is known of
+    #: the model before one is built (its cost per step: ``gates``, for the memory estimates).
+    FORM: ClassVar[type | None] = None
     #: The sizes the repr starts with.
     REPR_SIZES: ClassVar[tuple[str, ...]] = ("hidden", "inputs")
     #: Training (``dynlab.train_model``): parameters kept fixed unless the caller says otherwise,
@@ -120,6 +123,12 @@ class Model:
     def _make_form(self):
         from ..errors import ParameterError
         raise ParameterError("model", f"{self.name} is not a sequence model: it has no kernel form")
+
+    def step_cost(self):
+        """The cost of one step, ``form().cost`` (``dynlab.models.forms.StepCost``: gate blocks,
+        inner iterations), known without building the form — a resource check runs before the
+        arrays of a large model's form are made (an iRNN's (1, K) η table)."""
+        return self.form().cost if self.FORM is None else self.FORM.cost_of(self)
 
     # ------------------------------------------------------------- the map
     def step(self, S, X, *, backend="reference"):

@@ -18,13 +18,15 @@ import numpy as np
 from .._validate import as_bool, as_matrix, as_scalar
 from ..activations import dphi, sigmoid
 from .base import Model
+from .forms import CellForm
 
 
 class _GatedCell(Model):
     """The update h_t = a h_{t-1} + c φ(R h_{t-1} + W x_t + b) of ``gated_form()``."""
 
+    FORM: ClassVar[type] = CellForm
+
     def _make_form(self):
-        from .forms import CellForm
         a, gain, R = self.gated_form()
         return CellForm(self.activation, float(self.leak), R=R, W=self.W, b=self.b, a=float(a), gain=float(gain))
 

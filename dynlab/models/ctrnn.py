@@ -16,6 +16,7 @@ import numpy as np
 from .._validate import as_int, as_matrix, as_scalar
 from ..errors import ParameterError
 from .base import Model
+from .forms import CTRNNForm
 
 FIXED_STEP = ("euler", "rk4")
 SCIPY_METHODS = ("RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA")
@@ -41,6 +42,7 @@ class CTRNN(Model):
     weight_scale: float | None = None
 
     name: ClassVar[str] = "ctrnn"
+    FORM: ClassVar[type] = CTRNNForm
     PARAMS: ClassVar[tuple[str, ...]] = ("U", "W", "b", "tau", "alpha")
     SETTINGS: ClassVar[tuple[str, ...]] = ("activation", "leak", "dt", "substeps", "method", "rtol", "atol")
     DESCRIPTION: ClassVar[str] = "continuous-time RNN τ dg/dt = −α g + φ(U g + W x(t) + b) (Euler, RK4, scipy)"
@@ -68,7 +70,6 @@ class CTRNN(Model):
         return float(self.dt)
 
     def _make_form(self):
-        from .forms import CTRNNForm
         return CTRNNForm(self.activation, float(self.leak), U=self.U, W=self.W, b=self.b, tau=float(self.tau),
                          alpha=float(self.alpha), dt=float(self.dt), substeps=int(self.substeps),
                          method=self.method, rtol=float(self.rtol), atol=float(self.atol))

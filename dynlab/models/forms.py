@@ -18,16 +18,35 @@ without knowing which model class made it:
 ``StackForm``  layers in order, layer ℓ > 1 reading layer ℓ − 1's output; the state is the
                concatenation of the layers' states.
 
-A form's arrays are float64, C-contiguous and read-only; its scalars are Python floats and ints.
+A form's arrays are float64, C-contiguous and read-only; its scalars are Python floats and ints
+(the settings, typed: an iRNN's ``K`` is an int field, never read back with ``getattr``).
 ``kind`` names the rule, ``state_size`` the size n of the state every analysis works on.
+
+What the analyses ask of a form instead of branching on its kind:
+
+``fixed_point_map()``  the function F whose zeros the equilibrium, fixed-point, continuation and
+               convergence analyses solve, with ∂F/∂y (``dynlab.models.fixed_point``);
+``gates``, ``inner_steps``  its cost per step: weight blocks per layer (GRU 3, LSTM 4, else 1)
+               and inner iterations per step (the iRNN's K, else 1) — what the memory and work
+               estimates of ``dynlab._resources`` multiply by;
+``state_labels()``  what each entry of the state is (None when it is the hidden state h).
 """
 from __future__ import annotations
 
 import dataclasses
+import typing
 
 import numpy as np
 
 from ..activations import ACTIVATION_IDS
+
+
+class StepCost(typing.NamedTuple):
+    """The cost of one step of a form: ``gates`` weight blocks per layer (PyTorch's gate blocks:
+    GRU 3, LSTM 4, else 1) and ``inner_steps`` inner iterations (an iRNN's K, else 1)."""
+
+    gates: int
+    inner_steps: int
 
 
 def frozen_array(a) -> np.ndarray:
@@ -45,6 +64,8 @@ class _Form:
     leak: float
 
     kind = "form"
+    #: weight blocks per layer (PyTorch's gate blocks: GRU 3, LSTM 4), a cost per step
+    gates = 1
     #: the array multiplying the previous state (its columns are the hidden units)
     recurrent = ""
     #: the array multiplying the input (its columns are the input features)
@@ -72,6 +93,43 @@ class _Form:
         """The entries of the state that are the cell's output h (what the next layer reads)."""
         return slice(0, self.hidden)
 
+    @property
+    def inner_steps(self) -> int:
+        """Inner iterations per step (the iRNN's K), a cost per step."""
+        return 1
+
+    @property
+    def time_rows(self) -> int:
+        """Rows of the per-time parameter tables: 1 when the rule is the same at every step (an
+        iRNN whose η varies over time: its T rows)."""
+        return 1
+
+    @property
+    def cost(self) -> StepCost:
+        """The cost of one step (``StepCost``)."""
+        return StepCost(int(self.gates), int(self.inner_steps))
+
+    @classmethod
+    def cost_of(cls, model) -> StepCost:
+        """``cost`` of the form ``model`` would make, without making it (``Model.step_cost``)."""
+        return StepCost(int(cls.gates), 1)
+
+    @property
+    def activations(self) -> tuple:
+        """The activation of every layer."""
+        return (self.act,)
+
+    def state_labels(self):
+        """What each entry of the state is (``("h", …, "c", …)`` for an LSTM), or None when the
+        state is the hidden state h itself."""
+        return None
+
+    def fixed_point_map(self, backend=None):
+        """The function whose zeros the equilibrium analyses solve (``dynlab.models.fixed_point``);
+        ``backend``: where a step map's Jacobians run (None: the default backend)."""
+        from ..errors import ParameterError
+        raise ParameterError("model", f"equilibria are not defined for a {self.kind} form")
+
     def __post_init__(self):
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
@@ -92,6 +150,13 @@ class CellForm(_Form):
     kind = "cell"
     recurrent = "R"
 
+    def fixed_point_map(self, backend=None):
+        """h = step(h, x): F(h) = γ φ(R h + c) − (1 − a) h, a fixed point of the map."""
+        from .fixed_point import ResidualMap
+        return ResidualMap(name="map", R=self.R, W=self.W, b=self.b, gamma=float(self.gain), beta=1.0 - float(self.a),
+                           activation=self.act, leak=self.leak, step_size=1.0, variable="h", discrete=True,
+                           equation="h = step(h, x)", eig_label="eigenvalue of ∂step/∂h − I")
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class IRNNForm(_Form):
@@ -109,6 +174,29 @@ class IRNNForm(_Form):
 
     kind = "irnn"
     recurrent = "U"
+
+    @property
+    def inner_steps(self) -> int:
+        return self.K
+
+    @property
+    def time_rows(self) -> int:
+        return int(self.eta.shape[0])
+
+    @classmethod
+    def cost_of(cls, model) -> StepCost:
+        return StepCost(1, int(model.K))
+
+    def fixed_point_map(self, backend=None):
+        """The step equilibrium α s = φ(U s + W x + b), s = h_eq + sign·h_prev: F is the iRNN's
+        own increment; the natural Euler step is η (its mean when η varies with k or time)."""
+        from .fixed_point import IRNNMap
+        eta = self.eta
+        step = float(eta.ravel()[0]) if eta.size == 1 or np.all(eta == eta.ravel()[0]) else float(eta.mean())
+        return IRNNMap(name="irnn", R=self.U, W=self.W, b=self.b, gamma=1.0, beta=float(self.alpha),
+                       activation=self.act, leak=self.leak, step_size=step, variable="s = h_eq + sign·h_prev",
+                       discrete=False, equation="α s = φ(U s + W x + b), s = h_eq + sign·h_prev",
+                       eig_label="eigenvalue of ∇φ·U − αI", sign=self.sign, g0prev=self.g0prev)
 
     def eta_rows(self, t: np.ndarray) -> np.ndarray:
         """η for 0-based time indices ``t``: an (N, K) table."""
@@ -135,6 +223,14 @@ class CTRNNForm(_Form):
     kind = "ctrnn"
     recurrent = "U"
 
+    def fixed_point_map(self, backend=None):
+        """The flow's equilibria: F = τ⁻¹(−α g + φ(U g + W x + b)); the natural Euler step is τ."""
+        from .fixed_point import CTRNNMap
+        return CTRNNMap(name="ctrnn", R=self.U, W=self.W, b=self.b, gamma=1.0 / self.tau, beta=self.alpha / self.tau,
+                        activation=self.act, leak=self.leak, step_size=float(self.tau), variable="g",
+                        discrete=False, equation="0 = −α g + φ(U g + W x + b)",
+                        eig_label="eigenvalue of (∇φ·U − αI)/τ")
+
     @property
     def fixed_step(self) -> bool:
         """Euler or RK4 with fixed steps (else scipy's adaptive ``solve_ivp``)."""
@@ -152,6 +248,11 @@ class _GatedForm(_Form):
 
     recurrent = "W_hh"
     input_weights = "W_ih"
+
+    def fixed_point_map(self, backend=None):
+        """s = step(s, x) on the whole state (``dynlab.models.fixed_point.StepMap``)."""
+        from .fixed_point import StepMap
+        return StepMap(self, backend)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -173,6 +274,9 @@ class LSTMForm(_GatedForm):
     def state_size(self) -> int:
         return 2 * self.hidden
 
+    def state_labels(self):
+        return ("h",) * self.hidden + ("c",) * self.hidden
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class StackForm:
@@ -185,6 +289,39 @@ class StackForm:
     @property
     def hidden(self) -> int:
         return self.layers[0].hidden
+
+    @property
+    def gates(self) -> int:
+        """The layers' weight blocks (alike layers: the first one's)."""
+        return self.layers[0].gates
+
+    @property
+    def inner_steps(self) -> int:
+        return 1
+
+    time_rows = _Form.time_rows
+    cost = _Form.cost
+
+    @classmethod
+    def cost_of(cls, model) -> StepCost:
+        return StepCost(model.layers[0].step_cost().gates, 1)
+
+    @property
+    def activations(self) -> tuple:
+        return tuple(a for f in self.layers for a in f.activations)
+
+    def state_labels(self):
+        """Each layer's labels with its 1-based index ("h1", "c1", "h2", …)."""
+        out = []
+        for ell, f in enumerate(self.layers, start=1):
+            own = f.state_labels() or ("h",) * f.state_size
+            out.extend(f"{p}{ell}" for p in own)
+        return tuple(out)
+
+    def fixed_point_map(self, backend=None):
+        """s = step(s, x) on the concatenated state (``dynlab.models.fixed_point.StepMap``)."""
+        from .fixed_point import StepMap
+        return StepMap(self, backend)
 
     @property
     def inputs(self) -> int:

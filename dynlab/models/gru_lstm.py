@@ -50,6 +50,7 @@ from .._validate import as_matrix
 from ..activations import DEFAULT_LEAK, check_activation
 from ..errors import ParameterError
 from .base import Model
+from .forms import GRUForm, LSTMForm
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -129,9 +130,7 @@ class _TorchCell(Model):
                    weight_scale=ws)
 
     def _make_form(self):
-        from .forms import GRUForm, LSTMForm
-        cls = LSTMForm if self.GATES == "ifgo" else GRUForm
-        return cls(self.activation, float(self.leak), W_ih=self.W_ih, W_hh=self.W_hh, b_ih=self.b_ih, b_hh=self.b_hh)
+        return self.FORM(self.activation, float(self.leak), W_ih=self.W_ih, W_hh=self.W_hh, b_ih=self.b_ih, b_hh=self.b_hh)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -139,6 +138,7 @@ class GRU(_TorchCell):
     """PyTorch's GRU cell (gates r, z, n; module docstring): h' = (1 − z) ⊙ n + z ⊙ h."""
 
     name: ClassVar[str] = "gru"
+    FORM: ClassVar[type] = GRUForm
     GATES: ClassVar[str] = "rzn"
     DESCRIPTION: ClassVar[str] = ("PyTorch GRU: r, z, n gates, h' = (1 − z) ⊙ n + z ⊙ h, "
                                   "n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))")
@@ -149,6 +149,7 @@ class LSTM(_TorchCell):
     """PyTorch's LSTM cell (gates i, f, g, o; module docstring) on the state s = [h; c] ∈ R^{2D}."""
 
     name: ClassVar[str] = "lstm"
+    FORM: ClassVar[type] = LSTMForm
     GATES: ClassVar[str] = "ifgo"
     DESCRIPTION: ClassVar[str] = ("PyTorch LSTM: i, f, g, o gates, c' = f ⊙ c + i ⊙ g, h' = o ⊙ tanh(c'); "
                                   "the state is s = [h; c] (2·hidden)")
@@ -158,4 +159,4 @@ class LSTM(_TorchCell):
         return 2 * self.hidden
 
     def state_labels(self):
-        return ("h",) * self.hidden + ("c",) * self.hidden
+        return self.form().state_labels()

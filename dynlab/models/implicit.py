@@ -33,6 +33,7 @@ import numpy as np
 from .._validate import as_int, as_matrix
 from ..errors import ParameterError
 from .base import Model
+from .forms import ImplicitForm
 
 #: Dataset dimensions of each parameter (the Dataset builder reads ``PARAM_DIMS``).
 _DIMS = {
@@ -74,6 +75,7 @@ class Implicit(Model):
                                   "output layer Y2 = f(W2 Y2 + Q2 Y1 + T2) with feedback R Y2 into layer 1")
     #: not a sequence model: ``simulate`` refuses it with a ParameterError on ``model``
     SEQUENCE: ClassVar[bool] = False
+    FORM: ClassVar[type] = ImplicitForm
     PARAM_DIMS: ClassVar[dict] = _DIMS
     PARAM_LABELS: ClassVar[dict] = _LABELS
     REPR_SIZES: ClassVar[tuple[str, ...]] = ("hidden", "hidden2", "inputs")
@@ -146,7 +148,6 @@ class Implicit(Model):
 
     # ------------------------------------------------------------- stacking
     def _make_form(self):
-        from .forms import ImplicitForm
         return ImplicitForm(self.activation, float(self.leak), A=self.stacked()[0])
 
     def stacked(self) -> tuple[np.ndarray, np.ndarray]:

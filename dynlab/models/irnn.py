@@ -30,6 +30,7 @@ import numpy as np
 from .._validate import as_int, as_matrix, as_scalar
 from ..errors import ParameterError
 from .base import Model
+from .forms import IRNNForm
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)  # repr: Model.__repr__
@@ -76,6 +77,7 @@ class IRNN(Model):
     P: str = "I"
 
     name: ClassVar[str] = "irnn"
+    FORM: ClassVar[type] = IRNNForm
     SETTINGS: ClassVar[tuple[str, ...]] = ("activation", "leak", "K", "g0", "sign", "lowrank", "P")
     #: the forms: P = I (eq. 5) or P = U (eq. 9)
     FORMS: ClassVar[tuple[str, ...]] = ("I", "U")
@@ -253,7 +255,6 @@ class IRNN(Model):
         return self.replace(**own)
 
     def _make_form(self):
-        from .forms import IRNNForm
         eta = np.asarray(self.eta, dtype=np.float64)
         return IRNNForm(self.activation, float(self.leak), U=self.U, W=self.W, b=self.b,
                         eta=self.eta_table(eta.shape[0] if eta.ndim == 2 else 1), alpha=float(self.alpha),

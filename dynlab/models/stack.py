@@ -29,6 +29,7 @@ import numpy as np
 from .._validate import as_int
 from ..errors import ParameterError
 from .base import Model
+from .forms import StackForm
 
 #: Layer kinds ``make_model("stack", …, cell=…)`` builds.
 CELLS = ("rnn", "gru", "lstm")
@@ -50,6 +51,7 @@ class Stack(Model):
     weight_scale: float | None = None
 
     name: ClassVar[str] = "stack"
+    FORM: ClassVar[type] = StackForm
     SETTINGS: ClassVar[tuple[str, ...]] = ("cell", "n_layers")
     MAP: ClassVar[bool] = True
     DESCRIPTION: ClassVar[str] = ("stack of rnn/gru/lstm layers (PyTorch num_layers > 1): layer ℓ reads layer ℓ−1's "
@@ -121,11 +123,7 @@ class Stack(Model):
         return int(self.offsets[-1])
 
     def state_labels(self):
-        out = []
-        for ell, m in enumerate(self.layers, start=1):
-            own = m.state_labels() or ("h",) * m.state_size
-            out.extend(f"{p}{ell}" for p in own)
-        return tuple(out)
+        return self.form().state_labels()
 
     @property
     def output_slice(self) -> slice:
@@ -175,7 +173,6 @@ class Stack(Model):
 
     # -------------------------------------------------------------- the map
     def _make_form(self):
-        from .forms import StackForm
         return StackForm(tuple(layer.form() for layer in self.layers))
 
     def pullback(self, g):

@@ -47,7 +47,7 @@ def default_region_size(spec: SweepSpec, target, backend, batched: bool = True) 
         model, x = model_and_input(split_settings(settings, target)[0])
     except ParameterError:  # a bad setting: validate_points names it, with where it was given
         return REGION_SIZE_BATCHED
-    size = get_backend(backend).sweep_region_size(model.state_size, x.shape[0], int(getattr(model, "K", 1)))
+    size = get_backend(backend).sweep_region_size(model.state_size, x.shape[0], model.step_cost().inner_steps)
     return REGION_SIZE_BATCHED if size is None else int(max(1, size))
 
 

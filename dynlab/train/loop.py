@@ -428,7 +428,7 @@ def _check_tapes(model, task, batch: int) -> None:
     from .._resources import check_memory, largest, nbytes, shape_text
 
     B, T, D, d = int(batch), int(task.steps), int(model.state_size), int(model.inputs)
-    K = int(getattr(model, "K", 1) or 1)
+    K = model.step_cost().inner_steps
     n = (2 * K + 1) * nbytes(B, T, D) + nbytes(B, T, d)
     check_memory(n, largest(batch=B, steps=T, hidden=D),
                  f"the BPTT tapes ({2 * K + 1} × B×T×D = {shape_text(B, T, D)} float64, and the inputs)")
