@@ -155,27 +155,14 @@ def largest(**sizes) -> str:
 
 
 # ------------------------------------------------------------------ the estimates used by dynlab
-def gates_of(name: str, settings: dict | None = None) -> int:
-    """Weight blocks per layer of the model ``make_model(name, …, **settings)`` builds, before it
-    is built: its form class's ``gates`` (GRU 3, LSTM 4, else 1; a stack's layers are of its
-    setting ``cell``); 1 for a name that is no model (the model's own check names it)."""
-    from .models import MODELS
-
-    key = str(name).strip().lower()
-    if key == "stack":
-        key = str((settings or {}).get("cell", "rnn")).strip().lower()
-    cls = MODELS.get(key)
-    form = None if cls is None or key == "stack" else cls.FORM
-    return 1 if form is None else int(form.gates)
-
-
-def model_bytes(name: str, D: int, d: int, settings: dict | None = None) -> tuple[int, str]:
-    """Peak bytes of building a random model: every weight block drawn (a temporary) and scaled
-    (the kept copy), so twice the blocks; returns (bytes, what)."""
+def model_bytes(name: str, D: int, d: int, settings: dict | None = None, gates: int = 1) -> tuple[int, str]:
+    """Peak bytes of building a random model of ``gates`` weight blocks per layer
+    (``dynlab.models.gates_of``): every block drawn (a temporary) and scaled (the kept copy), so
+    twice the blocks; returns (bytes, what)."""
     settings = settings or {}
     D, d = int(D), int(d)
     layers = 1
-    blocks = gates_of(name, settings)
+    blocks = int(gates)
     if name == "stack":
         try:
             layers = max(1, int(settings.get("layers", 1)))
@@ -191,11 +178,11 @@ def model_bytes(name: str, D: int, d: int, settings: dict | None = None) -> tupl
     return n, what
 
 
-def check_model(name: str, hidden, inputs, settings: dict | None = None) -> None:
-    """Refuse a random model whose weights cannot be allocated here; blames --hidden unless the
-    input width is what makes it large."""
+def check_model(name: str, hidden, inputs, settings: dict | None = None, gates: int = 1) -> None:
+    """Refuse a random model (of ``gates`` weight blocks per layer) whose weights cannot be
+    allocated here; blames --hidden unless the input width is what makes it large."""
     D, d = int(hidden), int(inputs)
-    n, what = model_bytes(name, D, d, settings)
+    n, what = model_bytes(name, D, d, settings, gates)
     check_memory(n, "inputs" if d > D else "hidden", what)
 
 

@@ -75,3 +75,18 @@ def as_int(value, param: str, *, low: int | None = None) -> int:
     if low is not None and value < low:
         raise ParameterError(param, f"must be ≥ {low}, got {value}")
     return value
+
+
+def as_points(x, n_cols: int, param: str, N: int | None = None) -> np.ndarray:
+    """A (N, n_cols) float64 C-contiguous array with finite entries, or a ParameterError."""
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ParameterError(param, f"must be a numeric array ({exc})") from None
+    if arr.ndim != 2 or arr.shape[1] != n_cols or (N is not None and arr.shape[0] != N):
+        want = f"({'N' if N is None else N}, {n_cols})"
+        raise ParameterError(param, f"must have shape {want}, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        n, i = np.argwhere(~np.isfinite(arr))[0]
+        raise ParameterError(param, f"contains a non-finite value ({arr[n, i]}) at point {n}, entry {i}")
+    return np.ascontiguousarray(arr)

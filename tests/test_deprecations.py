@@ -17,6 +17,7 @@ def test_the_removal_release_is_later_than_this_one():
     ("dynlab.runs.phase_dataset", "dynlab.commands.phase_dataset"),
     ("dynlab.analysis.partition.knn_accuracy", "dynlab.analysis.partition_codes.knn_accuracy"),
     ("dynlab.analysis.partition.model_from_partition", "dynlab.io.model_from_partition"),
+    ("dynlab.analysis.lipschitz.jacobian_lipschitz", "dynlab.models.lipschitz.jacobian_lipschitz"),
 ])
 def test_a_moved_name_warns_with_its_new_home_and_removal_release(old, new):
     module, _, name = old.rpartition(".")

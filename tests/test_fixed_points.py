@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dynlab as dl
-from dynlab.analysis.lipschitz import jacobian_lipschitz
+from dynlab.models.lipschitz import jacobian_lipschitz
 from dynlab.errors import ParameterError
 from dynlab.models.gru_lstm import GRU, LSTM
 

@@ -126,7 +126,7 @@ def test_step_cost_is_the_forms_and_known_before_the_form(name, kw, cost):
     assert "_form" not in m.__dict__  # asked before the form is made
     assert isinstance(known, StepCost) and tuple(known) == cost
     assert m.form().cost == known
-    assert res.gates_of(name, kw) == cost[0]
+    assert dl.models.gates_of(name, kw) == cost[0]
 
 
 def test_irnn_settings_are_typed_fields_of_its_form():

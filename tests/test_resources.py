@@ -176,7 +176,7 @@ def test_model_estimate_is_twice_the_weights(name, settings):
     D, d = 7, 3
     m = dl.make_model(name, D, d, seed=0, **settings)
     arrays = sum(a.nbytes for a in vars(m).values() if isinstance(a, np.ndarray) and a.ndim >= 1 and a.size > 1)
-    est, _ = res.model_bytes(name, D, d, settings)
+    est, _ = res.model_bytes(name, D, d, settings, dl.models.gates_of(name, settings))
     assert est == 2 * arrays, (name, est, arrays)
 
 

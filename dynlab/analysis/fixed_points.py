@@ -478,13 +478,13 @@ def _projection(traj, P, data, n_components):
 def _certificate_note(model, system) -> str:
     if system.residual_form:
         return "Newton–Kantorovich with L = γ·sup|φ''|·‖R‖₂² (smooth φ), the affine region (piecewise-affine φ)"
-    from .lipschitz import jacobian_lipschitz
+    from ..models.lipschitz import jacobian_lipschitz
 
     probe = jacobian_lipschitz(model, np.zeros((1, system.D)), np.zeros((1, model.inputs)), 0.1)
     if probe is None:
         return (f"not certified: no Lipschitz bound of the step Jacobian is derived for {model.name} "
                 f"(activation {model.activation}); roots are checked by residual only")
-    return (f"Newton–Kantorovich with the Lipschitz bound of dynlab.analysis.lipschitz on the ball of radius "
+    return (f"Newton–Kantorovich with the Lipschitz bound of dynlab.models.lipschitz on the ball of radius "
             f"{system.CERT_BALL} about each point")
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..backends import get_backend
 from ..backends.base import previous_states
+from .._validate import as_points as _check_points
 from ..errors import DivergenceError, ParameterError
 from ..models import Model
 
@@ -28,21 +29,6 @@ def _check_model(model) -> Model:
     if not isinstance(model, Model):
         raise ParameterError("model", f"must be a dynlab model (see dynlab.make_model), got {type(model).__name__}")
     return model
-
-
-def _check_points(x, n_cols: int, param: str, N: int | None = None) -> np.ndarray:
-    """A (N, n_cols) float64 C-contiguous array with finite entries, or a ParameterError."""
-    try:
-        arr = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ParameterError(param, f"must be a numeric array ({exc})") from None
-    if arr.ndim != 2 or arr.shape[1] != n_cols or (N is not None and arr.shape[0] != N):
-        want = f"({'N' if N is None else N}, {n_cols})"
-        raise ParameterError(param, f"must have shape {want}, got {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        n, i = np.argwhere(~np.isfinite(arr))[0]
-        raise ParameterError(param, f"contains a non-finite value ({arr[n, i]}) at point {n}, entry {i}")
-    return np.ascontiguousarray(arr)
 
 
 def _eta_rows(form, N: int, t):

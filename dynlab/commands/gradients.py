@@ -161,7 +161,7 @@ def sized_like(spec, K=None):
     estimated before its model is drawn (None when a weights file sets them)."""
     import types
 
-    from .._resources import gates_of
+    from ..models import gates_of
     from ..models.forms import StepCost
     from ..spec import DEFAULT_HIDDEN, DEFAULT_INPUTS, DEFAULT_MODEL
 

@@ -26,6 +26,18 @@ def get_model_class(name: str, param: str = "model") -> type[Model]:
     return MODELS[key]
 
 
+def gates_of(name: str, settings: dict | None = None) -> int:
+    """Weight blocks per layer of the model ``make_model(name, …, **settings)`` builds, before it
+    is built: its form class's ``gates`` (GRU 3, LSTM 4, else 1; a stack's layers are of its
+    setting ``cell``); 1 for a name that is no model (the model's own check names it)."""
+    key = str(name).strip().lower()
+    if key == "stack":
+        key = str((settings or {}).get("cell", "rnn")).strip().lower()
+    cls = MODELS.get(key)
+    form = None if cls is None or key == "stack" else cls.FORM
+    return 1 if form is None else int(form.gates)
+
+
 def model_options(name: str) -> dict[str, object]:
     """The keyword settings ``make_model(name, ...)`` accepts, with their defaults."""
     return dict(_keyword_defaults(get_model_class(name)))
@@ -68,10 +80,11 @@ def make_model(name: str, hidden: int, inputs: int, *, seed: int | None = None,
     from .._resources import check_model
     from .._validate import as_int
 
-    check_model(cls.name, as_int(hidden, "hidden", low=1), as_int(inputs, "inputs", low=1), settings)
+    check_model(cls.name, as_int(hidden, "hidden", low=1), as_int(inputs, "inputs", low=1), settings,
+                gates_of(cls.name, settings))
     return cls.random(hidden, inputs, seed=seed, weight_scale=weight_scale, **settings)
 
 
 __all__ = ["MODELS", "Model", "RNN", "FastRNN", "AntisymmetricRNN", "RIN", "IRNN", "CTRNN", "Implicit", "GRU", "LSTM",
            "Stack",
-           "make_model", "get_model_class", "model_options"]
+           "make_model", "get_model_class", "model_options", "gates_of"]

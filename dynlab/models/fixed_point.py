@@ -334,12 +334,12 @@ class StepMap(_Map):
 
     def step_jacobian(self, y, c, inputs=False):
         """∂step/∂s (and ∂step/∂x) at row-batched (y, x = c), on ``backend``."""
-        from ..analysis.jacobians import _check_points
+        from .._validate import as_points
 
         be = self.backend
         be.require("jacobians", self.form)
-        y = _check_points(y, self.D, "hprev")
-        x = _check_points(c, self.form.inputs, "x", y.shape[0])
+        y = as_points(y, self.D, "hprev")
+        x = as_points(c, self.form.inputs, "x", y.shape[0])
         with be:
             J, Jx, _ = be.jacobians(self.form, x, y, eta=None, inputs=bool(inputs))
         return (J, Jx) if inputs else J
@@ -367,7 +367,7 @@ class StepMap(_Map):
         h = β_K L η_K ≤ ½ and the root's ball r = (1 − √(1 − 2h))/(β_K L) lies inside B(y, ρ).
         Forms without a derived bound (stacks of more than one layer, non-smooth activations)
         are never certified."""
-        from ..analysis.lipschitz import form_lipschitz
+        from .lipschitz import form_lipschitz
 
         rho = self.CERT_BALL
         L = form_lipschitz(self.form, y, c, rho)
