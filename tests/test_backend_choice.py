@@ -299,3 +299,41 @@ def test_cli_model_added_to_the_registry_at_run_time_is_a_choice(monkeypatch, tm
     from dynlab.cli.options import _parse_compare
 
     assert _parse_compare(None, None, "rnn,test-xyz-rnn") == ("rnn", "test-xyz-rnn")
+
+
+# ---------------------------------------------------------------- one look-up for every long public call
+def _backend_kw(func, backend):
+    """{"backend": backend} where ``func`` takes it (the host solvers may not)."""
+    import inspect
+
+    return {"backend": backend} if "backend" in inspect.signature(func).parameters else {}
+
+
+def _public_calls():
+    m = dynlab.make_model("irnn", 3, 1, K=2, seed=0)
+    g = dynlab.make_model("gru", 3, 1, seed=0)
+    r = dynlab.make_model("rnn", 3, 1, activation="relu", seed=0)
+    x = np.full((12, 1), 0.1)
+    return {
+        "simulate": lambda b: dynlab.simulate(m, x, backend=b),
+        "gradient_norms": lambda b: dynlab.gradient_norms(m, x, backend=b),
+        "lyapunov": lambda b: dynlab.lyapunov(m, x, backend=b),
+        "jacobians": lambda b: dynlab.jacobians(m, x, backend=b),
+        "equilibrium": lambda b: dynlab.equilibrium(m, x[0], **_backend_kw(dynlab.equilibrium, b)),
+        "partition": lambda b: dynlab.partition(r, np.zeros((2, 5, 1)), backend=b),
+        "spectrum": lambda b: dynlab.spectrum(m, x, backend=b),
+        "fixed_points": lambda b: dynlab.fixed_points(g, np.zeros(1), n_starts=8, seed=0,
+                                                      **_backend_kw(dynlab.fixed_points, b)),
+        "train_model": lambda b: train_model(dynlab.make_model("rnn", 3, 2, seed=0), _task(), iterations=2, batch=8,
+                                             record_every=2, progress=False, backend=b),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_public_calls()))
+@pytest.mark.parametrize("backend", [None, "numpy"])
+def test_every_public_call_looks_the_backend_up_once(monkeypatch, name, backend):
+    call = _public_calls()[name]
+    call(backend)                                   # compiled, cached
+    n = _count_lookups(monkeypatch)
+    call(backend)
+    assert n[0] == 1, f"{name}: {n[0]} registry look-ups"

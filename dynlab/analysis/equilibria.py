@@ -137,7 +137,8 @@ def irnn_equilibrium(model: IRNN, x, h_prev=None, *, method: str = "newton", tol
     -------
     >>> eq = irnn_equilibrium(m, x[0], h_prev)
     """
-    with get_backend(None):
+    be = get_backend(None)      # the map is closed-form NumPy; its attrs name the reference
+    with be:
         import xarray as xr
 
         from .._dataset import base_attrs, model_attrs, model_variables
@@ -164,7 +165,7 @@ def irnn_equilibrium(model: IRNN, x, h_prev=None, *, method: str = "newton", tol
             raise ParameterError("h_prev", "must be finite")
         # every input at once through the batched solvers of ``equilibrium`` (same iterates, same
         # counts as one solve per input: each row runs its own Newton/Euler/scipy iteration)
-        fmap = fixed_point_map(model)
+        fmap = fixed_point_map(model, be)
         S, res, its, conv = run_solver(fmap, fmap.c(xa), fmap.start(hp), method, tol=tol, max_iter=max_iter)
         lead = () if single else ("batch",)
         sel = 0 if single else slice(None)
@@ -435,7 +436,7 @@ def _check_tol(tol):
 
 
 def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1e-12, max_iter=None,
-                step_size=None, stability_tol: float = 1e-9, derivatives: bool = False, command=None):
+                step_size=None, stability_tol: float = 1e-9, derivatives: bool = False, backend=None, command=None):
     """Equilibria at constant inputs, batched: the iRNN step's, or a fixed point of any other model.
 
     iRNN: s = h_eq + sign·h_prev solves α s = φ(U s + W x + b), and h_eq is the state the
@@ -458,6 +459,9 @@ def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1
         unit, unit_in) = −F_y⁻¹ ∂F/∂x (for the iRNN (αI − ∇φU)⁻¹ ∇φ W), and for the iRNN
         ``dh_dhprev`` ([batch,] unit, unit_from) = −F_y⁻¹ ∂F/∂h_prev, which is −sign·I: at the
         equilibrium the step forgets h_{m-1} except for the sign (iRNN paper, §3)
+    backend : where the step Jacobians of a gru, lstm or stack map run (a name or a Backend; None:
+        the default backend), named by the ``backend`` attr; the closed-form maps of the other
+        models are NumPy on the host (the reference's arithmetic) whatever is given
 
     Returns
     -------
@@ -474,12 +478,13 @@ def equilibrium(model, x, h_prev=None, *, method: str = "newton", tol: float = 1
     >>> eq = equilibrium(m, x[0], h_prev)            # one input
     >>> eq = equilibrium(m, x, method="scipy")       # (N, d) inputs
     """
-    with get_backend(None):
+    be = get_backend(backend)      # resolved once
+    with be:
         import xarray as xr
 
         from .._dataset import base_attrs, model_attrs, model_variables
 
-        system = fixed_point_map(model)
+        system = fixed_point_map(model, be)
         tol = _check_tol(tol)
         xa, single = _inputs(model, x)
         N = xa.shape[0]

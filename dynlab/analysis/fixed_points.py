@@ -23,7 +23,7 @@ def fixed_points(model, x=None, *, method: str = "search", n_starts: int = 64, t
                  spread: float = 2.0, starts=None, trajectories=None, start_noise: float = 0.0, n_components: int = 3,
                  seed: int = 0, tol: float = 1e-12, slow_tol: float = 1e-6, dedup_tol: float = 1e-6,
                  max_iter: int = 200, stability_tol: float = 1e-9, keep_unreachable: bool = False, cycles: int = 1,
-                 max_regions: int | None = None, command=None):
+                 max_regions: int | None = None, backend=None, command=None):
     """All the equilibria a multi-start search finds at one constant input, each certified and
     linearised (eigenvalues; eigenvectors of the unstable modes, so saddles are told apart).
 
@@ -69,6 +69,9 @@ def fixed_points(model, x=None, *, method: str = "search", n_starts: int = 64, t
     cycles : with "complete": the longest cycle period k searched (1: fixed points only)
     max_regions : with "complete": the work limit, LP nodes plus regions solved
         (``dynlab.analysis.pwa.MAX_REGIONS`` by default)
+    backend : where the step Jacobians of a gru, lstm or stack map run (a name or a Backend; None:
+        the default backend), named by the ``backend`` attr; the closed-form maps of the other
+        models are NumPy on the host (the reference's arithmetic) whatever is given
     starts : (n, D) array, optional — extra starting points (in the solve's variable y)
     trajectories : (B, T, D) or (N, D) states of the network's own trajectories, or a ``Task``
         (``dynlab.make_task``: the states the model visits on its test inputs), optional: the
@@ -111,8 +114,9 @@ def fixed_points(model, x=None, *, method: str = "search", n_starts: int = 64, t
     -------
     >>> fp = fixed_points(make_model("ctrnn", 2, 1, weight_scale=3, seed=1), [0.0])
     """
-    with get_backend(None):
-        system = fixed_point_map(model)
+    be = get_backend(backend)      # resolved once: the step map's Jacobians run on it
+    with be:
+        system = fixed_point_map(model, be)
         tol = _check_tol(tol)
         xa, _ = _inputs(model, np.zeros(model.inputs) if x is None else x)
         if xa.shape[0] != 1:

@@ -60,17 +60,16 @@ def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, ba
     >>> sp = spectrum(m, dl.tasks.random_walk(steps=1000, inputs=1, variance=10.0, seed=0))
     >>> (sp.max_real < 0).all()
     """
-    with get_backend(backend):
+    backend = get_backend(backend)      # resolved once: the object goes down to every kernel
+    with backend:
         import xarray as xr
 
         from .._dataset import base_attrs, finish, model_attrs, model_variables
-        from ..backends import resolve_backend
         from ..simulation import check_h0, check_input, run_states
         from .jacobians import jacobian_at
 
         if at not in AT:
             raise ParameterError("at", f"must be one of {', '.join(AT)}, got {at!r}")
-        backend = resolve_backend(backend)
         system = fixed_point_map(model, backend)  # a step map's Jacobians on the same backend as the step Jacobians
         xa, batched = check_input(x, model.inputs)
         B, T, d = xa.shape
@@ -134,6 +133,6 @@ def spectrum(model, x, h0=None, *, at: str = "trajectory", step: bool = True, ba
             "h0": xr.Variable(lead + ("unit",), h0a[sel], {"long_name": "initial state h_0", "units": "1"}),
             **model_variables(model),
         })
-        attrs = {**model_attrs(model), **base_attrs(backend, command), "at": at, "system": system.name,
+        attrs = {**model_attrs(model), **base_attrs(backend.name, command), "at": at, "system": system.name,
                  "n_points": int(B * T), "n_stable": int((stab == 1).sum()), "tol": tol}
         return finish(xr.Dataset(data, attrs=attrs).assign_coords(_part_coords(model)), "spectrum")

@@ -55,10 +55,17 @@ def d3phi(name: str, z):
     return np.zeros_like(np.asarray(z, dtype=np.float64))
 
 
-def _reference():
-    from ..backends import get_backend
+_REFERENCE = []
 
-    return get_backend("reference")
+
+def _reference():
+    """The reference backend, fetched from the registry once per process: the host arithmetic of
+    the maps is its role, not a choice of the caller's (which the map's ``backend`` is)."""
+    if not _REFERENCE:
+        from ..backends import get_backend
+
+        _REFERENCE.append(get_backend("reference"))
+    return _REFERENCE[0]
 
 
 def _state_name(labels) -> str:
