@@ -6,9 +6,9 @@ import pytest
 
 import dynlab as dl
 from dynlab.backends.reference.implicit import residual, solve_fixed_point, solve_rk4
-from dynlab.figures import implicit_a2_iterative as a2
-from dynlab.figures import implicit_fig7_size as f7
-from dynlab.figures import implicit_s34_stepsize as s34
+from dynlab.figures.implicit import a2_iterative as a2
+from dynlab.figures.implicit import fig7_size as f7
+from dynlab.figures.implicit import s34_stepsize as s34
 
 
 # ---------------------------------------------------------------- implicit-fig7-size

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import dynlab as dl
-from dynlab.figures import irnn_fig2_phase as fig2
-from dynlab.figures import irnn_fig6_convergence as fig6
-from dynlab.figures import irnn_fig7_eigenvalues as fig7
-from dynlab.figures import rin_gradients as rin
+from dynlab.figures.irnn import fig2_phase as fig2
+from dynlab.figures.irnn import fig6_convergence as fig6
+from dynlab.figures.irnn import fig7_eigenvalues as fig7
+from dynlab.figures.beyond import rin_gradients as rin
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +105,7 @@ def test_fig7_structural_zeros_and_the_other_eigenvalues_in_closed_form():
     eigenvalues, −1 on each inactive unit, and on the active ones the eigenvalues of (2I + HV) H_a V_a
     (r × r).  ``structure`` counts the zeros and sets n_a − r of them aside; its largest remaining real
     part is checked against that closed form (independent of any eigensolver on the D × D matrix)."""
-    from dynlab.figures._irnn_training import build
+    from dynlab.figures.irnn._training import build
 
     m = build("irnn-K5", 16, 1, 12, 3)[0].replace(eta=np.full((12, 5), 0.3))
     x = dl.tasks.random_walk(steps=12, inputs=1, variance=1.0, seed=1, batch=2)
