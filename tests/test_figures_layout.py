@@ -45,3 +45,63 @@ def test_the_new_paths_do_not_warn_and_unknown_names_stay_unknown():
         importlib.import_module("dynlab.figures.irnn.fig7_eigenvalues")
     with pytest.raises(ImportError):
         importlib.import_module("dynlab.figures.irnn_fig99_nothing")
+
+
+# ------------------------------------------------------------------ the Recipe's common ending
+def _ds(scaling="D=8, 3 seeds (quick)", **attrs):
+    import numpy as np
+    import xarray as xr
+
+    return xr.Dataset({"y": (("time",), np.arange(5.0))}, attrs={"scaling": scaling, **attrs})
+
+
+def test_title_text_fills_the_template_and_wraps_the_scaling_line_only():
+    import textwrap
+
+    from dynlab.figures._recipe import title_text
+
+    long = "word " * 60
+    ds = _ds(long.strip(), method="t-SNE")
+    assert title_text("Fig. 1 — {scaling}", ds, 50) == textwrap.fill("Fig. 1 — " + long.strip(), 50)
+    head = "A head line longer than fifty characters, never wrapped — {method}; T = {time}"
+    got = title_text(head + "\n{scaling}", ds, 50)
+    assert got.split("\n")[0] == "A head line longer than fifty characters, never wrapped — t-SNE; T = 5"
+    assert got.split("\n", 1)[1] == textwrap.fill(long.strip(), 50)
+    assert title_text("{scaling}", ds) == long.strip()            # no wrap: as it is
+
+
+def test_the_recipe_styles_titles_and_threads_what_its_module_gives_it():
+    import dataclasses
+
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    from dynlab.figures import Recipe
+    from dynlab.plot.style import RC
+
+    seen = {}
+
+    def compute(quick):                     # the maso recipes' older signature: compute(quick)
+        seen["quick"] = quick
+        return _ds()
+
+    def draw(ds):
+        seen["font"] = matplotlib.rcParams["font.size"]
+        fig = Figure()
+        fig.add_subplot()
+        return fig
+
+    r = Recipe("toy-item", "Toy Fig. 1", "a claim", compute, draw, lambda ds: {"passed": True},
+               title="Toy Fig. 1 — {scaling}", title_wrap=30, title_size=6.5, one_blas_thread=True)
+    ds = r.compute("quick")
+    assert seen["quick"] is True
+    assert ds.attrs["figure"] == "toy-item" and ds.attrs["command"] == "dynlab figures make toy-item --scale quick"
+    assert ds.attrs["dynlab_version"]
+    fig = r.draw(ds)
+    assert fig._suptitle.get_text() == "Toy Fig. 1 — D=8, 3 seeds\n(quick)"
+    assert fig._suptitle.get_fontsize() == 6.5
+    assert seen["font"] == RC["font.size"] != matplotlib.rcParamsDefault["font.size"]
+    again = dataclasses.replace(r, claim="another")             # wraps the module's functions, not the wrappers
+    assert again.draw._recipe_own is draw and again.compute._recipe_own is compute
+    plain = dataclasses.replace(r, title=None, style=False)
+    assert plain.draw(ds)._suptitle is None

@@ -95,8 +95,9 @@ class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
         old = module.__name__.rpartition(".")[2]
         new = moved()[old]
+        # stacklevel 2: the importing line (warnings passes over importlib's own frames)
         warnings.warn(f"{module.__name__} is now {new} (the flat path is deprecated and will be removed in "
-                      f"dynlab {REMOVED_IN})", DeprecationWarning, stacklevel=2)   # the importing line (warnings skips importlib's frames)
+                      f"dynlab {REMOVED_IN})", DeprecationWarning, stacklevel=2)
         # the import system returns what sys.modules holds under the old name after this: the new module
         sys.modules[module.__name__] = importlib.import_module(new)
 

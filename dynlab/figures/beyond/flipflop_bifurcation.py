@@ -258,7 +258,6 @@ def draw(ds):
     ax.set_ylim(0, ds.attrs["x_max"] * 1.05)
     ax.set_title("claim: destroyed below |x0| = 1 against bit 0, sooner than with it", fontsize=7.5)
     ax.legend(frameon=False, fontsize=6, loc="center right")
-    fig.suptitle(ds.attrs.get("scaling", ""), fontsize=6.5)
     return fig
 
 
@@ -271,4 +270,5 @@ RECIPE = Recipe(name=NAME, source="beyond the papers: bifurcations of a trained 
                       "as its input changes: the memories a held input destroys, at which bifurcations",
                 gate="the GRU learned the flip-flop: validation MSE below 0.1 — a tenth of the constant predictor's "
                      "≈ 1 for ±1 targets — beyond 2 SE over seeds",
-                paper=setting(), beyond=True)
+                paper=setting(), beyond=True,
+                title="{scaling}", title_size=6.5, style=False)

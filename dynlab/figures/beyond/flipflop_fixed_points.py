@@ -268,7 +268,6 @@ def draw(ds):
     ax.set_ylim(0, 15)
     ax.set_title("claim: 8 memories, 12 one-mode saddles between neighbours", fontsize=7)
     ax.legend(frameon=False, fontsize=6, loc="upper right")
-    fig.suptitle(ds.attrs.get("scaling", ""), fontsize=6.5)
     return fig
 
 
@@ -282,4 +281,5 @@ RECIPE = Recipe(name=NAME, source="Sussillo & Barak 2013, Fig. 2 (3-bit flip-flo
                       "saddle points with one unstable mode mediate the transitions between neighbouring memories",
                 gate="the GRU learned the flip-flop: validation MSE below 0.1 — a tenth of the constant predictor's "
                      "≈ 1 for ±1 targets — beyond 2 SE over seeds",
-                paper=setting(), beyond=True)
+                paper=setting(), beyond=True,
+                title="{scaling}", title_size=6.5, style=False)

@@ -149,60 +149,55 @@ def check(ds):
 
 
 def draw(ds):
-    from ...plot.style import CYCLE, styled
+    from ...plot.style import CYCLE
 
-    @styled
-    def _draw():
-        from .._training import panel_grid
+    from .._training import panel_grid
 
-        fig, axes = panel_grid(1, 4, width=3.4, height=3.0)
-        arms = [str(a) for a in ds["arm"].values]
-        labels = {"penalty-U": "λ‖U‖² (on U)", "penalty-V": "λ‖V‖² (on V = U + I)", "none": "no penalty",
-                  "none-fresh": "control: none,\nfresh seeds"}
-        x = np.arange(len(arms))
-        dist = axes.pop(0)
+    fig, axes = panel_grid(1, 4, width=3.4, height=3.0)
+    arms = [str(a) for a in ds["arm"].values]
+    labels = {"penalty-U": "λ‖U‖² (on U)", "penalty-V": "λ‖V‖² (on V = U + I)", "none": "no penalty",
+              "none-fresh": "control: none,\nfresh seeds"}
+    x = np.arange(len(arms))
+    dist = axes.pop(0)
+    for i, a in enumerate(arms):
+        v = ds["dist_identity"].sel(arm=a).values
+        m, se, _ = mean_se(v)
+        dist.bar(i, m, yerr=2 * se, color=CYCLE[i], alpha=0.6, capsize=3)
+        dist.scatter(np.full(v.size, i), v, s=9, color="k", zorder=3)
+    dist.set_xticks(x, [labels.get(a, a) for a in arms], rotation=20, fontsize=6)
+    dist.set_ylabel("‖V − I‖_F after training")
+    dist.set_ylim(bottom=0)
+    dist.set_title("judged: distance from the identity", fontsize=7.5)
+    for ax, var, ylab in ((axes[0], "jac_norm", "|log10 ‖∂h_T/∂h_1‖| after training"),
+                          (axes[1], "val_mse", "validation MSE after training")):
         for i, a in enumerate(arms):
-            v = ds["dist_identity"].sel(arm=a).values
+            v = ds[var].sel(arm=a).values
+            v = np.abs(np.log10(v)) if var == "jac_norm" else v
             m, se, _ = mean_se(v)
-            dist.bar(i, m, yerr=2 * se, color=CYCLE[i], alpha=0.6, capsize=3)
-            dist.scatter(np.full(v.size, i), v, s=9, color="k", zorder=3)
-        dist.set_xticks(x, [labels.get(a, a) for a in arms], rotation=20, fontsize=6)
-        dist.set_ylabel("‖V − I‖_F after training")
-        dist.set_ylim(bottom=0)
-        dist.set_title("judged: distance from the identity", fontsize=7.5)
-        for ax, var, ylab in ((axes[0], "jac_norm", "|log10 ‖∂h_T/∂h_1‖| after training"),
-                              (axes[1], "val_mse", "validation MSE after training")):
-            for i, a in enumerate(arms):
-                v = ds[var].sel(arm=a).values
-                v = np.abs(np.log10(v)) if var == "jac_norm" else v
-                m, se, _ = mean_se(v)
-                ax.bar(i, m, yerr=2 * se, color=CYCLE[i], alpha=0.6, capsize=3)
-                ax.scatter(np.full(v.size, i), v, s=9, color="k", zorder=3)
-            ax.set_xticks(x, [labels.get(a, a) for a in arms], rotation=20, fontsize=6)
-            ax.set_ylabel(ylab)
-            ax.set_ylim(bottom=0)
-        axes[1].axhline(float(ds.attrs["baseline"]), color="0.4", ls="--", lw=0.8, label="baseline 1/6 (predict 1)")
-        axes[1].legend(frameon=False, fontsize=6.5)
-        axes[0].set_title("reported: gradient through time (0 = identity)", fontsize=7.5)
-        axes[1].set_title("reported: task error (dots: seeds; bars ± 2 SE)", fontsize=7.5)
-        ax = axes[2]
-        it = ds["iteration"].values
-        for i, a in enumerate(arms):
-            if a == "none-fresh":         # the control is in the bars; the curves show the three arms
-                continue
-            for j, _ in enumerate(ds["seed"].values):
-                ax.plot(it, ds["val_curve"].sel(arm=a).values[j], color=CYCLE[i], lw=0.8, alpha=0.8,
-                        label=labels.get(a, a) if j == 0 else None)
-        ax.axhline(float(ds.attrs["baseline"]), color="0.4", ls="--", lw=0.8)
-        ax.set_xlabel("training iteration")
-        ax.set_ylabel("validation MSE")
-        ax.set_yscale("log")
-        ax.legend(frameon=False, fontsize=6.5)
-        ax.set_title("validation MSE during training", fontsize=7.5)
-        fig.suptitle("RIN note (ReLU RIN, adding task): " + ds.attrs.get("scaling", ""), fontsize=6.5)
-        return fig
-
-    return _draw()
+            ax.bar(i, m, yerr=2 * se, color=CYCLE[i], alpha=0.6, capsize=3)
+            ax.scatter(np.full(v.size, i), v, s=9, color="k", zorder=3)
+        ax.set_xticks(x, [labels.get(a, a) for a in arms], rotation=20, fontsize=6)
+        ax.set_ylabel(ylab)
+        ax.set_ylim(bottom=0)
+    axes[1].axhline(float(ds.attrs["baseline"]), color="0.4", ls="--", lw=0.8, label="baseline 1/6 (predict 1)")
+    axes[1].legend(frameon=False, fontsize=6.5)
+    axes[0].set_title("reported: gradient through time (0 = identity)", fontsize=7.5)
+    axes[1].set_title("reported: task error (dots: seeds; bars ± 2 SE)", fontsize=7.5)
+    ax = axes[2]
+    it = ds["iteration"].values
+    for i, a in enumerate(arms):
+        if a == "none-fresh":         # the control is in the bars; the curves show the three arms
+            continue
+        for j, _ in enumerate(ds["seed"].values):
+            ax.plot(it, ds["val_curve"].sel(arm=a).values[j], color=CYCLE[i], lw=0.8, alpha=0.8,
+                    label=labels.get(a, a) if j == 0 else None)
+    ax.axhline(float(ds.attrs["baseline"]), color="0.4", ls="--", lw=0.8)
+    ax.set_xlabel("training iteration")
+    ax.set_ylabel("validation MSE")
+    ax.set_yscale("log")
+    ax.legend(frameon=False, fontsize=6.5)
+    ax.set_title("validation MSE during training", fontsize=7.5)
+    return fig
 
 
 RECIPE = Recipe(NAME, "RIN note",
@@ -215,4 +210,5 @@ RECIPE = Recipe(NAME, "RIN note",
                       "(the note; the RIN's benefit: ReLU recurrences train “without things blowing up”)",
                 gate="both penalised RINs learn: validation MSE below 1/6 − 1/60 (the predict-1 baseline less the "
                      "minimum effect) beyond 2 SE, with the penalty on U and on V",
-                paper=setting())
+                paper=setting(),
+                title="RIN note (ReLU RIN, adding task): {scaling}", title_size=6.5)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..maso._training import one_blas_thread
 from .._recipe import Recipe, Scale, setting, setting_attr
 from .._stats import effect, fact, record_fields
 
@@ -140,7 +139,6 @@ def _one(m, x):
     return err, state, rho, fd_iter, fd_imp, float(res[0]), bool(conv[0])
 
 
-@one_blas_thread
 def compute(scale):
     Scale.of(scale)         # checked; the same sizes at every scale (seconds)
     import xarray as xr
@@ -198,53 +196,48 @@ def _judge(ds, tag):
 
 
 def draw(ds):
-    from dynlab.plot.style import COLORS, CYCLE, new_figure, styled
+    from dynlab.plot.style import COLORS, CYCLE, new_figure
 
-    @styled
-    def _draw():
-        fig, (a, b, c) = new_figure(3, height=3.0)
-        n = ds.n.values
-        for k in ds.network.values:
-            col = CYCLE[int(k) % len(CYCLE)]
-            e = ds.deriv_error.sel(network=k).values
-            a.semilogy(n, np.maximum(e, 1e-17), color=col, lw=1.0, label="‖∂Y(n)/∂W − ∂Y*/∂W‖" if k == 0 else None)
-            a.semilogy(n, np.maximum(ds.state_error.sel(network=k).values, 1e-17), color=col, lw=0.7, ls=":",
-                       label="‖Y(n) − Y*‖" if k == 0 else None)
-            rho = float(ds.rho.sel(network=k))
-            ref = n * rho ** n
-            i0 = 20
-            a.semilogy(n, ref * e[i0] / ref[i0], color=col, lw=0.6, ls="--", alpha=0.6,
-                       label="∝ n ρⁿ (closed-form ρ)" if k == 0 else None)
-            c.semilogy(n, np.maximum(ds.deriv_error_control.sel(network=k).values, 1e-17), color=col, lw=1.0)
-        a.axhline(float(ds.attrs["tol_final"]), color="0.4", lw=0.6, ls="-.")
-        a.set_ylim(1e-17, 10)
-        a.set_xlabel("iterations n")
-        a.set_ylabel("relative error (one colour per network)")
-        a.set_title("(a) contracting nets: error vs n", fontsize=8)
-        a.legend(frameon=False, fontsize=7)
-        ok, _, m = _judge(ds, "")
-        okc, _, mc = _judge(ds, "_control")
-        b.scatter(m["rho"], m["measured_rate"], color=COLORS["blue"], s=14, zorder=3, label="contracting nets")
-        rc = np.array(mc["measured_rate"], dtype=float)
-        b.scatter(mc["rho"], np.where(np.isfinite(rc), rc, np.nan), color=COLORS["vermillion"], s=14, zorder=3,
-                  label="control (no rate: NaN)" if not np.all(np.isfinite(rc)) else "control")
-        lim = [0, max(1.05, max(m["rho"]) * 1.1)]
-        b.plot(lim, lim, color="0.5", lw=0.6)
-        b.fill_between(lim, np.array(lim) * (1 - TOL_RATE), np.array(lim) * (1 + TOL_RATE), color="0.85", lw=0)
-        b.set_xlim(lim)
-        b.set_ylim(lim)
-        b.set_xlabel("contraction factor ρ = spectral radius of D W at Y*")
-        b.set_ylabel("measured rate (slope of log(e(n)/n))")
-        b.set_title(f"(b) rate vs ρ (band: ±{TOL_RATE:.0%}); control ρ = "
-                    + ", ".join(f"{v:.2g}" for v in mc["rho"]), fontsize=7)
-        b.legend(frameon=False, fontsize=7)
-        c.set_xlabel("iterations n")
-        c.set_ylabel("relative derivative error")
-        c.set_title(f"(c) control: W − {SELF_INHIBITION:g} I, T + {SHIFT:g} (no contraction)", fontsize=8)
-        fig.suptitle(ds.attrs["scaling"], fontsize=7)
-        return fig
-
-    return _draw()
+    fig, (a, b, c) = new_figure(3, height=3.0)
+    n = ds.n.values
+    for k in ds.network.values:
+        col = CYCLE[int(k) % len(CYCLE)]
+        e = ds.deriv_error.sel(network=k).values
+        a.semilogy(n, np.maximum(e, 1e-17), color=col, lw=1.0, label="‖∂Y(n)/∂W − ∂Y*/∂W‖" if k == 0 else None)
+        a.semilogy(n, np.maximum(ds.state_error.sel(network=k).values, 1e-17), color=col, lw=0.7, ls=":",
+                   label="‖Y(n) − Y*‖" if k == 0 else None)
+        rho = float(ds.rho.sel(network=k))
+        ref = n * rho ** n
+        i0 = 20
+        a.semilogy(n, ref * e[i0] / ref[i0], color=col, lw=0.6, ls="--", alpha=0.6,
+                   label="∝ n ρⁿ (closed-form ρ)" if k == 0 else None)
+        c.semilogy(n, np.maximum(ds.deriv_error_control.sel(network=k).values, 1e-17), color=col, lw=1.0)
+    a.axhline(float(ds.attrs["tol_final"]), color="0.4", lw=0.6, ls="-.")
+    a.set_ylim(1e-17, 10)
+    a.set_xlabel("iterations n")
+    a.set_ylabel("relative error (one colour per network)")
+    a.set_title("(a) contracting nets: error vs n", fontsize=8)
+    a.legend(frameon=False, fontsize=7)
+    ok, _, m = _judge(ds, "")
+    okc, _, mc = _judge(ds, "_control")
+    b.scatter(m["rho"], m["measured_rate"], color=COLORS["blue"], s=14, zorder=3, label="contracting nets")
+    rc = np.array(mc["measured_rate"], dtype=float)
+    b.scatter(mc["rho"], np.where(np.isfinite(rc), rc, np.nan), color=COLORS["vermillion"], s=14, zorder=3,
+              label="control (no rate: NaN)" if not np.all(np.isfinite(rc)) else "control")
+    lim = [0, max(1.05, max(m["rho"]) * 1.1)]
+    b.plot(lim, lim, color="0.5", lw=0.6)
+    b.fill_between(lim, np.array(lim) * (1 - TOL_RATE), np.array(lim) * (1 + TOL_RATE), color="0.85", lw=0)
+    b.set_xlim(lim)
+    b.set_ylim(lim)
+    b.set_xlabel("contraction factor ρ = spectral radius of D W at Y*")
+    b.set_ylabel("measured rate (slope of log(e(n)/n))")
+    b.set_title(f"(b) rate vs ρ (band: ±{TOL_RATE:.0%}); control ρ = "
+                + ", ".join(f"{v:.2g}" for v in mc["rho"]), fontsize=7)
+    b.legend(frameon=False, fontsize=7)
+    c.set_xlabel("iterations n")
+    c.set_ylabel("relative derivative error")
+    c.set_title(f"(c) control: W − {SELF_INHIBITION:g} I, T + {SHIFT:g} (no contraction)", fontsize=8)
+    return fig
 
 
 def check(ds):
@@ -292,4 +285,5 @@ RECIPE = Recipe("implicit-a2-iterative", "implicit App. A.2",
                       "infinite number of times lead, under certain conditions, to the same derivative.” (§3, App. A.2)",
                 gate="both derivatives are right before they are compared: the unrolled J(n) and the implicit J* each "
                      "agree with central differences to 1e-6 relative",
-                paper=setting())
+                paper=setting(),
+                title="{scaling}", title_size=7, one_blas_thread=True)

@@ -67,37 +67,32 @@ def _rel(ds, var):
 
 
 def draw(ds):
-    from dynlab.plot.style import COLORS, new_figure, styled
+    from dynlab.plot.style import COLORS, new_figure
 
-    @styled
-    def _draw():
-        fig, (a, b, c) = new_figure(3, height=2.8)
-        w = ds.w.values
-        a.plot(w, ds.y.values, color=COLORS["black"])
-        a.set_xlabel("recurrent weight w")
-        a.set_ylabel("equilibrium y = f(w y + q x + t)")
-        a.set_title("(a) the implicit neuron")
-        b.plot(w, ds.dydw_eq2.values, color=COLORS["blue"], label="eq. 2 with f'(x̃) (corrected)")
-        step = max(1, w.size // 25)
-        b.plot(w[::step], ds.dydw_numerical.values[::step], "o", ms=3, color=COLORS["vermillion"],
-               label="numerical (central difference)")
-        b.plot(w, ds.dydw_printed.values, "--", color=COLORS["sky"], label="eq. 2 as printed, f'(x)")
-        b.set_xlabel("recurrent weight w")
-        b.set_ylabel("dy/dw")
-        b.set_title("(b) derivative")
-        b.legend(frameon=False, fontsize=6)
-        c.semilogy(w, np.maximum(_rel(ds, "dydw_eq2"), 1e-17), color=COLORS["blue"], label="corrected")
-        c.semilogy(w, np.maximum(_rel(ds, "dydw_printed"), 1e-17), "--", color=COLORS["sky"], label="as printed")
-        c.axhline(float(ds.attrs["tolerance"]), color=COLORS["black"], lw=0.6, ls=":")
-        c.text(w[0], float(ds.attrs["tolerance"]) * 1.5, "check: ≤ 1e-6", fontsize=6, va="bottom")
-        c.set_xlabel("recurrent weight w")
-        c.set_ylabel("|closed form − numerical| / |numerical|")
-        c.set_title("(c) relative difference")
-        c.legend(frameon=False, fontsize=6, loc="center", bbox_to_anchor=(0.5, 0.6))
-        fig.suptitle(ds.attrs["scaling"], fontsize=6)
-        return fig
-
-    return _draw()
+    fig, (a, b, c) = new_figure(3, height=2.8)
+    w = ds.w.values
+    a.plot(w, ds.y.values, color=COLORS["black"])
+    a.set_xlabel("recurrent weight w")
+    a.set_ylabel("equilibrium y = f(w y + q x + t)")
+    a.set_title("(a) the implicit neuron")
+    b.plot(w, ds.dydw_eq2.values, color=COLORS["blue"], label="eq. 2 with f'(x̃) (corrected)")
+    step = max(1, w.size // 25)
+    b.plot(w[::step], ds.dydw_numerical.values[::step], "o", ms=3, color=COLORS["vermillion"],
+           label="numerical (central difference)")
+    b.plot(w, ds.dydw_printed.values, "--", color=COLORS["sky"], label="eq. 2 as printed, f'(x)")
+    b.set_xlabel("recurrent weight w")
+    b.set_ylabel("dy/dw")
+    b.set_title("(b) derivative")
+    b.legend(frameon=False, fontsize=6)
+    c.semilogy(w, np.maximum(_rel(ds, "dydw_eq2"), 1e-17), color=COLORS["blue"], label="corrected")
+    c.semilogy(w, np.maximum(_rel(ds, "dydw_printed"), 1e-17), "--", color=COLORS["sky"], label="as printed")
+    c.axhline(float(ds.attrs["tolerance"]), color=COLORS["black"], lw=0.6, ls=":")
+    c.text(w[0], float(ds.attrs["tolerance"]) * 1.5, "check: ≤ 1e-6", fontsize=6, va="bottom")
+    c.set_xlabel("recurrent weight w")
+    c.set_ylabel("|closed form − numerical| / |numerical|")
+    c.set_title("(c) relative difference")
+    c.legend(frameon=False, fontsize=6, loc="center", bbox_to_anchor=(0.5, 0.6))
+    return fig
 
 
 def check(ds):
@@ -133,4 +128,5 @@ RECIPE = Recipe("implicit-fig1-derivative", "implicit Fig. 1",
                       "in figure 1.” (§2.2, Fig. 1)",
                 gate="the equilibria the derivatives rest on are solved: residual |y − f(w y + q x + t)| ≤ 1e-12 at "
                      "every w",
-                paper=setting(D=1))
+                paper=setting(D=1),
+                title="{scaling}", title_size=6)

@@ -88,53 +88,48 @@ def _judge(errs, thr):
 
 
 def draw(ds):
-    from dynlab.plot.style import COLORS, new_figure, styled
+    from dynlab.plot.style import COLORS, new_figure
 
-    @styled
-    def _draw():
-        fig, (a, b, c) = new_figure(3, height=2.9)
-        col = {"exact": COLORS["blue"], "semi": COLORS["vermillion"], "feed-forward": COLORS["black"]}
-        lab = {"exact": "implicit, exact gradient (Y2 free)", "semi": "implicit, semi-gradient (Y2 → x2∧¬x1)",
-               "feed-forward": "feed-forward unit σ(q·x+t) (control)"}
-        it = ds.iteration.values
-        for m in METHODS:
-            for j in range(ds.sizes["seed"]):
-                a.semilogy(it, ds.loss.sel(net=m).values[j], color=col[m], lw=0.8, alpha=0.8,
-                           label=lab[m] if j == 0 else None)
-        a.set_xlabel("iteration")
-        a.set_ylabel("training MSE")
-        a.set_title("(a) loss, every seed")
-        a.legend(frameon=False, fontsize=6, loc="lower left")
-        x = np.arange(4)
-        ticks = [f"({p},{q})" for p, q in zip(ds.x1.values, ds.x2.values)]
-        for k, m in enumerate(METHODS):
-            y1 = ds.Y.sel(net=m).values[:, :, 0]
-            for j in range(y1.shape[0]):
-                b.plot(x + (k - 1) * 0.22, y1[j], "o", ms=3, color=col[m], alpha=0.8,
-                       label=m if j == 0 else None)
-        b.plot(x, ds.target.values, "k_", ms=22, mew=1.2, label="XOR target")
-        b.set_xticks(x, ticks)
-        b.set_xlabel("input (x1, x2)")
-        b.set_ylabel("Y1 at equilibrium")
-        b.set_ylim(-0.05, 1.3)
-        b.set_title(f"(b) Y1, every seed (check: max error < {float(ds.attrs['threshold']):g})")
-        b.legend(frameon=False, fontsize=6, ncol=2, loc="upper center")
-        for k, m in enumerate(("exact", "semi")):
-            y2 = ds.Y.sel(net=m).values[:, :, 1]
-            for j in range(y2.shape[0]):
-                c.plot(x + (k - 0.5) * 0.3, y2[j], "o", ms=3, color=col[m], alpha=0.8,
-                       label=("exact: Y2 free" if m == "exact" else "semi: Y2 trained") if j == 0 else None)
-        c.plot(x + 0.15, ds.target_y2_semi.values, "_", color=col["semi"], ms=14, mew=1.2, label="target x2∧¬x1 (semi)")
-        c.set_xticks(x, ticks)
-        c.set_xlabel("input (x1, x2)")
-        c.set_ylabel("Y2 at equilibrium")
-        c.set_ylim(-0.05, 1.3)
-        c.set_title("(c) Y2, every seed")
-        c.legend(frameon=False, fontsize=6, ncol=2, loc="upper center")
-        fig.suptitle(ds.attrs["scaling"], fontsize=6)
-        return fig
-
-    return _draw()
+    fig, (a, b, c) = new_figure(3, height=2.9)
+    col = {"exact": COLORS["blue"], "semi": COLORS["vermillion"], "feed-forward": COLORS["black"]}
+    lab = {"exact": "implicit, exact gradient (Y2 free)", "semi": "implicit, semi-gradient (Y2 → x2∧¬x1)",
+           "feed-forward": "feed-forward unit σ(q·x+t) (control)"}
+    it = ds.iteration.values
+    for m in METHODS:
+        for j in range(ds.sizes["seed"]):
+            a.semilogy(it, ds.loss.sel(net=m).values[j], color=col[m], lw=0.8, alpha=0.8,
+                       label=lab[m] if j == 0 else None)
+    a.set_xlabel("iteration")
+    a.set_ylabel("training MSE")
+    a.set_title("(a) loss, every seed")
+    a.legend(frameon=False, fontsize=6, loc="lower left")
+    x = np.arange(4)
+    ticks = [f"({p},{q})" for p, q in zip(ds.x1.values, ds.x2.values)]
+    for k, m in enumerate(METHODS):
+        y1 = ds.Y.sel(net=m).values[:, :, 0]
+        for j in range(y1.shape[0]):
+            b.plot(x + (k - 1) * 0.22, y1[j], "o", ms=3, color=col[m], alpha=0.8,
+                   label=m if j == 0 else None)
+    b.plot(x, ds.target.values, "k_", ms=22, mew=1.2, label="XOR target")
+    b.set_xticks(x, ticks)
+    b.set_xlabel("input (x1, x2)")
+    b.set_ylabel("Y1 at equilibrium")
+    b.set_ylim(-0.05, 1.3)
+    b.set_title(f"(b) Y1, every seed (check: max error < {float(ds.attrs['threshold']):g})")
+    b.legend(frameon=False, fontsize=6, ncol=2, loc="upper center")
+    for k, m in enumerate(("exact", "semi")):
+        y2 = ds.Y.sel(net=m).values[:, :, 1]
+        for j in range(y2.shape[0]):
+            c.plot(x + (k - 0.5) * 0.3, y2[j], "o", ms=3, color=col[m], alpha=0.8,
+                   label=("exact: Y2 free" if m == "exact" else "semi: Y2 trained") if j == 0 else None)
+    c.plot(x + 0.15, ds.target_y2_semi.values, "_", color=col["semi"], ms=14, mew=1.2, label="target x2∧¬x1 (semi)")
+    c.set_xticks(x, ticks)
+    c.set_xlabel("input (x1, x2)")
+    c.set_ylabel("Y2 at equilibrium")
+    c.set_ylim(-0.05, 1.3)
+    c.set_title("(c) Y2, every seed")
+    c.legend(frameon=False, fontsize=6, ncol=2, loc="upper center")
+    return fig
 
 
 def check(ds):
@@ -182,4 +177,5 @@ RECIPE = Recipe("implicit-fig2-xor", "implicit Figs. 2–5",
                       "to the ground truth of the XOR-Problem” (§2.3, Figs. 2–5)",
                 gate="both implicit nets train: final training MSE below 0.25, the constant predictor's (output ½), "
                      "beyond 2 SE",
-                paper=setting(data="XOR", D=2, batch=4, lr=0.01))
+                paper=setting(data="XOR", D=2, batch=4, lr=0.01),
+                title="{scaling}", title_size=6)

@@ -116,44 +116,39 @@ def compute(scale):
 
 
 def draw(ds):
-    from dynlab.plot.style import COLORS, new_figure, styled
+    from dynlab.plot.style import COLORS, new_figure
 
-    @styled
-    def _draw():
-        fig, (a, b, c) = new_figure(3, height=3.0)
-        col = dict(zip(NETS, (COLORS["black"], COLORS["sky"], COLORS["blue"], COLORS["vermillion"])))
-        ls = dict(zip(NETS, ("-", "--", "-", "-")))
-        for net in NETS:
-            lab = f"{net} ({int(ds.n_params.sel(net=net))} par.)"
-            for ax, var, x in ((a, "loss", ds.iteration.values), (b, "val_loss", ds.eval_iteration.values)):
-                v = ds[var].sel(net=net).values
-                m = v.mean(axis=0)
-                se = v.std(axis=0, ddof=1) / np.sqrt(v.shape[0])
-                ax.plot(x, m, color=col[net], ls=ls[net], lw=1.0, label=lab)
-                ax.fill_between(x, m - se, m + se, color=col[net], alpha=0.2, lw=0)
-        for ax, title in ((a, "(a) training MSE, mean ± SE over seeds"), (b, "(b) validation MSE, mean ± SE")):
-            ax.set_yscale("log")
-            ax.set_xlabel("iteration")
-            ax.set_ylabel("MSE (scaled targets)")
-            ax.set_title(title, fontsize=8)
-        b.legend(frameon=False, fontsize=6)
-        x = np.arange(len(NETS) + 1)
-        cols = [ds.test_mse.sel(net=n).values for n in NETS] + [ds.test_mse_ablated.values]
-        Y = np.array(cols)
-        for j in range(Y.shape[1]):
-            c.plot(x, Y[:, j], color="0.7", lw=0.6, zorder=1)
-        for k, (xv, yv) in enumerate(zip(x, Y)):
-            c.scatter(np.full(yv.size, xv), yv, s=10, zorder=2,
-                      color=(col[NETS[k]] if k < len(NETS) else COLORS["orange"]))
-        c.set_xticks(x, ["feed-\nforward", "feed-fwd\nmatched", "implicit", "implicit\nsemi", "implicit,\nW,W2,R = 0"],
-                     fontsize=6)
-        c.set_yscale("log")
-        c.set_ylabel("final test MSE")
-        c.set_title("(c) final test MSE, one line per seed", fontsize=8)
-        fig.suptitle(ds.attrs["scaling"], fontsize=6)
-        return fig
-
-    return _draw()
+    fig, (a, b, c) = new_figure(3, height=3.0)
+    col = dict(zip(NETS, (COLORS["black"], COLORS["sky"], COLORS["blue"], COLORS["vermillion"])))
+    ls = dict(zip(NETS, ("-", "--", "-", "-")))
+    for net in NETS:
+        lab = f"{net} ({int(ds.n_params.sel(net=net))} par.)"
+        for ax, var, x in ((a, "loss", ds.iteration.values), (b, "val_loss", ds.eval_iteration.values)):
+            v = ds[var].sel(net=net).values
+            m = v.mean(axis=0)
+            se = v.std(axis=0, ddof=1) / np.sqrt(v.shape[0])
+            ax.plot(x, m, color=col[net], ls=ls[net], lw=1.0, label=lab)
+            ax.fill_between(x, m - se, m + se, color=col[net], alpha=0.2, lw=0)
+    for ax, title in ((a, "(a) training MSE, mean ± SE over seeds"), (b, "(b) validation MSE, mean ± SE")):
+        ax.set_yscale("log")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("MSE (scaled targets)")
+        ax.set_title(title, fontsize=8)
+    b.legend(frameon=False, fontsize=6)
+    x = np.arange(len(NETS) + 1)
+    cols = [ds.test_mse.sel(net=n).values for n in NETS] + [ds.test_mse_ablated.values]
+    Y = np.array(cols)
+    for j in range(Y.shape[1]):
+        c.plot(x, Y[:, j], color="0.7", lw=0.6, zorder=1)
+    for k, (xv, yv) in enumerate(zip(x, Y)):
+        c.scatter(np.full(yv.size, xv), yv, s=10, zorder=2,
+                  color=(col[NETS[k]] if k < len(NETS) else COLORS["orange"]))
+    c.set_xticks(x, ["feed-\nforward", "feed-fwd\nmatched", "implicit", "implicit\nsemi", "implicit,\nW,W2,R = 0"],
+                 fontsize=6)
+    c.set_yscale("log")
+    c.set_ylabel("final test MSE")
+    c.set_title("(c) final test MSE, one line per seed", fontsize=8)
+    return fig
 
 
 def check(ds):
@@ -212,4 +207,5 @@ RECIPE = Recipe("implicit-fig6-oscillator", "implicit Fig. 6",
                       "hidden neurons, 12 runs)",
                 gate="every net compared learns: final test MSE below that of predicting the training targets' mean, "
                      "beyond 2 SE",
-                paper=setting(data="damped oscillator, 4·10⁶ samples", D=5, steps="400 epochs of 200 steps", lr=0.01), paper_cost=PAPER_COST)
+                paper=setting(data="damped oscillator, 4·10⁶ samples", D=5, steps="400 epochs of 200 steps", lr=0.01), paper_cost=PAPER_COST,
+                title="{scaling}", title_size=6)

@@ -158,67 +158,62 @@ def _comparisons(ds, var="test_mse_implicit"):
 
 
 def draw(ds):
-    from dynlab.plot.style import COLORS, new_figure, styled
+    from dynlab.plot.style import COLORS, new_figure
 
-    @styled
-    def _draw():
-        fig, (a, b, c) = new_figure(3, height=3.0)
-        series = (("feed-forward", "test_mse_feedforward", "hidden_feedforward", "params_feedforward", COLORS["black"], "o-"),
-                  ("implicit", "test_mse_implicit", "hidden_implicit", "params_implicit", COLORS["blue"], "s-"),
-                  ("implicit, semi-gradient", "test_mse_semi", "hidden_implicit", "params_implicit", COLORS["vermillion"],
-                   "D--"),
-                  ("implicit, W,W2,R = 0\nafter training", "test_mse_ablated", "hidden_implicit", "params_implicit",
-                   COLORS["orange"], "^:"))
-        for label, var, dim, pvar, col, fmt in series:
-            v = ds[var].values
-            m = v.mean(axis=1)
-            se = v.std(axis=1, ddof=1) / np.sqrt(v.shape[1])
-            for ax, x in ((a, ds[dim].values), (b, ds[pvar].values)):
-                if ax is b and "W,W2" in label:
-                    continue  # the ablated net's parameter count is not the implicit one's
-                ax.errorbar(x, m, yerr=se, fmt=fmt, color=col, ms=3.5, lw=1.0, capsize=2, label=label)
-        a.set_xlabel("hidden neurons")
-        b.set_xlabel("trainable parameters")
-        for ax, title in ((a, "(a) over hidden size, mean ± SE"), (b, "(b) over parameter count, mean ± SE")):
-            ax.set_yscale("log")
-            ax.set_ylabel("final test MSE (scaled targets)")
-            ax.set_title(title, fontsize=8)
-        a.legend(frameon=False, fontsize=7, loc="center right", bbox_to_anchor=(1.0, 0.62))
-        comps = _comparisons(ds)
-        abl = _comparisons(ds, "test_mse_ablated")
-        for k, (cp, ca) in enumerate(zip(comps, abl)):
-            n = cp["hidden"]
-            d = ds.test_mse_implicit.sel(hidden_implicit=n).values - ds.test_mse_feedforward.sel(
-                hidden_feedforward=cp["matched_hidden"]).values
-            c.scatter(np.full(d.size, k - 0.12), d, s=10, color=COLORS["blue"], label="implicit" if k == 0 else None)
-            c.errorbar(k - 0.12, cp["matched"]["diff_mean"], yerr=2 * cp["matched"]["diff_se"], fmt="_",
-                       color=COLORS["blue"], ms=12, capsize=3)
-            d2 = ds.test_mse_ablated.sel(hidden_implicit=n).values - ds.test_mse_feedforward.sel(
-                hidden_feedforward=cp["matched_hidden"]).values
-            c.scatter(np.full(d2.size, k + 0.12), d2, s=10, color=COLORS["orange"],
-                      label="ablated (control)" if k == 0 else None)
-            c.errorbar(k + 0.12, ca["matched"]["diff_mean"], yerr=2 * ca["matched"]["diff_se"], fmt="_",
-                       color=COLORS["orange"], ms=12, capsize=3)
-        c.axhline(0.0, color="0.5", lw=0.6)
-        c.set_yscale("symlog", linthresh=1e-3)
-        ys = np.concatenate([col.get_offsets()[:, 1] for col in c.collections if len(col.get_offsets())]
-                            + [[cp[k]["diff_mean"] + sgn * 2 * cp[k]["diff_se"] for cp in comps + abl
-                                for sgn in (-1, 1)] for k in ("matched",)])
-        ys = ys[np.isfinite(ys)]
-        if ys.size:
-            lo, hi = min(ys.min(), -1e-3), max(ys.max(), 1e-3)
-            c.set_ylim(lo * 2 if lo < 0 else lo / 2, hi * 2 if hi > 0 else hi / 2)
-        c.set_xticks(range(len(comps)), [f"{cp['hidden']} vs ff {cp['matched_hidden']}\n"
-                                         f"({int(ds.params_implicit.sel(hidden_implicit=cp['hidden']))} vs "
-                                         f"{int(ds.params_feedforward.sel(hidden_feedforward=cp['matched_hidden']))} par.)"
-                                         for cp in comps], fontsize=7)
-        c.set_ylabel("test MSE − matched feed-forward's")
-        c.set_title("(c) per seed; bar: mean ± 2 SE (check: < 0)", fontsize=8)
-        c.legend(frameon=False, fontsize=7)
-        fig.suptitle(ds.attrs["scaling"], fontsize=7)
-        return fig
-
-    return _draw()
+    fig, (a, b, c) = new_figure(3, height=3.0)
+    series = (("feed-forward", "test_mse_feedforward", "hidden_feedforward", "params_feedforward", COLORS["black"], "o-"),
+              ("implicit", "test_mse_implicit", "hidden_implicit", "params_implicit", COLORS["blue"], "s-"),
+              ("implicit, semi-gradient", "test_mse_semi", "hidden_implicit", "params_implicit", COLORS["vermillion"],
+               "D--"),
+              ("implicit, W,W2,R = 0\nafter training", "test_mse_ablated", "hidden_implicit", "params_implicit",
+               COLORS["orange"], "^:"))
+    for label, var, dim, pvar, col, fmt in series:
+        v = ds[var].values
+        m = v.mean(axis=1)
+        se = v.std(axis=1, ddof=1) / np.sqrt(v.shape[1])
+        for ax, x in ((a, ds[dim].values), (b, ds[pvar].values)):
+            if ax is b and "W,W2" in label:
+                continue  # the ablated net's parameter count is not the implicit one's
+            ax.errorbar(x, m, yerr=se, fmt=fmt, color=col, ms=3.5, lw=1.0, capsize=2, label=label)
+    a.set_xlabel("hidden neurons")
+    b.set_xlabel("trainable parameters")
+    for ax, title in ((a, "(a) over hidden size, mean ± SE"), (b, "(b) over parameter count, mean ± SE")):
+        ax.set_yscale("log")
+        ax.set_ylabel("final test MSE (scaled targets)")
+        ax.set_title(title, fontsize=8)
+    a.legend(frameon=False, fontsize=7, loc="center right", bbox_to_anchor=(1.0, 0.62))
+    comps = _comparisons(ds)
+    abl = _comparisons(ds, "test_mse_ablated")
+    for k, (cp, ca) in enumerate(zip(comps, abl)):
+        n = cp["hidden"]
+        d = ds.test_mse_implicit.sel(hidden_implicit=n).values - ds.test_mse_feedforward.sel(
+            hidden_feedforward=cp["matched_hidden"]).values
+        c.scatter(np.full(d.size, k - 0.12), d, s=10, color=COLORS["blue"], label="implicit" if k == 0 else None)
+        c.errorbar(k - 0.12, cp["matched"]["diff_mean"], yerr=2 * cp["matched"]["diff_se"], fmt="_",
+                   color=COLORS["blue"], ms=12, capsize=3)
+        d2 = ds.test_mse_ablated.sel(hidden_implicit=n).values - ds.test_mse_feedforward.sel(
+            hidden_feedforward=cp["matched_hidden"]).values
+        c.scatter(np.full(d2.size, k + 0.12), d2, s=10, color=COLORS["orange"],
+                  label="ablated (control)" if k == 0 else None)
+        c.errorbar(k + 0.12, ca["matched"]["diff_mean"], yerr=2 * ca["matched"]["diff_se"], fmt="_",
+                   color=COLORS["orange"], ms=12, capsize=3)
+    c.axhline(0.0, color="0.5", lw=0.6)
+    c.set_yscale("symlog", linthresh=1e-3)
+    ys = np.concatenate([col.get_offsets()[:, 1] for col in c.collections if len(col.get_offsets())]
+                        + [[cp[k]["diff_mean"] + sgn * 2 * cp[k]["diff_se"] for cp in comps + abl
+                            for sgn in (-1, 1)] for k in ("matched",)])
+    ys = ys[np.isfinite(ys)]
+    if ys.size:
+        lo, hi = min(ys.min(), -1e-3), max(ys.max(), 1e-3)
+        c.set_ylim(lo * 2 if lo < 0 else lo / 2, hi * 2 if hi > 0 else hi / 2)
+    c.set_xticks(range(len(comps)), [f"{cp['hidden']} vs ff {cp['matched_hidden']}\n"
+                                     f"({int(ds.params_implicit.sel(hidden_implicit=cp['hidden']))} vs "
+                                     f"{int(ds.params_feedforward.sel(hidden_feedforward=cp['matched_hidden']))} par.)"
+                                     for cp in comps], fontsize=7)
+    c.set_ylabel("test MSE − matched feed-forward's")
+    c.set_title("(c) per seed; bar: mean ± 2 SE (check: < 0)", fontsize=8)
+    c.legend(frameon=False, fontsize=7)
+    return fig
 
 
 def _diffs(comps, key):
@@ -310,4 +305,5 @@ RECIPE = Recipe("implicit-fig7-size", "implicit Fig. 7",
                       "parameters)",
                 gate="the implicit networks learn: final test MSE below that of predicting the training targets' "
                      "mean, beyond 2 SE, at every size",
-                paper=setting(data="damped oscillator, 4·10⁶ samples", steps="400 epochs of 200 steps", lr=0.01), paper_cost=PAPER_COST)
+                paper=setting(data="damped oscillator, 4·10⁶ samples", steps="400 epochs of 200 steps", lr=0.01), paper_cost=PAPER_COST,
+                title="{scaling}", title_size=7)

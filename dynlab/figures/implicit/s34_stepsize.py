@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..maso._training import one_blas_thread
 from .._recipe import Recipe, Scale, setting, setting_attr
 from .._stats import effect, fact, record_fields
 
@@ -113,7 +112,6 @@ def _histories(A, C, act, evals):
     return Zp, rp, Zr, rr
 
 
-@one_blas_thread
 def compute(scale):
     quick = Scale.of(scale).quick
     import xarray as xr
@@ -204,52 +202,47 @@ def _judge(ds, net):
 
 
 def draw(ds):
-    from dynlab.plot.style import COLORS, new_figure, styled
+    from dynlab.plot.style import COLORS, new_figure
 
-    @styled
-    def _draw():
-        fig, (a, b, c) = new_figure(3, height=3.0)
-        ev = ds.evaluation.values
-        ev_rk4 = 4 * ds.rk4_step.values
-        for ax, net in ((a, "large"), (b, "small")):
-            d = ds.sel(net=net)
-            for i, p in enumerate(ds.point.values):
-                ax.semilogy(ev, np.maximum(d.residual_h1.sel(point=p).values, 1e-17), color=COLORS["vermillion"],
-                            lw=0.5, alpha=0.6, label="h = 1 iteration" if i == 0 else None)
-                ax.semilogy(ev_rk4, np.maximum(d.residual_rk4.sel(point=p).values, 1e-17), color=COLORS["blue"],
-                            lw=0.5, alpha=0.6, label="RK4, step 1" if i == 0 else None)
-            ax.axhline(TOL, color="0.3", lw=0.6, ls="--")
-            ax.set_xlabel("evaluations of f (RK4: 4 per step)")
-            ax.set_ylabel("residual ‖Y − f(WY + QX + T)‖∞")
-            ax.set_ylim(1e-17, 10)
-            ax.legend(frameon=False, fontsize=7, loc="upper right")
-        a.set_title(f"(a) D = {int(ds.units.sel(net='large'))} units: one line per input", fontsize=8)
-        npt = ds.point.size
-        b.text(0.97, 0.80, f"D = {int(ds.units.sel(net='large'))}, other W (not judged):\ninputs reaching {TOL:g}\n"
-               + "\n".join(f"{k}: h=1 {int(ds.other_h1_converged.sel(family=k))}/{npt}, "
-                           f"RK4 {int(ds.other_rk4_converged.sel(family=k))}/{npt}, "
-                           f"scipy {int(ds.other_scipy_converged.sel(family=k))}/{npt}" for k in ds.family.values),
-               transform=b.transAxes, ha="right", va="top", fontsize=7,
-               bbox=dict(facecolor="white", edgecolor="0.8", lw=0.5))
-        b.set_title(f"(b) control, D = {int(ds.units.sel(net='small'))} units", fontsize=8)
-        t = np.linspace(0, 2 * np.pi, 400)
-        c.plot(np.cos(t), np.sin(t), color=COLORS["vermillion"], lw=0.8, label="|λ| = 1: h = 1 stable inside")
-        xx, yy = np.meshgrid(np.linspace(-3, 1.5, 300), np.linspace(-3.2, 3.2, 300))
-        c.contour(xx, yy, rk4_amplification(xx + 1j * yy - 1.0), levels=[1.0], colors=[COLORS["blue"]], linewidths=0.8)
-        c.plot([], [], color=COLORS["blue"], lw=0.8, label="RK4 (step 1) stable inside")
-        for net, col, mk in (("large", COLORS["black"], "o"), ("small", COLORS["green"], "s")):
-            c.scatter(ds.eig_re.sel(net=net).values, ds.eig_im.sel(net=net).values, s=4, color=col, marker=mk,
-                      label=f"λ(D W), D = {int(ds.units.sel(net=net))}")
-        c.set_xlim(-7.0, 2.0)
-        c.set_ylim(-3.3, 3.3)
-        c.set_xlabel("Re λ")
-        c.set_ylabel("Im λ")
-        c.set_title("(c) eigenvalues of D W at the equilibrium (input 0)", fontsize=8)
-        c.legend(frameon=False, fontsize=7, loc="center left")
-        fig.suptitle(ds.attrs["scaling"], fontsize=7)
-        return fig
-
-    return _draw()
+    fig, (a, b, c) = new_figure(3, height=3.0)
+    ev = ds.evaluation.values
+    ev_rk4 = 4 * ds.rk4_step.values
+    for ax, net in ((a, "large"), (b, "small")):
+        d = ds.sel(net=net)
+        for i, p in enumerate(ds.point.values):
+            ax.semilogy(ev, np.maximum(d.residual_h1.sel(point=p).values, 1e-17), color=COLORS["vermillion"],
+                        lw=0.5, alpha=0.6, label="h = 1 iteration" if i == 0 else None)
+            ax.semilogy(ev_rk4, np.maximum(d.residual_rk4.sel(point=p).values, 1e-17), color=COLORS["blue"],
+                        lw=0.5, alpha=0.6, label="RK4, step 1" if i == 0 else None)
+        ax.axhline(TOL, color="0.3", lw=0.6, ls="--")
+        ax.set_xlabel("evaluations of f (RK4: 4 per step)")
+        ax.set_ylabel("residual ‖Y − f(WY + QX + T)‖∞")
+        ax.set_ylim(1e-17, 10)
+        ax.legend(frameon=False, fontsize=7, loc="upper right")
+    a.set_title(f"(a) D = {int(ds.units.sel(net='large'))} units: one line per input", fontsize=8)
+    npt = ds.point.size
+    b.text(0.97, 0.80, f"D = {int(ds.units.sel(net='large'))}, other W (not judged):\ninputs reaching {TOL:g}\n"
+           + "\n".join(f"{k}: h=1 {int(ds.other_h1_converged.sel(family=k))}/{npt}, "
+                       f"RK4 {int(ds.other_rk4_converged.sel(family=k))}/{npt}, "
+                       f"scipy {int(ds.other_scipy_converged.sel(family=k))}/{npt}" for k in ds.family.values),
+           transform=b.transAxes, ha="right", va="top", fontsize=7,
+           bbox=dict(facecolor="white", edgecolor="0.8", lw=0.5))
+    b.set_title(f"(b) control, D = {int(ds.units.sel(net='small'))} units", fontsize=8)
+    t = np.linspace(0, 2 * np.pi, 400)
+    c.plot(np.cos(t), np.sin(t), color=COLORS["vermillion"], lw=0.8, label="|λ| = 1: h = 1 stable inside")
+    xx, yy = np.meshgrid(np.linspace(-3, 1.5, 300), np.linspace(-3.2, 3.2, 300))
+    c.contour(xx, yy, rk4_amplification(xx + 1j * yy - 1.0), levels=[1.0], colors=[COLORS["blue"]], linewidths=0.8)
+    c.plot([], [], color=COLORS["blue"], lw=0.8, label="RK4 (step 1) stable inside")
+    for net, col, mk in (("large", COLORS["black"], "o"), ("small", COLORS["green"], "s")):
+        c.scatter(ds.eig_re.sel(net=net).values, ds.eig_im.sel(net=net).values, s=4, color=col, marker=mk,
+                  label=f"λ(D W), D = {int(ds.units.sel(net=net))}")
+    c.set_xlim(-7.0, 2.0)
+    c.set_ylim(-3.3, 3.3)
+    c.set_xlabel("Re λ")
+    c.set_ylabel("Im λ")
+    c.set_title("(c) eigenvalues of D W at the equilibrium (input 0)", fontsize=8)
+    c.legend(frameon=False, fontsize=7, loc="center left")
+    return fig
 
 
 def check(ds):
@@ -302,4 +295,5 @@ RECIPE = Recipe("implicit-s34-stepsize", "implicit §3.4",
                       "too large, this method does not work at all.” (§3.4)",
                 gate="the equilibrium exists: scipy's root (the independent reference) found on ≥ 50 % of the inputs "
                      "of the judged family",
-                paper=setting())
+                paper=setting(),
+                title="{scaling}", title_size=7, one_blas_thread=True)

@@ -31,13 +31,10 @@ fresh seeds (s + 100) in place of η = 0.001.
 from __future__ import annotations
 
 import json
-import textwrap
-
 import numpy as np
 
 from .._estimate import cost_of
 from ._parta import adding_grid, competent, final, paper_setting, scaling
-from ..maso._training import one_blas_thread
 from .._recipe import Recipe, Scale
 from .._stats import comparison, effect, gate, gated, mean_se, seeds_for
 
@@ -66,7 +63,6 @@ def _summaries(ds):
     return ds
 
 
-@one_blas_thread
 def compute(scale):
     sc = Scale.of(scale)
     seeds = seeds_for(sc.quick)
@@ -137,44 +133,38 @@ def check(ds):
 
 
 def draw(ds):
-    from ...plot.style import CYCLE, new_figure, styled
+    from ...plot.style import CYCLE, new_figure
 
-    @styled
-    def _draw():
-        labels = json.loads(ds.attrs["labels"])
-        fig, axes = new_figure(2, height=3.4)
-        colors = {IRNN: CYCLE[0], CONTROL: "0.45"}
-        colors.update({k: c for k, c in zip(FAST, (CYCLE[1], CYCLE[4]))})
-        colors.update({k: c for k, c in zip(ANTI, (CYCLE[2], CYCLE[5]))})
-        markers = {IRNN: "*", CONTROL: "x"}
-        markers.update({k: "o" for k in FAST})
-        markers.update({k: "s" for k in ANTI})
-        it = ds["iteration"].values
-        base = float(ds.attrs["baseline"])
-        for key in _keys(ds):
-            r, m = _v(ds, "abs_ln_ratio", key), _v(ds, "final_mse", key)
-            axes[0].scatter(r, m, s=28 if key == IRNN else 14, color=colors[key], marker=markers[key], lw=0.8,
-                            label=f"{labels[key]} ({int(ds['params'].sel(run=key))} p.)", zorder=3)
-            axes[1].plot(it, ds["val_loss"].sel(run=key).mean("seed"), color=colors[key], lw=1.2,
-                         ls="-" if key in (IRNN, CONTROL) else ("--" if key in FAST else "-."))
-        for ax in axes:
-            ax.axhline(base, color="k", lw=0.7, ls=":")
-            ax.set_yscale("log")
-        axes[0].set_xscale("symlog", linthresh=1e-2)
-        axes[0].set_xlim(left=0)
-        axes[0].set_xlabel("|ln ratio| over training (0 = identity)")
-        axes[0].set_ylabel("final validation MSE (per seed)")
-        axes[0].set_title("(a) gradient vs accuracy, per seed")
-        axes[1].set_xlabel("training iteration")
-        axes[1].set_ylabel("validation MSE (mean over seeds)")
-        axes[1].set_title("(b) learning curves (dotted: 1/6)")
-        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=2, frameon=False,
-                   fontsize=7)
-        fig.suptitle(textwrap.fill("§4.2(a) ablation: FastRNN η, Antisymmetric γ/ε (iRNN and RNN beside); "
-                                   + ds.attrs.get("scaling", ""), 110), fontsize=7)
-        return fig
-
-    return _draw()
+    labels = json.loads(ds.attrs["labels"])
+    fig, axes = new_figure(2, height=3.4)
+    colors = {IRNN: CYCLE[0], CONTROL: "0.45"}
+    colors.update({k: c for k, c in zip(FAST, (CYCLE[1], CYCLE[4]))})
+    colors.update({k: c for k, c in zip(ANTI, (CYCLE[2], CYCLE[5]))})
+    markers = {IRNN: "*", CONTROL: "x"}
+    markers.update({k: "o" for k in FAST})
+    markers.update({k: "s" for k in ANTI})
+    it = ds["iteration"].values
+    base = float(ds.attrs["baseline"])
+    for key in _keys(ds):
+        r, m = _v(ds, "abs_ln_ratio", key), _v(ds, "final_mse", key)
+        axes[0].scatter(r, m, s=28 if key == IRNN else 14, color=colors[key], marker=markers[key], lw=0.8,
+                        label=f"{labels[key]} ({int(ds['params'].sel(run=key))} p.)", zorder=3)
+        axes[1].plot(it, ds["val_loss"].sel(run=key).mean("seed"), color=colors[key], lw=1.2,
+                     ls="-" if key in (IRNN, CONTROL) else ("--" if key in FAST else "-."))
+    for ax in axes:
+        ax.axhline(base, color="k", lw=0.7, ls=":")
+        ax.set_yscale("log")
+    axes[0].set_xscale("symlog", linthresh=1e-2)
+    axes[0].set_xlim(left=0)
+    axes[0].set_xlabel("|ln ratio| over training (0 = identity)")
+    axes[0].set_ylabel("final validation MSE (per seed)")
+    axes[0].set_title("(a) gradient vs accuracy, per seed")
+    axes[1].set_xlabel("training iteration")
+    axes[1].set_ylabel("validation MSE (mean over seeds)")
+    axes[1].set_title("(b) learning curves (dotted: 1/6)")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=2, frameon=False,
+               fontsize=7)
+    return fig
 
 
 RECIPE = Recipe(NAME, "iRNN §4.2(a)",
@@ -188,4 +178,6 @@ RECIPE = Recipe(NAME, "iRNN §4.2(a)",
                      "something: final validation MSE below 1/6 − 1/60 (the predict-1 baseline less the minimum "
                      "effect) beyond 2 SE",
                 paper=paper_setting((T,), 1000), scales=("quick", "stand-in", "paper"),
-                paper_cost=cost_of(NAME))
+                paper_cost=cost_of(NAME),
+                title="§4.2(a) ablation: FastRNN η, Antisymmetric γ/ε (iRNN and RNN beside); {scaling}",
+                title_wrap=110, title_size=7, one_blas_thread=True)

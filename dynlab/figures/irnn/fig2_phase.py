@@ -182,7 +182,7 @@ def draw(ds):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from ...plot.style import COLORS, styled
+    from ...plot.style import COLORS
 
     def portrait(ax, pts, curve, clab, xl, yl, title, T):
         if curve is not None:
@@ -197,42 +197,35 @@ def draw(ds):
         ax.legend(frameon=False, fontsize=5.5, loc="upper right")
         return sc
 
-    @styled
-    def _draw():
-        fig = Figure(figsize=(11.0, 7.6))        # on the Agg canvas, not pyplot (nothing retained)
-        FigureCanvasAgg(fig)
-        axes = fig.subplots(2, 3)
-        fig.subplots_adjust(hspace=0.45, wspace=0.45, left=0.06, right=0.86, top=0.87, bottom=0.07)
-        T = ds.sizes["time"]
-        hl = (r"$h_{1,m}$", r"$h_{2,m}$")
-        sl = (r"$s_1 = h_{1,m} + h_{1,m-1}$", r"$s_2 = h_{2,m} + h_{2,m-1}$")
-        # top: the paper's picture, the walk in the h plane
-        for ax, name in zip(axes[0], ("rnn", "fastrnn", EQ5)):     # the figure's cells: its iRNN, the U form
-            j = _judge(*_cell_residuals(ds, name, "walk"))
-            h = ds["eq5_h"].values if name == EQ5 else ds["h"].sel(model=name).values
-            sc = portrait(ax, h, None, "", *hl,
-                          f"{LABEL[name]}, random walk (var. 10)\n{j['frac_saturated']:.0%} of steps saturated", T)
-        fig.colorbar(sc, ax=axes[0, :].tolist(), shrink=0.8, label="time step m")
-        # bottom: the check, noise input — the iRNNs' s against their curves, the RNN against its own
-        for ax, name in zip(axes[1], ("irnn", EQ5, "rnn")):
-            j = _judge(*_cell_residuals(ds, name, "noise"))
-            if name == "rnn":
-                curve = np.where(ds["noise_rnn_curve_ok"].values[:, None] == 1, ds["noise_rnn_curve"].values, np.nan)
-                pts, clab, ax_l = ds["noise_h"].sel(model="rnn").values, "fixed points of its step", hl
-            else:
-                pts = ds["noise_s" if name == "irnn" else "noise_eq5_s"].values
-                curve = ds["noise_s_eq" if name == "irnn" else "noise_eq5_s_eq"].values
-                clab, ax_l = "equilibrium curve", sl
-            sc = portrait(ax, pts, curve, clab, *ax_l,
-                          f"{LABEL[name]}, N(0, 1) inputs\non its curve (±{TOL:g}): "
-                          f"{j['frac_on_curve_unsaturated']:.0%} of unsaturated steps", T)
-        fig.colorbar(sc, ax=axes[1, :].tolist(), shrink=0.8, label="time step m")
-        fig.suptitle("iRNN Fig. 2 — top: the paper's picture (variance-10 random walk, the h plane); bottom: the "
-                     f"check (i.i.d. N(0, 1) inputs, s = h_m + h_(m−1) against the equilibrium curve); T = {T}\n"
-                     + ds.attrs.get("scaling", "") + f"; saturated: some |pre-activation| > {SAT:g}", fontsize=7)
-        return fig
-
-    return _draw()
+    fig = Figure(figsize=(11.0, 7.6))        # on the Agg canvas, not pyplot (nothing retained)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(2, 3)
+    fig.subplots_adjust(hspace=0.45, wspace=0.45, left=0.06, right=0.86, top=0.87, bottom=0.07)
+    T = ds.sizes["time"]
+    hl = (r"$h_{1,m}$", r"$h_{2,m}$")
+    sl = (r"$s_1 = h_{1,m} + h_{1,m-1}$", r"$s_2 = h_{2,m} + h_{2,m-1}$")
+    # top: the paper's picture, the walk in the h plane
+    for ax, name in zip(axes[0], ("rnn", "fastrnn", EQ5)):     # the figure's cells: its iRNN, the U form
+        j = _judge(*_cell_residuals(ds, name, "walk"))
+        h = ds["eq5_h"].values if name == EQ5 else ds["h"].sel(model=name).values
+        sc = portrait(ax, h, None, "", *hl,
+                      f"{LABEL[name]}, random walk (var. 10)\n{j['frac_saturated']:.0%} of steps saturated", T)
+    fig.colorbar(sc, ax=axes[0, :].tolist(), shrink=0.8, label="time step m")
+    # bottom: the check, noise input — the iRNNs' s against their curves, the RNN against its own
+    for ax, name in zip(axes[1], ("irnn", EQ5, "rnn")):
+        j = _judge(*_cell_residuals(ds, name, "noise"))
+        if name == "rnn":
+            curve = np.where(ds["noise_rnn_curve_ok"].values[:, None] == 1, ds["noise_rnn_curve"].values, np.nan)
+            pts, clab, ax_l = ds["noise_h"].sel(model="rnn").values, "fixed points of its step", hl
+        else:
+            pts = ds["noise_s" if name == "irnn" else "noise_eq5_s"].values
+            curve = ds["noise_s_eq" if name == "irnn" else "noise_eq5_s_eq"].values
+            clab, ax_l = "equilibrium curve", sl
+        sc = portrait(ax, pts, curve, clab, *ax_l,
+                      f"{LABEL[name]}, N(0, 1) inputs\non its curve (±{TOL:g}): "
+                      f"{j['frac_on_curve_unsaturated']:.0%} of unsaturated steps", T)
+    fig.colorbar(sc, ax=axes[1, :].tolist(), shrink=0.8, label="time step m")
+    return fig
 
 
 RECIPE = Recipe(NAME, "iRNN Fig. 2", "the figure's iRNN (the U form its caption names, K = 5) has s_m = h_m + h_{m-1} on "
@@ -243,4 +236,7 @@ RECIPE = Recipe(NAME, "iRNN Fig. 2", "the figure's iRNN (the U form its caption 
                       "(green).” (§3.2, Fig. 2)",
                 gate="≥ 100 unsaturated noise steps are left to judge (the residual of the equilibrium equation is "
                      "computed at each step)",
-                paper=setting(data="random walk, variance 10", T=1000, D=2), scales=("quick", "stand-in"))
+                paper=setting(data="random walk, variance 10", T=1000, D=2), scales=("quick", "stand-in"),
+                title="iRNN Fig. 2 — top: the paper's picture (variance-10 random walk, the h plane); bottom: the "
+                      "check (i.i.d. N(0, 1) inputs, s = h_m + h_(m−1) against the equilibrium curve); T = {time}\n"
+                      "{scaling}; saturated: some |pre-activation| > " + f"{SAT:g}", title_size=7)

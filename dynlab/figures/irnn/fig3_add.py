@@ -26,9 +26,6 @@ Scales: stand-in D = 32, batch 64, 1000 iterations; ``--scale paper`` the paper'
 1000 iterations at T = 200, lr 10⁻² (``irnn._parta``).
 """
 from __future__ import annotations
-
-import textwrap
-
 import numpy as np
 
 from .._estimate import cost_of
@@ -147,59 +144,54 @@ def check(ds):
 
 
 def draw(ds):
-    from ...plot.style import CYCLE, styled
+    from ...plot.style import CYCLE
     from .._training import panel_grid
 
-    @styled
-    def _draw():
-        fig, axes = panel_grid(2, 3, width=3.3, height=2.6)
-        short = short_of(ds)
-        it = ds["iteration"].values
-        keys = _keys(ds)
-        colors = {k: CYCLE[i] for i, k in enumerate(KEYS)}
-        for key in keys:
-            sub = ds.sel(run=key)
-            base_kw = dict(color=colors[key], ls="-" if key in IRNN else "--")
-            for j, var in enumerate(("val_loss", "ratio", "step_norm", "dL_dh1_norm")):
-                da = sub[var]
-                mid = da.mean("seed") if var == "val_loss" else np.exp(np.log(da).mean("seed"))
-                axes[j].plot(it, mid, lw=1.3, label=short[key], **base_kw)
-                for s in da["seed"].values:
-                    axes[j].plot(it, da.sel(seed=s), lw=0.35, alpha=0.3, **base_kw)
-            if key in IRNN:
-                r, m = _per_seed(ds, key)
-                axes[4].scatter(r, m, s=16, color=colors[key], label=short[key], zorder=3)
-            axes[5].bar(keys.index(key), _converge_at(ds, key) if np.isfinite(_converge_at(ds, key))
-                        else it[-1], color=colors[key], alpha=1.0 if np.isfinite(_converge_at(ds, key)) else 0.25)
-        base = float(ds.attrs["baseline"])
-        axes[0].axhline(base, color="k", lw=0.7, ls=":")
-        axes[0].set_ylabel("validation MSE")
-        axes[0].set_title("(a) Fig. 3a: learning (thin: seeds)")
-        axes[1].set_ylabel("‖∂h_T/∂h_1‖ / ‖∂h_T/∂h_T−1‖")
-        axes[1].set_title("(b) Fig. 3b: ratio (1 = identity)")
-        axes[2].set_ylabel("‖∂h_T/∂h_T−1‖")
-        axes[2].set_title("(c) Fig. 9b: one step's norm")
-        axes[3].set_ylabel("‖∂L/∂h_1‖")
-        axes[3].set_title("(d) Fig. 9a: loss gradient at h_1")
-        for ax in axes[:4]:
-            ax.set_yscale("log")
-            ax.set_xlabel("training iteration")
-        axes[1].axhline(1.0, color="k", lw=0.6, ls=":")
-        axes[0].legend(frameon=False, fontsize=6, loc="upper right", ncol=2)
-        axes[4].axhline(base, color="k", lw=0.7, ls=":")
-        axes[4].set_xscale("symlog", linthresh=1e-2)
-        axes[4].set_yscale("log")
-        axes[4].set_xlabel("|ln ratio| over training (per seed)")
-        axes[4].set_ylabel("validation MSE, last quarter")
-        axes[4].set_title("(e) iRNN: gradient vs accuracy")
-        axes[4].legend(frameon=False, fontsize=6)
-        axes[5].set_xticks(range(len(keys)), [short[k] for k in keys], rotation=35, ha="right", fontsize=6)
-        axes[5].set_ylabel("iterations to mean MSE < 1/60")
-        axes[5].set_title("(f) convergence (pale: never)")
-        fig.suptitle(textwrap.fill(f"iRNN Figs. 3, 9 — adding task; {ds.attrs.get('scaling', '')}", 170), fontsize=7)
-        return fig
-
-    return _draw()
+    fig, axes = panel_grid(2, 3, width=3.3, height=2.6)
+    short = short_of(ds)
+    it = ds["iteration"].values
+    keys = _keys(ds)
+    colors = {k: CYCLE[i] for i, k in enumerate(KEYS)}
+    for key in keys:
+        sub = ds.sel(run=key)
+        base_kw = dict(color=colors[key], ls="-" if key in IRNN else "--")
+        for j, var in enumerate(("val_loss", "ratio", "step_norm", "dL_dh1_norm")):
+            da = sub[var]
+            mid = da.mean("seed") if var == "val_loss" else np.exp(np.log(da).mean("seed"))
+            axes[j].plot(it, mid, lw=1.3, label=short[key], **base_kw)
+            for s in da["seed"].values:
+                axes[j].plot(it, da.sel(seed=s), lw=0.35, alpha=0.3, **base_kw)
+        if key in IRNN:
+            r, m = _per_seed(ds, key)
+            axes[4].scatter(r, m, s=16, color=colors[key], label=short[key], zorder=3)
+        axes[5].bar(keys.index(key), _converge_at(ds, key) if np.isfinite(_converge_at(ds, key))
+                    else it[-1], color=colors[key], alpha=1.0 if np.isfinite(_converge_at(ds, key)) else 0.25)
+    base = float(ds.attrs["baseline"])
+    axes[0].axhline(base, color="k", lw=0.7, ls=":")
+    axes[0].set_ylabel("validation MSE")
+    axes[0].set_title("(a) Fig. 3a: learning (thin: seeds)")
+    axes[1].set_ylabel("‖∂h_T/∂h_1‖ / ‖∂h_T/∂h_T−1‖")
+    axes[1].set_title("(b) Fig. 3b: ratio (1 = identity)")
+    axes[2].set_ylabel("‖∂h_T/∂h_T−1‖")
+    axes[2].set_title("(c) Fig. 9b: one step's norm")
+    axes[3].set_ylabel("‖∂L/∂h_1‖")
+    axes[3].set_title("(d) Fig. 9a: loss gradient at h_1")
+    for ax in axes[:4]:
+        ax.set_yscale("log")
+        ax.set_xlabel("training iteration")
+    axes[1].axhline(1.0, color="k", lw=0.6, ls=":")
+    axes[0].legend(frameon=False, fontsize=6, loc="upper right", ncol=2)
+    axes[4].axhline(base, color="k", lw=0.7, ls=":")
+    axes[4].set_xscale("symlog", linthresh=1e-2)
+    axes[4].set_yscale("log")
+    axes[4].set_xlabel("|ln ratio| over training (per seed)")
+    axes[4].set_ylabel("validation MSE, last quarter")
+    axes[4].set_title("(e) iRNN: gradient vs accuracy")
+    axes[4].legend(frameon=False, fontsize=6)
+    axes[5].set_xticks(range(len(keys)), [short[k] for k in keys], rotation=35, ha="right", fontsize=6)
+    axes[5].set_ylabel("iterations to mean MSE < 1/60")
+    axes[5].set_title("(f) convergence (pale: never)")
+    return fig
 
 
 RECIPE = Recipe(NAME, "iRNN Figs. 3, 9",
@@ -211,4 +203,5 @@ RECIPE = Recipe(NAME, "iRNN Figs. 3, 9",
                 gate="every K of the iRNN (each arm of each step) has learned something: final validation MSE below "
                      "1/6 − 1/60 (the predict-1 baseline less the minimum effect) beyond 2 SE",
                 paper=paper_setting((T,), 1000), scales=("quick", "stand-in", "paper"),
-                paper_cost="run here (the record beside this one); " + cost_of(NAME))
+                paper_cost="run here (the record beside this one); " + cost_of(NAME),
+                title="iRNN Figs. 3, 9 — adding task; {scaling}", title_wrap=170, title_size=7)

@@ -36,8 +36,6 @@ run here: its cost is in the record.
 from __future__ import annotations
 
 import math
-import textwrap
-
 import numpy as np
 
 from .._estimate import cost_of
@@ -180,49 +178,44 @@ def check(ds):
 
 
 def draw(ds):
-    from ...plot.style import CYCLE, new_figure, styled
+    from ...plot.style import CYCLE, new_figure
 
-    @styled
-    def _draw():
-        fig, (ax, ax2) = new_figure(2, height=3.2)
-        labels = labels_of(ds)
-        short = short_of(ds)
-        it = ds["iteration"].values
-        T = int(ds.attrs["delay"])
-        L = T + 2 * N_RECALL
-        for i, k in enumerate(KEYS):
-            sub = ds.sel(run=k)
-            for s in sub["seed"].values:
-                ax.plot(it, sub["val_loss"].sel(seed=s), color=CYCLE[i], lw=0.4, alpha=0.35)
-            ax.plot(it, sub["val_loss"].mean("seed"), color=CYCLE[i], lw=1.4, label=labels[k])
-        ob_ce = float(ds.attrs["order_blind_ce"])
-        mem_ce = float(ds.attrs["order_blind_ce_memoryless"])
-        ax.axhline(N_RECALL * mem_ce / L, color="k", ls=":", lw=0.8, label="memoryless 10 ln 8/(T+20)")
-        ax.axhline(N_RECALL * ob_ce / L, color="0.4", ls="--", lw=0.8, label="order-blind (knows the counts)")
-        ax.axhline(float(ds.attrs["time_blind_ce"]), color="0.6", ls="-.", lw=0.8, label="time-blind (gate)")
-        ax.set_yscale("log")
-        ax.set_xlabel("training iteration")
-        ax.set_ylabel("validation cross-entropy per step")
-        ax.set_title("(a) training (thin: seeds)")
-        ax.legend(frameon=False, fontsize=5.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
-        x = np.arange(len(KEYS))
-        for i, k in enumerate(KEYS):
-            v, v0 = ds["recall_ce"].sel(run=k).values, ds["cut_recall_ce"].sel(run=k).values
-            ax2.scatter(np.full(v.size, i - 0.12), v, s=12, color=CYCLE[i], zorder=3)
-            ax2.scatter(np.full(v0.size, i + 0.12), v0, s=12, color="0.6", marker="x", zorder=3)
-        ax2.axhline(ob_ce, color="0.4", ls="--", lw=0.9, label=f"order-blind {ob_ce:.3f}")
-        ax2.axhline(mem_ce, color="k", ls=":", lw=0.9, label=f"memoryless ln 8 = {mem_ce:.3f}")
-        ax2.scatter([], [], color="0.6", marker="x", label="control: state zeroed at the delimiter")
-        ax2.set_xticks(x, [short[k] for k in KEYS], rotation=25, ha="right")
-        ax2.set_ylabel("recall cross-entropy (nats per symbol)")
-        ax2.set_ylim(0, 1.3 * max(float(np.nanmax(ds["cut_recall_ce"].values)),
-                                  float(np.nanmax(ds["recall_ce"].values)), mem_ce))
-        ax2.set_title("(b) recall of the 10 symbols, per seed")
-        ax2.legend(frameon=False, fontsize=6, loc="upper left")
-        fig.suptitle(textwrap.fill("iRNN Fig. 4a/b — copy task; " + ds.attrs.get("scaling", ""), 120), fontsize=7)
-        return fig
-
-    return _draw()
+    fig, (ax, ax2) = new_figure(2, height=3.2)
+    labels = labels_of(ds)
+    short = short_of(ds)
+    it = ds["iteration"].values
+    T = int(ds.attrs["delay"])
+    L = T + 2 * N_RECALL
+    for i, k in enumerate(KEYS):
+        sub = ds.sel(run=k)
+        for s in sub["seed"].values:
+            ax.plot(it, sub["val_loss"].sel(seed=s), color=CYCLE[i], lw=0.4, alpha=0.35)
+        ax.plot(it, sub["val_loss"].mean("seed"), color=CYCLE[i], lw=1.4, label=labels[k])
+    ob_ce = float(ds.attrs["order_blind_ce"])
+    mem_ce = float(ds.attrs["order_blind_ce_memoryless"])
+    ax.axhline(N_RECALL * mem_ce / L, color="k", ls=":", lw=0.8, label="memoryless 10 ln 8/(T+20)")
+    ax.axhline(N_RECALL * ob_ce / L, color="0.4", ls="--", lw=0.8, label="order-blind (knows the counts)")
+    ax.axhline(float(ds.attrs["time_blind_ce"]), color="0.6", ls="-.", lw=0.8, label="time-blind (gate)")
+    ax.set_yscale("log")
+    ax.set_xlabel("training iteration")
+    ax.set_ylabel("validation cross-entropy per step")
+    ax.set_title("(a) training (thin: seeds)")
+    ax.legend(frameon=False, fontsize=5.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+    x = np.arange(len(KEYS))
+    for i, k in enumerate(KEYS):
+        v, v0 = ds["recall_ce"].sel(run=k).values, ds["cut_recall_ce"].sel(run=k).values
+        ax2.scatter(np.full(v.size, i - 0.12), v, s=12, color=CYCLE[i], zorder=3)
+        ax2.scatter(np.full(v0.size, i + 0.12), v0, s=12, color="0.6", marker="x", zorder=3)
+    ax2.axhline(ob_ce, color="0.4", ls="--", lw=0.9, label=f"order-blind {ob_ce:.3f}")
+    ax2.axhline(mem_ce, color="k", ls=":", lw=0.9, label=f"memoryless ln 8 = {mem_ce:.3f}")
+    ax2.scatter([], [], color="0.6", marker="x", label="control: state zeroed at the delimiter")
+    ax2.set_xticks(x, [short[k] for k in KEYS], rotation=25, ha="right")
+    ax2.set_ylabel("recall cross-entropy (nats per symbol)")
+    ax2.set_ylim(0, 1.3 * max(float(np.nanmax(ds["cut_recall_ce"].values)),
+                              float(np.nanmax(ds["recall_ce"].values)), mem_ce))
+    ax2.set_title("(b) recall of the 10 symbols, per seed")
+    ax2.legend(frameon=False, fontsize=6, loc="upper left")
+    return fig
 
 
 RECIPE = Recipe(NAME, "iRNN Fig. 4 (a, b)",
@@ -234,4 +227,5 @@ RECIPE = Recipe(NAME, "iRNN Fig. 4 (a, b)",
                 gate="the iRNN (the arm that decides) recalls at all: its recall cross-entropy below the order-blind "
                      "predictor's beyond 2 SE; record-wide, it learns the task's trivial part (per-step validation CE "
                      "below the time-blind predictor's)",
-                paper=setting(data="copy task", T=[200, 500], D=128, batch=128, lr=1e-2), paper_cost=PAPER_COST)
+                paper=setting(data="copy task", T=[200, 500], D=128, batch=128, lr=1e-2), paper_cost=PAPER_COST,
+                title="iRNN Fig. 4a/b — copy task; {scaling}", title_wrap=120, title_size=7)

@@ -29,13 +29,10 @@ every T (not run here: its cost is in the record).
 from __future__ import annotations
 
 import json
-import textwrap
-
 import numpy as np
 
 from .._estimate import cost_of
 from ._parta import adding_grid, competent, final, paper_setting, scaling
-from ..maso._training import one_blas_thread
 from .._recipe import Recipe, Scale
 from .._stats import comparison, effect, gate, gated, mean_se, seeds_for
 
@@ -67,7 +64,6 @@ def _seeds_of(seeds):
 PAPER_ITS = 2000
 
 
-@one_blas_thread
 def compute(scale):
     sc = Scale.of(scale)
     seeds = seeds_for(sc.quick)
@@ -145,50 +141,44 @@ def check(ds):
 
 
 def draw(ds):
-    from ...plot.style import CYCLE, styled
+    from ...plot.style import CYCLE
     from .._training import panel_grid
 
-    @styled
-    def _draw():
-        labels, short = json.loads(ds.attrs["labels"]), json.loads(ds.attrs["short"])
-        Ts = [int(t) for t in ds["T"].values]
-        fig, axes = panel_grid(2, 3, width=3.2, height=2.5)
-        colors = {k: CYCLE[i] for i, k in enumerate(KEYS)}
-        base = float(ds.attrs["baseline"])
-        for ax, T, Tr in zip(axes, Ts, ds["T_run"].values):
-            for key in KEYS:
-                sub = ds["val_loss"].sel(run=key, T=T).dropna("iteration", how="all")
-                for s in sub["seed"].values:
-                    ax.plot(sub["iteration"], sub.sel(seed=s), color=colors[key], lw=0.4, alpha=0.3)
-                ax.plot(sub["iteration"], sub.mean("seed"), color=colors[key], lw=1.4,
-                        label=f"{labels[key]} ({int(ds['params'].sel(run=key))} p.)")
-            ax.axhline(base, color="k", lw=0.7, ls=":")
-            ax.axhline(LEARN_FRACTION * base, color="k", lw=0.5, ls="--")
-            ax.set_title(f"T = {int(Tr)}" + ("" if int(Tr) == T else f" (paper {T})"))
-            ax.set_xlabel("training iteration")
-            ax.set_ylabel("validation MSE (thin: seeds)")
-            ax.set_yscale("log")
-        ax = axes[4]
-        x = np.arange(len(Ts))
-        for j, key in enumerate(KEYS):
-            ms = [mean_se(_mse(ds, key, T)) for T in Ts]
-            ax.errorbar(x + (j - (len(KEYS) - 1) / 2) * 0.09, [m for m, _, _ in ms],
-                        yerr=[2 * se if np.isfinite(se) else 0 for _, se, _ in ms], color=colors[key],
-                        marker="o", ms=3.5, lw=1.0, capsize=2, label=short[key])
+    labels, short = json.loads(ds.attrs["labels"]), json.loads(ds.attrs["short"])
+    Ts = [int(t) for t in ds["T"].values]
+    fig, axes = panel_grid(2, 3, width=3.2, height=2.5)
+    colors = {k: CYCLE[i] for i, k in enumerate(KEYS)}
+    base = float(ds.attrs["baseline"])
+    for ax, T, Tr in zip(axes, Ts, ds["T_run"].values):
+        for key in KEYS:
+            sub = ds["val_loss"].sel(run=key, T=T).dropna("iteration", how="all")
+            for s in sub["seed"].values:
+                ax.plot(sub["iteration"], sub.sel(seed=s), color=colors[key], lw=0.4, alpha=0.3)
+            ax.plot(sub["iteration"], sub.mean("seed"), color=colors[key], lw=1.4,
+                    label=f"{labels[key]} ({int(ds['params'].sel(run=key))} p.)")
         ax.axhline(base, color="k", lw=0.7, ls=":")
         ax.axhline(LEARN_FRACTION * base, color="k", lw=0.5, ls="--")
-        ax.set_xticks(x, [str(int(t)) for t in ds["T_run"].values])
-        ax.set_xlabel("T")
-        ax.set_ylabel("final MSE (mean ± 2 SE)")
+        ax.set_title(f"T = {int(Tr)}" + ("" if int(Tr) == T else f" (paper {T})"))
+        ax.set_xlabel("training iteration")
+        ax.set_ylabel("validation MSE (thin: seeds)")
         ax.set_yscale("log")
-        ax.set_title("final MSE vs T (dotted 1/6, dashed 1/12)")
-        axes[5].axis("off")
-        axes[5].legend(*axes[0].get_legend_handles_labels(), loc="center", frameon=False, fontsize=6.5)
-        fig.suptitle(textwrap.fill("iRNN Figs. 4c/d, 5 — adding task vs length; " + ds.attrs.get("scaling", ""),
-                                   150), fontsize=7)
-        return fig
-
-    return _draw()
+    ax = axes[4]
+    x = np.arange(len(Ts))
+    for j, key in enumerate(KEYS):
+        ms = [mean_se(_mse(ds, key, T)) for T in Ts]
+        ax.errorbar(x + (j - (len(KEYS) - 1) / 2) * 0.09, [m for m, _, _ in ms],
+                    yerr=[2 * se if np.isfinite(se) else 0 for _, se, _ in ms], color=colors[key],
+                    marker="o", ms=3.5, lw=1.0, capsize=2, label=short[key])
+    ax.axhline(base, color="k", lw=0.7, ls=":")
+    ax.axhline(LEARN_FRACTION * base, color="k", lw=0.5, ls="--")
+    ax.set_xticks(x, [str(int(t)) for t in ds["T_run"].values])
+    ax.set_xlabel("T")
+    ax.set_ylabel("final MSE (mean ± 2 SE)")
+    ax.set_yscale("log")
+    ax.set_title("final MSE vs T (dotted 1/6, dashed 1/12)")
+    axes[5].axis("off")
+    axes[5].legend(*axes[0].get_legend_handles_labels(), loc="center", frameon=False, fontsize=6.5)
+    return fig
 
 
 RECIPE = Recipe(NAME, "iRNN Figs. 4c/d, 5",
@@ -201,4 +191,6 @@ RECIPE = Recipe(NAME, "iRNN Figs. 4c/d, 5",
                 gate="at every T, the iRNN (the arm the claim says learns) has learned something: final validation MSE "
                      "below 1/6 − 1/60 beyond 2 SE; the baselines' level is reported",
                 paper=paper_setting(TS, PAPER_ITS), scales=("quick", "stand-in", "paper"),
-                paper_cost=PAPER_COST)
+                paper_cost=PAPER_COST,
+                title="iRNN Figs. 4c/d, 5 — adding task vs length; {scaling}",
+                title_wrap=150, title_size=7, one_blas_thread=True)

@@ -31,9 +31,6 @@ reference is competent — scipy's root to 1e-10 at ≥ 90 % of the points.  Neg
 check on the same network with the inner step η = 2.5, too large for the recursion.
 """
 from __future__ import annotations
-
-import textwrap
-
 import numpy as np
 
 from . import _digits as hd
@@ -295,60 +292,54 @@ def check(ds):
 
 
 def draw(ds):
-    from ...plot.style import COLORS, styled
+    from ...plot.style import COLORS
 
-    @styled
-    def _draw():
-        from .._training import panel_grid
+    from .._training import panel_grid
 
-        fig, axes = panel_grid(2, 2, width=3.6, height=2.8)
-        floor = ds.attrs["floor"]
-        k = ds["k"].values
-        for ax, key, title in ((axes[0], "paper", f"judged: Eq. 11, ReLU, g₀ = 0, η = {ds.attrs['paper_eta']:.2g}"),
-                               (axes[1], "trained", f"reported: eq. 9 trained ({ds.sizes['seed']} seeds, "
-                                                    f"η ≈ {ds.attrs['trained_eta_mean']:.2g})"),
-                               (axes[2], "eq9", f"reported: eq. 9 untrained, η = {ds.attrs['paper_eta']:.2g}")):
-            err = ds[f"{key}_error"].values
-            src = ds[f"{key}_reference_source"].values > 0
-            for e in err[src]:  # noqa: B007
-                ax.plot(k, np.maximum(e, floor * 1e-2), color=COLORS["blue"], lw=0.5, alpha=0.35)
-            ok = int(np.sum(src))
-            ax.text(0.98, 0.98, f"a root (to 1e-10) at {ok} of {err.shape[0]} points"
-                    + ("" if ok else ":\nnothing to converge to (eq. 9 with ReLU\nneed not have a root)"),
-                    transform=ax.transAxes, ha="right", va="top", fontsize=6)
-            if key == "paper":
-                b = ds["paper_bound"].values
-                ax.plot(k, b.max(axis=0), color=COLORS["vermillion"], ls="--", lw=1.0,
-                        label=rf"bound $\rho^k e_0$, ρ = {float(ds['paper_bound_rate']):.3g} (largest $e_0$)")
-            ax.axhline(floor, color="0.4", ls=":", lw=0.8, label=f"{floor:g}: errors below are left out of the fit")
-            ax.set_yscale("log")
-            ax.set_xlabel("inner iteration k")
-            ax.set_ylabel(r"$e_k = \|g_k - h_{eq}\|_2$")
-            ax.set_title(title, fontsize=7.5)
-            ax.legend(frameon=False, fontsize=6, loc="lower left")
-        ax = axes[3]
-        for key, col, lab in (("paper", COLORS["blue"], "Eq. 11, ReLU (judged)"), ("tanh", COLORS["orange"], "Eq. 11, tanh"),
-                              ("eq9", COLORS["vermillion"], "eq. 9 untrained"), ("trained", COLORS["green"], "eq. 9 trained")):
-            ax.scatter(ds[f"{key}_local_rate"].values, ds[f"{key}_rate"].values, s=8, color=col, label=lab, alpha=0.7)
-        ax.plot([0, 1.05], [0, 1.05], color="0.5", lw=0.6, label="fitted = local")
-        ax.axhline(1, color="k", lw=0.6, ls=":")
-        ax.set_xlim(0, 1.05)
-        ax.set_ylim(0, 1.05)
-        ax.set_aspect("equal")
-        cl, cr = ds["control_local_rate"].values, ds["control_rate"].values
-        ax.text(0.98, 0.04, f"control η = {ds.attrs['control_eta']:g}: local rate ≥ "
-                f"{np.nanmin(cl) if np.isfinite(cl).any() else float('nan'):.3g}, fitted rate ≥ "
-                f"{np.nanmin(cr) if np.isfinite(cr).any() else float('nan'):.3g}\n(off the axes: e_k grows)",
-                transform=ax.transAxes, ha="right", va="bottom", fontsize=6, color=COLORS["vermillion"])
-        ax.set_xlabel("local rate: spectral radius of I + η(∇φU − αI) at h_eq")
-        ax.set_ylabel("fitted linear rate of e_k")
-        ax.set_title("fitted vs local rate per point", fontsize=7.5)
-        ax.legend(frameon=False, fontsize=6, loc="upper left", bbox_to_anchor=(0.0, 0.9))
-        fig.suptitle("iRNN Fig. 6 — inner recursion (Eq. 11, g_0 = 0) against the root it reaches\n"
-                     + textwrap.fill(ds.attrs.get("scaling", ""), 140), fontsize=6)
-        return fig
-
-    return _draw()
+    fig, axes = panel_grid(2, 2, width=3.6, height=2.8)
+    floor = ds.attrs["floor"]
+    k = ds["k"].values
+    for ax, key, title in ((axes[0], "paper", f"judged: Eq. 11, ReLU, g₀ = 0, η = {ds.attrs['paper_eta']:.2g}"),
+                           (axes[1], "trained", f"reported: eq. 9 trained ({ds.sizes['seed']} seeds, "
+                                                f"η ≈ {ds.attrs['trained_eta_mean']:.2g})"),
+                           (axes[2], "eq9", f"reported: eq. 9 untrained, η = {ds.attrs['paper_eta']:.2g}")):
+        err = ds[f"{key}_error"].values
+        src = ds[f"{key}_reference_source"].values > 0
+        for e in err[src]:  # noqa: B007
+            ax.plot(k, np.maximum(e, floor * 1e-2), color=COLORS["blue"], lw=0.5, alpha=0.35)
+        ok = int(np.sum(src))
+        ax.text(0.98, 0.98, f"a root (to 1e-10) at {ok} of {err.shape[0]} points"
+                + ("" if ok else ":\nnothing to converge to (eq. 9 with ReLU\nneed not have a root)"),
+                transform=ax.transAxes, ha="right", va="top", fontsize=6)
+        if key == "paper":
+            b = ds["paper_bound"].values
+            ax.plot(k, b.max(axis=0), color=COLORS["vermillion"], ls="--", lw=1.0,
+                    label=rf"bound $\rho^k e_0$, ρ = {float(ds['paper_bound_rate']):.3g} (largest $e_0$)")
+        ax.axhline(floor, color="0.4", ls=":", lw=0.8, label=f"{floor:g}: errors below are left out of the fit")
+        ax.set_yscale("log")
+        ax.set_xlabel("inner iteration k")
+        ax.set_ylabel(r"$e_k = \|g_k - h_{eq}\|_2$")
+        ax.set_title(title, fontsize=7.5)
+        ax.legend(frameon=False, fontsize=6, loc="lower left")
+    ax = axes[3]
+    for key, col, lab in (("paper", COLORS["blue"], "Eq. 11, ReLU (judged)"), ("tanh", COLORS["orange"], "Eq. 11, tanh"),
+                          ("eq9", COLORS["vermillion"], "eq. 9 untrained"), ("trained", COLORS["green"], "eq. 9 trained")):
+        ax.scatter(ds[f"{key}_local_rate"].values, ds[f"{key}_rate"].values, s=8, color=col, label=lab, alpha=0.7)
+    ax.plot([0, 1.05], [0, 1.05], color="0.5", lw=0.6, label="fitted = local")
+    ax.axhline(1, color="k", lw=0.6, ls=":")
+    ax.set_xlim(0, 1.05)
+    ax.set_ylim(0, 1.05)
+    ax.set_aspect("equal")
+    cl, cr = ds["control_local_rate"].values, ds["control_rate"].values
+    ax.text(0.98, 0.04, f"control η = {ds.attrs['control_eta']:g}: local rate ≥ "
+            f"{np.nanmin(cl) if np.isfinite(cl).any() else float('nan'):.3g}, fitted rate ≥ "
+            f"{np.nanmin(cr) if np.isfinite(cr).any() else float('nan'):.3g}\n(off the axes: e_k grows)",
+            transform=ax.transAxes, ha="right", va="bottom", fontsize=6, color=COLORS["vermillion"])
+    ax.set_xlabel("local rate: spectral radius of I + η(∇φU − αI) at h_eq")
+    ax.set_ylabel("fitted linear rate of e_k")
+    ax.set_title("fitted vs local rate per point", fontsize=7.5)
+    ax.legend(frameon=False, fontsize=6, loc="upper left", bbox_to_anchor=(0.0, 0.9))
+    return fig
 
 
 RECIPE = Recipe(name=NAME, source="iRNN Fig. 6",
@@ -362,4 +353,6 @@ RECIPE = Recipe(name=NAME, source="iRNN Fig. 6",
                 gate="the judged network is initialised suitably (‖U‖₂ < α, Prop. 1's condition for the root) and "
                      "the reference is competent: scipy's root to 1e-10 at ≥ 90 % of its points",
                 paper=setting(),
-                scales=("quick", "stand-in"))
+                scales=("quick", "stand-in"),
+                title="iRNN Fig. 6 — inner recursion (Eq. 11, g_0 = 0) against the root it reaches\n{scaling}",
+                title_wrap=140, title_size=6)

@@ -27,9 +27,6 @@ resolve the zeros).  Negative control: the same spectral check on an iRNN whose 
 stable — an untrained eq. 9 iRNN at weight scale 2 (V ~ N(0, 4/D)) on the same inputs.
 """
 from __future__ import annotations
-
-import textwrap
-
 import numpy as np
 
 from . import _digits as hd
@@ -194,42 +191,37 @@ def check(ds):
 
 
 def draw(ds):
-    from ...plot.style import COLORS, new_figure, styled
+    from ...plot.style import COLORS, new_figure
 
-    @styled
-    def _draw():
-        fig, axes = new_figure(2, height=3.0)
-        ax = axes[0]
-        edges = ds["bin_edge"].values
-        tot = ds["hist"].sum("seed").values
-        ax.stairs(tot / tot.sum(), edges, fill=True, color=COLORS["blue"], alpha=0.6,
-                  label=f"trained iRNNs ({ds.sizes['seed']} seeds)")
-        c = ds["control_hist"].values
-        ax.stairs(c / c.sum(), edges, color=COLORS["vermillion"], lw=1.0,
-                  label=f"control: untrained, weight scale {ds.attrs['control_weight_scale']:g}")
-        ax.axvline(0, color="k", lw=0.7)
-        if "structural_zeros" in ds:
-            ax.annotate(f"the spike at 0: the structural zeros\n(≥ n_a − r per point; "
-                        f"{float(ds['zeros_found'].mean()):.1f} of {int(ds.attrs['eigenvalues_per_point'])} on average)",
-                        (0.0, 0.2), xytext=(0.35, 0.75), textcoords="axes fraction", fontsize=6,
-                        arrowprops={"arrowstyle": "->", "lw": 0.6})
-        ax.set_yscale("log")
-        ax.set_xlabel("Re λ of ∇φU − I (values beyond the axis are put in the end bins)")
-        ax.set_ylabel("fraction of eigenvalues")
-        m, se, _ = mean_se(ds["max_real_other"].max("point").values)
-        ax.set_title(f"largest Re λ per seed, structural zeros aside: {m:.3g} ± {se:.2g}", fontsize=7.5)
-        ax.legend(frameon=False, fontsize=6.5, loc="upper left")
-        ax = axes[1]
-        ax.scatter(ds["plane_real"].values, ds["plane_imag"].values, s=3, color=COLORS["blue"], alpha=0.5)
-        ax.axvline(0, color="k", lw=0.7)
-        ax.set_xlabel("Re λ")
-        ax.set_ylabel("Im λ")
-        ax.set_title(f"seed 0, every point of {PLANE_SEQ} validation sequences", fontsize=7.5)
-        ax.set_aspect("equal", adjustable="datalim")
-        fig.suptitle(textwrap.fill("iRNN Fig. 7 — " + ds.attrs.get("scaling", ""), 115), fontsize=6.5)
-        return fig
-
-    return _draw()
+    fig, axes = new_figure(2, height=3.0)
+    ax = axes[0]
+    edges = ds["bin_edge"].values
+    tot = ds["hist"].sum("seed").values
+    ax.stairs(tot / tot.sum(), edges, fill=True, color=COLORS["blue"], alpha=0.6,
+              label=f"trained iRNNs ({ds.sizes['seed']} seeds)")
+    c = ds["control_hist"].values
+    ax.stairs(c / c.sum(), edges, color=COLORS["vermillion"], lw=1.0,
+              label=f"control: untrained, weight scale {ds.attrs['control_weight_scale']:g}")
+    ax.axvline(0, color="k", lw=0.7)
+    if "structural_zeros" in ds:
+        ax.annotate(f"the spike at 0: the structural zeros\n(≥ n_a − r per point; "
+                    f"{float(ds['zeros_found'].mean()):.1f} of {int(ds.attrs['eigenvalues_per_point'])} on average)",
+                    (0.0, 0.2), xytext=(0.35, 0.75), textcoords="axes fraction", fontsize=6,
+                    arrowprops={"arrowstyle": "->", "lw": 0.6})
+    ax.set_yscale("log")
+    ax.set_xlabel("Re λ of ∇φU − I (values beyond the axis are put in the end bins)")
+    ax.set_ylabel("fraction of eigenvalues")
+    m, se, _ = mean_se(ds["max_real_other"].max("point").values)
+    ax.set_title(f"largest Re λ per seed, structural zeros aside: {m:.3g} ± {se:.2g}", fontsize=7.5)
+    ax.legend(frameon=False, fontsize=6.5, loc="upper left")
+    ax = axes[1]
+    ax.scatter(ds["plane_real"].values, ds["plane_imag"].values, s=3, color=COLORS["blue"], alpha=0.5)
+    ax.axvline(0, color="k", lw=0.7)
+    ax.set_xlabel("Re λ")
+    ax.set_ylabel("Im λ")
+    ax.set_title(f"seed 0, every point of {PLANE_SEQ} validation sequences", fontsize=7.5)
+    ax.set_aspect("equal", adjustable="datalim")
+    return fig
 
 
 RECIPE = Recipe(name=NAME, source="iRNN Fig. 7",
@@ -241,4 +233,5 @@ RECIPE = Recipe(name=NAME, source="iRNN Fig. 7",
                       "illustrated in the figure 7, all the eigenvalues are negative.” (App. A.7.6)",
                 gate="the trained iRNNs learned the HAR-2 stand-in: validation accuracy above the majority class "
                      "beyond 2 SE; the eigensolver resolves the structural zeros (≥ n_a − r within 10⁶ ε at every point)",
-                paper=hd.paper_setting(), scales=("quick", "stand-in", "paper"), reads="UCI HAR data (HAR-2)", paper_cost=hd.PAPER_COST)
+                paper=hd.paper_setting(), scales=("quick", "stand-in", "paper"), reads="UCI HAR data (HAR-2)", paper_cost=hd.PAPER_COST,
+                title="iRNN Fig. 7 — {scaling}", title_wrap=115, title_size=6.5)

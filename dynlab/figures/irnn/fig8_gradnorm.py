@@ -23,9 +23,6 @@ majority class beyond 2 SE.  Negative control: the same check on the RNN, whose 
 reports vanishing.
 """
 from __future__ import annotations
-
-import textwrap
-
 import numpy as np
 
 from . import _digits as hd
@@ -129,43 +126,37 @@ def check(ds):
 
 
 def draw(ds):
-    from ...plot.style import CYCLE, new_figure, styled
+    from ...plot.style import CYCLE, new_figure
 
-    @styled
-    def _draw():
-        fig, axes = new_figure(3, height=3.0)
-        it = ds["iteration"].values
-        colors = {IRNN_KEY: CYCLE[0], RNN_KEY: CYCLE[1]}
-        cut = WARMUP * float(ds.attrs["iterations"])
-        for ax, key in zip(axes[:2], KEYS):
-            sub = ds.sel(run=key)
-            for s in sub["seed"].values:
-                ax.plot(it, sub["jac_norm"].sel(seed=s), color=colors[key], lw=0.8, alpha=0.8)
-            ax.axhspan(10 ** -DECADES, 10 ** DECADES, color="0.92", zorder=0, label="within a decade of 1")
-            ax.axvspan(0, cut, color="0.85", alpha=0.5, zorder=0, label="warm-up (not judged)")
-            ax.axhline(1.0, color="k", lw=0.6, ls=":")
-            ax.set_yscale("log")
-            ax.set_xlabel("training iteration")
-            ax.set_ylabel(r"$\|\partial h_T/\partial h_1\|_2$ (one line per seed)")
-            ax.set_title(label(key), fontsize=7)
-            ax.legend(frameon=False, fontsize=6, loc="lower right")
-        for key in KEYS:
-            sub = ds.sel(run=key)
-            for s in sub["seed"].values:
-                axes[2].plot(it, sub["val_accuracy"].sel(seed=s), color=colors[key], lw=0.6, alpha=0.5)
-            axes[2].plot(it, sub["val_accuracy"].mean("seed"), color=colors[key], lw=1.5,
-                         label=short_label(key) + " (mean)")
-        axes[2].axhline(float(ds.attrs["majority_accuracy"]), color="k", lw=0.6, ls=":", label="majority class")
-        axes[2].set_ylim(0.4, 1)
-        axes[2].set_xlabel("training iteration")
-        axes[2].set_ylabel("validation accuracy")
-        axes[2].set_title("accuracy (the gate)")
-        axes[2].legend(frameon=False, fontsize=6.5, loc="lower right")
-        fig.suptitle(textwrap.fill(f"iRNN Fig. 8 — gradient norm over training; {ds.attrs.get('scaling', '')}", 150),
-                     fontsize=7)
-        return fig
-
-    return _draw()
+    fig, axes = new_figure(3, height=3.0)
+    it = ds["iteration"].values
+    colors = {IRNN_KEY: CYCLE[0], RNN_KEY: CYCLE[1]}
+    cut = WARMUP * float(ds.attrs["iterations"])
+    for ax, key in zip(axes[:2], KEYS):
+        sub = ds.sel(run=key)
+        for s in sub["seed"].values:
+            ax.plot(it, sub["jac_norm"].sel(seed=s), color=colors[key], lw=0.8, alpha=0.8)
+        ax.axhspan(10 ** -DECADES, 10 ** DECADES, color="0.92", zorder=0, label="within a decade of 1")
+        ax.axvspan(0, cut, color="0.85", alpha=0.5, zorder=0, label="warm-up (not judged)")
+        ax.axhline(1.0, color="k", lw=0.6, ls=":")
+        ax.set_yscale("log")
+        ax.set_xlabel("training iteration")
+        ax.set_ylabel(r"$\|\partial h_T/\partial h_1\|_2$ (one line per seed)")
+        ax.set_title(label(key), fontsize=7)
+        ax.legend(frameon=False, fontsize=6, loc="lower right")
+    for key in KEYS:
+        sub = ds.sel(run=key)
+        for s in sub["seed"].values:
+            axes[2].plot(it, sub["val_accuracy"].sel(seed=s), color=colors[key], lw=0.6, alpha=0.5)
+        axes[2].plot(it, sub["val_accuracy"].mean("seed"), color=colors[key], lw=1.5,
+                     label=short_label(key) + " (mean)")
+    axes[2].axhline(float(ds.attrs["majority_accuracy"]), color="k", lw=0.6, ls=":", label="majority class")
+    axes[2].set_ylim(0.4, 1)
+    axes[2].set_xlabel("training iteration")
+    axes[2].set_ylabel("validation accuracy")
+    axes[2].set_title("accuracy (the gate)")
+    axes[2].legend(frameon=False, fontsize=6.5, loc="lower right")
+    return fig
 
 
 RECIPE = Recipe(NAME, "iRNN Fig. 8",
@@ -176,4 +167,5 @@ RECIPE = Recipe(NAME, "iRNN Fig. 8",
                       "iRNN's backpropagated gradients is close to 1” (App. A.7.7, Fig. 8)",
                 gate="the iRNN learns the HAR-2 stand-in: final validation accuracy above the majority class beyond "
                      "2 SE",
-                paper=hd.paper_setting(), scales=("quick", "stand-in", "paper"), reads="UCI HAR data (HAR-2)", paper_cost=hd.PAPER_COST)
+                paper=hd.paper_setting(), scales=("quick", "stand-in", "paper"), reads="UCI HAR data (HAR-2)", paper_cost=hd.PAPER_COST,
+                title="iRNN Fig. 8 — gradient norm over training; {scaling}", title_wrap=150, title_size=7)

@@ -27,14 +27,10 @@ effect vanishes by construction: the same rise test between ReLU K = 1 and ReLU 
 seeds (s + 100).
 """
 from __future__ import annotations
-
-import textwrap
-
 import numpy as np
 
 from . import _digits as hd
 from ._training import n_params
-from ..maso._training import one_blas_thread
 from .._recipe import Recipe, Scale
 from .._stats import accuracy_resolution, comparison, effect, gate, gated, level_test, mean_se, seeds_for
 
@@ -60,7 +56,6 @@ def _train(act, K, seed, sc):
     return acc, float(r.history.attrs.get("seconds", np.nan)), n_params(r.model, outputs=2)
 
 
-@one_blas_thread
 def compute(scale):
     import xarray as xr
 
@@ -165,41 +160,35 @@ def check(ds):
 
 
 def draw(ds):
-    from ...plot.style import CYCLE, new_figure, styled
+    from ...plot.style import CYCLE, new_figure
 
-    @styled
-    def _draw():
-        fig, axes = new_figure(2, height=3.0)
-        x = np.arange(len(KS))
-        maj = float(ds.attrs["majority_accuracy"])
-        for j, act in enumerate(ACTS):
-            col = CYCLE[j]
-            for i, K in enumerate(KS):
-                a = 100 * _acc(ds, act, K)
-                axes[0].scatter(np.full(a.size, i + (j - 0.5) * 0.2), a, s=10, color=col, alpha=0.5, lw=0)
-            ms = [mean_se(100 * _acc(ds, act, K)) for K in KS]
-            axes[0].errorbar(x + (j - 0.5) * 0.2, [m for m, _, _ in ms], yerr=[2 * se for _, se, _ in ms], color=col,
-                             marker="o", ms=4, lw=1.2, capsize=2, label=f"{ACT_NAME[act]} (ours, binary digits)")
-            axes[1].plot(x, PAPER[act], color=col, marker="s", ms=4, lw=1.2, ls="--", label=f"{ACT_NAME[act]} (paper, HAR-2)")
-        c = 100 * ds["null_accuracy"].values
-        axes[0].scatter(np.full(c.size, 0.0), c, s=14, marker="x", color="0.4",
-                        label="ReLU K=1, fresh seeds (control)")
-        axes[0].axhline(100 * maj, color="k", lw=0.7, ls=":")
-        axes[0].annotate("majority class", (x[-1] + 0.3, 100 * maj), ha="right", va="bottom", fontsize=7)
-        for ax in axes:
-            ax.set_xticks(x)
-            ax.set_xticklabels([f"K={K}" for K in KS])
-            ax.set_xlim(-0.5, len(KS) - 0.5)
-            ax.legend(frameon=False, fontsize=7, loc="upper left")
-        axes[0].set_ylabel("test accuracy % (dots: seeds, ± 2 SE)")
-        axes[1].set_ylabel("accuracy % (Table 11)")
-        axes[0].set_title("ours: 8×8 digits, 0–4 vs 5–9")
-        axes[1].set_title("paper: HAR-2")
-        fig.suptitle("iRNN Table 11, ReLU vs sigmoid\n" + textwrap.fill(ds.attrs.get("scaling", ""), 105),
-                     fontsize=7.5)
-        return fig
-
-    return _draw()
+    fig, axes = new_figure(2, height=3.0)
+    x = np.arange(len(KS))
+    maj = float(ds.attrs["majority_accuracy"])
+    for j, act in enumerate(ACTS):
+        col = CYCLE[j]
+        for i, K in enumerate(KS):
+            a = 100 * _acc(ds, act, K)
+            axes[0].scatter(np.full(a.size, i + (j - 0.5) * 0.2), a, s=10, color=col, alpha=0.5, lw=0)
+        ms = [mean_se(100 * _acc(ds, act, K)) for K in KS]
+        axes[0].errorbar(x + (j - 0.5) * 0.2, [m for m, _, _ in ms], yerr=[2 * se for _, se, _ in ms], color=col,
+                         marker="o", ms=4, lw=1.2, capsize=2, label=f"{ACT_NAME[act]} (ours, binary digits)")
+        axes[1].plot(x, PAPER[act], color=col, marker="s", ms=4, lw=1.2, ls="--", label=f"{ACT_NAME[act]} (paper, HAR-2)")
+    c = 100 * ds["null_accuracy"].values
+    axes[0].scatter(np.full(c.size, 0.0), c, s=14, marker="x", color="0.4",
+                    label="ReLU K=1, fresh seeds (control)")
+    axes[0].axhline(100 * maj, color="k", lw=0.7, ls=":")
+    axes[0].annotate("majority class", (x[-1] + 0.3, 100 * maj), ha="right", va="bottom", fontsize=7)
+    for ax in axes:
+        ax.set_xticks(x)
+        ax.set_xticklabels([f"K={K}" for K in KS])
+        ax.set_xlim(-0.5, len(KS) - 0.5)
+        ax.legend(frameon=False, fontsize=7, loc="upper left")
+    axes[0].set_ylabel("test accuracy % (dots: seeds, ± 2 SE)")
+    axes[1].set_ylabel("accuracy % (Table 11)")
+    axes[0].set_title("ours: 8×8 digits, 0–4 vs 5–9")
+    axes[1].set_title("paper: HAR-2")
+    return fig
 
 
 RECIPE = Recipe(NAME, "iRNN Table 11",
@@ -211,4 +200,6 @@ RECIPE = Recipe(NAME, "iRNN Table 11",
                       "accuracy rises with K for both)",
                 gate="both cells of each rise learn: every (φ, K) test accuracy above the majority class of the test "
                      "split beyond 2 SE",
-                paper=hd.paper_setting(), scales=("quick", "stand-in", "paper"), reads="UCI HAR data (HAR-2)", paper_cost=hd.PAPER_COST)
+                paper=hd.paper_setting(), scales=("quick", "stand-in", "paper"), reads="UCI HAR data (HAR-2)", paper_cost=hd.PAPER_COST,
+                title="iRNN Table 11, ReLU vs sigmoid\n{scaling}",
+                title_wrap=105, title_size=7.5, one_blas_thread=True)

@@ -38,9 +38,6 @@ initialisation — only the read-out trained — in place of the iRNN rows.
 8600 iterations (20 epochs: the paper trains "to convergence" without a count).
 """
 from __future__ import annotations
-
-import textwrap
-
 import numpy as np
 
 from .._estimate import cost_of
@@ -226,37 +223,32 @@ def check(ds):
 
 
 def draw(ds):
-    from ...plot.style import COLORS, new_figure, styled
+    from ...plot.style import COLORS, new_figure
 
-    @styled
-    def _draw():
-        fig, axes = new_figure(2, height=3.4)
-        fig.set_figwidth(8.2)
-        for ax, d in zip(axes, DATA):
-            runs = [r for r in ds["run"].values if str(ds["data_set"].sel(run=r).values) == d]
-            for y, r in enumerate(runs):
-                c = str(ds["cell"].sel(run=r).values)
-                col = (COLORS["vermillion"] if c == CONTROL else
-                       COLORS["blue"] if c.startswith("irnn") else COLORS["black"])
-                a = 100 * ds["accuracy"].sel(run=r).values
-                m, se, _ = mean_se(a)
-                ax.scatter(a, np.full(a.size, y) + np.linspace(-0.15, 0.15, a.size), s=8, color=col, alpha=0.6)
-                ax.errorbar([m], [y], xerr=[2 * se], fmt="o", color=col, ms=4, capsize=2, lw=1)
-                pa = float(ds["paper_accuracy"].sel(run=r))
-                if np.isfinite(pa):
-                    ax.scatter([pa], [y], marker="x", s=25, color=COLORS["orange"])
-            ax.set_yticks(range(len(runs)))
-            ax.set_yticklabels([tb.label(str(ds["cell"].sel(run=r).values)) for r in runs], fontsize=7)
-            ax.invert_yaxis()
-            ax.set_xlabel("test accuracy % (dots: seeds; bar: mean ± 2 SE;\n"
-                          "×: the paper's; dotted: chance)", fontsize=7)
-            ax.set_title(f"{DATA_LABEL[d]}\n(for {PAPER_DATA[d]})", fontsize=8)
-            ax.axvline(10, color="0.6", lw=0.6, ls=":")
-            ax.set_xlim(0, 102)
-        fig.suptitle(textwrap.fill("iRNN Tables 1/7 — " + ds.attrs.get("scaling", ""), 120), fontsize=7)
-        return fig
-
-    return _draw()
+    fig, axes = new_figure(2, height=3.4)
+    fig.set_figwidth(8.2)
+    for ax, d in zip(axes, DATA):
+        runs = [r for r in ds["run"].values if str(ds["data_set"].sel(run=r).values) == d]
+        for y, r in enumerate(runs):
+            c = str(ds["cell"].sel(run=r).values)
+            col = (COLORS["vermillion"] if c == CONTROL else
+                   COLORS["blue"] if c.startswith("irnn") else COLORS["black"])
+            a = 100 * ds["accuracy"].sel(run=r).values
+            m, se, _ = mean_se(a)
+            ax.scatter(a, np.full(a.size, y) + np.linspace(-0.15, 0.15, a.size), s=8, color=col, alpha=0.6)
+            ax.errorbar([m], [y], xerr=[2 * se], fmt="o", color=col, ms=4, capsize=2, lw=1)
+            pa = float(ds["paper_accuracy"].sel(run=r))
+            if np.isfinite(pa):
+                ax.scatter([pa], [y], marker="x", s=25, color=COLORS["orange"])
+        ax.set_yticks(range(len(runs)))
+        ax.set_yticklabels([tb.label(str(ds["cell"].sel(run=r).values)) for r in runs], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("test accuracy % (dots: seeds; bar: mean ± 2 SE;\n"
+                      "×: the paper's; dotted: chance)", fontsize=7)
+        ax.set_title(f"{DATA_LABEL[d]}\n(for {PAPER_DATA[d]})", fontsize=8)
+        ax.axvline(10, color="0.6", lw=0.6, ls=":")
+        ax.set_xlim(0, 102)
+    return fig
 
 
 RECIPE = Recipe(name=NAME, source="iRNN Tables 1, 7",
@@ -270,4 +262,5 @@ RECIPE = Recipe(name=NAME, source="iRNN Tables 1, 7",
                 gate="every arm of each comparison learns: test accuracy above the majority class of the test split "
                      "beyond 2 SE on its data set",
                 paper=setting(data="MNIST, permuted MNIST", T=784, D=128, batch=128, lr=1e-2),
-                scales=("quick", "stand-in", "paper"), reads="MNIST", paper_cost=PAPER_COST)
+                scales=("quick", "stand-in", "paper"), reads="MNIST", paper_cost=PAPER_COST,
+                title="iRNN Tables 1/7 — {scaling}", title_wrap=120, title_size=7)

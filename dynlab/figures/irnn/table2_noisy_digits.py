@@ -36,8 +36,6 @@ batch (the reader never stores the inputs).
 from __future__ import annotations
 
 import dataclasses
-import textwrap
-
 import numpy as np
 
 from .._estimate import cost_of
@@ -212,37 +210,32 @@ def check(ds):
 
 
 def draw(ds):
-    from ...plot.style import COLORS, new_figure, styled
+    from ...plot.style import COLORS, new_figure
 
-    @styled
-    def _draw():
-        fig, axes = new_figure(2, height=3.0)
-        for ax, var, title in ((axes[0], "accuracy", f"noise-padded digits, T={int(ds.attrs['steps'])}"),
-                               (axes[1], "noise_only_accuracy",
-                                "control: informative rows replaced by noise")):
-            runs = list(ds["run"].values)
-            for y, r in enumerate(runs):
-                col = COLORS["blue"] if str(r).startswith("irnn") else COLORS["black"]
-                a = 100 * ds[var].sel(run=r).values
-                m, se, _ = mean_se(a)
-                ax.scatter(a, np.full(a.size, y) + np.linspace(-0.15, 0.15, a.size), s=8, color=col, alpha=0.6)
-                ax.errorbar([m], [y], xerr=[2 * se], fmt="o", color=col, ms=4, capsize=2, lw=1)
-                if var == "accuracy":
-                    ax.scatter([float(ds["paper_accuracy"].sel(run=r))], [y], marker="x", s=25,
-                               color=COLORS["orange"])
-            ax.set_yticks(range(len(runs)))
-            ax.set_yticklabels([tb.label(str(r)) for r in runs], fontsize=7)
-            ax.invert_yaxis()
-            ax.axvline(100 * float(ds.attrs["chance"]), color="0.6", lw=0.6, ls=":")
-            ax.set_xlabel("test accuracy % (dots: seeds; bar: mean ± 2 SE;\n"
-                          + ("orange ×: paper's Noisy-MNIST; " if var == "accuracy" else "") + "dotted: chance)",
-                          fontsize=7)
-            ax.set_title(title, fontsize=8)
-            ax.set_xlim(0, 102)
-        fig.suptitle(textwrap.fill("iRNN Table 2 — " + ds.attrs.get("scaling", ""), 120), fontsize=7)
-        return fig
-
-    return _draw()
+    fig, axes = new_figure(2, height=3.0)
+    for ax, var, title in ((axes[0], "accuracy", f"noise-padded digits, T={int(ds.attrs['steps'])}"),
+                           (axes[1], "noise_only_accuracy",
+                            "control: informative rows replaced by noise")):
+        runs = list(ds["run"].values)
+        for y, r in enumerate(runs):
+            col = COLORS["blue"] if str(r).startswith("irnn") else COLORS["black"]
+            a = 100 * ds[var].sel(run=r).values
+            m, se, _ = mean_se(a)
+            ax.scatter(a, np.full(a.size, y) + np.linspace(-0.15, 0.15, a.size), s=8, color=col, alpha=0.6)
+            ax.errorbar([m], [y], xerr=[2 * se], fmt="o", color=col, ms=4, capsize=2, lw=1)
+            if var == "accuracy":
+                ax.scatter([float(ds["paper_accuracy"].sel(run=r))], [y], marker="x", s=25,
+                           color=COLORS["orange"])
+        ax.set_yticks(range(len(runs)))
+        ax.set_yticklabels([tb.label(str(r)) for r in runs], fontsize=7)
+        ax.invert_yaxis()
+        ax.axvline(100 * float(ds.attrs["chance"]), color="0.6", lw=0.6, ls=":")
+        ax.set_xlabel("test accuracy % (dots: seeds; bar: mean ± 2 SE;\n"
+                      + ("orange ×: paper's Noisy-MNIST; " if var == "accuracy" else "") + "dotted: chance)",
+                      fontsize=7)
+        ax.set_title(title, fontsize=8)
+        ax.set_xlim(0, 102)
+    return fig
 
 
 RECIPE = Recipe(name=NAME, source="iRNN Table 2",
@@ -255,4 +248,5 @@ RECIPE = Recipe(name=NAME, source="iRNN Table 2",
                      "baselines the paper shows learning) in theirs, above chance — the test split's most frequent "
                      "class — beyond 2 SE",
                 paper=setting(data="Noisy-MNIST", T=1000, D=128, batch=128, lr=1e-2), paper_cost=PAPER_COST,
-                scales=("quick", "stand-in", "paper"), reads="MNIST")
+                scales=("quick", "stand-in", "paper"), reads="MNIST",
+                title="iRNN Table 2 — {scaling}", title_wrap=120, title_size=7)

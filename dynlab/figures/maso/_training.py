@@ -29,28 +29,6 @@ RANDOM_SCALE = 1.2
 _CACHE: dict = {}
 
 
-def one_blas_thread(fn):
-    """``compute`` of a recipe: ``fn(quick)`` — or ``fn(scale)`` for a recipe whose ``fn`` takes the
-    scale (its parameter named ``scale``) — with every linear-algebra call on one BLAS thread (on a
-    shared machine a multi-threaded eigh of the PCA took ~15× longer)."""
-    import functools
-    import inspect
-
-    takes_scale = "scale" in inspect.signature(fn).parameters
-
-    @functools.wraps(fn)
-    def compute(scale):
-        from dynlab.backends import get_backend
-
-        from .._recipe import Scale
-
-        sc = Scale.of(scale)
-        with get_backend(None):          # the default backend's thread policy for the whole recipe
-            return fn(sc if takes_scale else sc.quick)
-
-    return compute
-
-
 def shared_gate(val_accuracy, chance: float = 0.1) -> list:
     """The gate maso-fig2 and maso-fig6 share (the same networks, the same pixel baseline): the trained
     networks learned (validation accuracy above chance beyond 2 SE).  How much room the raw pixels

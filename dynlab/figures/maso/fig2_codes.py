@@ -35,7 +35,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import _training as mt
-from ._training import one_blas_thread
 from .._recipe import Recipe
 from .._stats import comparison, effect, record_fields
 
@@ -50,7 +49,7 @@ KIND_LABEL = {"trained": "trained RNN", "init": "untrained (U = I, before traini
               "random": "untrained Gaussian random RNN"}
 
 
-def _compute(quick: bool):
+def compute(quick: bool):
     """The Dataset (module docstring)."""
     import xarray as xr
 
@@ -217,79 +216,70 @@ def draw(ds):
     import matplotlib
 
     from dynlab.plot.partition import rows_figure
-    from dynlab.plot.style import COLORS, PANEL_WIDTH, styled
+    from dynlab.plot.style import COLORS, PANEL_WIDTH
     from matplotlib.colors import ListedColormap
 
     from .._stats import mean_se
 
-    @styled
-    def _draw():
-        fig, rows = rows_figure((4, 3), 2.3, width=PANEL_WIDTH * 0.85 * 4)
-        labels = ds["label"].values
-        emb = ds["embedding_pca"].values
-        cmap = matplotlib.colormaps["tab10"]
-        for j, ax in enumerate(rows[0]):
-            for i, c in enumerate(np.unique(labels)):
-                sel = labels == c
-                ax.scatter(emb[j, sel, 0], emb[j, sel, 1], s=3, color=cmap(i % 10), lw=0, label=str(c))
-            ax.set_title(f"codes c$_1$..c$_t$, t = {int(ds['slice_time'].values[j])} (PCA)")
-            ax.set_xticks([])
-            ax.set_yticks([])
-        rows[0][-1].legend(frameon=False, fontsize=6, markerscale=3, loc="center left", bbox_to_anchor=(1, 0.5),
-                           title="digit", title_fontsize=6)
+    fig, rows = rows_figure((4, 3), 2.3, width=PANEL_WIDTH * 0.85 * 4)
+    labels = ds["label"].values
+    emb = ds["embedding_pca"].values
+    cmap = matplotlib.colormaps["tab10"]
+    for j, ax in enumerate(rows[0]):
+        for i, c in enumerate(np.unique(labels)):
+            sel = labels == c
+            ax.scatter(emb[j, sel, 0], emb[j, sel, 1], s=3, color=cmap(i % 10), lw=0, label=str(c))
+        ax.set_title(f"codes c$_1$..c$_t$, t = {int(ds['slice_time'].values[j])} (PCA)")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    rows[0][-1].legend(frameon=False, fontsize=6, markerscale=3, loc="center left", bbox_to_anchor=(1, 0.5),
+                       title="digit", title_fontsize=6)
 
-        ax = rows[1][0]
-        ex = ds["example_codes"].values[0]
-        ax.imshow(ex.T, aspect="auto", interpolation="nearest", cmap=ListedColormap(["#f2f2f2", COLORS["blue"]]),
-                  extent=(0.5, ex.shape[0] + 0.5, ex.shape[1] - 0.5, -0.5))
-        ax.set_xlabel("time step t" + (" (pixel)" if ds.attrs.get("dataset") == "digits" else ""))
-        ax.set_ylabel("unit")
-        ax.set_title(f"codes of a class-{int(labels[int(ds['example_index'].values[0])])} sequence (blue: ReLU on)")
+    ax = rows[1][0]
+    ex = ds["example_codes"].values[0]
+    ax.imshow(ex.T, aspect="auto", interpolation="nearest", cmap=ListedColormap(["#f2f2f2", COLORS["blue"]]),
+              extent=(0.5, ex.shape[0] + 0.5, ex.shape[1] - 0.5, -0.5))
+    ax.set_xlabel("time step t" + (" (pixel)" if ds.attrs.get("dataset") == "digits" else ""))
+    ax.set_ylabel("unit")
+    ax.set_title(f"codes of a class-{int(labels[int(ds['example_index'].values[0])])} sequence (blue: ReLU on)")
 
-        ax = rows[1][1]
-        t = ds["eval_time"].values
-        styles = {"trained": ("o-", COLORS["blue"]), "init": ("^:", COLORS["green"]), "random": ("v:", COLORS["orange"])}
-        for kind in KINDS:
-            v = ds["curve_codes"].sel(network=kind).values
-            m = v.mean(axis=0)
-            se = np.array([mean_se(v[:, i])[1] for i in range(v.shape[1])])
-            fmt, col = styles[kind]
-            ax.errorbar(t, m, yerr=2 * se, fmt=fmt, ms=3, color=col, capsize=1.5, label=f"codes, {KIND_LABEL[kind]}")
-        ax.plot(t, ds["curve_pixels"].values, "s--", ms=3, color=COLORS["vermillion"], label="pixels x$_1$..x$_t$")
-        ax.set_ylim(0, 1)
-        ax.set_xlabel("time step t")
-        ax.set_ylabel("1-NN accuracy (held-out)")
-        ax.set_title("class separation through time (±2 SE)")
-        ax.legend(frameon=False, loc="lower right", fontsize=5.5)
-
-        ax = rows[1][2]
-        k = ds["k"].values
-        pos = np.arange(len(k))
-        w = 0.2
-        v = ds["knn_codes"].sel(network="trained").values
+    ax = rows[1][1]
+    t = ds["eval_time"].values
+    styles = {"trained": ("o-", COLORS["blue"]), "init": ("^:", COLORS["green"]), "random": ("v:", COLORS["orange"])}
+    for kind in KINDS:
+        v = ds["curve_codes"].sel(network=kind).values
+        m = v.mean(axis=0)
         se = np.array([mean_se(v[:, i])[1] for i in range(v.shape[1])])
-        ax.bar(pos - 1.5 * w, ds["knn_pixels"].values, w, color=COLORS["vermillion"], label="raw pixels")
-        ax.bar(pos - 0.5 * w, v.mean(axis=0), w, yerr=2 * se, color=COLORS["blue"], capsize=1.5,
-               label="codes, trained (±2 SE)")
-        for off, kind in ((0.5, "init"), (1.5, "random")):
-            ax.bar(pos + off * w, ds["knn_codes"].sel(network=kind).values.mean(axis=0), w, color=styles[kind][1],
-                   label=f"codes, {KIND_LABEL[kind]}")
-        ax.set_ylim(0.0, 1.0)
-        ax.set_xticks(pos, [str(v) for v in k])
-        ax.set_xlabel("k")
-        ax.set_ylabel("k-NN accuracy (held-out)")
-        ax.set_title("Table 3: k-NN on codes vs pixels")
-        ax.legend(frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=5.5)
-        import textwrap
+        fmt, col = styles[kind]
+        ax.errorbar(t, m, yerr=2 * se, fmt=fmt, ms=3, color=col, capsize=1.5, label=f"codes, {KIND_LABEL[kind]}")
+    ax.plot(t, ds["curve_pixels"].values, "s--", ms=3, color=COLORS["vermillion"], label="pixels x$_1$..x$_t$")
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("time step t")
+    ax.set_ylabel("1-NN accuracy (held-out)")
+    ax.set_title("class separation through time (±2 SE)")
+    ax.legend(frameon=False, loc="lower right", fontsize=5.5)
 
-        fig.suptitle("MASO Fig. 2 / Table 3 — partition codes of trained ReLU RNNs through time\n"
-                     + textwrap.fill(ds.attrs.get("scaling", ""), 170), fontsize=7)
-        return fig
+    ax = rows[1][2]
+    k = ds["k"].values
+    pos = np.arange(len(k))
+    w = 0.2
+    v = ds["knn_codes"].sel(network="trained").values
+    se = np.array([mean_se(v[:, i])[1] for i in range(v.shape[1])])
+    ax.bar(pos - 1.5 * w, ds["knn_pixels"].values, w, color=COLORS["vermillion"], label="raw pixels")
+    ax.bar(pos - 0.5 * w, v.mean(axis=0), w, yerr=2 * se, color=COLORS["blue"], capsize=1.5,
+           label="codes, trained (±2 SE)")
+    for off, kind in ((0.5, "init"), (1.5, "random")):
+        ax.bar(pos + off * w, ds["knn_codes"].sel(network=kind).values.mean(axis=0), w, color=styles[kind][1],
+               label=f"codes, {KIND_LABEL[kind]}")
+    ax.set_ylim(0.0, 1.0)
+    ax.set_xticks(pos, [str(v) for v in k])
+    ax.set_xlabel("k")
+    ax.set_ylabel("k-NN accuracy (held-out)")
+    ax.set_title("Table 3: k-NN on codes vs pixels")
+    ax.legend(frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=5.5)
 
-    return _draw()
+    return fig
 
-
-compute = one_blas_thread(_compute)
 
 RECIPE = Recipe(
     name=NAME,
@@ -306,4 +296,8 @@ RECIPE = Recipe(
     gate="the gate maso-fig6 shares on the same networks: the trained networks learned (validation accuracy above "
          "chance 0.1 beyond 2 SE); the room the raw pixels leave is reported",
     paper=mt.paper_codes_setting(), paper_cost=mt.PAPER_COST,
+    title="MASO Fig. 2 / Table 3 — partition codes of trained ReLU RNNs through time\n{scaling}",
+    title_wrap=170,
+    title_size=7,
+    one_blas_thread=True,
 )

@@ -26,7 +26,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import _training as mt
-from ._training import one_blas_thread
 from .._recipe import Recipe
 from .._stats import comparison, effect, level_test, record_fields
 
@@ -37,7 +36,7 @@ EXAMPLES = 3
 MAJORITY = 0.5
 
 
-def _compute(quick: bool):
+def compute(quick: bool):
     """The Dataset (module docstring)."""
     import xarray as xr
 
@@ -165,11 +164,10 @@ def check(ds) -> dict:
 
 
 def draw(ds):
-    import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from dynlab.plot.style import COLORS, RC
+    from dynlab.plot.style import COLORS
 
     n_ex, C = ds.sizes["example"], ds.sizes["class"]
     image = ds.attrs.get("dataset") == "digits" and ds.sizes["time"] == 64
@@ -179,61 +177,55 @@ def draw(ds):
             return ax.imshow(v.reshape(8, 8), **kw)
         return ax.imshow(v[None, :], aspect="auto", **kw)
 
-    with matplotlib.rc_context(RC):
-        fig = Figure(figsize=(1.0 * (C + 1) + 0.9, 1.35 * n_ex + 2.4), layout="constrained")
-        FigureCanvasAgg(fig)
-        gs = fig.add_gridspec(n_ex + 1, C + 2, height_ratios=[1] * n_ex + [1.5], width_ratios=[1] * (C + 1) + [0.12])
-        tm = ds["template"].values[:, :, :, 0]
-        v = float(np.max(np.abs(tm))) or 1.0
-        im = None
-        for r in range(n_ex):
-            true = int(ds["label"].values[r])
-            ax = fig.add_subplot(gs[r, 0])
-            show(ax, ds["x"].values[r, :, 0], cmap="gray_r")
-            ok = int(np.argmax(ds["inner_product"].values[r])) == true
-            ax.set_title(f"input, class {true}\n{'named' if ok else 'missed'} by ⟨t,x⟩", fontsize=7,
-                         color="black" if ok else COLORS["vermillion"])
+    fig = Figure(figsize=(1.0 * (C + 1) + 0.9, 1.35 * n_ex + 2.4), layout="constrained")
+    FigureCanvasAgg(fig)
+    gs = fig.add_gridspec(n_ex + 1, C + 2, height_ratios=[1] * n_ex + [1.5], width_ratios=[1] * (C + 1) + [0.12])
+    tm = ds["template"].values[:, :, :, 0]
+    v = float(np.max(np.abs(tm))) or 1.0
+    im = None
+    for r in range(n_ex):
+        true = int(ds["label"].values[r])
+        ax = fig.add_subplot(gs[r, 0])
+        show(ax, ds["x"].values[r, :, 0], cmap="gray_r")
+        ok = int(np.argmax(ds["inner_product"].values[r])) == true
+        ax.set_title(f"input, class {true}\n{'named' if ok else 'missed'} by ⟨t,x⟩", fontsize=7,
+                     color="black" if ok else COLORS["vermillion"])
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ip = ds["inner_product"].values[r]
+        best = int(np.argmax(ip))
+        for c in range(C):
+            ax = fig.add_subplot(gs[r, c + 1])
+            im = show(ax, tm[r, c], cmap="RdBu_r", vmin=-v, vmax=v)
             ax.set_xticks([])
             ax.set_yticks([])
-            ip = ds["inner_product"].values[r]
-            best = int(np.argmax(ip))
-            for c in range(C):
-                ax = fig.add_subplot(gs[r, c + 1])
-                im = show(ax, tm[r, c], cmap="RdBu_r", vmin=-v, vmax=v)
-                ax.set_xticks([])
-                ax.set_yticks([])
-                ax.set_xlabel(f"class {c}\n⟨t,x⟩ = {ip[c]:.1f}", fontsize=6.5,
-                              fontweight="bold" if c == true else "normal",
-                              color=COLORS["vermillion"] if c == best else "black")
-        cax = fig.add_subplot(gs[:n_ex, C + 1])
-        fig.colorbar(im, cax=cax, label="template dz$_c$/dx (shared scale)")
-        ax = fig.add_subplot(gs[n_ex, 1:C + 1])
-        lab = ds["label_test"].values
-        for j, kind in enumerate(KINDS):
-            mf = (ds["matched_test"].sel(network=kind).values == lab).mean(axis=1)
-            acc = (ds["pred_test"].sel(network=kind).values == lab).mean(axis=1)
-            xs = np.full(mf.size, j, dtype=float)
-            ax.scatter(xs - 0.08, mf, s=14, color=COLORS["blue"], zorder=3,
-                       label="argmax ⟨template, x⟩ (per seed)" if j == 0 else None)
-            ax.scatter(xs + 0.08, acc, s=14, marker="s", color=COLORS["black"], zorder=3,
-                       label="argmax z, the network (per seed)" if j == 0 else None)
-        ax.axhline(MAJORITY, color=COLORS["vermillion"], ls="--", lw=0.8, label="criterion: 1/2")
-        ax.axhline(0.1, color="0.5", ls=":", lw=0.8, label="chance 1/10")
-        ax.set_xticks(range(len(KINDS)), [KIND_LABEL[k] for k in KINDS])
-        ax.set_xlim(-0.5, len(KINDS) - 0.5)
-        ax.set_ylabel("held-out accuracy")
-        ax.legend(frameon=False, fontsize=6, loc="upper center", ncols=2)
-        ax.set_ylim(0, 1.25)
-        ax.set_yticks(np.linspace(0, 1, 6))
-        ax.set_title("held-out accuracy per seed: the matched filter alone vs the network", fontsize=7)
-        import textwrap
+            ax.set_xlabel(f"class {c}\n⟨t,x⟩ = {ip[c]:.1f}", fontsize=6.5,
+                          fontweight="bold" if c == true else "normal",
+                          color=COLORS["vermillion"] if c == best else "black")
+    cax = fig.add_subplot(gs[:n_ex, C + 1])
+    fig.colorbar(im, cax=cax, label="template dz$_c$/dx (shared scale)")
+    ax = fig.add_subplot(gs[n_ex, 1:C + 1])
+    lab = ds["label_test"].values
+    for j, kind in enumerate(KINDS):
+        mf = (ds["matched_test"].sel(network=kind).values == lab).mean(axis=1)
+        acc = (ds["pred_test"].sel(network=kind).values == lab).mean(axis=1)
+        xs = np.full(mf.size, j, dtype=float)
+        ax.scatter(xs - 0.08, mf, s=14, color=COLORS["blue"], zorder=3,
+                   label="argmax ⟨template, x⟩ (per seed)" if j == 0 else None)
+        ax.scatter(xs + 0.08, acc, s=14, marker="s", color=COLORS["black"], zorder=3,
+                   label="argmax z, the network (per seed)" if j == 0 else None)
+    ax.axhline(MAJORITY, color=COLORS["vermillion"], ls="--", lw=0.8, label="criterion: 1/2")
+    ax.axhline(0.1, color="0.5", ls=":", lw=0.8, label="chance 1/10")
+    ax.set_xticks(range(len(KINDS)), [KIND_LABEL[k] for k in KINDS])
+    ax.set_xlim(-0.5, len(KINDS) - 0.5)
+    ax.set_ylabel("held-out accuracy")
+    ax.legend(frameon=False, fontsize=6, loc="upper center", ncols=2)
+    ax.set_ylim(0, 1.25)
+    ax.set_yticks(np.linspace(0, 1, 6))
+    ax.set_title("held-out accuracy per seed: the matched filter alone vs the network", fontsize=7)
 
-        fig.suptitle("MASO Figs. 3, 8 — templates of a trained ReLU RNN, first seed (bold: true class, red: largest "
-                     "⟨t,x⟩)\n" + textwrap.fill(ds.attrs.get("scaling", ""), 150), fontsize=7)
     return fig
 
-
-compute = one_blas_thread(_compute)
 
 RECIPE = Recipe(
     name=NAME,
@@ -249,4 +241,9 @@ RECIPE = Recipe(
     gate="the trained networks classify the held-out digits: their own accuracy (argmax z) above chance 0.1 beyond "
          "2 SE",
     paper=mt.paper_codes_setting(), paper_cost=mt.PAPER_COST,
+    title="MASO Figs. 3, 8 — templates of a trained ReLU RNN, first seed (bold: true class, red: largest "
+          "⟨t,x⟩)\n{scaling}",
+    title_wrap=150,
+    title_size=7,
+    one_blas_thread=True,
 )

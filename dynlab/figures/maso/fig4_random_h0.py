@@ -35,7 +35,6 @@ from __future__ import annotations
 import numpy as np
 
 from .._estimate import cost_of
-from ._training import one_blas_thread
 from .._recipe import Recipe, setting, setting_attr, train_model
 
 NAME = "maso-fig4-random-h0"
@@ -95,7 +94,7 @@ def _run(task, D, its, every, seed, sigma):
     return np.stack([h[k].values for k in ("A_h_norm", "dL_dWr_norm", "val_loss")]), h["iteration"].values
 
 
-def _compute(quick: bool):
+def compute(quick: bool):
     """The Dataset (module docstring)."""
     import xarray as xr
 
@@ -261,97 +260,89 @@ def check(ds):
 
 def draw(ds):
     from ...plot.partition import rows_figure
-    from ...plot.style import CYCLE, PANEL_WIDTH, styled
+    from ...plot.style import CYCLE, PANEL_WIDTH
 
-    @styled
-    def _draw():
-        fig, rows = rows_figure((4, 4), 2.4, width=PANEL_WIDTH * 0.8 * 4)
-        it = ds["iteration"].values
-        for r, task in enumerate(ds["task"].values):
-            axes = rows[r]
-            for i, s in enumerate(ds["sigma_eps"].values):
-                kw = dict(color=CYCLE[i], label=f"σ_ε = {s:g}")
-                sel = ds.sel(task=task, sigma_eps=s)   # means over the seeds
-                axes[0].plot(it, sel["A_h_norm"].mean("seed"), **kw)
-                axes[1].plot(it, sel["dL_dWr_norm"].mean("seed"), **kw)
-                axes[2].plot(it, sel["val_loss"].mean("seed"), **kw)
-            axes[0].set_yscale("log")
-            axes[1].set_yscale("log")
-            base = float(ds.attrs[f"baseline_{task}"])
-            axes[2].axhline(base, color="k", ls=":", lw=0.8,
-                            label="label entropy 1.5 ln 2" if task == "ternary" else "predict 1: MSE 1/6")
-            fig_name = "Fig. 4: ternary adding (CE)" if task == "ternary" else "Fig. 10: adding, regression (MSE)"
-            for ax, ylabel in zip(axes, (r"$\|\mathcal{A}_h\|_2$", r"$\|\partial L/\partial W_r\|_F$",
-                                         "validation loss")):
-                ax.set_xlabel("training iteration")
-                ax.set_ylabel(ylabel)
-                ax.set_title(fig_name, fontsize=7)
-            axes[2].legend(frameon=False, fontsize=6)
-        ax = rows[1][3]
-        tests = _orderings(ds)
-        labels, vals, errs, cols = [], [], [], []
-        half = ds.sizes["iteration"] // 2
-        scale = {(str(t), q): float(_late(ds[q].sel(task=t, sigma_eps=0.0).values, half).mean())
-                 for t in ds["task"].values for q in QUANTITIES}
-        for (task, q, a, b), r in tests.items():
-            labels.append(f"{'tern' if task == 'ternary' else 'reg'} {'A_h' if q == 'A_h_norm' else 'dW_r'} {a:g}→{b:g}")
-            vals.append(r["diff_mean"] / scale[(task, q)])
-            errs.append(2 * r["diff_se"] / scale[(task, q)])
-            cols.append(CYCLE[0] if q == "A_h_norm" else CYCLE[1])
-        ctrl, _ = _control(ds)
-        for task in ds["task"].values:
-            for q in QUANTITIES:
-                labels.append(f"control {'tern' if task == 'ternary' else 'reg'} {'A_h' if q == 'A_h_norm' else 'dW_r'}")
-                vals.append(ctrl[f"{task}_{q}_difference"] / scale[(str(task), q)])
-                errs.append(2 * ctrl[f"{task}_{q}_difference_se"] / scale[(str(task), q)])
-                cols.append("0.5")
-        y = np.arange(len(labels))
-        vals, errs = np.asarray(vals, float), np.asarray(errs, float)
-        # one diverged seed can put a bar thousands of units out (a control seed's ‖∂L/∂W_r‖ blew
-        # up in the full run); the axis spans the others and such a bar is drawn to the edge with
-        # its value written beside it
-        reach = np.abs(vals) + errs
-        ok = np.isfinite(reach) & (reach < 10)
-        lim = 1.15 * float(reach[ok].max()) if ok.any() else 1.0
-        off = ~(np.isfinite(reach) & (reach <= lim))
-        shown = np.where(off, np.sign(np.nan_to_num(vals)) * lim, vals)
-        ax.barh(y, shown, xerr=np.where(off, 0.0, errs), color=cols, capsize=1.5)
-        for yi in np.flatnonzero(off):
-            ax.annotate(f"{vals[yi]:.2g} ± {errs[yi]:.2g} (off the axis)", (0, y[yi]),
-                        xytext=(3 if vals[yi] <= 0 else -3, 0), textcoords="offset points", va="center",
-                        ha="left" if vals[yi] <= 0 else "right", fontsize=5.5)
-        ax.set_xlim(-lim, lim)
-        ax.axvline(0, color="k", lw=0.6)
-        ax.set_yticks(y, labels, fontsize=5.5)
-        ax.invert_yaxis()
-        ax.set_xlabel("(smaller σ_ε − larger) / value at σ_ε = 0")
-        ax.set_title("paired late-training differences, ±2 SE", fontsize=7)
-        ax = rows[0][3]
-        s = ds["sigma_reg"].values
-        mc, se = ds["reg_mc"].values, ds["reg_mc_stderr"].values
-        keep = mc > 0  # log axis: a Monte-Carlo estimate ≤ 0 (possible at tiny σ) is left out
-        ax.errorbar(s[keep], mc[keep], yerr=np.minimum(2 * se[keep], 0.99 * mc[keep]), fmt="o", ms=3,
-                    color=CYCLE[0], label="Monte Carlo (±2 SE)", zorder=3)
-        ax.plot(s, ds["reg_closed"], color=CYCLE[1], label="corrected closed form")
-        ax.plot(s, ds["reg_printed"], color=CYCLE[2], ls="--", label="Thm. 3 as printed")
-        for si, ch in zip(s, ds["reg_changed"].values):
-            if ch > 0:
-                ax.annotate(f"{100 * ch:.2g}% flips", (si, mc[s == si][0]), fontsize=6, xytext=(3, -9),
-                            textcoords="offset points")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("σ of the random h_0 (small RNN, CE)")
-        ax.set_ylabel(r"$E_\epsilon[\tilde L] - L$")
-        ax.set_title("Thm. 3: regulariser vs Monte Carlo", fontsize=7)
-        ax.legend(frameon=False, loc="upper left", fontsize=6)
-        fig.suptitle(f"MASO Figs. 4, 10 — random initial state, ‖A_h‖ and ‖∂L/∂W_r‖ over training\n"
-                     f"{ds.attrs.get('scaling', '')}", fontsize=7.5)
-        return fig
+    fig, rows = rows_figure((4, 4), 2.4, width=PANEL_WIDTH * 0.8 * 4)
+    it = ds["iteration"].values
+    for r, task in enumerate(ds["task"].values):
+        axes = rows[r]
+        for i, s in enumerate(ds["sigma_eps"].values):
+            kw = dict(color=CYCLE[i], label=f"σ_ε = {s:g}")
+            sel = ds.sel(task=task, sigma_eps=s)   # means over the seeds
+            axes[0].plot(it, sel["A_h_norm"].mean("seed"), **kw)
+            axes[1].plot(it, sel["dL_dWr_norm"].mean("seed"), **kw)
+            axes[2].plot(it, sel["val_loss"].mean("seed"), **kw)
+        axes[0].set_yscale("log")
+        axes[1].set_yscale("log")
+        base = float(ds.attrs[f"baseline_{task}"])
+        axes[2].axhline(base, color="k", ls=":", lw=0.8,
+                        label="label entropy 1.5 ln 2" if task == "ternary" else "predict 1: MSE 1/6")
+        fig_name = "Fig. 4: ternary adding (CE)" if task == "ternary" else "Fig. 10: adding, regression (MSE)"
+        for ax, ylabel in zip(axes, (r"$\|\mathcal{A}_h\|_2$", r"$\|\partial L/\partial W_r\|_F$",
+                                     "validation loss")):
+            ax.set_xlabel("training iteration")
+            ax.set_ylabel(ylabel)
+            ax.set_title(fig_name, fontsize=7)
+        axes[2].legend(frameon=False, fontsize=6)
+    ax = rows[1][3]
+    tests = _orderings(ds)
+    labels, vals, errs, cols = [], [], [], []
+    half = ds.sizes["iteration"] // 2
+    scale = {(str(t), q): float(_late(ds[q].sel(task=t, sigma_eps=0.0).values, half).mean())
+             for t in ds["task"].values for q in QUANTITIES}
+    for (task, q, a, b), r in tests.items():
+        labels.append(f"{'tern' if task == 'ternary' else 'reg'} {'A_h' if q == 'A_h_norm' else 'dW_r'} {a:g}→{b:g}")
+        vals.append(r["diff_mean"] / scale[(task, q)])
+        errs.append(2 * r["diff_se"] / scale[(task, q)])
+        cols.append(CYCLE[0] if q == "A_h_norm" else CYCLE[1])
+    ctrl, _ = _control(ds)
+    for task in ds["task"].values:
+        for q in QUANTITIES:
+            labels.append(f"control {'tern' if task == 'ternary' else 'reg'} {'A_h' if q == 'A_h_norm' else 'dW_r'}")
+            vals.append(ctrl[f"{task}_{q}_difference"] / scale[(str(task), q)])
+            errs.append(2 * ctrl[f"{task}_{q}_difference_se"] / scale[(str(task), q)])
+            cols.append("0.5")
+    y = np.arange(len(labels))
+    vals, errs = np.asarray(vals, float), np.asarray(errs, float)
+    # one diverged seed can put a bar thousands of units out (a control seed's ‖∂L/∂W_r‖ blew
+    # up in the full run); the axis spans the others and such a bar is drawn to the edge with
+    # its value written beside it
+    reach = np.abs(vals) + errs
+    ok = np.isfinite(reach) & (reach < 10)
+    lim = 1.15 * float(reach[ok].max()) if ok.any() else 1.0
+    off = ~(np.isfinite(reach) & (reach <= lim))
+    shown = np.where(off, np.sign(np.nan_to_num(vals)) * lim, vals)
+    ax.barh(y, shown, xerr=np.where(off, 0.0, errs), color=cols, capsize=1.5)
+    for yi in np.flatnonzero(off):
+        ax.annotate(f"{vals[yi]:.2g} ± {errs[yi]:.2g} (off the axis)", (0, y[yi]),
+                    xytext=(3 if vals[yi] <= 0 else -3, 0), textcoords="offset points", va="center",
+                    ha="left" if vals[yi] <= 0 else "right", fontsize=5.5)
+    ax.set_xlim(-lim, lim)
+    ax.axvline(0, color="k", lw=0.6)
+    ax.set_yticks(y, labels, fontsize=5.5)
+    ax.invert_yaxis()
+    ax.set_xlabel("(smaller σ_ε − larger) / value at σ_ε = 0")
+    ax.set_title("paired late-training differences, ±2 SE", fontsize=7)
+    ax = rows[0][3]
+    s = ds["sigma_reg"].values
+    mc, se = ds["reg_mc"].values, ds["reg_mc_stderr"].values
+    keep = mc > 0  # log axis: a Monte-Carlo estimate ≤ 0 (possible at tiny σ) is left out
+    ax.errorbar(s[keep], mc[keep], yerr=np.minimum(2 * se[keep], 0.99 * mc[keep]), fmt="o", ms=3,
+                color=CYCLE[0], label="Monte Carlo (±2 SE)", zorder=3)
+    ax.plot(s, ds["reg_closed"], color=CYCLE[1], label="corrected closed form")
+    ax.plot(s, ds["reg_printed"], color=CYCLE[2], ls="--", label="Thm. 3 as printed")
+    for si, ch in zip(s, ds["reg_changed"].values):
+        if ch > 0:
+            ax.annotate(f"{100 * ch:.2g}% flips", (si, mc[s == si][0]), fontsize=6, xytext=(3, -9),
+                        textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("σ of the random h_0 (small RNN, CE)")
+    ax.set_ylabel(r"$E_\epsilon[\tilde L] - L$")
+    ax.set_title("Thm. 3: regulariser vs Monte Carlo", fontsize=7)
+    ax.legend(frameon=False, loc="upper left", fontsize=6)
+    return fig
 
-    return _draw()
-
-
-compute = one_blas_thread(_compute)
 
 RECIPE = Recipe(NAME, "MASO Figs. 4, 10, Thm. 3",
                 "each larger σ_ε of the random initial state gives a smaller ‖𝒜_h‖ and a smaller ‖∂L/∂W_r‖ late in "
@@ -364,4 +355,6 @@ RECIPE = Recipe(NAME, "MASO Figs. 4, 10, Thm. 3",
                      "baseline (label entropy; 1/6) beyond 2 SE",
                 paper=setting(data="adding tasks (ternary, regression)", T=100, D=128, steps="100 epochs of 1000",
                               lr=1e-4),
-                paper_cost=PAPER_COST)
+                paper_cost=PAPER_COST,
+                title="MASO Figs. 4, 10 — random initial state, ‖A_h‖ and ‖∂L/∂W_r‖ over training\n{scaling}",
+                title_size=7.5, one_blas_thread=True)

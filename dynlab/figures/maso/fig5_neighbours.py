@@ -31,7 +31,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import _training as mt
-from ._training import one_blas_thread
 from .._recipe import Recipe
 from .._stats import accuracy_resolution, comparison, effect, level_test, record_fields
 
@@ -81,7 +80,7 @@ def chance_rate(y) -> float:
     return float(np.sum(n * (n - 1)) / (N * (N - 1)))
 
 
-def _compute(quick: bool):
+def compute(quick: bool):
     """The Dataset (module docstring)."""
     import xarray as xr
 
@@ -183,82 +182,73 @@ def check(ds) -> dict:
 def draw(ds):
     from matplotlib.gridspec import GridSpec
 
-    from ...plot.style import COLORS, PANEL_WIDTH, styled
+    from ...plot.style import COLORS, PANEL_WIDTH
     from .._stats import mean_se
 
-    @styled
-    def _draw():
-        import textwrap
+    import textwrap
 
-        import matplotlib
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-        q = ds["query"].values
-        nq = len(q)
-        fig = Figure(figsize=(PANEL_WIDTH * 2.6, 0.42 * nq + 1.4))
-        FigureCanvasAgg(fig)
-        top = 1 - 1.0 / (0.42 * nq + 1.4)
-        gs = GridSpec(nq, 2 * K + 3, figure=fig, left=0.03, right=0.66, top=top, bottom=0.08, wspace=0.08,
-                      hspace=0.12)
-        gs_bar = GridSpec(1, 1, figure=fig, left=0.80, right=0.98, top=top - 0.08, bottom=0.16)
-        pix = ds["pixels"].values
-        y = ds["label"].values
-        T = pix.shape[1]
-        side = int(round(np.sqrt(T)))
-        shape = (side, side) if side * side == T else (1, T)
-        cmap = matplotlib.colormaps["gray_r"]
+    q = ds["query"].values
+    nq = len(q)
+    fig = Figure(figsize=(PANEL_WIDTH * 2.6, 0.42 * nq + 1.4))
+    FigureCanvasAgg(fig)
+    top = 1 - 1.0 / (0.42 * nq + 1.4)
+    gs = GridSpec(nq, 2 * K + 3, figure=fig, left=0.03, right=0.66, top=top, bottom=0.08, wspace=0.08,
+                  hspace=0.12)
+    gs_bar = GridSpec(1, 1, figure=fig, left=0.80, right=0.98, top=top - 0.08, bottom=0.16)
+    pix = ds["pixels"].values
+    y = ds["label"].values
+    T = pix.shape[1]
+    side = int(round(np.sqrt(T)))
+    shape = (side, side) if side * side == T else (1, T)
+    cmap = matplotlib.colormaps["gray_r"]
 
-        def show(ax, idx, frame=None):
-            ax.imshow(pix[idx].reshape(shape), cmap=cmap, interpolation="nearest", aspect="auto" if shape[0] == 1 else 1)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if frame is not None:
-                for sp in ax.spines.values():
-                    sp.set_visible(True)
-                    sp.set_edgecolor(frame)
-                    sp.set_linewidth(1.5)
+    def show(ax, idx, frame=None):
+        ax.imshow(pix[idx].reshape(shape), cmap=cmap, interpolation="nearest", aspect="auto" if shape[0] == 1 else 1)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        if frame is not None:
+            for sp in ax.spines.values():
+                sp.set_visible(True)
+                sp.set_edgecolor(frame)
+                sp.set_linewidth(1.5)
 
-        for r, qi in enumerate(q):
-            ax = fig.add_subplot(gs[r, 0])
-            show(ax, qi)
-            ax.set_ylabel(str(int(y[qi])), rotation=0, labelpad=6, fontsize=7, va="center")
-            if r == 0:
-                ax.set_title("query", fontsize=7)
-            for j, idx in enumerate(ds["nearest"].values[r]):
-                ax = fig.add_subplot(gs[r, 2 + j])
-                show(ax, idx, COLORS["blue"] if y[idx] == y[qi] else COLORS["vermillion"])
-                if r == 0 and j == 2:
-                    ax.set_title(f"{K} nearest by code", fontsize=7)
-            for j, idx in enumerate(ds["farthest"].values[r]):
-                ax = fig.add_subplot(gs[r, 3 + K + j])
-                show(ax, idx, COLORS["blue"] if y[idx] == y[qi] else COLORS["vermillion"])
-                if r == 0 and j == 2:
-                    ax.set_title(f"{K} farthest by code", fontsize=7)
-        ax = fig.add_subplot(gs_bar[0, 0])
-        spaces = list(ds["space"].values)
-        pos = np.arange(len(spaces))
-        for off, var, col, lab in ((-0.2, "near_rate", COLORS["blue"], f"{K} nearest"),
-                                   (0.2, "far_rate", COLORS["vermillion"], f"{K} farthest")):
-            v = ds[var]
-            m = [mean_se(v.sel(space=s).values)[0] for s in spaces]
-            e = [2 * mean_se(v.sel(space=s).values)[1] for s in spaces]
-            ax.barh(pos + off, m, 0.38, xerr=e, color=col, capsize=2, label=lab)
-        ax.axvline(float(ds["chance"]), color="k", ls=":", lw=1, label="chance")
-        ax.set_yticks(pos, [textwrap.fill(SPACE_LABEL[s], 18) for s in spaces], fontsize=7)
-        ax.invert_yaxis()
-        ax.set_xlim(0, 1)
-        ax.set_xlabel("same-class rate (±2 SE)")
-        ax.legend(frameon=False, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=1)
-        fig.suptitle("MASO Fig. 5 — nearest / farthest held-out neighbours by partition code (trained ReLU RNN, "
-                     "first seed; frame: blue same class, red other)\n"
-                     + textwrap.fill(ds.attrs.get("scaling", ""), 150), fontsize=7.5)
-        return fig
+    for r, qi in enumerate(q):
+        ax = fig.add_subplot(gs[r, 0])
+        show(ax, qi)
+        ax.set_ylabel(str(int(y[qi])), rotation=0, labelpad=6, fontsize=7, va="center")
+        if r == 0:
+            ax.set_title("query", fontsize=7)
+        for j, idx in enumerate(ds["nearest"].values[r]):
+            ax = fig.add_subplot(gs[r, 2 + j])
+            show(ax, idx, COLORS["blue"] if y[idx] == y[qi] else COLORS["vermillion"])
+            if r == 0 and j == 2:
+                ax.set_title(f"{K} nearest by code", fontsize=7)
+        for j, idx in enumerate(ds["farthest"].values[r]):
+            ax = fig.add_subplot(gs[r, 3 + K + j])
+            show(ax, idx, COLORS["blue"] if y[idx] == y[qi] else COLORS["vermillion"])
+            if r == 0 and j == 2:
+                ax.set_title(f"{K} farthest by code", fontsize=7)
+    ax = fig.add_subplot(gs_bar[0, 0])
+    spaces = list(ds["space"].values)
+    pos = np.arange(len(spaces))
+    for off, var, col, lab in ((-0.2, "near_rate", COLORS["blue"], f"{K} nearest"),
+                               (0.2, "far_rate", COLORS["vermillion"], f"{K} farthest")):
+        v = ds[var]
+        m = [mean_se(v.sel(space=s).values)[0] for s in spaces]
+        e = [2 * mean_se(v.sel(space=s).values)[1] for s in spaces]
+        ax.barh(pos + off, m, 0.38, xerr=e, color=col, capsize=2, label=lab)
+    ax.axvline(float(ds["chance"]), color="k", ls=":", lw=1, label="chance")
+    ax.set_yticks(pos, [textwrap.fill(SPACE_LABEL[s], 18) for s in spaces], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("same-class rate (±2 SE)")
+    ax.legend(frameon=False, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=1)
+    return fig
 
-    return _draw()
-
-
-compute = one_blas_thread(_compute)
 
 RECIPE = Recipe(
     name=NAME,
@@ -274,4 +264,9 @@ RECIPE = Recipe(
           "and 5 farthest neighbours by partition-code distance)",
     gate="the trained networks learned the digits: validation accuracy above chance 0.1 beyond 2 SE",
     paper=mt.paper_codes_setting(), paper_cost=mt.PAPER_COST,
+    title="MASO Fig. 5 — nearest / farthest held-out neighbours by partition code (trained ReLU RNN, "
+          "first seed; frame: blue same class, red other)\n{scaling}",
+    title_wrap=150,
+    title_size=7.5,
+    one_blas_thread=True,
 )

@@ -43,7 +43,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import _training as mt
-from ._training import one_blas_thread
 from .._recipe import Recipe
 from .._stats import comparison, effect, record_fields
 
@@ -113,7 +112,7 @@ def embed(F, quick: bool, seed: int = 0) -> tuple[np.ndarray, str]:
     return TSNE(n_components=2, random_state=int(seed), **kw).fit_transform(F), "t-SNE"
 
 
-def _compute(quick: bool):
+def compute(quick: bool):
     """The Dataset (module docstring)."""
     import xarray as xr
 
@@ -234,55 +233,45 @@ def check(ds) -> dict:
 
 def draw(ds):
     from ...plot.partition import rows_figure
-    from ...plot.style import COLORS, PANEL_WIDTH, styled
+    from ...plot.style import COLORS, PANEL_WIDTH
     from .._stats import mean_se
 
-    @styled
-    def _draw():
-        import textwrap
+    import matplotlib
 
-        import matplotlib
+    fig, rows = rows_figure((3,), 2.9, width=PANEL_WIDTH * 2.8)
+    lab = ds["shown_label"].values
+    cmap = matplotlib.colormaps["tab10"]
+    method = ds.attrs.get("method", "t-SNE")
+    for ax, var, title in ((rows[0][0], "embedding_pixels", "raw pixels"),
+                           (rows[0][1], "embedding_codes", "partition codes (trained, first seed)")):
+        e = ds[var].values
+        for i, c in enumerate(np.unique(lab)):
+            sel = lab == c
+            ax.scatter(e[sel, 0], e[sel, 1], s=3, color=cmap(i % 10), lw=0, label=str(c))
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_title(f"{method}: {title}")
+    rows[0][1].legend(frameon=False, fontsize=7, markerscale=3, loc="center left", bbox_to_anchor=(1, 0.5),
+                      title="digit", title_fontsize=7)
+    ax = rows[0][2]
+    vals, errs, per_seed = [], [], []
+    for var, k in (("tsne_silhouette_pixels", "pixels"), ("tsne_silhouette_codes", "trained"),
+                   ("tsne_silhouette_init_codes", "init")):
+        v = ds[var].values - ds["tsne_silhouette_null"].sel(embedding=k).values
+        m, se, _ = mean_se(v)
+        vals.append(m)
+        errs.append(2 * se)
+        per_seed.append(v)
+    cols = [COLORS["vermillion"], COLORS["blue"], COLORS["green"]]
+    ax.bar(range(3), vals, yerr=errs, color=cols, capsize=2)
+    for j, v in enumerate(per_seed):
+        ax.scatter(np.full(ds.sizes["seed"], j), v, s=8, color="k", zorder=3)
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_xticks(range(3), ["raw pixels", "codes,\ntrained RNN", "codes,\nuntrained\n(U = I)"], fontsize=7)
+    ax.set_ylabel(f"class silhouette of the 2-D {method}\nabove its label-permutation level")
+    ax.set_title("the pictures' clusters (±2 SE; dots: seeds)", fontsize=7.5)
+    return fig
 
-        fig, rows = rows_figure((3,), 2.9, width=PANEL_WIDTH * 2.8)
-        lab = ds["shown_label"].values
-        cmap = matplotlib.colormaps["tab10"]
-        method = ds.attrs.get("method", "t-SNE")
-        for ax, var, title in ((rows[0][0], "embedding_pixels", "raw pixels"),
-                               (rows[0][1], "embedding_codes", "partition codes (trained, first seed)")):
-            e = ds[var].values
-            for i, c in enumerate(np.unique(lab)):
-                sel = lab == c
-                ax.scatter(e[sel, 0], e[sel, 1], s=3, color=cmap(i % 10), lw=0, label=str(c))
-            ax.set_xticks([])
-            ax.set_yticks([])
-            ax.set_title(f"{method}: {title}")
-        rows[0][1].legend(frameon=False, fontsize=7, markerscale=3, loc="center left", bbox_to_anchor=(1, 0.5),
-                          title="digit", title_fontsize=7)
-        ax = rows[0][2]
-        vals, errs, per_seed = [], [], []
-        for var, k in (("tsne_silhouette_pixels", "pixels"), ("tsne_silhouette_codes", "trained"),
-                       ("tsne_silhouette_init_codes", "init")):
-            v = ds[var].values - ds["tsne_silhouette_null"].sel(embedding=k).values
-            m, se, _ = mean_se(v)
-            vals.append(m)
-            errs.append(2 * se)
-            per_seed.append(v)
-        cols = [COLORS["vermillion"], COLORS["blue"], COLORS["green"]]
-        ax.bar(range(3), vals, yerr=errs, color=cols, capsize=2)
-        for j, v in enumerate(per_seed):
-            ax.scatter(np.full(ds.sizes["seed"], j), v, s=8, color="k", zorder=3)
-        ax.axhline(0, color="k", lw=0.6)
-        ax.set_xticks(range(3), ["raw pixels", "codes,\ntrained RNN", "codes,\nuntrained\n(U = I)"], fontsize=7)
-        ax.set_ylabel(f"class silhouette of the 2-D {method}\nabove its label-permutation level")
-        ax.set_title("the pictures' clusters (±2 SE; dots: seeds)", fontsize=7.5)
-        fig.suptitle(f"MASO Fig. 6 — {method} of raw pixels vs partition codes (held-out digits)\n"
-                     + textwrap.fill(ds.attrs.get("scaling", ""), 150), fontsize=7.5)
-        return fig
-
-    return _draw()
-
-
-compute = one_blas_thread(_compute)
 
 RECIPE = Recipe(
     name=NAME,
@@ -299,4 +288,8 @@ RECIPE = Recipe(
     gate="the gate maso-fig2 shares on the same networks: the trained networks learned the digits (validation accuracy "
          "above chance 0.1 beyond 2 SE); the room the raw pixels leave is reported",
     paper=mt.paper_codes_setting(), paper_cost=mt.PAPER_COST,
+    title="MASO Fig. 6 — {method} of raw pixels vs partition codes (held-out digits)\n{scaling}",
+    title_wrap=150,
+    title_size=7.5,
+    one_blas_thread=True,
 )

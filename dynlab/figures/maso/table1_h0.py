@@ -43,7 +43,6 @@ import numpy as np
 
 from .._estimate import cost_of
 from . import _training as mt
-from ._training import one_blas_thread
 from .._recipe import Recipe, setting
 
 NAME = "maso-table1-h0"
@@ -72,7 +71,7 @@ def sizes(quick: bool):
     return (8, 20) if quick else (32, 600)
 
 
-def _compute(quick: bool):
+def compute(quick: bool):
     """The Dataset (module docstring)."""
     import xarray as xr
 
@@ -262,73 +261,63 @@ def _table(ds) -> dict:
 
 def draw(ds):
     from ...plot.partition import rows_figure
-    from ...plot.style import COLORS, PANEL_WIDTH, styled
+    from ...plot.style import COLORS, PANEL_WIDTH
     from .._stats import mean_se, paired
 
-    @styled
-    def _draw():
-        import textwrap
+    fig, rows = rows_figure((2,), 2.8, width=PANEL_WIDTH * 2.4)
+    ax = rows[0][0]
+    cells = _cells(ds)
+    pos = np.arange(len(cells))
+    w = 0.36
+    cols = {"zero": COLORS["vermillion"], "random": COLORS["blue"]}
+    rng = np.random.default_rng(0)
+    for j, h in enumerate(H0):
+        off = (j - 0.5) * w
+        for i, (d, L) in enumerate(cells):
+            v = ds["accuracy"].sel(dataset=d, layers=L, h0=h).values
+            m, se, _ = mean_se(v)
+            ax.bar(pos[i] + off, m, w, yerr=2 * se, color=cols[h], alpha=0.8, capsize=2,
+                   label=f"{h} h₀ (±2 SE)" if i == 0 else None)
+            ax.plot(pos[i] + off + rng.uniform(-w / 4, w / 4, len(v)), v, "k.", ms=2.5)
+            ax.plot([pos[i] + off - w / 2, pos[i] + off + w / 2],
+                    [float(ds["paper_accuracy"].sel(dataset=d, layers=L, h0=h))] * 2, color="k", ls=":", lw=1,
+                    label="paper (MNIST / permuted)" if (i == 0 and j == 0) else None)
+    lo = float(np.nanmin(ds["accuracy"].values))
+    ax.set_ylim(max(0.0, lo - 0.1), 1.0)
+    ax.set_xticks(pos, [f"{'permuted' if d == 'permuted' else 'digits'}\n{L} layer{'s' if L > 1 else ''}"
+                        for d, L in cells])
+    ax.set_ylabel("held-out accuracy")
+    ax.set_title("accuracy per seed (dots) and mean")
+    ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
 
-        fig, rows = rows_figure((2,), 2.8, width=PANEL_WIDTH * 2.4)
-        ax = rows[0][0]
-        cells = _cells(ds)
-        pos = np.arange(len(cells))
-        w = 0.36
-        cols = {"zero": COLORS["vermillion"], "random": COLORS["blue"]}
-        rng = np.random.default_rng(0)
-        for j, h in enumerate(H0):
-            off = (j - 0.5) * w
-            for i, (d, L) in enumerate(cells):
-                v = ds["accuracy"].sel(dataset=d, layers=L, h0=h).values
-                m, se, _ = mean_se(v)
-                ax.bar(pos[i] + off, m, w, yerr=2 * se, color=cols[h], alpha=0.8, capsize=2,
-                       label=f"{h} h₀ (±2 SE)" if i == 0 else None)
-                ax.plot(pos[i] + off + rng.uniform(-w / 4, w / 4, len(v)), v, "k.", ms=2.5)
-                ax.plot([pos[i] + off - w / 2, pos[i] + off + w / 2],
-                        [float(ds["paper_accuracy"].sel(dataset=d, layers=L, h0=h))] * 2, color="k", ls=":", lw=1,
-                        label="paper (MNIST / permuted)" if (i == 0 and j == 0) else None)
-        lo = float(np.nanmin(ds["accuracy"].values))
-        ax.set_ylim(max(0.0, lo - 0.1), 1.0)
-        ax.set_xticks(pos, [f"{'permuted' if d == 'permuted' else 'digits'}\n{L} layer{'s' if L > 1 else ''}"
-                            for d, L in cells])
-        ax.set_ylabel("held-out accuracy")
-        ax.set_title("accuracy per seed (dots) and mean")
-        ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+    ax = rows[0][1]
+    labels, vals, errs, colors = [], [], [], []
+    for d, L in cells:
+        a = ds["accuracy"].sel(dataset=d, layers=L)
+        r = paired(a.sel(h0="random").values, a.sel(h0="zero").values)
+        c = paired(ds["accuracy_eval_noise"].sel(dataset=d, layers=L).values, a.sel(h0="zero").values)
+        short = f"{'perm.' if d == 'permuted' else 'digits'} {L}L"
+        labels += [f"{short}: random − zero (σ_ε={float(ds['sigma_eps'].sel(dataset=d, layers=L)):g})",
+                   f"{short}: control, σ_ε at eval only"]
+        vals += [r["diff_mean"], c["diff_mean"]]
+        errs += [2 * r["diff_se"], 2 * c["diff_se"]]
+        colors += [COLORS["blue"], "0.55"]
+    for d in ds["dataset"].values:
+        r = paired(_gated(ds, str(d), "GRU, random h₀"), _gated(ds, str(d), "GRU, zero h₀"))
+        labels.append(f"{'perm.' if d == 'permuted' else 'digits'} GRU (§6): random − zero "
+                      f"(σ_ε={GRU_SIGMA[str(d)]:g})")
+        vals.append(r["diff_mean"])
+        errs.append(2 * r["diff_se"])
+        colors.append(COLORS["green"])
+    y = np.arange(len(labels))
+    ax.barh(y, vals, xerr=errs, color=colors, capsize=2)
+    ax.axvline(0, color="k", lw=0.6)
+    ax.set_yticks(y, labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("paired accuracy difference (±2 SE)")
+    ax.set_title("random h₀ minus zero h₀, per cell")
+    return fig
 
-        ax = rows[0][1]
-        labels, vals, errs, colors = [], [], [], []
-        for d, L in cells:
-            a = ds["accuracy"].sel(dataset=d, layers=L)
-            r = paired(a.sel(h0="random").values, a.sel(h0="zero").values)
-            c = paired(ds["accuracy_eval_noise"].sel(dataset=d, layers=L).values, a.sel(h0="zero").values)
-            short = f"{'perm.' if d == 'permuted' else 'digits'} {L}L"
-            labels += [f"{short}: random − zero (σ_ε={float(ds['sigma_eps'].sel(dataset=d, layers=L)):g})",
-                       f"{short}: control, σ_ε at eval only"]
-            vals += [r["diff_mean"], c["diff_mean"]]
-            errs += [2 * r["diff_se"], 2 * c["diff_se"]]
-            colors += [COLORS["blue"], "0.55"]
-        for d in ds["dataset"].values:
-            r = paired(_gated(ds, str(d), "GRU, random h₀"), _gated(ds, str(d), "GRU, zero h₀"))
-            labels.append(f"{'perm.' if d == 'permuted' else 'digits'} GRU (§6): random − zero "
-                          f"(σ_ε={GRU_SIGMA[str(d)]:g})")
-            vals.append(r["diff_mean"])
-            errs.append(2 * r["diff_se"])
-            colors.append(COLORS["green"])
-        y = np.arange(len(labels))
-        ax.barh(y, vals, xerr=errs, color=colors, capsize=2)
-        ax.axvline(0, color="k", lw=0.6)
-        ax.set_yticks(y, labels, fontsize=7)
-        ax.invert_yaxis()
-        ax.set_xlabel("paired accuracy difference (±2 SE)")
-        ax.set_title("random h₀ minus zero h₀, per cell")
-        fig.suptitle("MASO Table 1 — zero vs random initial hidden state (ReLU RNN)\n"
-                     + textwrap.fill(ds.attrs.get("scaling", ""), 150), fontsize=7.5)
-        return fig
-
-    return _draw()
-
-
-compute = one_blas_thread(_compute)
 
 RECIPE = Recipe(
     name=NAME,
@@ -348,4 +337,8 @@ RECIPE = Recipe(
     check=check,
     trains=True,
     table=True,
+    title="MASO Table 1 — zero vs random initial hidden state (ReLU RNN)\n{scaling}",
+    title_wrap=150,
+    title_size=7.5,
+    one_blas_thread=True,
 )

@@ -52,7 +52,6 @@ import numpy as np
 
 from .._estimate import cost_of
 from . import _training as mt
-from ._training import one_blas_thread
 from .._recipe import Recipe, setting
 
 NAME = "maso-table4-grid"
@@ -95,7 +94,7 @@ def deciding(opt_i: int, lr_i: int, sigma: float) -> bool:
     return (lr_i == 2 and sigma in (0.0, SMALL)) or (lr_i == 1 and sigma in (0.0, SMALL, LARGE))
 
 
-def _compute(quick: bool):
+def compute(quick: bool):
     """The Dataset (module docstring)."""
     import xarray as xr
 
@@ -312,47 +311,36 @@ def _table(ds) -> dict:
 
 def draw(ds):
     from ...plot.partition import rows_figure
-    from ...plot.style import PANEL_WIDTH, styled
+    from ...plot.style import PANEL_WIDTH
     from .._stats import mean_se
 
-    @styled
-    def _draw():
-        import textwrap
+    fig, rows = rows_figure((2, 2), 2.5, width=PANEL_WIDTH * 2.4)
+    sig = ds["sigma_eps"].values
+    lri = [int(i) for i in ds["lr_index"].values]
+    for a, o in enumerate(OPTIMISERS):
+        name = "RMSprop" if o == "rmsprop" else "SGD"
+        for r, (which, title) in enumerate((("ours", "ours"), ("paper", "paper (MNIST)"))):
+            ax = rows[r][a]
+            if which == "ours":
+                M = np.array([[mean_se(_cell(ds, o, li, s))[0] for li in lri] for s in sig])
+                xl = [f"{float(ds['learning_rate'].sel(optimiser=o, lr_index=li)):g}" for li in lri]
+            else:
+                M = ds["paper_accuracy"].sel(optimiser=o).values.T
+                xl = [str(ds["paper_lr"].sel(optimiser=o, lr_index=li).values) for li in lri]
+            im = ax.imshow(M, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+            for i in range(M.shape[0]):
+                for j in range(M.shape[1]):
+                    star = "*" if (which == "ours" and deciding(a, lri[j], float(sig[i]))) else ""
+                    ax.text(j, i, f"{M[i, j]:.2f}{star}", ha="center", va="center", fontsize=7,
+                            color="w" if M[i, j] < 0.6 else "k")
+            ax.set_xticks(range(len(lri)), xl)
+            ax.set_yticks(range(len(sig)), [f"{s:g}" for s in sig])
+            ax.set_xlabel(f"{name} learning rate")
+            ax.set_ylabel("σ_ε")
+            ax.set_title(f"{name}, {title}")
+    fig.colorbar(im, ax=rows[1][1], label="held-out accuracy", shrink=0.8)
+    return fig
 
-        fig, rows = rows_figure((2, 2), 2.5, width=PANEL_WIDTH * 2.4)
-        sig = ds["sigma_eps"].values
-        lri = [int(i) for i in ds["lr_index"].values]
-        for a, o in enumerate(OPTIMISERS):
-            name = "RMSprop" if o == "rmsprop" else "SGD"
-            for r, (which, title) in enumerate((("ours", "ours"), ("paper", "paper (MNIST)"))):
-                ax = rows[r][a]
-                if which == "ours":
-                    M = np.array([[mean_se(_cell(ds, o, li, s))[0] for li in lri] for s in sig])
-                    xl = [f"{float(ds['learning_rate'].sel(optimiser=o, lr_index=li)):g}" for li in lri]
-                else:
-                    M = ds["paper_accuracy"].sel(optimiser=o).values.T
-                    xl = [str(ds["paper_lr"].sel(optimiser=o, lr_index=li).values) for li in lri]
-                im = ax.imshow(M, vmin=0, vmax=1, cmap="viridis", aspect="auto")
-                for i in range(M.shape[0]):
-                    for j in range(M.shape[1]):
-                        star = "*" if (which == "ours" and deciding(a, lri[j], float(sig[i]))) else ""
-                        ax.text(j, i, f"{M[i, j]:.2f}{star}", ha="center", va="center", fontsize=7,
-                                color="w" if M[i, j] < 0.6 else "k")
-                ax.set_xticks(range(len(lri)), xl)
-                ax.set_yticks(range(len(sig)), [f"{s:g}" for s in sig])
-                ax.set_xlabel(f"{name} learning rate")
-                ax.set_ylabel("σ_ε")
-                ax.set_title(f"{name}, {title}")
-        fig.colorbar(im, ax=rows[1][1], label="held-out accuracy", shrink=0.8)
-        fig.suptitle("MASO Table 4 — σ_ε × learning rate × optimiser (top: ours, mean over seeds, * = deciding "
-                     "cell, 5 seeds; bottom: the paper's columns ours stand for)\n"
-                     + textwrap.fill(ds.attrs.get("scaling", ""), 150), fontsize=7.5)
-        return fig
-
-    return _draw()
-
-
-compute = one_blas_thread(_compute)
 
 RECIPE = Recipe(
     name=NAME,
@@ -372,4 +360,9 @@ RECIPE = Recipe(
          "above the majority class beyond 2 SE); in (b) both optimisers' σ_ε = 0.01 cells at the middle rate learn",
     paper=setting(data="MNIST", T=784, D=128, steps="200 epochs", lr="RMSprop 1e-5…2e-4, SGD 1e-7…1.5e-6"),
     paper_cost="needs MNIST (--data DIR), not wired for the MASO items; " + cost_of("maso-table4-grid"),
+    title="MASO Table 4 — σ_ε × learning rate × optimiser (top: ours, mean over seeds, * = deciding "
+          "cell, 5 seeds; bottom: the paper's columns ours stand for)\n{scaling}",
+    title_wrap=150,
+    title_size=7.5,
+    one_blas_thread=True,
 )
