@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...activations import sigmoid
 from .._recipe import Recipe, Scale, setting, setting_attr
 from .._stats import effect, fact, record_fields
 
@@ -47,10 +48,6 @@ WINDOW = (1e-12, 1e-3)  # the e(n) range the rate is fitted on
 SELF_INHIBITION, SHIFT = 10.0, 5.0  # the control: W − 10 I, T + 5
 
 
-def _sig(z):
-    return 0.5 + 0.5 * np.tanh(0.5 * z)
-
-
 def iterate(W, c, n):
     """Y(n) of eq. 11 from Y(0) = 0, and its exact derivative ∂Y(t)/∂W (U, U, U) for t = 1 … n (forward mode).
 
@@ -60,7 +57,7 @@ def iterate(W, c, n):
     J = np.zeros((n + 1, U, U, U))
     eye = np.eye(U)
     for t in range(1, n + 1):
-        s = _sig(W @ Y[t - 1] + c)
+        s = sigmoid(W @ Y[t - 1] + c, exact_tails=False)
         d = s * (1.0 - s)
         # J(t)[i, j, m] = d_i (Σ_k W_ik J(t−1)[k, j, m] + δ_ij Y_m(t−1))
         J[t] = d[:, None, None] * (np.einsum("ik,kjm->ijm", W, J[t - 1]) + eye[:, :, None] * Y[t - 1][None, None, :])
@@ -82,7 +79,7 @@ def _fd_iterate(W, c, n):
     Ws = _perturbed(W)
     Y = np.zeros(Ws.shape[:2] + (U,))
     for _ in range(n):
-        Y = _sig(np.einsum("pqik,pqk->pqi", Ws, Y) + c)
+        Y = sigmoid(np.einsum("pqik,pqk->pqi", Ws, Y) + c, exact_tails=False)
     return ((Y[0] - Y[1]) / (2 * EPS)).reshape(U, U, U).transpose(2, 0, 1)
 
 
@@ -94,13 +91,13 @@ def _fd_equilibrium(W, c, y):
     Y = np.broadcast_to(y, Ws.shape[:2] + (U,)).copy()
     eye = np.eye(U)
     for _ in range(20):
-        s = _sig(np.einsum("pqik,pqk->pqi", Ws, Y) + c)
+        s = sigmoid(np.einsum("pqik,pqk->pqi", Ws, Y) + c, exact_tails=False)
         G = Y - s
         if np.abs(G).max() <= 1e-14:
             break
         J = eye - (s * (1 - s))[..., None] * Ws
         Y = Y - np.linalg.solve(J, G[..., None])[..., 0]
-    s = _sig(np.einsum("pqik,pqk->pqi", Ws, Y) + c)
+    s = sigmoid(np.einsum("pqik,pqk->pqi", Ws, Y) + c, exact_tails=False)
     if np.abs(Y - s).max() > 1e-13:
         return np.full((U, U, U), np.nan)
     return ((Y[0] - Y[1]) / (2 * EPS)).reshape(U, U, U).transpose(2, 0, 1)
@@ -127,7 +124,7 @@ def _one(m, x):
     Z, res, _, conv, _ = solve(m, x[None], tol=1e-14)
     y = Z[0]
     Jstar = dl.implicit_jacobian(m, x, Z)["W"]
-    s = _sig(m.W @ y + c)
+    s = sigmoid(m.W @ y + c, exact_tails=False)
     rho = float(np.max(np.abs(np.linalg.eigvals((s * (1 - s))[:, None] * m.W))))
     Y, J = iterate(m.W, c, N_MAX)
     scale = np.abs(Jstar).max()

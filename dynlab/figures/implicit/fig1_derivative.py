@@ -26,17 +26,13 @@ EPS = 1e-6
 TOL = 1e-6  # relative agreement required of a closed form with the central difference
 
 
-def _sigmoid_prime(z):
-    s = 1.0 / (1.0 + np.exp(-z))
-    return s * (1.0 - s)
-
-
 def compute(scale):
     quick = Scale.of(scale).quick
     import xarray as xr
 
     import dynlab as dl
     from dynlab._dataset import base_attrs
+    from dynlab.activations import dphi
     from dynlab.backends import resolve_backend
 
     ws = np.linspace(-6.0, 3.5, 40 if quick else 200)
@@ -44,8 +40,8 @@ def compute(scale):
     for i, w in enumerate(ws):
         y[i], eq2[i] = dl.implicit_neuron(w, Q, X, T)
         num[i] = (dl.implicit_neuron(w + EPS, Q, X, T)[0] - dl.implicit_neuron(w - EPS, Q, X, T)[0]) / (2 * EPS)
-        fp_tilde = _sigmoid_prime(w * y[i] + Q * X + T)
-        printed[i] = _sigmoid_prime(X) * y[i] / (1.0 - w * fp_tilde)
+        fp_tilde = dphi("sigmoid", w * y[i] + Q * X + T)
+        printed[i] = dphi("sigmoid", X) * y[i] / (1.0 - w * fp_tilde)
     return xr.Dataset(
         {"y": ("w", y, {"long_name": "equilibrium y", "units": "1"}),
          "dydw_eq2": ("w", eq2, {"long_name": "eq. 2 corrected: f'(x̃) y / (1 − w f'(x̃))", "units": "1"}),
@@ -101,7 +97,9 @@ def check(ds):
     err_printed = _rel(ds, "dydw_printed")
     ok = bool(err.max() <= tol)
     w, y = ds.w.values, ds.y.values
-    resid = float(np.max(np.abs(y - 1.0 / (1.0 + np.exp(-(w * y + ds.attrs["q"] * ds.attrs["x"] + ds.attrs["t"]))))))
+    from dynlab.activations import sigmoid
+
+    resid = float(np.max(np.abs(y - sigmoid(w * y + ds.attrs["q"] * ds.attrs["x"] + ds.attrs["t"]))))
     out = {"passed": ok, "max_rel_error_eq2_corrected": float(err.max()), "tolerance": tol,
            **record_fields(effect=effect("max relative error of eq. 2 (corrected)", float(err.max()), 0.0),
                            gate_items=[{"name": "max residual of the solved equilibria", "met": resid <= 1e-12,

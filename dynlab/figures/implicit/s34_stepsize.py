@@ -77,8 +77,9 @@ def network(units: int, kind: str = "antisymmetric"):
 def _other_family(kind, X):
     """Counts of inputs (rows of X) brought to ``TOL`` by h = 1 (``EVALS`` steps), RK4 (``EVALS``/4 steps of
     size 1) and scipy's root, and max |λ(D W)|, max Re λ(D W) at scipy's points that it solved, on D = LARGE."""
+    from dynlab.activations import dphi
     from dynlab.analysis.implicit import solve_stacked
-    from dynlab.backends.reference.implicit import solve_rk4
+    from dynlab.backends.reference.implicit import residual, solve_rk4
 
     m = network(LARGE, kind)
     A, _ = m.stacked()
@@ -86,10 +87,9 @@ def _other_family(kind, X):
     Zs, res_s, _, _, _ = solve_stacked(A, C, m.activation, method="scipy")
     rp = solve_stacked(A, C, m.activation, method="fixed-point", tol=TOL, max_iter=EVALS)[1]
     Zr = solve_rk4(A, C, m.activation, steps=EVALS // 4, dt=1.0)
-    rr = np.abs(Zr - 1.0 / (1.0 + np.exp(-(Zr @ A.T + C)))).max(axis=1)
+    rr = np.abs(residual(A, C, Zr, m.activation)).max(axis=1)
     ok = res_s <= 1e-12
-    s = 1.0 / (1.0 + np.exp(-(Zs[ok] @ A.T + C[ok])))
-    lams = [np.linalg.eigvals((si * (1 - si))[:, None] * A) for si in s]
+    lams = [np.linalg.eigvals(di[:, None] * A) for di in dphi(m.activation, Zs[ok] @ A.T + C[ok])]
     return [int(np.sum(rp <= TOL)), int(np.sum(rr <= TOL)), int(np.sum(ok)),
             max((float(np.abs(v).max()) for v in lams), default=float("nan")),
             max((float(v.real.max()) for v in lams), default=float("nan"))]
@@ -118,8 +118,9 @@ def compute(scale):
 
     from dynlab._dataset import base_attrs
     from dynlab.backends import resolve_backend
+    from dynlab.activations import dphi
     from dynlab.analysis.implicit import solve_stacked
-    from dynlab.backends.reference.implicit import solve_rk4
+    from dynlab.backends.reference.implicit import residual, solve_rk4
 
     points = POINTS[quick]
     X = np.random.default_rng(1).standard_normal((points, INPUTS))
@@ -132,11 +133,11 @@ def compute(scale):
         Zs, res_s, _, _, _ = solve_stacked(A, C, m.activation, method="scipy")
         Zp, rp, Zr, rr = _histories(A, C, m.activation, EVALS)
         paper = solve_rk4(A, C, m.activation, steps=PAPER_STEPS, dt=1.0)
-        s = 1.0 / (1.0 + np.exp(-(Zs @ A.T + C)))
-        lams = np.array([np.linalg.eigvals((s[i] * (1 - s[i]))[:, None] * A) for i in range(points)])
+        d = dphi(m.activation, Zs @ A.T + C)          # D = diag(σ'(·)) at scipy's points
+        lams = np.array([np.linalg.eigvals(d[i][:, None] * A) for i in range(points)])
         v["picard"].append(rp.T)
         v["rk4"].append(rr.T)
-        v["paper"].append(np.abs(paper - 1.0 / (1.0 + np.exp(-(paper @ A.T + C)))).max(axis=1))
+        v["paper"].append(np.abs(residual(A, C, paper, m.activation)).max(axis=1))
         v["sc_res"].append(res_s)
         v["err_rk4"].append(np.abs(Zr - Zs).max(axis=1))
         v["err_picard"].append(np.abs(Zp - Zs).max(axis=1))

@@ -114,7 +114,7 @@ def _cell_residuals(ds, name, key):
     (α = 1; for eq. 9 U, W, b are the step's P U, P W, P b), recomputed from s_m, x_m and the
     parameters, at a = U s_m + W x_m + b; otherwise ‖h_m − step(h_m; x_m)‖∞ at the step's
     pre-activation."""
-    from ...activations import phi
+    from ...backends.reference.cells import rhs
     from ...simulation import simulate
 
     pre = "" if key == "walk" else "noise_"
@@ -123,7 +123,7 @@ def _cell_residuals(ds, name, key):
     if name in ("irnn", EQ5):
         s = ds[pre + ("s" if name == "irnn" else "eq5_s")].values
         a = s @ m.U.T + x @ m.W.T + m.b
-        res = np.max(np.abs(m.alpha * s - phi(m.activation, a, m.leak)), axis=1)
+        res = np.max(np.abs(rhs(s, a, m.alpha, m.activation, m.leak)), axis=1)     # |φ(a) − α s|
     else:
         h = ds[pre + "h"].sel(model=name).values
         nxt = simulate(m, x[:, None, :], h0=h)["h"].values[:, 0, :]

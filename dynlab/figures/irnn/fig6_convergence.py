@@ -58,42 +58,31 @@ def _points(model, x):
     return x.reshape(-1, x.shape[-1]), hp.reshape(-1, h.shape[-1])
 
 
-def _phi(model, z):
-    from ...activations import phi
-
-    return phi(model.activation, z, model.leak)
-
-
-def _inner_errors(model, x, hp, h_eq, K_max, eta):
-    """e_k = ‖g_k − h_eq‖₂, k = 0..K_max, of the recursion with g_0 = 0 (the step's U, W, b — for
-    eq. 9 the products P U, P W, P b —, α and activation)."""
-    assert model.sign == 1
-    c = x @ model.W.T + model.b
+def _inner_errors(system, c, hp, h_eq, K_max, eta):
+    """e_k = ‖g_k − h_eq‖₂, k = 0..K_max, of the recursion g_k = g_{k−1} + η F(g_{k−1} + h_prev) with
+    g_0 = 0 (``system``: the model's ``dynlab.analysis.equilibria.System``, F(s) = φ(U s + c) − α s
+    with the step's U, W, b — for eq. 9 the products P U, P W, P b; ``c`` = W x + b)."""
     g = np.zeros_like(hp)
     err = np.empty((hp.shape[0], K_max + 1))
     with np.errstate(over="ignore", invalid="ignore"):
         err[:, 0] = np.linalg.norm(g - h_eq, axis=1)
         for k in range(1, K_max + 1):
-            s = g + hp
-            g = g + eta * (_phi(model, s @ model.U.T + c) - model.alpha * s)
+            g = g + eta * system.F(g + hp, c)
             err[:, k] = np.linalg.norm(g - h_eq, axis=1)
     return err
 
 
-def _limit(model, x, hp, eta):
+def _limit(system, c, hp, eta):
     """Run the recursion until the step is ≤ 1e-15 or REF_ITER steps; returns (h_eq, max-abs residual
     of α s = φ(U s + W x + b) at s = h_eq + h_prev: inf where the run left the finite numbers)."""
-    c = x @ model.W.T + model.b
     g = np.zeros_like(hp)
     with np.errstate(over="ignore", invalid="ignore"):
         for _ in range(REF_ITER):
-            s = g + hp
-            step = eta * (_phi(model, s @ model.U.T + c) - model.alpha * s)
+            step = eta * system.F(g + hp, c)
             g = g + step
             if not np.all(np.abs(g) < 1e6) or np.max(np.abs(step)) <= 1e-15:
                 break
-        s = g + hp
-        res = np.max(np.abs(_phi(model, s @ model.U.T + c) - model.alpha * s), axis=1)
+        res = np.max(np.abs(system.F(g + hp, c)), axis=1)
     away = ~np.all(np.abs(g) < 1e6, axis=1)          # ran away
     res = np.where(np.isfinite(res) & ~away, res, np.inf)
     return np.where(away[:, None], np.nan, g), res
@@ -123,8 +112,13 @@ def _run(model, x, hp, K_max, eta, fsolve_first=False):
     whether scipy's root is the recursion's limit."""
     import dynlab as dl
 
+    from ...analysis.equilibria import System, flow_eigenvalues
+
     m = model.replace(eta=eta)
-    h_lim, res_lim = _limit(m, x, hp, eta)
+    assert m.sign == 1
+    system = System(m)
+    c = system.c(x)
+    h_lim, res_lim = _limit(system, c, hp, eta)
     with np.errstate(over="ignore", invalid="ignore"):   # the control's recursion runs away from the root
         cv = dl.convergence(m, x, hp, K_max=K_max)
     h_sp, res_sp = cv["h_eq"].values, cv["reference_residual"].values
@@ -133,15 +127,11 @@ def _run(model, x, hp, K_max, eta, fsolve_first=False):
     h_eq = np.where(use_sp[:, None], h_sp, h_lim)
     resid = np.where(use_sp, res_sp, res_lim)
     source = np.where(own, 1, np.where(use_sp, 2, 0)).astype(np.int8)
-    err = _inner_errors(m, x, hp, h_eq, K_max, eta)
+    err = _inner_errors(system, c, hp, h_eq, K_max, eta)
     rate, r2 = _fit(err)
     local = np.full(x.shape[0], np.nan)
-    from ...activations import dphi
-
-    for n in np.flatnonzero(source > 0):
-        s = h_eq[n] + hp[n]
-        J = dphi(m.activation, m.U @ s + m.W @ x[n] + m.b, m.leak)[:, None] * m.U - m.alpha * np.eye(m.hidden)
-        local[n] = np.abs(1.0 + eta * np.linalg.eigvals(J)).max()
+    at = np.flatnonzero(source > 0)         # the spectral radius of the step I + η(∇φU − αI) at the reference
+    local[at] = np.abs(1.0 + eta * flow_eigenvalues(system, h_eq[at] + hp[at], c[at])).max(axis=1)
     with np.errstate(invalid="ignore"):
         same = own & (res_sp <= REF_TOL) & (np.linalg.norm(h_sp - h_lim, axis=1) <= 1e-8)
     return {"error": err, "rate": rate, "r2": r2, "local_rate": local, "reference_residual": resid,
