@@ -23,18 +23,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._recipe import Recipe, Scale, setting, setting_attr, train_model
+from .._recipe import Recipe, Scale
 from .._stats import effect, fact, level_test, record_fields
+from . import _flipflop as ff
+from ._flipflop import FULL, LEARNED_MSE, N_BITS, QUICK
 
 NAME = "flipflop-bifurcation"
-LEARNED_MSE = 0.1
-#: (D, T, iterations, batch, lr, test trajectories, starts, seeds): quick and full (the sizes of
-#: flipflop-fixed-points)
-QUICK = (16, 50, 300, 32, 2e-2, 32, 256, (0, 1, 2))
-FULL = (64, 100, 1000, 64, 1e-2, 64, 1024, (0, 1, 2, 3, 4))
 X_MAX = 1.5
 DS = 0.02
-N_BITS = 3
 
 
 def _memories(m, readout, x, n_starts, seed):
@@ -74,15 +70,12 @@ def compute(scale):
     quick = Scale.of(scale).quick
     import xarray as xr
 
-    import dynlab as dl
     from dynlab._dataset import finish
 
     D, T, its, batch, lr, n_traj, n_starts, seeds = QUICK if quick else FULL
     arcs, specials, mems, losses, base = [], [], [], [], []
     for s in seeds:
-        task = dl.make_task("flipflop", T, seed=s, n_train=2000, n_val=64, n_test=n_traj)
-        res = train_model(dl.make_model("gru", D, N_BITS, seed=s), task, iterations=its, lr=lr, batch=batch,
-                          seed=s, record_every=its, progress=False, command=f"dynlab figures make {NAME}")
+        task, _, res = ff.train_gru(NAME, s, D, T, its, batch, lr, n_traj)
         losses.append(float(res.history["val_loss"].values[-1]))
         base.append(task.baseline)
         x, _ = task.batch("test")
@@ -124,13 +117,13 @@ def compute(scale):
     }
     ds = xr.Dataset(data).assign_coords(seed=("seed", np.array(seeds), {"long_name": "training seed", "units": "1"}))
     ds = finish(ds, "flipflop_bifurcation")
+    words = ff.run_words(D, T, its, batch, lr)
     ds.attrs.update({
         "figure": NAME, "hidden": D, "task_steps": T, "iterations": its, "batch": batch, "lr": lr,
         "search_starts": n_starts, "x_max": X_MAX, "ds": DS, "baseline": float(base[0]),
-        "setting": setting_attr(data="3-bit flip-flop", T=T, D=D, batch=batch, steps=its, lr=lr),
-        "scaling": (f"GRU D={D}, flip-flop T={T} (p=0.05), {its} Adam iterations (lr {lr:g}, batch {batch}), "
-                    f"memories from {n_starts} starts on {n_traj} test trajectories, continuation over x0 ∈ "
-                    f"[-{X_MAX}, {X_MAX}], seeds {list(seeds)}" + (" (quick)" if quick else "")
+        "setting": words[0],
+        "scaling": (words[1] + f"memories from {n_starts} starts on {n_traj} test trajectories, continuation "
+                    f"over x0 ∈ [-{X_MAX}, {X_MAX}], seeds {list(seeds)}" + (" (quick)" if quick else "")
                     + "; beyond the papers: no published number to compare with"),
     })
     return ds
@@ -265,10 +258,7 @@ RECIPE = Recipe(name=NAME, source="beyond the papers: bifurcations of a trained 
                 claim=("a GRU trained on the 3-bit flip-flop has 8 memories at x = 0, and along input channel 0 each "
                        "one ends at a fold before the pulse amplitude 1 when held against its bit-0 sign, sooner "
                        "than when held with it, on every seed; read by bit 1, it does not"),
-                compute=compute, draw=draw, check=check, trains=True,
+                compute=compute, draw=draw, check=check,
                 quote="(no paper makes this figure; the issue's question) what changes in a trained RNN's dynamics "
                       "as its input changes: the memories a held input destroys, at which bifurcations",
-                gate="the GRU learned the flip-flop: validation MSE below 0.1 — a tenth of the constant predictor's "
-                     "≈ 1 for ±1 targets — beyond 2 SE over seeds",
-                paper=setting(), beyond=True,
-                title="{scaling}", title_size=6.5, style=False)
+                **ff.RECIPE)

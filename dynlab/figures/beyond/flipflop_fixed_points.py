@@ -32,19 +32,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._recipe import Recipe, Scale, setting, setting_attr, train_model
+from .._recipe import Recipe, Scale
 from .._stats import effect, fact, level_test, record_fields
+from . import _flipflop as ff
+from ._flipflop import FULL, LEARNED_MSE, N_BITS, QUICK
 
-#: the gate's level: a tenth of the constant predictor's MSE (≈ 1 for ±1 targets)
-LEARNED_MSE = 0.1
 NAME = "flipflop-fixed-points"
-#: (D, T, iterations, batch, lr, test trajectories, starts, seeds) quick and full
-QUICK = (16, 50, 300, 32, 2e-2, 32, 256, (0, 1, 2))
-FULL = (64, 100, 1000, 64, 1e-2, 64, 1024, (0, 1, 2, 3, 4))
 BRANCH_STEPS = 1000
 BRANCH_MAX_STEPS = 50_000
 BRANCH_EPS = 1e-3
-N_BITS = 3
 ADJACENT = [(a, a ^ (1 << k)) for a in range(2 ** N_BITS) for k in range(N_BITS) if a < a ^ (1 << k)]
 
 
@@ -118,10 +114,7 @@ def compute(scale):
     losses, base_losses = [], []
     pictures = {}
     for s in seeds:
-        task = dl.make_task("flipflop", T, seed=s, n_train=2000, n_val=64, n_test=n_traj)
-        m0 = dl.make_model("gru", D, N_BITS, seed=s)
-        res = train_model(m0, task, iterations=its, lr=lr, batch=batch, seed=s, record_every=its,
-                          progress=False, command=f"dynlab figures make {NAME}")
+        task, m0, res = ff.train_gru(NAME, s, D, T, its, batch, lr, n_traj)
         losses.append(float(res.history["val_loss"].values[-1]))
         x, _ = task.batch("test")
         for target, model, readout in ((found, res.model, res.readout),
@@ -154,13 +147,13 @@ def compute(scale):
                                                                 "units": "1"})
     ds = ds.assign_coords(seed=("seed", np.array(seeds), {"long_name": "training seed", "units": "1"}))
     ds = finish(ds, "fixed_points")
+    words = ff.run_words(D, T, its, batch, lr)
     ds.attrs.update({
         "figure": NAME, "hidden": D, "task_steps": T, "iterations": its, "batch": batch, "lr": lr,
         "n_trajectories": n_traj, "search_starts": n_starts, "baseline": float(base_losses[0]),
         "branch_steps": BRANCH_STEPS, "branch_max_steps": BRANCH_MAX_STEPS, "branch_eps": BRANCH_EPS,
-        "setting": setting_attr(data="3-bit flip-flop", T=T, D=D, batch=batch, steps=its, lr=lr),
-                     "scaling": (f"GRU D={D}, flip-flop T={T} (p=0.05), {its} Adam iterations (lr {lr:g}, batch {batch}), "
-                    f"{n_starts} starts on {n_traj} test trajectories, seeds {list(seeds)}"
+        "setting": words[0],
+        "scaling": (words[1] + f"{n_starts} starts on {n_traj} test trajectories, seeds {list(seeds)}"
                     + (" (quick)" if quick else "") + "; the paper's network is a continuous-time tanh RNN, "
                     "FixedPointFinder's example a GRU"),
     })
@@ -275,11 +268,8 @@ RECIPE = Recipe(name=NAME, source="Sussillo & Barak 2013, Fig. 2 (3-bit flip-flo
                 claim=("a GRU trained on the 3-bit flip-flop has 8 stable fixed points (one per output pattern) and "
                        "each of the 12 pairs of memories differing in one bit is joined by a saddle with exactly "
                        "one unstable mode, on every seed; the untrained GRU does not have 8"),
-                compute=compute, draw=draw, check=check, trains=True,
+                compute=compute, draw=draw, check=check,
                 quote="(paraphrase; the paper is not among the project's four) Sussillo & Barak (2013), Fig. 2: the "
                       "network trained on the 3-bit flip-flop implements its 8 memories as stable fixed points, and "
                       "saddle points with one unstable mode mediate the transitions between neighbouring memories",
-                gate="the GRU learned the flip-flop: validation MSE below 0.1 — a tenth of the constant predictor's "
-                     "≈ 1 for ±1 targets — beyond 2 SE over seeds",
-                paper=setting(), beyond=True,
-                title="{scaling}", title_size=6.5, style=False)
+                **ff.RECIPE)
