@@ -119,7 +119,7 @@ def compute(scale):
     ds = finish(ds, "flipflop_bifurcation")
     words = ff.run_words(D, T, its, batch, lr)
     ds.attrs.update({
-        "figure": NAME, "hidden": D, "task_steps": T, "iterations": its, "batch": batch, "lr": lr,
+        "hidden": D, "task_steps": T, "iterations": its, "batch": batch, "lr": lr,
         "search_starts": n_starts, "x_max": X_MAX, "ds": DS, "baseline": float(base[0]),
         "setting": words[0],
         "scaling": (words[1] + f"memories from {n_starts} starts on {n_traj} test trajectories, continuation "

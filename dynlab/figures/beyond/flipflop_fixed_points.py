@@ -149,7 +149,7 @@ def compute(scale):
     ds = finish(ds, "fixed_points")
     words = ff.run_words(D, T, its, batch, lr)
     ds.attrs.update({
-        "figure": NAME, "hidden": D, "task_steps": T, "iterations": its, "batch": batch, "lr": lr,
+        "hidden": D, "task_steps": T, "iterations": its, "batch": batch, "lr": lr,
         "n_trajectories": n_traj, "search_starts": n_starts, "baseline": float(base_losses[0]),
         "branch_steps": BRANCH_STEPS, "branch_max_steps": BRANCH_MAX_STEPS, "branch_eps": BRANCH_EPS,
         "setting": words[0],

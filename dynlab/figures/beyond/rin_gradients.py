@@ -79,7 +79,7 @@ def compute(scale):
          "jac_norm": (("arm", "seed"), jac, {"long_name": "‖∂h_T/∂h_1‖₂ after training", "units": "1"}),
          "val_curve": (("arm", "seed", "iteration"), curves, {"long_name": "validation MSE", "units": "1"})},
         coords={"arm": names, "seed": seeds, "iteration": it})
-    ds.attrs.update({"figure": NAME, "task": "adding", "T": T, "hidden": D, "iterations": its, "lr": LR,
+    ds.attrs.update({"task": "adding", "T": T, "hidden": D, "iterations": its, "lr": LR,
                      "batch": BATCH, "clip": CLIP, "lam": LAM, "baseline": float(task.baseline),
                      "activation": "relu", "dynlab_version": dl.__version__,
                      "command": f"dynlab figures make {NAME}" + (" --quick" if quick else ""),

@@ -71,7 +71,7 @@ def compute(scale):
     null = _summaries(adding_grid((T,), ("fastrnn-eta0.01",), [s + NULL_OFFSET for s in seeds], sc).isel(T=0))
     for v in ("abs_ln_ratio", "final_mse"):
         ds[f"null_{v}"] = (("seed",), null[v].sel(run="fastrnn-eta0.01").values, ds[v].attrs)
-    ds.attrs.update({"figure": NAME, "scaling": scaling((T,), len(seeds), sc)
+    ds.attrs.update({"scaling": scaling((T,), len(seeds), sc)
                      + ("; the iRNN and the RNN, drawn beside at the stand-in scale, are not run" if sc.paper else "")})
     return ds
 

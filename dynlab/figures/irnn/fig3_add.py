@@ -60,7 +60,7 @@ def compute(scale):
     for off, c in zip(CONTROL_OFFSETS, ctrl):
         for v in ("val_loss", "ratio"):
             ds[f"control{off}_{v}"] = c[v].sel(run="irnn-K1", drop=True)
-    ds.attrs.update({"figure": NAME, "T": T, "scaling": scaling((T,), len(seeds), sc)
+    ds.attrs.update({"T": T, "scaling": scaling((T,), len(seeds), sc)
                      + ("; FastRNN, Antisymmetric and the RNN (drawn at the stand-in scale) not run" if sc.paper else "")})
     return ds
 

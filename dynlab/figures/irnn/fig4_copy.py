@@ -119,7 +119,7 @@ def compute(scale):
     ds = seed_runs(task, KEYS, seeds, iterations=its, batch=64, record_every=every, hidden=D, after=after,
                    command=f"dynlab figures make {NAME}", diag_batch=2)
     ob = order_blind()
-    ds.attrs.update({"figure": NAME, "delay": T, **{f"order_blind_{k}": v for k, v in ob.items()},
+    ds.attrs.update({"delay": T, **{f"order_blind_{k}": v for k, v in ob.items()},
                      "time_blind_ce": time_blind_ce(T),
                      "setting": setting_attr(data="copy task", T=T, D=D, batch=64, steps=its, lr=1e-2),
                      "scaling": f"copy delay T={T} (length T+20); " + setting_text(D, its, 64, len(seeds), quick)

@@ -198,12 +198,11 @@ def compute(scale):
     ds["trained_point_seed"] = (("point_trained",), point_seed, {"long_name": "the trained network's seed"})
     ds["trained_val_accuracy"] = (("seed",), np.array(accs), {"long_name": "validation accuracy", "units": "1"})
     ds["trained_eta"] = (("seed",), np.array(etas), {"long_name": "trained η (mean over k)", "units": "1"})
-    ds.attrs.update({"figure": NAME, "floor": FLOOR, "K_max": K_max,
+    ds.attrs.update({"floor": FLOOR, "K_max": K_max,
                      "majority_accuracy": hd.majority("val"),
                      "paper_eta": ETA_PAPER, "trained_eta_mean": float(np.mean(etas)), "control_eta": ETA_CONTROL,
                      "norm_U_paper": runs["paper"]["norm_U"], "norm_U_trained": runs["trained"]["norm_U"],
-                     "dynlab_version": dl.__version__, "typical": TYPICAL,
-                     "command": f"dynlab figures make {NAME} --scale {sc.name}",
+                     "typical": TYPICAL,
                      "setting": setting_attr(data="random walk, variance 10", T=T, D=D, steps="—", lr="—"),
                      "scaling": (f"judged: Eq. 11 (U form, g₀ = 0), ReLU, D={D}, ‖U‖₂ < α, η={ETA_PAPER}, {T} "
                                  f"random-walk points, K up to {K_max}; reported: the same with tanh, eq. 9 untrained, "

@@ -123,11 +123,10 @@ def compute(scale):
                                                          "units": "1"}),
          **hd.params_vars(models, seeds)},
         coords={"seed": seeds, "bin_edge": ("bin_edge", BINS), "bin": 0.5 * (BINS[1:] + BINS[:-1])})
-    ds.attrs.update({"figure": NAME, "points_per_seed": int(maxre[0].size), "eigenvalues_per_point": D,
+    ds.attrs.update({"points_per_seed": int(maxre[0].size), "eigenvalues_per_point": D,
                      "rank": rank_for(D), "zero_tol": ZERO_TOL,
                      "majority_accuracy": hd.majority("val", sc),
-                     "control_weight_scale": CONTROL_SCALE, "dynlab_version": dl.__version__,
-                     "command": f"dynlab figures make {NAME} --scale {sc.name}",
+                     "control_weight_scale": CONTROL_SCALE,
                      "setting": hd.setting_json(sc),
                      "scaling": hd.setting(sc) + f"; {len(seeds)} seeds; spectra at the {xv.shape[0]}×{xv.shape[1]} "
                                 f"points of the validation split" + ("" if sc.paper else " (paper: HAR-2, D=80)")})

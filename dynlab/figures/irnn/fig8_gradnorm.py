@@ -55,7 +55,7 @@ def compute(scale):
             per.append(h.drop_vars([c for c in h.coords if c != "iteration"]).expand_dims(seed=[int(s)]))
         runs.append(xr.concat(per, dim="seed", combine_attrs="drop").expand_dims(run=[key]))
     ds = xr.concat(runs, dim="run", combine_attrs="drop")
-    ds.attrs.update({"figure": NAME, "majority_accuracy": hd.majority("val", sc), "warmup": WARMUP,
+    ds.attrs.update({"majority_accuracy": hd.majority("val", sc), "warmup": WARMUP,
                      "iterations": hd.ITERATIONS[sc.name], "setting": hd.setting_json(sc),
                      "scaling": hd.setting(sc) + f", {len(seeds)} seeds" + ("" if sc.paper else "; paper: HAR-2, D=80")})
     return ds

@@ -83,7 +83,7 @@ def compute(scale):
                                             "units": "1"}),
     }, coords=c)
     ds.attrs.update({
-        "figure": NAME, "majority_accuracy": hd.majority("test", sc), "n_test": int(hd.task(sc).size("test")),
+        "majority_accuracy": hd.majority("test", sc), "n_test": int(hd.task(sc).size("test")),
         "hidden": hd.D[sc.name], "iterations": hd.ITERATIONS[sc.name], "setting": hd.setting_json(sc),
         "dataset": "HAR-2" if sc.paper else "binary digits",
         "scaling": hd.setting(sc) + f", {len(seeds)} seeds"

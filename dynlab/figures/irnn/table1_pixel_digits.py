@@ -81,8 +81,6 @@ def scaling(sc, n_seeds: int) -> str:
 def compute(scale):
     import xarray as xr
 
-    import dynlab as dl
-
     sc = Scale.of(scale)
     D, its, B = SIZES[sc.name]
     seeds = seeds_for(sc.quick)
@@ -123,11 +121,10 @@ def compute(scale):
                           {"long_name": "the paper's parameter count"})},
         coords={"run": runs, "seed": seeds, "data_set": ("run", data_set), "cell": ("run", cells)})
     y = np.asarray(task.data["test"][1])
-    ds.attrs.update({"figure": NAME, "hidden": D, "iterations": its, "lr": tb.LR, "batch": B,
+    ds.attrs.update({"hidden": D, "iterations": its, "lr": tb.LR, "batch": B,
                      "clip": tb.CLIP, "permute": PERMUTE, "n_test": int(task.size("test")),
                      "majority_accuracy": float(np.bincount(y).max() / y.size),
-                     "dataset": "MNIST" if sc.paper else "digits", "dynlab_version": dl.__version__,
-                     "command": f"dynlab figures make {NAME} --scale {sc.name}",
+                     "dataset": "MNIST" if sc.paper else "digits",
                      "setting": setting_attr(data="MNIST, permuted MNIST" if sc.paper else "8×8 digits, permuted",
                                              T=784 if sc.paper else 64, D=D, batch=B, steps=its, lr=tb.LR),
                      "scaling": scaling(sc, len(seeds))})

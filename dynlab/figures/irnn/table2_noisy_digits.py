@@ -121,7 +121,7 @@ def compute(scale):
                          {"long_name": "the paper's training time", "units": "h"}),
          "paper_params": (("run",), np.array([p[2] for p in pap]), {"long_name": "the paper's parameter count"})},
         coords={"run": list(ROWS), "seed": seeds})
-    ds.attrs.update({"figure": NAME, "hidden": D, "iterations": its, "pad": pad, "steps": int(task.steps),
+    ds.attrs.update({"hidden": D, "iterations": its, "pad": pad, "steps": int(task.steps),
                      "chance": majority_rate(task),
                      "informative_steps": informative, "lr": tb.LR, "batch": batch, "clip": tb.CLIP,
                      "n_test": int(task.size("test")), "dynlab_version": dl.__version__,

@@ -139,7 +139,7 @@ def compute(quick: bool):
         "iteration": ("iteration", it, {"long_name": "training iteration", "units": "1"})})
     ds = ds.merge(_regulariser(1000 if quick else 4000))
     ds.attrs.update(base_attrs(resolve_backend(None), f"dynlab figures make {NAME}"))
-    ds.attrs.update({"figure": NAME, "baseline_ternary": float(tasks["ternary"].baseline),
+    ds.attrs.update({"baseline_ternary": float(tasks["ternary"].baseline),
                      "baseline_regression": float(tasks["regression"].baseline),
                      "setting": setting_attr(data="adding tasks (ternary, regression)", T=T, D=D, batch=BATCH,
                                              steps=its, lr=LR),
