@@ -40,7 +40,7 @@ def torch_engine(device="cpu", dtype="float64"):
 
 def run(quick: bool, device="cpu", dtype="float64") -> dict:
     """{engine: (seconds, the recipe's check)} for dynlab's exact trainer and the torch engine."""
-    from dynlab.figures import rin_gradients as item
+    from dynlab.figures.beyond import rin_gradients as item
 
     out = {}
     for engine in ("numba", "torch"):

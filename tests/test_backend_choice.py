@@ -201,7 +201,7 @@ def test_figure_training_histories_name_the_backend_that_ran(default_backend):
 def test_figure_recipe_names_the_backend_that_ran(default_backend):
     """implicit-fig1's neuron is solved by the default backend's implicit_solve: the attrs name it
     (a literal "numpy" before; the MASO recipes' was a literal "numba")."""
-    from dynlab.figures import implicit_fig1_derivative as recipe
+    from dynlab.figures.implicit import fig1_derivative as recipe
 
     assert recipe.compute(True).attrs["backend"] == default_backend
 

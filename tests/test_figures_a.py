@@ -10,12 +10,12 @@ import pytest
 import xarray as xr
 
 import dynlab as dl
-from dynlab.figures import _irnn_digits as hd
-from dynlab.figures import irnn_ablation_baselines as abl
-from dynlab.figures import irnn_fig5_add_length as fig5
-from dynlab.figures import irnn_table11_activation as t11
-from dynlab.figures._irnn_parta import add_T, final
-from dynlab.figures._irnn_training import build, setting, short_label, train
+from dynlab.figures.irnn import _digits as hd
+from dynlab.figures.irnn import ablation_baselines as abl
+from dynlab.figures.irnn import fig5_add_length as fig5
+from dynlab.figures.irnn import table11_activation as t11
+from dynlab.figures.irnn._parta import add_T, final
+from dynlab.figures.irnn._training import build, setting, short_label, train
 from dynlab.figures._recipe import check_record, record_of, setting_attr
 
 

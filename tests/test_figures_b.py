@@ -14,9 +14,9 @@ pytest.importorskip("sklearn")
 xr = pytest.importorskip("xarray")
 
 import dynlab as dl  # noqa: E402
-from dynlab.figures import _irnn_tables as tb  # noqa: E402
-from dynlab.figures import irnn_table1_pixel_digits as t1  # noqa: E402
-from dynlab.figures import irnn_table2_noisy_digits as t2  # noqa: E402
+from dynlab.figures.irnn import _tables as tb  # noqa: E402
+from dynlab.figures.irnn import table1_pixel_digits as t1  # noqa: E402
+from dynlab.figures.irnn import table2_noisy_digits as t2  # noqa: E402
 
 
 def test_standardised_digits_have_zero_mean_unit_variance_on_the_training_split():
@@ -75,7 +75,7 @@ def test_chance_is_the_most_frequent_test_class():
     ("irnn-K1-readout", lambda D, d: 0),
 ])
 def test_parameter_counts_match_closed_forms(key, closed):
-    from dynlab.figures._irnn_training import build
+    from dynlab.figures.irnn._training import build
 
     D, d, C = 16, 8, 10
     setting_key, freeze, _ = tb.ROWS[key]
@@ -85,7 +85,7 @@ def test_parameter_counts_match_closed_forms(key, closed):
 
 
 def test_the_read_out_only_control_trains_nothing_but_the_read_out():
-    from dynlab.figures._irnn_training import build
+    from dynlab.figures.irnn._training import build
 
     task = tb.standardised("pixels")
     setting_key, freeze, _ = tb.ROWS[t1.CONTROL]

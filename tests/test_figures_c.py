@@ -6,11 +6,11 @@ import pytest
 import xarray as xr
 
 import dynlab as dl
-from dynlab.figures import _maso_tables as mtab
-from dynlab.figures import maso_fig5_neighbours as f5
-from dynlab.figures import maso_fig6_tsne as f6
-from dynlab.figures import maso_table1_h0 as t1
-from dynlab.figures import maso_table4_grid as t4
+from dynlab.figures.maso import _tables as mtab
+from dynlab.figures.maso import fig5_neighbours as f5
+from dynlab.figures.maso import fig6_tsne as f6
+from dynlab.figures.maso import table1_h0 as t1
+from dynlab.figures.maso import table4_grid as t4
 
 
 # ------------------------------------------------------------------ Fig. 6: the silhouette
@@ -186,7 +186,7 @@ def test_a_diverged_run_scores_the_majority_class(monkeypatch):
 
 
 def mtab_have_digits():
-    from dynlab.figures._maso_training import have_digits
+    from dynlab.figures.maso._training import have_digits
 
     return have_digits()
 
@@ -194,7 +194,7 @@ def mtab_have_digits():
 def test_permuted_standardised_digits_permute_the_steps_only():
     """standardised_digits(permute=1) = the unpermuted task's sequences with the steps reordered by
     default_rng(1).permutation(T), same labels and same standardisation."""
-    from dynlab.figures._maso_training import standardised_digits
+    from dynlab.figures.maso._training import standardised_digits
 
     a, b = standardised_digits(), standardised_digits(permute=1)
     xa, ya = a.batch("train")

@@ -4,8 +4,8 @@ records say."""
 import numpy as np
 
 import dynlab as dl
-from dynlab.figures.implicit_fig2_xor import ANDNOT, XOR, _gate
-from dynlab.figures.implicit_fig6_oscillator import _matched_hidden, _n_params
+from dynlab.figures.implicit.fig2_xor import ANDNOT, XOR, _gate
+from dynlab.figures.implicit.fig6_oscillator import _matched_hidden, _n_params
 from dynlab.tasks.static import xor
 from dynlab.train.implicit import evaluate
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import dynlab as dl
-from dynlab.figures import irnn_fig2_phase as fig2
-from dynlab.figures import irnn_fig6_convergence as fig6
-from dynlab.figures import irnn_fig7_eigenvalues as fig7
-from dynlab.figures import rin_gradients as rin
+from dynlab.figures.irnn import fig2_phase as fig2
+from dynlab.figures.irnn import fig6_convergence as fig6
+from dynlab.figures.irnn import fig7_eigenvalues as fig7
+from dynlab.figures.beyond import rin_gradients as rin
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +50,16 @@ def test_fig2_residuals_against_a_direct_computation(phase):
 
 
 def test_fig6_inner_errors_match_dynlab_convergence():
-    """The recipe's own Eq. 11 loop gives dynlab.convergence's e_k where both use scipy's root."""
+    """The recipe's own Eq. 11 loop (g_0 = 0, the model's System.F) gives dynlab.convergence's e_k
+    where both use scipy's root."""
+    from dynlab.analysis.equilibria import System
+
     m = dl.make_model("irnn", 8, 1, K=5, eta=0.5, seed=3)
     x = dl.tasks.random_walk(steps=12, inputs=1, variance=10.0, seed=1)[None]
     xp, hp = fig6._points(m, x)
     cv = dl.convergence(m, xp, hp, K_max=30)
-    mine = fig6._inner_errors(m, xp, hp, cv["h_eq"].values, 30, 0.5)
+    system = System(m.replace(eta=0.5))
+    mine = fig6._inner_errors(system, system.c(xp), hp, cv["h_eq"].values, 30, 0.5)
     np.testing.assert_allclose(mine, cv["error"].values, rtol=1e-9, atol=1e-13)
 
 
@@ -105,7 +109,7 @@ def test_fig7_structural_zeros_and_the_other_eigenvalues_in_closed_form():
     eigenvalues, −1 on each inactive unit, and on the active ones the eigenvalues of (2I + HV) H_a V_a
     (r × r).  ``structure`` counts the zeros and sets n_a − r of them aside; its largest remaining real
     part is checked against that closed form (independent of any eigensolver on the D × D matrix)."""
-    from dynlab.figures._irnn_training import build
+    from dynlab.figures.irnn._training import build
 
     m = build("irnn-K5", 16, 1, 12, 3)[0].replace(eta=np.full((12, 5), 0.3))
     x = dl.tasks.random_walk(steps=12, inputs=1, variance=1.0, seed=1, batch=2)

@@ -13,10 +13,10 @@ import xarray as xr
 
 import dynlab as dl
 from dynlab.analysis.jacobians import jacobian_at
-from dynlab.figures import irnn_fig3_add as fig3
-from dynlab.figures import irnn_fig4_copy as fig4
-from dynlab.figures import irnn_fig8_gradnorm as fig8
-from dynlab.figures._irnn_training import build, label, rank_for, setting, short_label
+from dynlab.figures.irnn import fig3_add as fig3
+from dynlab.figures.irnn import fig4_copy as fig4
+from dynlab.figures.irnn import fig8_gradnorm as fig8
+from dynlab.figures.irnn._training import build, label, rank_for, setting, short_label
 from dynlab.figures._recipe import record_of
 
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from dynlab.errors import ParameterError
-from dynlab.figures import _irnn_digits as hd
-from dynlab.figures import _irnn_tables as tb
+from dynlab.figures.irnn import _digits as hd
+from dynlab.figures.irnn import _tables as tb
 from dynlab.figures import get
 from dynlab.figures._recipe import Scale, run_recipe
 
@@ -48,7 +48,7 @@ def test_the_noisy_mnist_control_replaces_the_28_rows_batch_by_batch(tmp_path):
     """irnn-table2 at paper scale: the control's test inputs are Noisy-MNIST's with the 28 informative
     rows replaced by seeded N(0, 1) noise (the reader builds inputs per batch; nothing stored), the noise
     steps and the other splits untouched."""
-    from dynlab.figures import irnn_table2_noisy_digits as t2
+    from dynlab.figures.irnn import table2_noisy_digits as t2
 
     write_mnist_idx(tmp_path)
     task = tb.real_task(Scale("paper", str(tmp_path)), "noisy")

@@ -6,9 +6,9 @@ import pytest
 import xarray as xr
 
 import dynlab as dl
-from dynlab.figures import maso_fig2_codes as f2
-from dynlab.figures import maso_fig3_templates as f3
-from dynlab.figures import maso_fig4_random_h0 as f4
+from dynlab.figures.maso import fig2_codes as f2
+from dynlab.figures.maso import fig3_templates as f3
+from dynlab.figures.maso import fig4_random_h0 as f4
 
 pytest.importorskip("sklearn")
 
@@ -94,7 +94,7 @@ def test_prefix_knn_equals_dynlab_knn_accuracy():
     """The recipe's one-pass prefix distances + k-NN give exactly ``dynlab.knn_accuracy`` on the
     flattened prefixes (0/1 codes: integer distances, the same ties), for every prefix and k."""
     from dynlab.analysis.partition_codes import prefix_features
-    from dynlab.figures import _maso_training as mt
+    from dynlab.figures.maso import _training as mt
 
     x, y = dl.tasks.make_task("digits-pixels", seed=0, n_train=50, n_val=10, n_test=40).batch("test")
     x, y = x[:150], y[:150]

@@ -59,7 +59,7 @@ def test_maso_figures_run_on_the_synthetic_task_without_scikit_learn(monkeypatch
 
     monkeypatch.setattr(labelled, "have_digits", lambda: False)
     recipe = get(name)
-    from dynlab.figures import _maso_training
+    from dynlab.figures.maso import _training as _maso_training
 
     monkeypatch.setattr(_maso_training, "_CACHE", {})
     ds = recipe.compute(True)

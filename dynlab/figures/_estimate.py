@@ -42,12 +42,12 @@ def _task(T: int, d: int, outputs: int, loss: str, n: int = 512):
 
 def step_seconds(key: str, *, T: int, d: int, D: int, batch: int, outputs: int = 1, loss: str = "mse",
                  optimiser: str = "adam", steps: int = 3) -> float:
-    """Seconds per training step of the ``_irnn_training`` setting ``key`` (or ``relu-rnn``,
+    """Seconds per training step of the ``irnn._training`` setting ``key`` (or ``relu-rnn``,
     ``relu-rnn-2``: the MASO paper's identity-initialised ReLU RNN of 1 or 2 layers) at these sizes."""
     import dynlab as dl
 
-    from ._irnn_training import build
-    from ._maso_tables import network
+    from .irnn._training import build
+    from .maso._tables import network
 
     task = _task(T, d, outputs, loss)
     if key.startswith("relu-rnn"):

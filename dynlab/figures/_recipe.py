@@ -202,6 +202,20 @@ class Recipe:
     beyond   : the item is not a claim of the four papers (the gallery's "beyond the papers")
     reads    : the real data set the paper scale trains on ("MNIST", "UCI HAR"), given by ``Scale.data``
 
+    The common ending of every recipe is the Recipe's, so that a module says only what differs:
+
+    title    : the figure's title line (its suptitle), a template filled from the Dataset — its
+               attrs and sizes by name, ``{scaling}`` the scale-down of ``attrs["scaling"]``
+               (``title_text``); None: the draw sets none
+    title_wrap : the width (characters) the template's line holding ``{scaling}`` is wrapped to
+               (``textwrap.fill``); 0: not wrapped
+    title_size : the title's font size (points)
+    style    : draw under the house style (``dynlab.plot.style.styled``); the module's ``draw``
+               only draws its axes and returns the Figure
+    one_blas_thread : ``compute`` runs with every linear-algebra call on one BLAS thread
+               (``one_blas_thread``); the Recipe also stamps the Dataset's provenance
+               (``figure``, ``dynlab_version``, ``command``) where ``compute`` did not
+
     The record contract (the gallery's rules; ``check_record`` enforces it):
 
     - ``control = {"setting": str, "measured": {...}, "passed": bool}`` — the same check applied
@@ -247,6 +261,96 @@ class Recipe:
     paper_cost: str = ""
     beyond: bool = False
     reads: str = ""
+    title: str | None = None
+    title_wrap: int = 0
+    title_size: float = 7.0
+    style: bool = True
+    one_blas_thread: bool = False
+
+    def __post_init__(self):
+        # ``compute`` and ``draw`` as every caller uses them (``run_recipe``, the gallery, the tests):
+        # the module's own functions with the common ending around them, wrapped once (``replace``
+        # re-wraps what it is given, never a wrapper)
+        object.__setattr__(self, "compute", _computing(self, _unwrapped(self.compute)))
+        object.__setattr__(self, "draw", _drawing(self, _unwrapped(self.draw)))
+
+
+def one_blas_thread(fn):
+    """``fn(quick)`` — or ``fn(scale)`` for a function whose parameter is named ``scale`` — as a
+    ``compute(scale)`` with every linear-algebra call on one BLAS thread (on a shared machine a
+    multi-threaded eigh of the PCA took ~15× longer); ``Recipe(one_blas_thread=True)`` applies it."""
+    import functools
+    import inspect
+
+    takes_scale = "scale" in inspect.signature(fn).parameters
+
+    @functools.wraps(fn)
+    def compute(scale):
+        from ..backends import get_backend
+
+        sc = Scale.of(scale)
+        with get_backend(None):          # the default backend's thread policy for the whole recipe
+            return fn(sc if takes_scale else sc.quick)
+
+    return compute
+
+
+def title_text(template: str, ds, wrap: int = 0) -> str:
+    """A recipe's title line from ``template`` (``Recipe.title``): each line formatted with the
+    Dataset's sizes and attrs by name (``{scaling}``: ``attrs["scaling"]``, "" when absent); the line
+    holding ``{scaling}`` wrapped to ``wrap`` characters when ``wrap`` (``textwrap.fill``)."""
+    import textwrap
+
+    fields = {**{str(k): v for k, v in ds.sizes.items()}, **ds.attrs, "scaling": ds.attrs.get("scaling", "")}
+    lines = []
+    for line in template.split("\n"):
+        text = line.format_map(fields)
+        lines.append(textwrap.fill(text, wrap) if wrap and "{scaling}" in line else text)
+    return "\n".join(lines)
+
+
+def _unwrapped(fn):
+    return getattr(fn, "_recipe_own", fn)
+
+
+def _computing(recipe: "Recipe", fn):
+    """``compute`` with the Recipe's thread policy and provenance around the module's ``fn``."""
+    import functools
+
+    inner = one_blas_thread(fn) if recipe.one_blas_thread else fn
+
+    @functools.wraps(fn)
+    def compute(scale):
+        from .. import __version__
+
+        ds = inner(scale)
+        ds.attrs.setdefault("figure", recipe.name)
+        ds.attrs.setdefault("dynlab_version", __version__)
+        ds.attrs.setdefault("command", f"dynlab figures make {recipe.name} --scale {Scale.of(scale).name}")
+        return ds
+
+    compute._recipe_own = fn
+    return compute
+
+
+def _drawing(recipe: "Recipe", fn):
+    """``draw`` with the Recipe's style and title line around the module's ``fn`` (its axes)."""
+    import functools
+
+    @functools.wraps(fn)
+    def draw(ds):
+        import matplotlib
+
+        from ..plot.style import RC
+
+        with matplotlib.rc_context(RC) if recipe.style else contextlib.nullcontext():
+            fig = fn(ds)
+            if recipe.title is not None:
+                fig.suptitle(title_text(recipe.title, ds, recipe.title_wrap), fontsize=recipe.title_size)
+        return fig
+
+    draw._recipe_own = fn
+    return draw
 
 
 class RecipeError(Exception):
