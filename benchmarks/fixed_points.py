@@ -148,7 +148,7 @@ def jax_adam(m, S0, *, lr=ADAM_LR, iters=ADAM_ITERS, q_target=Q_TARGET):
 
 
 def build(quick: bool):
-    from dynlab.analysis.equilibria import System, newton_batched
+    from dynlab.analysis.equilibria import fixed_point_map, newton_batched
     from dynlab.analysis.fixed_points import _search
 
     m, _ = load_gru()
@@ -156,7 +156,7 @@ def build(quick: bool):
     iters = 1000 if quick else ADAM_ITERS
     S0 = starts_on_trajectories(m, n)
     x0 = np.zeros(m.inputs)
-    system = System(m)
+    system = fixed_point_map(m)
     c = system.c_rows(x0[None], n)
 
     def dl_call():

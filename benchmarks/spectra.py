@@ -18,7 +18,7 @@ import numpy as np
 
 import dynlab as dl
 from dynlab.activations import dphi
-from dynlab.analysis.equilibria import System, flow_eigenvalues
+from dynlab.analysis.equilibria import fixed_point_map, flow_eigenvalues
 
 from .harness import Impl, Workload
 
@@ -36,7 +36,7 @@ def build(quick: bool):
     hp = np.concatenate([np.zeros((B, 1, D)), h[:, :-1]], axis=1)
     s = (h + hp).reshape(B * T, D)
     xs = x.reshape(B * T, 1)
-    system = System(m)
+    system = fixed_point_map(m)
     c = system.c(xs)
     z = s @ m.U.T + c
     mats = dphi("tanh", z)[:, :, None] * m.U[None] - np.eye(D)[None]

@@ -50,15 +50,14 @@ def test_fig2_residuals_against_a_direct_computation(phase):
 
 
 def test_fig6_inner_errors_match_dynlab_convergence():
-    """The recipe's own Eq. 11 loop (g_0 = 0, the model's System.F) gives dynlab.convergence's e_k
-    where both use scipy's root."""
-    from dynlab.analysis.equilibria import System
+    """The recipe's own Eq. 11 loop (g_0 = 0, the F of the model's fixed-point map) gives
+    dynlab.convergence's e_k where both use scipy's root."""
 
     m = dl.make_model("irnn", 8, 1, K=5, eta=0.5, seed=3)
     x = dl.tasks.random_walk(steps=12, inputs=1, variance=10.0, seed=1)[None]
     xp, hp = fig6._points(m, x)
     cv = dl.convergence(m, xp, hp, K_max=30)
-    system = System(m.replace(eta=0.5))
+    system = m.replace(eta=0.5).form().fixed_point_map()
     mine = fig6._inner_errors(system, system.c(xp), hp, cv["h_eq"].values, 30, 0.5)
     np.testing.assert_allclose(mine, cv["error"].values, rtol=1e-9, atol=1e-13)
 

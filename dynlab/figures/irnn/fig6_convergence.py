@@ -60,8 +60,9 @@ def _points(model, x):
 
 def _inner_errors(system, c, hp, h_eq, K_max, eta):
     """e_k = ‖g_k − h_eq‖₂, k = 0..K_max, of the recursion g_k = g_{k−1} + η F(g_{k−1} + h_prev) with
-    g_0 = 0 (``system``: the model's ``dynlab.analysis.equilibria.System``, F(s) = φ(U s + c) − α s
-    with the step's U, W, b — for eq. 9 the products P U, P W, P b; ``c`` = W x + b)."""
+    g_0 = 0 (``system``: the fixed-point map of the model's form, ``dynlab.models.fixed_point``,
+    F(s) = φ(U s + c) − α s with the step's U, W, b — for eq. 9 the products P U, P W, P b;
+    ``c`` = W x + b)."""
     g = np.zeros_like(hp)
     err = np.empty((hp.shape[0], K_max + 1))
     with np.errstate(over="ignore", invalid="ignore"):
@@ -112,11 +113,11 @@ def _run(model, x, hp, K_max, eta, fsolve_first=False):
     whether scipy's root is the recursion's limit."""
     import dynlab as dl
 
-    from ...analysis.equilibria import System, flow_eigenvalues
+    from ...analysis.equilibria import fixed_point_map, flow_eigenvalues
 
     m = model.replace(eta=eta)
     assert m.sign == 1
-    system = System(m)
+    system = fixed_point_map(m)
     c = system.c(x)
     h_lim, res_lim = _limit(system, c, hp, eta)
     with np.errstate(over="ignore", invalid="ignore"):   # the control's recursion runs away from the root
