@@ -46,7 +46,8 @@ def _cell(text) -> str:
 
 def verdict_of(r: dict) -> str:
     """The record's verdict (``_stats.VERDICTS``); records written before verdicts existed read
-    ``passed`` as *holds* / *does not hold*."""
+    ``passed`` as *holds* / *does not hold* (until dynlab 0.3, ``dynlab._deprecate.REMOVED_IN``,
+    which drops ``passed`` from the records)."""
     return r.get("verdict") or ("holds" if r["passed"] else "does not hold")
 
 

@@ -243,7 +243,10 @@ class Recipe:
       become the record's ``power`` and decide between *does not hold* and *underpowered*.
 
     ``run_recipe`` adds ``verdict`` (``_stats.decide``: holds / does not hold / inconclusive /
-    underpowered) and keeps ``passed`` (= verdict is *holds*) for readers of the older records.
+    underpowered) and keeps ``passed`` (= verdict is *holds*) for readers of the older records:
+    deprecated — read ``verdict`` —, the record-level ``passed`` and the gallery's reading of records
+    without a verdict (``_gallery.verdict_of``) go in dynlab 0.3 (``dynlab._deprecate.REMOVED_IN``).
+    A check's own ``passed`` and a control's stay: they are what the verdict is decided from.
     """
 
     name: str
