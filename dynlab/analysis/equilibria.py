@@ -29,7 +29,6 @@ import numpy as np
 
 from .._dataset import eigenvalues_from, finish  # noqa: F401  (eigenvalues_from: public, dl.eigenvalues_from)
 from .._progress import progress
-from ..activations import dphi, phi
 from ..backends import get_backend
 from ..errors import ParameterError
 
@@ -44,30 +43,27 @@ def _check_irnn(model):
         raise ParameterError("model", f"iRNN equilibria need an irnn model, got {getattr(model, 'name', type(model).__name__)}")
 
 
-def _F(model, s, c):
-    return model.alpha * s - phi(model.activation, model.U @ s + c, model.leak)
-
-
-def solve_newton(model: IRNN, c: np.ndarray, s0: np.ndarray, *, tol: float = 1e-12, max_iter: int = 50):
-    """Solve α s = φ(U s + c) from s0 by damped Newton.  Returns (s, residual, iterations, converged)."""
+def solve_newton(fmap, c: np.ndarray, s0: np.ndarray, *, tol: float = 1e-12, max_iter: int = 50):
+    """Solve F(s) = 0 of the iRNN's fixed-point map ``fmap`` (``dynlab.models.fixed_point``:
+    F(s) = φ(U s + c) − α s) at one c from s0 by damped Newton (backtracking on ‖F‖₂).
+    Returns (s, residual, iterations, converged)."""
     s = np.array(s0, dtype=np.float64)
-    D = s.shape[0]
-    F = _F(model, s, c)
+    c = np.atleast_2d(c)
+    F = fmap.F(s[None], c)[0]
     res = float(np.max(np.abs(F)))
     it = 0
     while res > tol and it < max_iter:
         it += 1
-        z = model.U @ s + c
-        J = model.alpha * np.eye(D) - dphi(model.activation, z, model.leak)[:, None] * model.U
+        J = fmap.jac(s[None], c)[0]
         try:
             step = np.linalg.solve(J, -F)
         except np.linalg.LinAlgError:
-            step = -F  # singular Jacobian: fall back to a residual step
+            step = F  # singular Jacobian: fall back to a residual step (F points along −(α s − φ))
         norm0 = float(np.linalg.norm(F))
         lam = 1.0
         while True:
             s_new = s + lam * step
-            F_new = _F(model, s_new, c)
+            F_new = fmap.F(s_new[None], c)[0]
             if np.linalg.norm(F_new) < (1 - 1e-4 * lam) * norm0 or lam < 1e-8:
                 break
             lam *= 0.5
@@ -98,18 +94,19 @@ def equilibrium_curve(model: IRNN, xs, *, tol: float = 1e-12, max_iter: int = 50
         if xs.ndim != 2 or xs.shape[1] != model.inputs:
             raise ParameterError("xs", f"must have shape (N, {model.inputs}), got {np.shape(xs)}")
         N, D = xs.shape[0], model.hidden
+        fmap = fixed_point_map(model)
+        C = fmap.c(xs)
         S = np.empty((N, D))
         res = np.empty(N)
         conv = np.empty(N, dtype=bool)
         s = None
         for n in range(N):
-            c = model.W @ xs[n] + model.b
-            if s is None:  # one Picard step from 0 is a good first guess
-                s = phi(model.activation, c, model.leak) / max(model.alpha, 1e-12)
-            s, r, _, ok = solve_newton(model, c, s, tol=tol, max_iter=max_iter)
+            picard = fmap.guess(C[n:n + 1], fmap.beta)[0]   # one Picard step from 0: φ(c) / α
+            if s is None:
+                s = picard
+            s, r, _, ok = solve_newton(fmap, C[n], s, tol=tol, max_iter=max_iter)
             if not ok:  # continuation lost the branch: restart from the Picard guess
-                s2, r2, _, ok2 = solve_newton(model, c, phi(model.activation, c, model.leak) / max(model.alpha, 1e-12),
-                                              tol=tol, max_iter=max_iter)
+                s2, r2, _, ok2 = solve_newton(fmap, C[n], picard, tol=tol, max_iter=max_iter)
                 if r2 < r:
                     s, r, ok = s2, r2, ok2
             S[n], res[n], conv[n] = s, r, ok
