@@ -69,6 +69,9 @@ OPERATIONS = ("simulate", "jacobians", "backward_norms", "tangent_qr", "forward_
               "train_forward", "train_backward")
 
 
+_OPERATIONS = frozenset(OPERATIONS)
+
+
 def previous_states(h0, H, lo: int, hi: int) -> np.ndarray:
     """s_{t−1} for the times t = lo+1 … hi (1-based): H[..., t−2, :], h0 for t = 1.
 
@@ -350,7 +353,7 @@ class Backend:
     def supports(self, op: str, form) -> bool:
         """Whether this backend has operation ``op`` for ``form``: read from ``KERNELS`` (a kind in
         the operation's table, or an operation without a table), for a stack every layer too."""
-        if op not in OPERATIONS or not self.accepts(form):
+        if op not in _OPERATIONS or not self.accepts(form):
             return False
         table = self.KERNELS.get(op)
         if table is not None and form.kind not in table and form.kind in sequence_kinds():
@@ -361,6 +364,8 @@ class Backend:
         """The function serving ``op`` for ``form`` (``KERNELS[op][form.kind]``; called as
         ``fn(backend, form, …)``), or the ``ParameterError`` of ``require`` where there is none."""
         fn = self.KERNELS[op].get(form.kind)
+        if fn is not None and self.accepts(form) and not hasattr(form, "layers"):
+            return fn                          # a one-layer form: the table's answer is ``supports``'
         if fn is None or not self.supports(op, form):
             raise self.unsupported(op, form)
         return fn
