@@ -346,14 +346,15 @@ class Backend:
     #: The kernel tables (module docstring): operation → {form kind: function (backend, form, …)}.
     KERNELS: dict = {}
 
-    def accepts(self, form) -> bool:
-        """Whether this backend runs ``form`` at all, whatever the operation (True by default)."""
-        return True
+    def refuses(self, form):
+        """Why this backend runs no operation at all on ``form`` (a few words), or None: it may
+        (None by default; the tables then say which operations)."""
+        return None
 
     def supports(self, op: str, form) -> bool:
         """Whether this backend has operation ``op`` for ``form``: read from ``KERNELS`` (a kind in
         the operation's table, or an operation without a table), for a stack every layer too."""
-        if op not in _OPERATIONS or not self.accepts(form):
+        if op not in _OPERATIONS or self.refuses(form) is not None:
             return False
         table = self.KERNELS.get(op)
         if table is not None and form.kind not in table and form.kind in sequence_kinds():
@@ -364,7 +365,7 @@ class Backend:
         """The function serving ``op`` for ``form`` (``KERNELS[op][form.kind]``; called as
         ``fn(backend, form, …)``), or the ``ParameterError`` of ``require`` where there is none."""
         fn = self.KERNELS[op].get(form.kind)
-        if fn is not None and self.accepts(form) and not hasattr(form, "layers"):
+        if fn is not None and self.refuses(form) is None and not hasattr(form, "layers"):
             return fn                          # a one-layer form: the table's answer is ``supports``'
         if fn is None or not self.supports(op, form):
             raise self.unsupported(op, form)
@@ -386,14 +387,17 @@ class Backend:
         """The one error for an operation this backend has no kernel for (one line): the backend,
         the operation, the form's kind and the kinds it does serve (from ``KERNELS``)."""
         table = self.KERNELS.get(op)
-        if table is None or op not in OPERATIONS:
+        why = self.refuses(form)
+        if why is not None:
+            serves = f" ({why})"
+        elif table is None or op not in OPERATIONS or (form.kind in table and not hasattr(form, "layers")):
             serves = ""
-        elif form.kind in table and (not self.accepts(form) or getattr(form, "layers", ())):
-            serves = " (not this one of its kind)"
+        elif form.kind in table:
+            serves = f" (not for each of its layers: {', '.join(f.kind for f in form.layers)})"
         else:
             serves = f" (its {op} serves {', '.join(sorted(table)) or 'no form'})"
-        return ParameterError("backend", f"{self.name} has no {op} for a {form.kind} form{serves}; "
-                                         f"use backend='numpy' or 'numba'")
+        others = " or ".join(f"backend={b!r}" for b in ("numpy", "numba") if b != self.name)
+        return ParameterError("backend", f"{self.name} has no {op} for a {form.kind} form{serves}; use {others}")
 
     # -------------------------------------------------------------- primitives
     def simulate(self, form, x, h0, *, stop: bool = True, dtype=np.float64):

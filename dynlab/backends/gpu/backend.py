@@ -110,10 +110,10 @@ class GPUBackend(Backend):
     def limits(self, value):
         self.__dict__["_limits"] = value
 
-    def accepts(self, form) -> bool:
-        """Not a form that steps by scipy's adaptive solvers (a CTRNN's ``fixed_step`` False): they
-        run on the host only, so no operation takes it here."""
-        return getattr(form, "fixed_step", True)
+    def refuses(self, form):
+        """A form that steps by scipy's adaptive solvers (a CTRNN's ``fixed_step`` False): they run
+        on the host only, so no operation takes it here."""
+        return None if getattr(form, "fixed_step", True) else f"scipy's {form.method} runs on the host only"
 
     def _simulated(self) -> bool:
         return self.__dict__.get("simulated", runtime().simulator)
@@ -653,7 +653,7 @@ def _jac_stack(be, form, x, s, eta, want_x):
     return stack(form, x, s, want_x, lambda f, xx, ss, e, w: be._layer_host(f, xx, ss, e, w))
 
 
-#: operation → {kind: kernel} (``Backend.kernel``; ``accepts`` refuses scipy's CTRNNs for every
+#: operation → {kind: kernel} (``Backend.kernel``; ``refuses`` names scipy's CTRNNs, for every
 #: operation).  ``sweep_gradients`` and ``partition_trace`` take S forms (or a ``TangentBatch``),
 #: not one: one implementation each, their tables saying which kinds they serve (``supports``);
 #: no training passes here (empty tables).  The operations without a table (the flow's and
