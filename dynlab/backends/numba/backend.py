@@ -405,19 +405,24 @@ def _lyapunov_irnn(be, form, x, h0, H, Q):
     return _lyapunov_qr(be, form, x, h0, H, Q)
 
 
-def _bptt(name):
-    """``bptt.<name>`` (read at call time) as a table kernel: (backend, form, *args) → name(*args)
-    for a backward pass (it reads the tape), name(form, *args) for a forward one."""
-    def forward(be, form, *args):
+def _bptt_forward(name):
+    """``bptt.<name>`` (read at call time: bptt imports on first use) as a table kernel:
+    (backend, form, x, h0) → name(form, x, h0)."""
+    def forward(be, form, x, h0):
         from . import bptt
 
-        return getattr(bptt, name)(form, *args)
+        return getattr(bptt, name)(form, x, h0)
+    return forward
 
-    def backward(be, form, *args):
+
+def _bptt_backward(name):
+    """``bptt.<name>`` as a table kernel: (backend, form, tape, ext) → name(tape, ext) (the tape
+    holds the form)."""
+    def backward(be, form, tape, ext):
         from . import bptt
 
-        return getattr(bptt, name)(*args)
-    return backward if name.startswith(("backward", "_backward")) else forward
+        return getattr(bptt, name)(tape, ext)
+    return backward
 
 
 def _reverse_cell(be, form, S, lam, incoming):
@@ -485,12 +490,12 @@ class NumbaBackend(Backend):
                       "lstm": _jac_gated("lstm"), "stack": _jac_stack},
         "gradient_flow": _all_kinds(_flow_chain, irnn=_flow_irnn),
         "lyapunov_logr": _all_kinds(_lyapunov_qr, irnn=_lyapunov_irnn),
-        "train_forward": {"cell": _bptt("forward_line"), "irnn": _bptt("forward_irnn"),
-                          "gru": _bptt("forward_layers"), "lstm": _bptt("forward_layers"),
-                          "stack": _bptt("forward_layers")},
-        "train_backward": {"cell": _bptt("backward_line"), "irnn": _bptt("_backward_irnn"),
-                           "gru": _bptt("backward_layers"), "lstm": _bptt("backward_layers"),
-                           "stack": _bptt("backward_layers")},
+        "train_forward": {"cell": _bptt_forward("forward_line"), "irnn": _bptt_forward("forward_irnn"),
+                          "gru": _bptt_forward("forward_layers"), "lstm": _bptt_forward("forward_layers"),
+                          "stack": _bptt_forward("forward_layers")},
+        "train_backward": {"cell": _bptt_backward("backward_line"), "irnn": _bptt_backward("_backward_irnn"),
+                           "gru": _bptt_backward("backward_layers"), "lstm": _bptt_backward("backward_layers"),
+                           "stack": _bptt_backward("backward_layers")},
         "reverse_cotangents": {"cell": _reverse_cell},
         "sweep_gradients": {"cell": _sweep_tangent, "irnn": _sweep_tangent},
         "partition_trace": {"cell": Backend.partition_trace, "stack": Backend.partition_trace},
