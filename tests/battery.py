@@ -187,8 +187,8 @@ def missing_models() -> list:
 ANALYSES = ("simulate", "jacobians", "gradient_norms", "lyapunov", "spectrum", "equilibrium", "fixed_points",
             "continuation", "convergence", "partition", "bptt", "implicit_equilibrium", "to_torch")
 #: Those that take ``backend=``: run on every available backend against the reference (numpy).
-BACKEND_ANALYSES = ("simulate", "jacobians", "gradient_norms", "lyapunov", "spectrum", "partition", "bptt",
-                    "implicit_equilibrium")
+BACKEND_ANALYSES = ("simulate", "jacobians", "gradient_norms", "lyapunov", "spectrum", "equilibrium", "fixed_points",
+                    "partition", "bptt", "implicit_equilibrium")
 #: The public function each analysis calls (``dynlab.<name>``).
 PUBLIC = {"simulate": "simulate", "jacobians": "jacobians", "gradient_norms": "gradient_norms",
           "lyapunov": "lyapunov", "spectrum": "spectrum", "equilibrium": "equilibrium",
@@ -243,7 +243,8 @@ NO_EQUILIBRIUM = {
 #: Pairs refused on one backend only: the GPU runs neither scipy's solvers nor the training passes
 #: (``GPUBackend.supports``).
 BACKEND_REFUSED = {
-    "cupy": ((BACKEND_ANALYSES, ("ctrnn-scipy",), "backend", "has no"),
+    "cupy": ((tuple(a for a in BACKEND_ANALYSES if a not in ("equilibrium", "fixed_points")), ("ctrnn-scipy",),
+              "backend", "has no"),      # a CTRNN's equilibria are its closed-form map's: host NumPy
              (("bptt",), (_ALL_BUT,), "backend", "has no train_forward")),
 }
 

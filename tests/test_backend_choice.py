@@ -337,3 +337,99 @@ def test_every_public_call_looks_the_backend_up_once(monkeypatch, name, backend)
     n = _count_lookups(monkeypatch)
     call(backend)
     assert n[0] == 1, f"{name}: {n[0]} registry look-ups"
+# ---------------------------------------------------------------- the kernel tables
+def _table_backends():
+    from dynlab.backends.gpu import GPUBackend
+    from dynlab.backends.numba import NumbaBackend
+    from dynlab.backends.reference import ReferenceBackend
+
+    return [ReferenceBackend(), NumbaBackend(), GPUBackend()]   # the GPU's tables need no device
+
+
+def test_the_backends_kinds_are_the_forms():
+    from dynlab.backends.base import SEQUENCE_KINDS
+    from dynlab.models.forms import FORMS
+
+    assert SEQUENCE_KINDS == frozenset(FORMS)
+
+
+def test_kernel_tables_are_keyed_by_operations_and_sequence_kinds():
+    from dynlab.backends.base import OPERATIONS, sequence_kinds
+
+    for be in _table_backends():
+        assert set(be.KERNELS) <= set(OPERATIONS), (be.name, set(be.KERNELS) - set(OPERATIONS))
+        for op, table in be.KERNELS.items():
+            assert set(table) <= sequence_kinds(), (be.name, op, set(table) - sequence_kinds())
+            assert all(callable(fn) for fn in table.values()), (be.name, op)
+
+
+def test_supports_and_kernel_read_the_tables():
+    """One lookup: ``kernel(op, form)`` is the table's entry where ``supports`` says yes, else the
+    one-line ParameterError naming the backend, the operation, the kind and the kinds served."""
+    import dynlab as dl
+
+    forms = [dl.make_model(name, 3, 2, seed=0).form() for name in ("rnn", "irnn", "gru", "lstm")]
+    forms += [dl.make_model("ctrnn", 3, 2, seed=0, method="euler").form(),
+              dl.make_model("stack", 3, 2, seed=0, cell="lstm", layers=2).form()]
+    for be in _table_backends():
+        for op, table in be.KERNELS.items():
+            for f in forms:
+                assert be.supports(op, f) == (f.kind in table and all(l.kind in table for l in getattr(f, "layers", ()))), \
+                    (be.name, op, f.kind)
+                if be.supports(op, f):
+                    assert be.kernel(op, f) is table[f.kind]
+                    continue
+                with pytest.raises(ParameterError) as err:
+                    be.kernel(op, f)
+                msg = str(err.value)
+                assert err.value.param == "backend" and "\n" not in msg
+                assert f"{be.name} has no {op} for a {f.kind} form" in msg, msg
+                if f.kind not in table:
+                    assert all(k in msg for k in table), msg
+
+
+def test_numba_tables_name_what_each_kind_runs():
+    """The numba backend's tables, as the tests elsewhere rely on them: training for every kind
+    but the CTRNN, the reverse pass and the partition for one-line cells (a stack of them for the
+    partition), the sweep's tangents for cells and iRNNs."""
+    from dynlab.backends.numba import NumbaBackend
+
+    K = NumbaBackend.KERNELS
+    assert set(K["train_forward"]) == set(K["train_backward"]) == {"cell", "irnn", "gru", "lstm", "stack"}
+    assert set(K["reverse_cotangents"]) == {"cell"} and set(K["partition_trace"]) == {"cell", "stack"}
+    assert set(K["sweep_gradients"]) == {"cell", "irnn"}
+    assert set(K["simulate"]) == set(K["jacobians"]) == set(K["gradient_flow"]) == {"cell", "irnn", "ctrnn", "gru",
+                                                                                   "lstm", "stack"}
+
+
+def test_gpu_refuses_scipy_ctrnn_for_every_operation_naming_the_method():
+    import dynlab as dl
+    from dynlab.backends.base import OPERATIONS
+    from dynlab.backends.gpu import GPUBackend
+
+    be = GPUBackend()
+    f = dl.make_model("ctrnn", 3, 2, seed=0, method="RK45").form()
+    assert not any(be.supports(op, f) for op in OPERATIONS)
+    with pytest.raises(ParameterError) as err:
+        be.kernel("simulate", f)
+    assert "cupy has no simulate for a ctrnn form" in str(err.value) and "RK45" in str(err.value)
+    assert be.supports("simulate", dl.make_model("ctrnn", 3, 2, seed=0, method="rk4").form())
+
+
+@pytest.mark.parametrize("name", ["numpy", "numba"])
+def test_gated_equilibria_run_their_step_jacobians_on_the_chosen_backend(monkeypatch, name):
+    from dynlab.backends import get_backend
+
+    g = dynlab.make_model("lstm", 3, 1, seed=2)
+    seen = []
+    for be in (get_backend("numpy"), get_backend("numba")):
+        orig = type(be).jacobians
+
+        def spy(self, *a, _orig=orig, **k):
+            seen.append(self.name)
+            return _orig(self, *a, **k)
+        monkeypatch.setattr(type(be), "jacobians", spy)
+    eq = dynlab.equilibrium(g, np.zeros(1), backend=name)
+    fp = dynlab.fixed_points(g, np.zeros(1), n_starts=4, seed=0, backend=name)
+    assert eq.attrs["backend"] == fp.attrs["backend"] == name
+    assert seen and set(seen) == {name}

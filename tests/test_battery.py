@@ -247,12 +247,19 @@ def check_equilibrium(case, m):
         for n in range(X.shape[0]):
             fixed(m, eq.h_eq.values[n:n + 1], X[n], f"equilibrium {n}")
     refused(lambda: dl.equilibrium(m, np.zeros(m.inputs + 1)), "x", "")
+    for be in OTHERS:     # a step map's Jacobians on that backend; a closed-form map is host NumPy
+        ds = dl.equilibrium(m, X, backend=be)
+        close(ds.h_eq.values, eq.h_eq.values, 1e-10, f"{be}: h_eq")
+        assert ds.attrs["backend"] == (be if m.form().kind in ("gru", "lstm", "stack") else "numpy")
 
 
 def check_fixed_points(case, m):
     xin = _data(case, m)[0][0, 0]
     fp = dl.fixed_points(m, xin, n_starts=6, trajectory_steps=10, seed=0)
     contract(fp, m, None, "fixed_points")
+    for be in OTHERS:
+        other = dl.fixed_points(m, xin, n_starts=6, trajectory_steps=10, seed=0, backend=be)
+        close(other.h_eq.values, fp.h_eq.values, 1e-9, f"{be}: fixed points")
     refused(lambda: dl.fixed_points(m, xin, n_starts=0), "n_starts", "")
     roots = fp.h_eq.values[fp.kind.values == 1]
     assert len(roots) == fp.attrs["n_roots"]
@@ -417,8 +424,8 @@ def _call(analysis, m, backend):
         "gradient_norms": lambda: dl.gradient_norms(m, x, backend=backend),
         "lyapunov": lambda: dl.lyapunov(m, x, backend=backend),
         "spectrum": lambda: dl.spectrum(m, x, backend=backend),
-        "equilibrium": lambda: dl.equilibrium(m, x[0, 0]),
-        "fixed_points": lambda: dl.fixed_points(m, x[0, 0], n_starts=2),
+        "equilibrium": lambda: dl.equilibrium(m, x[0, 0], backend=backend),
+        "fixed_points": lambda: dl.fixed_points(m, x[0, 0], n_starts=2, backend=backend),
         "continuation": lambda: dl.continuation(m, "x0", -0.5, 0.5, max_points=3),
         "convergence": lambda: dl.convergence(m, x[0, 0], K_max=2),
         "partition": lambda: dl.partition(m, x, backend=backend),

@@ -107,7 +107,7 @@ def _sweep():
 CASES = [
     ("loss_and_grads: taped forward", "dynlab.backends.numba.bptt", "_forward_irnn", _loss_and_grads),
     ("backward: BPTT", "dynlab.backends.numba.bptt", "_backward_irnn", _backward),
-    ("train_model: each iteration", "dynlab.backends.numba.bptt", "forward", _train_model),
+    ("train_model: each iteration", "dynlab.backends.numba.bptt", "forward_irnn", _train_model),
     ("train_implicit: each iteration", "dynlab.analysis.implicit", "implicit_vjp", _train_implicit),
     ("spectrum: eigenvalues", "dynlab.analysis.spectra", "flow_eigenvalues",
      lambda: (lambda m=_irnn(), x=_walk(): dl.spectrum(m, x))),
@@ -115,7 +115,7 @@ CASES = [
      lambda: (lambda m=_irnn(), x=_walk(): dl.lyapunov(m, x))),
     ("gradient_norms: J_t and backward pass", "dynlab.backends.numba.flow.BackwardChain", "feed",
      lambda: (lambda m=_irnn(), x=_walk(): dl.gradient_norms(m, x))),
-    ("jacobians: J_t", "dynlab.backends.numba.backend.NumbaBackend", "_loop_jacobians",
+    ("jacobians: J_t", "dynlab.backends.numba.backend", "_jac_loops",
      lambda: (lambda m=_irnn(), x=_walk(): dl.jacobians(m, x))),
     ("equilibrium: Newton", "dynlab.analysis.equilibria", "run_solver",
      lambda: (lambda m=_irnn(): dl.equilibrium(m, np.linspace(-1, 1, 5)[:, None]))),

@@ -43,6 +43,15 @@ chunk of steps at a time (at most ``config.JACOBIAN_CHUNK_ENTRIES`` Jacobian ent
 A backend runs a public call inside ``with backend:`` (its execution policy, e.g. the numba
 backend's BLAS threads) and says with ``supports(op, form)`` whether it has an operation for a
 form; analyses ask, never branch on a backend's name.
+
+Which kernel serves a form is a table lookup, as scipy's ``METHODS`` table serves ``solve_ivp``:
+a backend's ``KERNELS`` maps an operation to ``{form kind: kernel}``, a kernel being a function
+``(backend, form, …)`` — the kernel's host side, or a small adapter that picks among one kind's
+kernels by size.  ``kernel(op, form)`` is the one lookup, and the one ``ParameterError`` (naming
+the backend, the operation, the kind and the kinds it serves) for a kind it has no kernel for;
+``supports`` and ``require`` read the same tables.  An operation without a table takes no form
+(``backward_norms``, ``tangent_qr``, ``forward_tangent``, ``implicit_solve``) or is served for
+every form by one implementation (the composites below, where a backend has no table for them).
 """
 from __future__ import annotations
 
@@ -58,6 +67,9 @@ from ..errors import ParameterError
 OPERATIONS = ("simulate", "jacobians", "backward_norms", "tangent_qr", "forward_tangent", "gradient_flow",
               "lyapunov_logr", "sweep_gradients", "partition_trace", "reverse_cotangents", "implicit_solve",
               "train_forward", "train_backward")
+
+
+_OPERATIONS = frozenset(OPERATIONS)
 
 
 def previous_states(h0, H, lo: int, hi: int) -> np.ndarray:
@@ -255,6 +267,26 @@ class Arena:
         return a
 
 
+#: The kinds of the sequence forms, the keys of the kernel tables: the vocabulary the backends and
+#: ``dynlab.models.forms`` share (a test holds it equal to ``forms.FORMS``; the backends, below
+#: the models, do not import them).
+SEQUENCE_KINDS = frozenset(("cell", "irnn", "ctrnn", "gru", "lstm", "stack"))
+
+
+def sequence_kinds():
+    """``SEQUENCE_KINDS``.  ``supports`` answers from the tables for these only: a form of another
+    kind (an implicit network's) is not a sequence model, which the analyses refuse naming ``model``."""
+    return SEQUENCE_KINDS
+
+
+def step_eta(form, B: int, lo: int, hi: int):
+    """The per-point η (B·(hi − lo), K) of the times lo+1 … hi of B sequences, for an iRNN whose η
+    varies over time; None for every other form (its Jacobians take the form's own)."""
+    if form.kind == "irnn" and form.eta.shape[0] > 1:
+        return form.eta_rows(np.tile(np.arange(lo, hi, dtype=np.int64), B))
+    return None
+
+
 def chunk_steps(B: int, n: int, T: int) -> int:
     """Time steps per chunk of Jacobians: B·m·n² ≤ ``config.JACOBIAN_CHUNK_ENTRIES``."""
     return int(max(1, min(T, config.JACOBIAN_CHUNK_ENTRIES // max(1, B * n * n))))
@@ -308,9 +340,33 @@ class Backend:
     def release_tape_memory(self) -> None:
         """Let go of tape memory kept for reuse (nothing by default)."""
 
+    #: The kernel tables (module docstring): operation → {form kind: function (backend, form, …)}.
+    KERNELS: dict = {}
+
+    def refuses(self, form):
+        """Why this backend runs no operation at all on ``form`` (a few words), or None: it may
+        (None by default; the tables then say which operations)."""
+        return None
+
     def supports(self, op: str, form) -> bool:
-        """Whether this backend has operation ``op`` for ``form``."""
-        return op in OPERATIONS
+        """Whether this backend has operation ``op`` for ``form``: read from ``KERNELS`` (a kind in
+        the operation's table, or an operation without a table), for a stack every layer too."""
+        if op not in _OPERATIONS or self.refuses(form) is not None:
+            return False
+        table = self.KERNELS.get(op)
+        if table is not None and form.kind not in table and form.kind in sequence_kinds():
+            return False
+        return all(self.supports(op, f) for f in getattr(form, "layers", ()))
+
+    def kernel(self, op: str, form):
+        """The function serving ``op`` for ``form`` (``KERNELS[op][form.kind]``; called as
+        ``fn(backend, form, …)``), or the ``ParameterError`` of ``require`` where there is none."""
+        fn = self.KERNELS[op].get(form.kind)
+        if fn is not None and self.refuses(form) is None and not hasattr(form, "layers"):
+            return fn                          # a one-layer form: the table's answer is ``supports``'
+        if fn is None or not self.supports(op, form):
+            raise self.unsupported(op, form)
+        return fn
 
     def sweep_region_size(self, hidden: int, steps: int, inner: int = 1):
         """Settings per region of a batched sweep whose largest setting has state size
@@ -322,8 +378,23 @@ class Backend:
     def require(self, op: str, form) -> None:
         """A ParameterError naming ``backend`` when ``op`` is not available for ``form`` here."""
         if not self.supports(op, form):
-            raise ParameterError("backend", f"{self.name} has no {op} for a {form.kind} form; "
-                                            f"use backend='numpy' or 'numba'")
+            raise self.unsupported(op, form)
+
+    def unsupported(self, op: str, form) -> ParameterError:
+        """The one error for an operation this backend has no kernel for (one line): the backend,
+        the operation, the form's kind and the kinds it does serve (from ``KERNELS``)."""
+        table = self.KERNELS.get(op)
+        why = self.refuses(form)
+        if why is not None:
+            serves = f" ({why})"
+        elif table is None or op not in OPERATIONS or (form.kind in table and not hasattr(form, "layers")):
+            serves = ""
+        elif form.kind in table:
+            serves = f" (not for each of its layers: {', '.join(f.kind for f in form.layers)})"
+        else:
+            serves = f" (its {op} serves {', '.join(sorted(table)) or 'no form'})"
+        others = " or ".join(f"backend={b!r}" for b in ("numpy", "numba") if b != self.name)
+        return ParameterError("backend", f"{self.name} has no {op} for a {form.kind} form{serves}; use {others}")
 
     # -------------------------------------------------------------- primitives
     def simulate(self, form, x, h0, *, stop: bool = True, dtype=np.float64):
@@ -429,10 +500,8 @@ class Backend:
         n = form.state_size
         m = hi - lo
         hprev = previous_states(h0, H, lo, hi).reshape(B * m, n)
-        eta = None
-        if form.kind == "irnn" and form.eta.shape[0] > 1:
-            eta = form.eta_rows(np.tile(np.arange(lo, hi, dtype=np.int64), B))
-        J, _, _ = self.jacobians(form, np.ascontiguousarray(x[:, lo:hi]).reshape(B * m, d), hprev, eta=eta)
+        J, _, _ = self.jacobians(form, np.ascontiguousarray(x[:, lo:hi]).reshape(B * m, d), hprev,
+                                 eta=step_eta(form, B, lo, hi))
         return J.reshape(B, m, n, n)
 
     def flow_chunk_steps(self, B: int, n: int, T: int) -> int:

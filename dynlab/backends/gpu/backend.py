@@ -25,7 +25,7 @@ import threading
 import numpy as np
 
 from ...errors import ParameterError
-from ..base import Backend, as_tangent_batch, previous_states
+from ..base import Backend, as_tangent_batch, previous_states, step_eta
 from .device import free_bytes, runtime, to_device, to_host
 from .limits import Launch, check_launch, device_limits
 
@@ -38,6 +38,10 @@ def _pow2(n: int) -> int:
 #: g and three stage vectors (CTRNN), h, h', c (GRU/LSTM).
 _SIM_VECTORS = {"cell": 2, "irnn": 3, "ctrnn": 4, "gru": 3, "lstm": 3}
 _SIM_KERNEL = {"cell": "sim_cell", "irnn": "sim_irnn", "ctrnn": "sim_ctrnn", "gru": "sim_gated", "lstm": "sim_gated"}
+#: The Jacobian kernels by kind (``_plan_jacobians``): (kernel, state size in units of D, vectors
+#: of D in shared memory, tangent iterates D × w — in shared memory when they fit, else scratch).
+_JAC_SHAPE = {"cell": ("jac_cell", 1, 2, 0), "gru": ("jac_gated", 1, 6, 0), "lstm": ("jac_gated", 2, 6, 0),
+              "irnn": ("jac_irnn", 1, 5, 2), "ctrnn": ("jac_ctrnn", 1, 7, 4)}
 
 
 class GPUBackend(Backend):
@@ -106,18 +110,10 @@ class GPUBackend(Backend):
     def limits(self, value):
         self.__dict__["_limits"] = value
 
-    def supports(self, op: str, form) -> bool:
-        if op in ("train_forward", "train_backward"):
-            return False
-        if form.kind == "stack":
-            return all(self.supports(op, f) for f in form.layers)
-        if form.kind == "ctrnn" and not form.fixed_step:
-            return False                       # scipy's adaptive solvers run on the host only
-        if op in ("partition_trace", "reverse_cotangents"):
-            return form.kind == "cell"
-        if op == "sweep_gradients":
-            return form.kind in ("cell", "irnn")
-        return super().supports(op, form)
+    def refuses(self, form):
+        """A form that steps by scipy's adaptive solvers (a CTRNN's ``fixed_step`` False): they run
+        on the host only, so no operation takes it here."""
+        return None if getattr(form, "fixed_step", True) else f"scipy's {form.method} runs on the host only"
 
     def _simulated(self) -> bool:
         return self.__dict__.get("simulated", runtime().simulator)
@@ -169,16 +165,14 @@ class GPUBackend(Backend):
     def _plan_jacobians(self, kind: str, N: int, D: int, d: int, want_x: bool):
         """(Launch, msh, nmat): the iRNN's and CTRNN's nmat tangent iterates (D × w) in shared memory
         when ``msh``, else in a per-block global scratch."""
-        n = 2 * D if kind == "lstm" else D
+        name, width, nvec, nmat = _JAC_SHAPE[kind]
         blocks = self._blocks(N)
-        threads = self._threads(n * n)
-        if kind in ("cell", "gru", "lstm"):
-            name = "jac_cell" if kind == "cell" else "jac_gated"
-            return Launch(name, blocks, threads, 8 * (2 if kind == "cell" else 6) * D), True, 0
+        threads = self._threads((width * D) ** 2)
+        if not nmat:
+            return Launch(name, blocks, threads, 8 * nvec * D), True, 0
         w = D + d if want_x else D
-        nmat, nvec = (2, 5) if kind == "irnn" else (4, 7)
         msh = self._fits(8 * (nvec * D + nmat * D * w))
-        return Launch(f"jac_{kind}", blocks, threads, 8 * (nvec * D + (nmat * D * w if msh else 0))), msh, nmat
+        return Launch(name, blocks, threads, 8 * (nvec * D + (nmat * D * w if msh else 0))), msh, nmat
 
     def _plan_products(self, B: int, n: int):
         """(Launch, psh): P, P' (n² each) in shared memory when ``psh``, else global scratch."""
@@ -243,77 +237,14 @@ class GPUBackend(Backend):
 
     # --------------------------------------------------------------- simulate
     def simulate(self, form, x, h0, *, stop: bool = True, dtype=np.float64):
-        self.require("simulate", form)
-        dt = np.dtype(dtype)
-        if form.kind == "stack":
-            H, bad, path = self._stack_dev(form, to_device(x), to_device(h0), stop, dt)
-        else:
-            H, bad, _, path = self._simulate_dev(form, to_device(x), to_device(h0), stop, dt, False)
+        H, bad, _, path = self._simulate_dev(form, to_device(x), to_device(h0), stop, np.dtype(dtype), False)
         return self._result(H), self._result(bad), path
 
-    def _stack_dev(self, form, x, h0, stop, dt):
-        """A stack layer by layer (``Backend.simulate_layers``), every layer's states on the device."""
-        xp = runtime().xp
-        o = form.offsets
-        inp = x
-        Hs, bad, path = [], None, None
-        for ell, layer in enumerate(form.layers):
-            H, b, _, path = self._simulate_dev(layer, inp, xp.ascontiguousarray(h0[:, int(o[ell]):int(o[ell + 1])]),
-                                               stop, dt, False)
-            Hs.append(H)
-            bad = b if bad is None else xp.minimum(bad, b)
-            inp = xp.ascontiguousarray(H[:, :, layer.output], dtype=np.float64)
-        return xp.concatenate(Hs, axis=2), bad, path
-
     def _simulate_dev(self, form, x, h0, stop, dt, want_z):
-        """States of a one-layer form on the device: (H (B, T, n), bad (B,), Z or None, path)."""
-        xp = runtime().xp
-        from .kernels import kernels
+        """States of a form on the device: (H (B, T, n), bad (B,), Z or None, path) (``KERNELS``)."""
+        return self.kernel("simulate", form)(self, form, x, h0, stop, dt, want_z)
 
-        kn = kernels(dt)
-        ft = dt.type
-        B, T, _ = x.shape
-        D = form.hidden
-        n = form.state_size
-        H = xp.empty((B, T, n), dtype=dt)
-        bad = xp.empty(B, dtype=np.int64)
-        Z = xp.full((B, T, D), np.nan, dtype=dt) if want_z else xp.empty((1, 1, 1), dtype=dt)
-        h0c = xp.ascontiguousarray(h0, dtype=dt)
-        G = 1 if form.kind in ("cell", "irnn", "ctrnn") else form.gates
-        path = "fused"
-        if form.kind in ("gru", "lstm"):
-            GI = xp.ascontiguousarray(xp.matmul(x.astype(dt), to_device(form.W_ih, dt).T) + to_device(form.b_ih, dt))
-            if B >= self.GATED_GEMM_MIN_BATCH:
-                self._gated_steps(form, GI, h0c, stop, dt, H, bad)
-                path = "gemm+gates"
-            else:
-                launch, per, wsh = self._plan_simulate(form.kind, B, D, G, dt.itemsize)
-                WT = to_device(np.ascontiguousarray(form.W_hh.T).ravel(), dt)
-                self._launch(kn.sim_gated, launch.blocks, launch.threads, launch.shared, WT, GI,
-                             to_device(form.b_hh, dt), h0c, form.kind == "lstm", form.act_id, ft(form.leak),
-                             bool(stop), per, wsh, H, bad)
-        else:
-            launch, per, wsh = self._plan_simulate(form.kind, B, D, G, dt.itemsize)
-            args = (launch.blocks, launch.threads, launch.shared)
-            C = xp.ascontiguousarray((xp.matmul(x, to_device(form.W).T) + to_device(form.b)).astype(dt))
-            if form.kind == "cell":
-                RT = to_device(np.ascontiguousarray(form.R.T).ravel(), dt)
-                self._launch(kn.sim_cell, *args, RT, C, h0c, ft(form.a), ft(form.gain), form.act_id, ft(form.leak),
-                             bool(stop), per, wsh, H, Z, bad)
-            elif form.kind == "irnn":
-                UT = to_device(np.ascontiguousarray(form.U.T).ravel(), dt)
-                self._launch(kn.sim_irnn, *args, UT, C, h0c, to_device(form.eta, dt), ft(form.alpha), int(form.K),
-                             bool(form.g0prev), ft(form.sign), form.act_id, ft(form.leak), bool(stop), per, wsh, H, bad)
-            else:
-                UT = to_device(np.ascontiguousarray(form.U.T).ravel(), dt)
-                self._launch(kn.sim_ctrnn, *args, UT, C, h0c, ft(form.tau), ft(form.alpha),
-                             ft(form.dt / form.substeps), int(form.substeps), form.method == "rk4", form.act_id,
-                             ft(form.leak), bool(stop), per, wsh, H, bad)
-        if stop:  # rows from a sequence's failure on stay NaN, as the reference leaves them
-            H[xp.arange(T)[None, :] >= bad[:, None]] = np.nan
-        return H, bad, (Z if want_z else None), path
-
-    def _gated_steps(self, form, GI, h0c, stop, dt, H, bad):
+    def _gated_steps(self, form, lstm, GI, h0c, stop, dt, H, bad):
         """GRU/LSTM forward for a large batch: per step one GEMM Q = h_{t−1} W_hhᵀ over the batch
         (cuBLAS through CuPy's ``matmul``; NumPy's under the simulator) and one ``gate_step`` launch."""
         xp = runtime().xp
@@ -321,7 +252,6 @@ class GPUBackend(Backend):
 
         B, T, _ = H.shape
         D = form.hidden
-        lstm = form.kind == "lstm"
         WT = to_device(np.ascontiguousarray(form.W_hh.T), dt)               # (D, G·D)
         bhh = to_device(form.b_hh, dt)
         hc = h0c[:, :D].copy()          # the state buffers are written: never the caller's h0
@@ -340,63 +270,13 @@ class GPUBackend(Backend):
 
     # -------------------------------------------------------------- jacobians
     def jacobians(self, form, x, hprev, *, eta=None, inputs: bool = False):
-        self.require("jacobians", form)
-        if form.kind == "stack":
-            J, Jx, _ = self._layer_host(form, x, hprev, eta, inputs)
-            return J, Jx, "fused"
-        J, Jx, _ = self._jac_dev(form, to_device(x), to_device(hprev), eta, inputs)
+        J, Jx, _ = self.kernel("jacobians", form)(self, form, x, hprev, eta, inputs)
         return self._result(J), (self._result(Jx) if inputs else None), "fused"
 
     def _layer_host(self, form, x, s, eta, want_x):
-        """(J, Jx or None, s') of one form at N points as NumPy arrays (a stack composed from its
-        layers' kernels by ``reference.jacobians.stack``)."""
-        if form.kind == "stack":
-            from ..reference.jacobians import stack
-
-            return stack(form, x, s, want_x, lambda f, xx, ss, e, w: self._layer_host(f, xx, ss, e, w))
-        J, Jx, snew = self._jac_dev(form, to_device(x), to_device(s), eta, want_x)
+        """(J, Jx or None, s') of a form at N points as NumPy arrays."""
+        J, Jx, snew = self.kernel("jacobians", form)(self, form, x, s, eta, want_x)
         return to_host(J), (to_host(Jx) if want_x else None), (None if snew is None else to_host(snew))
-
-    def _jac_dev(self, form, X, Hp, eta, want_x):
-        """(J, Jx, s' or None) of a one-layer form at the N points (X (N, d), Hp (N, n)) on the device."""
-        xp = runtime().xp
-        from .kernels import kernels
-
-        kn = kernels(np.float64)
-        N, n = Hp.shape
-        D = form.hidden
-        d = form.inputs
-        J = xp.empty((N, n, n))
-        Jx = xp.empty((N, n, d)) if want_x else xp.empty((1, 1, 1))
-        snew = None
-        launch, msh, nmat = self._plan_jacobians(form.kind, N, D, d, want_x)
-        args = (launch.blocks, launch.threads, launch.shared)
-        f64 = np.float64
-        if form.kind == "cell":
-            snew = xp.empty((N, D))
-            self._launch(kn.jac_cell, *args, to_device(form.R), to_device(form.W), to_device(form.b), f64(form.a),
-                         f64(form.gain), form.act_id, f64(form.leak), X, Hp, bool(want_x), J, Jx, snew)
-        elif form.kind in ("gru", "lstm"):
-            snew = xp.empty((N, n))
-            GI = xp.ascontiguousarray(xp.matmul(X, to_device(form.W_ih).T) + to_device(form.b_ih))
-            if form.kind == "lstm":
-                J[...] = 0.0
-            self._launch(kn.jac_gated, *args, to_device(form.W_ih), to_device(form.W_hh), GI, to_device(form.b_hh),
-                         form.kind == "lstm", form.act_id, f64(form.leak), Hp, bool(want_x), J, Jx, snew)
-        else:
-            w = D + d if want_x else D
-            scratch = xp.empty((1, nmat, 1)) if msh else xp.empty((launch.blocks, nmat, D * w))
-            if form.kind == "irnn":
-                E = to_device(np.broadcast_to(form.eta[0], (N, form.K)) if eta is None else eta)
-                self._launch(kn.jac_irnn, *args, to_device(form.U), to_device(form.W), to_device(form.b), E,
-                             f64(form.alpha), int(form.K), bool(form.g0prev), f64(form.sign), form.act_id,
-                             f64(form.leak), X, Hp, bool(want_x), scratch, bool(msh), J, Jx)
-            else:
-                self._launch(kn.jac_ctrnn, *args, to_device(form.U), to_device(form.W), to_device(form.b),
-                             f64(form.tau), f64(form.alpha), f64(form.dt / form.substeps), int(form.substeps),
-                             form.method == "rk4", form.act_id, f64(form.leak), X, Hp, bool(want_x), scratch,
-                             bool(msh), J, Jx)
-        return J, (Jx if want_x else None), snew
 
     def flow_jacobians(self, form, x, h0, H, lo, hi):
         """J_t for t = lo+1 … hi along a trajectory, left on the device for this backend's own
@@ -408,14 +288,8 @@ class GPUBackend(Backend):
         m = hi - lo
         hprev = previous_states(h0, H, lo, hi).reshape(B * m, n)
         X = np.ascontiguousarray(x[:, lo:hi]).reshape(B * m, d)
-        if form.kind == "stack":
-            J = to_device(self._layer_host(form, X, hprev, None, False)[0])
-        else:
-            eta = None
-            if form.kind == "irnn" and form.eta.shape[0] > 1:
-                eta = form.eta_rows(np.tile(np.arange(lo, hi, dtype=np.int64), B))
-            J = self._jac_dev(form, to_device(X), to_device(hprev), eta, False)[0]
-        return J.reshape(B, m, n, n)
+        J = self.kernel("jacobians", form)(self, form, X, hprev, step_eta(form, B, lo, hi), False)[0]
+        return to_device(J).reshape(B, m, n, n)
 
     # ------------------------------------------------------- norms, QR steps
     def top_singular(self, M):
@@ -525,7 +399,7 @@ class GPUBackend(Backend):
         """Layer by layer on the device; the pre-activations Z are the kernel's own z_t (the
         values whose signs are the partition codes)."""
         for f in forms:
-            self.require("partition_trace", f)
+            self.require("partition_trace", f)       # the layers: one-line cells (``KERNELS``)
         out = []
         inp = to_device(x)
         for f, h0 in zip(forms, h0s):
@@ -595,5 +469,205 @@ class GPUBackend(Backend):
         return auto_newton(A, C, act, leak, tol, steps, dt, Z0, to_host(Zd), res, to_host(its), res <= tol,
                            to_host(rate), flow=flow)
 
+
+
+# ================================================================== the kernel tables' adapters
+def _on_device(launch):
+    """The ``simulate`` adapter of a one-layer kind: the state arrays on the device, then
+    ``launch(be, form, x, h0, stop, dt, H, bad, Z)`` → path (the kind's kernels), then the rows from
+    a sequence's failure on NaN, as the reference leaves them."""
+    def simulate(be, form, x, h0, stop, dt, want_z):
+        xp = runtime().xp
+        B, T, _ = x.shape
+        H = xp.empty((B, T, form.state_size), dtype=dt)
+        bad = xp.empty(B, dtype=np.int64)
+        Z = xp.full((B, T, form.hidden), np.nan, dtype=dt) if want_z else xp.empty((1, 1, 1), dtype=dt)
+        path = launch(be, form, x, xp.ascontiguousarray(h0, dtype=dt), stop, dt, H, bad, Z)
+        if stop:
+            H[xp.arange(T)[None, :] >= bad[:, None]] = np.nan
+        return H, bad, (Z if want_z else None), path
+    return simulate
+
+
+def _drive(form, x, dt):
+    """The drives C = x Wᵀ + b of a one-line kind on the device, in ``dt``."""
+    xp = runtime().xp
+    return xp.ascontiguousarray((xp.matmul(x, to_device(form.W).T) + to_device(form.b)).astype(dt))
+
+
+def _flat_T(a, dt):
+    """aᵀ raveled, on the device in ``dt`` (the simulation kernels' weight layout)."""
+    return to_device(np.ascontiguousarray(a.T).ravel(), dt)
+
+
+def _sim_cell(be, form, x, h0c, stop, dt, H, bad, Z):
+    from .kernels import kernels
+
+    ft = dt.type
+    launch, per, wsh = be._plan_simulate(form.kind, x.shape[0], form.hidden, 1, dt.itemsize)
+    be._launch(kernels(dt).sim_cell, launch.blocks, launch.threads, launch.shared, _flat_T(form.R, dt),
+               _drive(form, x, dt), h0c, ft(form.a), ft(form.gain), form.act_id, ft(form.leak), bool(stop), per, wsh,
+               H, Z, bad)
+    return "fused"
+
+
+def _sim_irnn(be, form, x, h0c, stop, dt, H, bad, Z):
+    from .kernels import kernels
+
+    ft = dt.type
+    launch, per, wsh = be._plan_simulate(form.kind, x.shape[0], form.hidden, 1, dt.itemsize)
+    be._launch(kernels(dt).sim_irnn, launch.blocks, launch.threads, launch.shared, _flat_T(form.U, dt),
+               _drive(form, x, dt), h0c, to_device(form.eta, dt), ft(form.alpha), int(form.K), bool(form.g0prev),
+               ft(form.sign), form.act_id, ft(form.leak), bool(stop), per, wsh, H, bad)
+    return "fused"
+
+
+def _sim_ctrnn(be, form, x, h0c, stop, dt, H, bad, Z):
+    from .kernels import kernels
+
+    ft = dt.type
+    launch, per, wsh = be._plan_simulate(form.kind, x.shape[0], form.hidden, 1, dt.itemsize)
+    be._launch(kernels(dt).sim_ctrnn, launch.blocks, launch.threads, launch.shared, _flat_T(form.U, dt),
+               _drive(form, x, dt), h0c, ft(form.tau), ft(form.alpha), ft(form.dt / form.substeps),
+               int(form.substeps), form.method == "rk4", form.act_id, ft(form.leak), bool(stop), per, wsh, H, bad)
+    return "fused"
+
+
+def _sim_gated(lstm: bool):
+    """GRU (``lstm`` False) / LSTM: from ``GATED_GEMM_MIN_BATCH`` sequences on a GEMM and a
+    ``gate_step`` launch per step (``_gated_steps``), below the fused ``sim_gated``."""
+    def launch_(be, form, x, h0c, stop, dt, H, bad, Z):
+        xp = runtime().xp
+        from .kernels import kernels
+
+        B = x.shape[0]
+        GI = xp.ascontiguousarray(xp.matmul(x.astype(dt), to_device(form.W_ih, dt).T) + to_device(form.b_ih, dt))
+        if B >= be.GATED_GEMM_MIN_BATCH:
+            be._gated_steps(form, lstm, GI, h0c, stop, dt, H, bad)
+            return "gemm+gates"
+        launch, per, wsh = be._plan_simulate(form.kind, B, form.hidden, form.gates, dt.itemsize)
+        be._launch(kernels(dt).sim_gated, launch.blocks, launch.threads, launch.shared, _flat_T(form.W_hh, dt), GI,
+                   to_device(form.b_hh, dt), h0c, lstm, form.act_id, dt.type(form.leak), bool(stop), per, wsh, H,
+                   bad)
+        return "fused"
+    return launch_
+
+
+def _sim_stack(be, form, x, h0, stop, dt, want_z):
+    """A stack layer by layer (``Backend.simulate_layers``), every layer's states on the device."""
+    xp = runtime().xp
+    o = form.offsets
+    inp = x
+    Hs, bad, path = [], None, None
+    for ell, layer in enumerate(form.layers):
+        H, b, _, path = be._simulate_dev(layer, inp, xp.ascontiguousarray(h0[:, int(o[ell]):int(o[ell + 1])]),
+                                         stop, dt, False)
+        Hs.append(H)
+        bad = b if bad is None else xp.minimum(bad, b)
+        inp = xp.ascontiguousarray(H[:, :, layer.output], dtype=np.float64)
+    return xp.concatenate(Hs, axis=2), bad, None, path
+
+
+def _jac_device(launch):
+    """The ``jacobians`` adapter of a one-layer kind: (J, Jx or None, s' or None) on the device at
+    the N points (x (N, d), s (N, n), host or device arrays); ``launch(be, form, X, Hp, eta, want_x,
+    J, Jx, plan)`` the kind's kernel, → s' or None."""
+    def jac(be, form, x, s, eta, want_x):
+        xp = runtime().xp
+        X, Hp = to_device(x), to_device(s)
+        N, n = Hp.shape
+        J = xp.empty((N, n, n))
+        Jx = xp.empty((N, n, form.inputs)) if want_x else xp.empty((1, 1, 1))
+        snew = launch(be, form, X, Hp, eta, want_x, J, Jx, be._plan_jacobians(form.kind, N, form.hidden, form.inputs,
+                                                                             want_x))
+        return J, (Jx if want_x else None), snew
+    return jac
+
+
+def _scratch(plan, D, w):
+    """The tangent iterates' per-block global scratch (a dummy when they are in shared memory)."""
+    launch, msh, nmat = plan
+    return runtime().xp.empty((1, nmat, 1)) if msh else runtime().xp.empty((launch.blocks, nmat, D * w))
+
+
+def _jac_cell(be, form, X, Hp, eta, want_x, J, Jx, plan):
+    from .kernels import kernels
+
+    f64 = np.float64
+    launch = plan[0]
+    snew = runtime().xp.empty((Hp.shape[0], form.hidden))
+    be._launch(kernels(f64).jac_cell, launch.blocks, launch.threads, launch.shared, to_device(form.R), to_device(form.W),
+               to_device(form.b), f64(form.a), f64(form.gain), form.act_id, f64(form.leak), X, Hp, bool(want_x), J,
+               Jx, snew)
+    return snew
+
+
+def _jac_gated(lstm: bool):
+    def launch_(be, form, X, Hp, eta, want_x, J, Jx, plan):
+        xp = runtime().xp
+        from .kernels import kernels
+
+        launch = plan[0]
+        snew = xp.empty(Hp.shape)
+        GI = xp.ascontiguousarray(xp.matmul(X, to_device(form.W_ih).T) + to_device(form.b_ih))
+        if lstm:
+            J[...] = 0.0
+        be._launch(kernels(np.float64).jac_gated, launch.blocks, launch.threads, launch.shared, to_device(form.W_ih),
+                   to_device(form.W_hh), GI, to_device(form.b_hh), lstm, form.act_id, np.float64(form.leak), Hp,
+                   bool(want_x), J, Jx, snew)
+        return snew
+    return launch_
+
+
+def _jac_irnn(be, form, X, Hp, eta, want_x, J, Jx, plan):
+    from .kernels import kernels
+
+    f64 = np.float64
+    launch, msh, _ = plan
+    D = form.hidden
+    E = to_device(np.broadcast_to(form.eta[0], (Hp.shape[0], form.K)) if eta is None else eta)
+    be._launch(kernels(f64).jac_irnn, launch.blocks, launch.threads, launch.shared, to_device(form.U),
+               to_device(form.W), to_device(form.b), E, f64(form.alpha), int(form.K), bool(form.g0prev),
+               f64(form.sign), form.act_id, f64(form.leak), X, Hp, bool(want_x),
+               _scratch(plan, D, D + form.inputs if want_x else D), bool(msh), J, Jx)
+    return None
+
+
+def _jac_ctrnn(be, form, X, Hp, eta, want_x, J, Jx, plan):
+    from .kernels import kernels
+
+    f64 = np.float64
+    launch, msh, _ = plan
+    D = form.hidden
+    be._launch(kernels(f64).jac_ctrnn, launch.blocks, launch.threads, launch.shared, to_device(form.U),
+               to_device(form.W), to_device(form.b), f64(form.tau), f64(form.alpha), f64(form.dt / form.substeps),
+               int(form.substeps), form.method == "rk4", form.act_id, f64(form.leak), X, Hp, bool(want_x),
+               _scratch(plan, D, D + form.inputs if want_x else D), bool(msh), J, Jx)
+    return None
+
+
+def _jac_stack(be, form, x, s, eta, want_x):
+    """A stack composed from its layers' kernels (``reference.jacobians.stack``), as NumPy arrays."""
+    from ..reference.jacobians import stack
+
+    return stack(form, x, s, want_x, lambda f, xx, ss, e, w: be._layer_host(f, xx, ss, e, w))
+
+
+#: operation → {kind: kernel} (``Backend.kernel``; ``refuses`` names scipy's CTRNNs, for every
+#: operation).  ``sweep_gradients`` and ``partition_trace`` take S forms (or a ``TangentBatch``),
+#: not one: one implementation each, their tables saying which kinds they serve (``supports``);
+#: no training passes here (empty tables).  The operations without a table (the flow's and
+#: Lyapunov's composites, the accumulators, ``forward_tangent``, ``implicit_solve``) take every form.
+GPUBackend.KERNELS = {
+    "simulate": {"cell": _on_device(_sim_cell), "irnn": _on_device(_sim_irnn), "ctrnn": _on_device(_sim_ctrnn),
+                 "gru": _on_device(_sim_gated(False)), "lstm": _on_device(_sim_gated(True)), "stack": _sim_stack},
+    "jacobians": {"cell": _jac_device(_jac_cell), "irnn": _jac_device(_jac_irnn), "ctrnn": _jac_device(_jac_ctrnn),
+                  "gru": _jac_device(_jac_gated(False)), "lstm": _jac_device(_jac_gated(True)), "stack": _jac_stack},
+    "reverse_cotangents": {"cell": GPUBackend.reverse_cotangents},
+    "partition_trace": {"cell": GPUBackend.partition_trace, "stack": GPUBackend.partition_trace},
+    "sweep_gradients": {"cell": GPUBackend.sweep_gradients, "irnn": GPUBackend.sweep_gradients},
+    "train_forward": {},
+    "train_backward": {},
+}
 
 __all__ = ["GPUBackend"]

@@ -1,6 +1,9 @@
 """The numba backend, the CPU default: jitted loops, BLAS products, and the CPU-specific paths.
 
-Its paths and thresholds, all chosen here (tunables in ``dynlab.config``):
+Which kernel serves which kind is ``NumbaBackend.KERNELS`` (operation → {kind: kernel}, read by
+``Backend.kernel`` and ``supports``); where one kind has several kernels, the size thresholds
+between them are ``backend.PATHS`` (operation → {kind: path chooser}).  The paths and thresholds
+(tunables in ``dynlab.config``):
 
 =================  =========================================================================
 operation          paths

@@ -39,21 +39,8 @@ from ._arrays import gemm_rows, readonly
 from .threads import small_gemm
 
 
-def forward(form, xt, h0):
-    """The taped forward pass of ``form`` over time-major x (T, B, d) from h0 (B, n)."""
-    if form.kind in ("gru", "lstm", "stack"):
-        return _forward_map(form, xt, h0)
-    return _forward_cell(form, xt, h0)
-
-
-def backward(tape, ext):
-    """(cotangents of the form's arrays, ∂L/∂s_0, ∂L/∂s_1) from the explicit cotangents ext
-    (T', B, w) of the last T' steps."""
-    if isinstance(tape, MapTape):
-        return _backward_map(tape, ext)
-    if tape.form.kind == "irnn":
-        return _backward_irnn(tape, ext)
-    return _backward_gated(tape, ext)[:3]
+#: The training passes of each kind are this module's ``forward_*``/``backward_*`` pairs; the numba
+#: backend's ``KERNELS`` table says which serves which kind (``dynlab.backends.numba.backend``).
 
 
 # ============================================================================ tape memory
@@ -173,8 +160,9 @@ class Tape:
         return self.H
 
 
-def _forward_cell(form, xt, h0a) -> Tape:
-    """The taped forward pass of a one-line cell or an iRNN on time-major inputs xt (T, B, d)."""
+def _drive(form, xt, h0a):
+    """(the input drives W x_t + b (T, B, D), the state tape H (T+1, B, D) with H[0] = h0) of a
+    one-line cell's or an iRNN's forward pass on time-major inputs xt (T, B, d)."""
     T, B, d = xt.shape
     D = form.hidden
     with np.errstate(over="ignore", invalid="ignore"):               # non-finite input: the pass reports it
@@ -182,10 +170,23 @@ def _forward_cell(form, xt, h0a) -> Tape:
         cin += form.b
     H = _tape_empty((T + 1, B, D))
     H[0] = h0a
+    return cin, H
+
+
+def forward_irnn(form, xt, h0a) -> Tape:
+    """The iRNN's taped forward pass on time-major inputs xt (T, B, d) (``_forward_irnn``)."""
+    cin, H = _drive(form, xt, h0a)
+    with np.errstate(all="ignore"):
+        return _forward_irnn(form, xt, cin, H)
+
+
+def forward_line(form, xt, h0a) -> Tape:
+    """The taped forward pass of a one-line cell on time-major inputs xt (T, B, d)."""
+    T, B, d = xt.shape
+    D = form.hidden
+    cin, H = _drive(form, xt, h0a)
     name, leak = form.act, float(form.leak)
     with np.errstate(all="ignore"):
-        if form.kind == "irnn":
-            return _forward_irnn(form, xt, cin, H)
         a_, c_, R = form.a, form.gain, form.R
         RT = np.ascontiguousarray(R.T)
         Z = _tape_empty((T, B, D))
@@ -233,6 +234,11 @@ def _check_finite(form, H, t):
     ok = np.isfinite(H[t + 1]).all(axis=1)
     if not ok.all():
         raise DivergenceError(step=t + 1, batch=int(np.argmin(ok)), model=form.kind)
+
+def backward_line(tape, ext):
+    """(cotangents of a one-line cell's arrays, ∂L/∂s_0, ∂L/∂s_1) from the explicit cotangents ext."""
+    return _backward_gated(tape, ext)[:3]
+
 
 def _backward_gated(tape, ext, above=None, need_x=False):
     """The one-line cells' backward pass.  ``ext`` (T', B, D) or None: the explicit cotangents
@@ -424,20 +430,15 @@ def _check_finite_rows(form, S, t):
             raise DivergenceError(step=t + 1, batch=int(np.argmin(ok)), model=form.kind)
 
 
-def _forward_map(form, xt, s0) -> MapTape:
+def forward_layers(form, xt, s0) -> MapTape:
+    """The taped forward pass of a GRU, an LSTM or a stack, a layer at a time (module docstring)."""
     layers = form.layers if form.kind == "stack" else (form,)
     offs = np.concatenate([[0], np.cumsum([f.state_size for f in layers])])
     tapes = []
     inp = xt
     with np.errstate(over="ignore", invalid="ignore"):
         for ell, f in enumerate(layers):
-            own = s0[:, offs[ell]:offs[ell + 1]]
-            if f.kind == "gru":
-                lt = _forward_gru(f, inp, own)
-            elif f.kind == "lstm":
-                lt = _forward_lstm(f, inp, own)
-            else:
-                lt = _forward_cell(f, inp, np.ascontiguousarray(own))
+            lt = _LAYER_FORWARD[f.kind](f, inp, s0[:, offs[ell]:offs[ell + 1]])
             tapes.append(lt)
             inp = lt.H[1:]
     return MapTape(form, xt, tapes)
@@ -493,7 +494,7 @@ def _forward_lstm(m, xt, s0):
     return LSTMTape(m, Ha, C, A, TC, DG, DT)
 
 
-def _backward_map(tape: MapTape, ext):
+def backward_layers(tape: MapTape, ext):
     """Layer by layer from the top: the input cotangents of layer ℓ (x̄_t = ḡ_t W_ih) are the
     cotangents of layer ℓ − 1's outputs (module docstring)."""
     form = tape.form
@@ -602,3 +603,9 @@ def _backward_lstm(lt: LSTMTape, ext, above, need_x):
     gb = P[:, D + d].copy()
     out = {"W_ih": P[:, D:D + d].copy(), "W_hh": P[:, :D].copy(), "b_ih": gb, "b_hh": gb.copy()}
     return out, np.concatenate([hb, cb], axis=1), dh1, (xbar if need_x else None)
+
+
+#: The forward pass of one layer of a ``forward_layers`` tape, by kind.
+_LAYER_FORWARD = {"gru": _forward_gru, "lstm": _forward_lstm,
+                  "cell": lambda f, x, s: forward_line(f, x, np.ascontiguousarray(s)),
+                  "irnn": lambda f, x, s: forward_irnn(f, x, np.ascontiguousarray(s))}

@@ -35,17 +35,11 @@ class ReferenceBackend(Backend):
     description = "the NumPy reference: plain loops, LAPACK; every other backend is tested against it"
 
     def simulate(self, form, x, h0, *, stop: bool = True, dtype=np.float64):
-        if form.kind == "stack":
-            return self.simulate_layers(form, x, h0, stop=stop, dtype=dtype)
-        from .simulate import simulate_form
-
-        return simulate_form(form, x, h0, stop=stop, dtype=dtype)
+        return self.kernel("simulate", form)(self, form, x, h0, stop, dtype)
 
     def jacobians(self, form, x, hprev, *, eta=None, inputs: bool = False):
-        from .jacobians import jacobians_form
-
-        J, Jx = jacobians_form(form, x, hprev, eta=eta, inputs=inputs)
-        return J, Jx, "scipy" if form.kind == "ctrnn" and not form.fixed_step else "numpy"
+        J, Jx, _ = self.kernel("jacobians", form)(self, form, x, hprev, eta, inputs)
+        return J, Jx, "scipy" if getattr(form, "fixed_step", True) is False else "numpy"
 
     def backward_norms(self, batch: int, size: int, *, dL_dhT=None, step_norms: bool = True):
         from .norms import BackwardProducts
@@ -100,5 +94,34 @@ class ReferenceBackend(Backend):
 
         return solve_method(A, C, act, leak, method=method, tol=tol, max_iter=max_iter, Z0=Z0, steps=steps, dt=dt)
 
+
+
+def _simulate(be, form, x, h0, stop, dtype):
+    """A one-layer form by its kind's loop (``simulate.SIMULATE``)."""
+    from .simulate import SIMULATE
+
+    return SIMULATE[form.kind](form, x, h0, stop, np.dtype(dtype))
+
+
+def _simulate_stack(be, form, x, h0, stop, dtype):
+    return be.simulate_layers(form, x, h0, stop=stop, dtype=dtype)
+
+
+def _jacobians(be, form, x, s, eta, want_x):
+    """The closed forms (``jacobians.LAYER``)."""
+    from .jacobians import LAYER
+
+    return LAYER[form.kind](form, x, s, eta, want_x)
+
+
+#: operation → {kind: kernel} (``Backend.kernel``): the kinds' own functions are the tables of
+#: ``simulate`` and ``jacobians`` (``SIMULATE``, ``LAYER``), read through these (imported on
+#: first use).  Every other operation takes every form.
+ReferenceBackend.KERNELS = {
+    "simulate": {"cell": _simulate, "irnn": _simulate, "ctrnn": _simulate, "gru": _simulate, "lstm": _simulate,
+                 "stack": _simulate_stack},
+    "jacobians": {"cell": _jacobians, "irnn": _jacobians, "ctrnn": _jacobians, "gru": _jacobians, "lstm": _jacobians,
+                  "stack": _jacobians},
+}
 
 __all__ = ["ReferenceBackend"]

@@ -43,26 +43,40 @@ def jacobians_form(form, x, hprev, *, eta=None, inputs: bool = False):
 
 def layer(form, x, s, eta, want_x):
     """(J, Jx or None, s') of one form at N points; s' the next state (a stack's layer above
-    reads it)."""
-    N = s.shape[0]
-    if form.kind == "stack":
-        return stack(form, x, s, want_x, layer)
-    if form.kind == "gru":
-        return gru(form.W_ih, form.W_hh, form.b_ih, form.b_hh, form.act, form.leak, x, s, want_x)
-    if form.kind == "lstm":
-        return lstm(form.W_ih, form.W_hh, form.b_ih, form.b_hh, form.act, form.leak, x, s, want_x)
-    if form.kind == "irnn":
-        e = np.broadcast_to(form.eta[0], (N, form.K)) if eta is None else eta
-        J, Jx = irnn(form.U, form.W, form.b, e, form.alpha, form.K, form.g0prev, form.sign, form.act,
-                     form.leak, x, s, want_x)
-        return J, Jx, None
-    if form.kind == "ctrnn":
-        if form.fixed_step:
-            J, Jx = ctrnn_fixed(form.U, form.W, form.b, form.tau, form.alpha, form.dt, form.substeps,
-                                form.method == "rk4", form.act, form.leak, x, s, want_x)
-        else:
-            J, Jx = ctrnn_flow(form, x, s, form.dt, form.method, want_x)
-        return J, Jx, None
+    reads it).  The closed form of its kind (``LAYER``)."""
+    return LAYER[form.kind](form, x, s, eta, want_x)
+
+
+def _layer_stack(form, x, s, eta, want_x):
+    return stack(form, x, s, want_x, layer)
+
+
+def _layer_gru(form, x, s, eta, want_x):
+    return gru(form.W_ih, form.W_hh, form.b_ih, form.b_hh, form.act, form.leak, x, s, want_x)
+
+
+def _layer_lstm(form, x, s, eta, want_x):
+    return lstm(form.W_ih, form.W_hh, form.b_ih, form.b_hh, form.act, form.leak, x, s, want_x)
+
+
+def _layer_irnn(form, x, s, eta, want_x):
+    e = np.broadcast_to(form.eta[0], (s.shape[0], form.K)) if eta is None else eta
+    J, Jx = irnn(form.U, form.W, form.b, e, form.alpha, form.K, form.g0prev, form.sign, form.act,
+                 form.leak, x, s, want_x)
+    return J, Jx, None
+
+
+def _layer_ctrnn(form, x, s, eta, want_x):
+    """Fixed steps in closed form; scipy's adaptive solvers by the variational equation."""
+    if form.fixed_step:
+        J, Jx = ctrnn_fixed(form.U, form.W, form.b, form.tau, form.alpha, form.dt, form.substeps,
+                            form.method == "rk4", form.act, form.leak, x, s, want_x)
+    else:
+        J, Jx = ctrnn_flow(form, x, s, form.dt, form.method, want_x)
+    return J, Jx, None
+
+
+def _layer_cell(form, x, s, eta, want_x):
     return cell(form.R, form.W, form.b, form.a, form.gain, form.act, form.leak, x, s, want_x)
 
 
@@ -342,3 +356,8 @@ def ctrnn_flow(form, x, g, interval, method, want_x):
                 if want_x:
                     Jx[n] = yn[D + D * D:].reshape(D, d)
     return J, Jx
+
+
+#: The closed form of each kind: (form, x, s, eta, want_x) → (J, Jx or None, s' or None).
+LAYER = {"cell": _layer_cell, "irnn": _layer_irnn, "ctrnn": _layer_ctrnn, "gru": _layer_gru, "lstm": _layer_lstm,
+         "stack": _layer_stack}

@@ -225,24 +225,43 @@ def lstm(W_ih, W_hh, b_ih, b_hh, x, s0, act, leak, stop=True):
 
 def simulate_form(form, x, h0, *, stop: bool = True, dtype=np.float64):
     """States of a (one-layer) ``form`` over x (B, T, d) from h0 (B, n), in ``dtype``:
-    (H, bad, path)."""
-    dtype = np.dtype(dtype)
-    if form.kind in ("gru", "lstm"):
-        fn = lstm if form.kind == "lstm" else gru
+    (H, bad, path), by its kind's loop (``SIMULATE``)."""
+    return SIMULATE[form.kind](form, x, h0, stop, np.dtype(dtype))
+
+
+def _gated_form(fn):
+    """GRU (``fn`` = ``gru``) / LSTM (``lstm``) over the batch."""
+    def run(form, x, h0, stop, dtype):
         W_ih, W_hh, b_ih, b_hh = (a.astype(dtype) for a in (form.W_ih, form.W_hh, form.b_ih, form.b_hh))
         return (*fn(W_ih, W_hh, b_ih, b_hh, x.astype(dtype), h0.astype(dtype), form.act, form.leak, stop), "numpy")
-    if form.kind == "ctrnn" and not form.fixed_step:
+    return run
+
+
+def _drive(form, x, h0, dtype):
+    """(c = x Wᵀ + b, h0) in ``dtype``: what the one-line kinds' loops take."""
+    return (x @ form.W.T + form.b).astype(dtype), h0.astype(dtype)
+
+
+def _irnn_form(form, x, h0, stop, dtype):
+    c, h0c = _drive(form, x, h0, dtype)
+    H, bad = irnn(form.U.astype(dtype), c, h0c, form.eta, form.alpha, form.K, form.g0prev, form.sign,
+                  form.act, form.leak, stop)
+    return H, bad, "numpy"
+
+
+def _ctrnn_form(form, x, h0, stop, dtype):
+    """Fixed steps by the loop; a scipy method by ``solve_ivp`` (``scipy_ctrnn``)."""
+    if not form.fixed_step:
         return (*scipy_ctrnn(form, x, h0, stop, dtype), "scipy")
-    c = (x @ form.W.T + form.b).astype(dtype)
-    h0c = h0.astype(dtype)
-    if form.kind == "irnn":
-        H, bad = irnn(form.U.astype(dtype), c, h0c, form.eta, form.alpha, form.K, form.g0prev, form.sign,
-                      form.act, form.leak, stop)
-    elif form.kind == "ctrnn":
-        H, bad = ctrnn(form.U.astype(dtype), c, h0c, form.tau, form.alpha, form.dt, form.substeps, form.method,
-                       form.act, form.leak, stop)
-    else:
-        H, bad = gated(form.R.astype(dtype), c, h0c, form.a, form.gain, form.act, form.leak, stop)
+    c, h0c = _drive(form, x, h0, dtype)
+    H, bad = ctrnn(form.U.astype(dtype), c, h0c, form.tau, form.alpha, form.dt, form.substeps, form.method,
+                   form.act, form.leak, stop)
+    return H, bad, "numpy"
+
+
+def _cell_form(form, x, h0, stop, dtype):
+    c, h0c = _drive(form, x, h0, dtype)
+    H, bad = gated(form.R.astype(dtype), c, h0c, form.a, form.gain, form.act, form.leak, stop)
     return H, bad, "numpy"
 
 
@@ -252,3 +271,8 @@ def scipy_ctrnn(form, x, h0, stop, dtype):
     H, bad = ctrnn_scipy(form.U, c, h0, form.tau, form.alpha, form.dt, form.method, form.rtol, form.atol,
                          form.act, form.leak, stop)
     return H.astype(dtype, copy=False), bad
+
+
+#: The loop of each one-layer kind: (form, x, h0, stop, dtype) → (H, bad, path).
+SIMULATE = {"cell": _cell_form, "irnn": _irnn_form, "ctrnn": _ctrnn_form, "gru": _gated_form(gru),
+            "lstm": _gated_form(lstm)}
