@@ -20,6 +20,7 @@ import pytest
 
 import dynlab
 from conftest import cli_ok as ok, cli_run as run
+from dynlab.backends import resolve_backend
 from dynlab.cli import main
 from dynlab.cli import defaults as D
 from dynlab.cli.defaults import DEFAULTS, DESCRIBED, NA, NO_DEFAULT, By, Default
@@ -277,6 +278,7 @@ TRAIN_PROBES = {
     "clip": lambda r, e: _trained(r, lambda r: r["clip"]),
     "sigma_eps": lambda r, e: _trained(r, lambda r: r["sigma_eps"]),
     "record_every": lambda r, e: _trained(r, lambda r: r["record_every"]),
+    "backend": lambda r, e: resolve_backend(r["backend"]),     # what the trainer resolves the option to
 }
 
 PROBES = {

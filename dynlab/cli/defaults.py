@@ -293,7 +293,7 @@ DEFAULTS = {
               "optimiser": Default("adam"), "batch": Default(128),
               "clip": Default(None, fill=False, text="none (no clipping)"),
               "sigma_eps": Default(0.0), "record_every": Default(10), "eta_per_k": NO_DEFAULT,
-              "resume": NO_DEFAULT, "save_weights": NO_DEFAULT, **_OUTPUTS},
+              "resume": NO_DEFAULT, "save_weights": NO_DEFAULT, **_BACKEND, **_OUTPUTS},
     "sweep": {"spec_file": NO_DEFAULT, "store": NO_DEFAULT, "resume": NO_DEFAULT, "verify_store": NO_DEFAULT,
               "scheduler": Default(None, fill=False, text="in process"),
               "region_size": Default(DESCRIBED, fill=False,

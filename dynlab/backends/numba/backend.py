@@ -239,12 +239,12 @@ def _jac_cell(be, form, x, s, eta, want_x, path):
 
     if path != "loops":
         return ref.layer(form, x, s, eta, want_x)
-    from ...activations import phi
+    from ..reference.cells import cell_update
 
     J, Jx = _jac_loops(form, x, s, want_x, lambda k, f, W, b, xx, hh, J, Jx: k.gated(
         _plain(f.R), W, b, f.a, f.gain, f.act_id, f.leak, xx, hh, J, Jx))
     z = s @ form.R.T + x @ form.W.T + form.b
-    return J, Jx, form.a * s + form.gain * phi(form.act, z, form.leak)
+    return J, Jx, cell_update(form.a, form.gain, s, z, form.act, form.leak)
 
 
 def _jac_irnn(be, form, x, s, eta, want_x, path):
