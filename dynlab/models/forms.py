@@ -130,6 +130,15 @@ class _Form:
         from ..errors import ParameterError
         raise ParameterError("model", f"equilibria are not defined for a {self.kind} form")
 
+    def reachable_box(self, x_lo, x_hi):
+        """(lo, hi, out_lo, out_hi, words): the box of states a trajectory can reach at constant
+        inputs in [x_lo, x_hi], of the output the layer above reads, and the rule in words
+        (``dynlab.models.boxes``; ``dynlab.analysis.reachable`` states the table); by default the
+        whole space."""
+        from . import boxes
+        lo, hi, words = boxes.unbounded(self, f"unbounded ({self.kind})")
+        return lo, hi, lo, hi, words
+
     def __post_init__(self):
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
@@ -156,6 +165,12 @@ class CellForm(_Form):
         return ResidualMap(name="map", R=self.R, W=self.W, b=self.b, gamma=float(self.gain), beta=1.0 - float(self.a),
                            activation=self.act, leak=self.leak, step_size=1.0, variable="h", discrete=True,
                            equation="h = step(h, x)", eig_label="eigenvalue of ∂step/∂h − I")
+
+    def reachable_box(self, x_lo, x_hi):
+        """hull(0, range φ)·γ/(1 − a) (``boxes.cell_box``), whatever the input."""
+        from . import boxes
+        lo, hi, words = boxes.cell_box(self)
+        return lo, hi, lo, hi, words
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -198,6 +213,12 @@ class IRNNForm(_Form):
                        discrete=False, equation="α s = φ(U s + W x + b), s = h_eq + sign·h_prev",
                        eig_label="eigenvalue of ∇φ·U − αI", sign=self.sign, g0prev=self.g0prev)
 
+    def reachable_box(self, x_lo, x_hi):
+        """hull(0, range φ)/α in s (``boxes.alpha_box``): the roots of the step equation."""
+        from . import boxes
+        lo, hi, words = boxes.alpha_box(self)
+        return lo, hi, lo, hi, words
+
     def eta_rows(self, t: np.ndarray) -> np.ndarray:
         """η for 0-based time indices ``t``: an (N, K) table."""
         if self.eta.shape[0] == 1:
@@ -231,6 +252,12 @@ class CTRNNForm(_Form):
                         discrete=False, equation="0 = −α g + φ(U g + W x + b)",
                         eig_label="eigenvalue of (∇φ·U − αI)/τ")
 
+    def reachable_box(self, x_lo, x_hi):
+        """hull(0, range φ)/α (``boxes.alpha_box``): the flow's invariant box."""
+        from . import boxes
+        lo, hi, words = boxes.alpha_box(self)
+        return lo, hi, lo, hi, words
+
     @property
     def fixed_step(self) -> bool:
         """Euler or RK4 with fixed steps (else scipy's adaptive ``solve_ivp``)."""
@@ -262,6 +289,10 @@ class GRUForm(_GatedForm):
     kind = "gru"
     gates = 3
 
+    def reachable_box(self, x_lo, x_hi):
+        from . import boxes
+        return boxes.gru_box(self, x_lo, x_hi)
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class LSTMForm(_GatedForm):
@@ -269,6 +300,10 @@ class LSTMForm(_GatedForm):
 
     kind = "lstm"
     gates = 4
+
+    def reachable_box(self, x_lo, x_hi):
+        from . import boxes
+        return boxes.lstm_box(self, x_lo, x_hi)
 
     @property
     def state_size(self) -> int:
@@ -298,6 +333,17 @@ class StackForm:
     @property
     def inner_steps(self) -> int:
         return 1
+
+    def reachable_box(self, x_lo, x_hi):
+        """Each layer's box, its input (x, then the layer below's output) bounded by the box below."""
+        los, his, rules = [], [], []
+        out_lo, out_hi = x_lo, x_hi
+        for layer in self.layers:
+            lo, hi, out_lo, out_hi, words = layer.reachable_box(out_lo, out_hi)
+            los.append(lo)
+            his.append(hi)
+            rules.append(f"{layer.kind}: {words}")
+        return np.concatenate(los), np.concatenate(his), out_lo, out_hi, "; ".join(rules)
 
     time_rows = _Form.time_rows
     cost = _Form.cost
