@@ -1,5 +1,7 @@
 """Issue 43: one backend object from the entry point down — training honours the backend the
 user chose (or refuses it in one line), provenance names the backend that ran."""
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -69,13 +71,13 @@ def test_backend_without_training_passes_is_refused_before_work(monkeypatch):
 
 
 # ---------------------------------------------------------------- the CLI reads the registry
-@pytest.fixture
-def xyz_backend():
-    """``test-xyz`` registered for one test; the registry, BACKENDS and the instances as they were after."""
+@contextlib.contextmanager
+def _registered(name, target):
+    """``name`` registered for the block; the registry, BACKENDS and the instances as they were after."""
     import dynlab.backends as B
 
     before = (dict(B._REGISTRY), B.BACKENDS, dict(B._INSTANCES))
-    B.register_backend("test-xyz", "xyz_backend:XyzBackend")
+    B.register_backend(name, target)
     try:
         yield
     finally:
@@ -84,6 +86,13 @@ def xyz_backend():
         B.BACKENDS = before[1]
         B._INSTANCES.clear()
         B._INSTANCES.update(before[2])
+
+
+@pytest.fixture
+def xyz_backend():
+    """``test-xyz`` registered for one test."""
+    with _registered("test-xyz", "xyz_backend:XyzBackend"):
+        yield
 
 
 def test_cli_backend_registered_at_run_time_is_a_choice(xyz_backend, tmp_path):
@@ -256,20 +265,11 @@ def test_cli_train_on_a_backend_registered_at_run_time(xyz_backend, tmp_path):
 def test_cli_train_refuses_a_backend_that_cannot_train_in_one_line():
     from click.testing import CliRunner
 
-    import dynlab.backends as B
     from dynlab.cli import main
 
-    before = (dict(B._REGISTRY), B.BACKENDS, dict(B._INSTANCES))
-    B.register_backend("test-no-training", "xyz_backend:NoTrainingBackend")
-    try:
+    with _registered("test-no-training", "xyz_backend:NoTrainingBackend"):
         r = CliRunner().invoke(main, ["train", "--task", "adding", "--steps", "10", "--hidden", "5", "--iterations",
                                       "2", "--batch", "8", "--backend", "test-no-training", "--quiet"])
-    finally:
-        B._REGISTRY.clear()
-        B._REGISTRY.update(before[0])
-        B.BACKENDS = before[1]
-        B._INSTANCES.clear()
-        B._INSTANCES.update(before[2])
     assert r.exit_code == 2, r.output
     lines = [ln for ln in r.output.strip().splitlines() if ln.strip()]
     assert len(lines) == 1 and "--backend" in lines[0], r.output
