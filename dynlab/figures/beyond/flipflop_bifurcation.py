@@ -36,7 +36,7 @@ DS = 0.02
 def _memories(m, readout, x, n_starts, seed):
     import dynlab as dl
 
-    H = dl.simulate(m, x, backend="numpy")["h"].values
+    H = dl.simulate(m, x, backend="reference")["h"].values
     fp = dl.fixed_points(m, np.zeros(m.inputs), n_starts=n_starts, trajectories=H, seed=seed, slow_tol=1e-10)
     stable = (fp["kind"].values == 1) & (fp["n_unstable"].values == 0)
     P = fp["h_eq"].values[stable]

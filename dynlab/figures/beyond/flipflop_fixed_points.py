@@ -71,7 +71,7 @@ def _branch_ends(m, fp, memories, codes):
     state, going, steps = h0, np.arange(h0.shape[0]), 0
     while going.size and steps < BRANCH_MAX_STEPS:
         x = np.zeros((going.size, BRANCH_STEPS, m.inputs))
-        state = dl.simulate(m, x, state, backend="numpy")["h"].values[:, -1]
+        state = dl.simulate(m, x, state, backend="reference")["h"].values[:, -1]
         steps += BRANCH_STEPS
         dist = np.linalg.norm(state[:, None, :] - memories[None], axis=2)
         near = np.argmin(dist, axis=1)
@@ -88,7 +88,7 @@ def _analyse(m, readout, x, n_starts, seed):
     """fixed_points on the trajectories of x, and per point: pattern code, |y| margin, branch ends."""
     import dynlab as dl
 
-    H = dl.simulate(m, x, backend="numpy")["h"].values
+    H = dl.simulate(m, x, backend="reference")["h"].values
     fp = dl.fixed_points(m, np.zeros(m.inputs), n_starts=n_starts, trajectories=H, seed=seed, slow_tol=1e-10)
     roots = fp["kind"].values == 1
     stable = roots & (fp["n_unstable"].values == 0)
