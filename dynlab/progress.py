@@ -112,7 +112,8 @@ class TqdmMeter:
         return bar is not None and (bar.total is None or bar.n < bar.total)
 
     def __call__(self, stage: str, done: int, total: int | None) -> None:
-        if stage != self._stage:
+        again = stage == self._stage and not self._open() and self._bar is not None and int(done) < self._bar.n
+        if stage != self._stage or again:     # a new stage, or a finished one run again (a second solve)
             if self._open():
                 return  # a stage inside the open one (a sweep's points, training's diagnostics): its own bar shows
             self._close_bar()

@@ -149,6 +149,28 @@ def test_a_stage_of_unknown_total_shows_a_count_and_a_rate_and_ends_when_its_tot
     assert calls == [("x (steps)", 2, None)]
 
 
+def test_a_finished_stage_run_again_gets_a_new_bar():
+    buf = io.StringIO()
+    meter = pg.TqdmMeter(delay=0.0, file=buf)
+    for i in range(3):
+        meter("equilibria (iterations)", i, None)
+    meter("equilibria (iterations)", 3, 3)
+    first = meter._bar
+    meter("equilibria (iterations)", 0, None)       # a second solve: counted from 0, not backwards
+    assert meter._bar is not first and meter._bar.n == 0 and meter._bar.total is None
+    meter.close()
+
+
+def test_the_equilibrium_solvers_report_iterations_of_unknown_total():
+    calls = []
+    g = dl.make_model("gru", 6, 1, seed=3)
+    dl.fixed_points(g, np.zeros(1), n_starts=16, seed=0, progress=lambda *a: calls.append(a))
+    solve = [c for c in calls if c[0] == "equilibria (iterations)"]
+    assert solve and any(t is None for _, _, t in solve)
+    ends = [(d, t) for _, d, t in solve if t is not None]
+    assert ends and all(d == t for d, t in ends)      # each run ends with its count told
+
+
 def test_the_compile_notice_is_told_by_a_python_call(monkeypatch):
     """A first compilation inside a long call: one line when it starts, the seconds at the call's
     end (the command line instead tells the total when the process ends)."""

@@ -237,6 +237,10 @@ def _solve_batched(J, rhs):
         return out
 
 
+#: The progress stage of the batched solvers (its total, the sweeps, is not known ahead).
+SOLVE_STAGE = "equilibria (iterations)"
+
+
 def _iterate_rows(system, c, y0, tol, max_iter, advance):
     """The loop shared by the batched solvers: every row not yet at ‖F‖∞ ≤ tol (and finite)
     takes one step ``advance(y_rows, c_rows, F_rows) → (y_new, F_new)`` per sweep, at most
@@ -246,15 +250,19 @@ def _iterate_rows(system, c, y0, tol, max_iter, advance):
     res = _maxabs(F)
     its = np.zeros(y.shape[0], dtype=np.int64)
     active = res > tol
+    N, done = y.shape[0], 0
     for i in range(max_iter):
         idx = np.flatnonzero(active & np.isfinite(res))
-        progress("equilibria (Newton: rows converged)", y.shape[0] - idx.size, y.shape[0])
+        # how many sweeps is not known ahead: a count and a rate, the rows converged as the note
+        progress(SOLVE_STAGE, i, None, note=f"{N - idx.size} of {N} rows converged")
         if idx.size == 0:
             break
         y[idx], F[idx] = advance(y[idx], c[idx], F[idx])
         res[idx] = _maxabs(F[idx])
         its[idx] += 1
         active[idx] = res[idx] > tol
+        done = i + 1
+    progress(SOLVE_STAGE, done, done)
     return y, res, its, res <= tol
 
 

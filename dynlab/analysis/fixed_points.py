@@ -510,11 +510,14 @@ def _levenberg_marquardt(system, c, y, *, max_iter=200, gtol=1e-15, ftol=LM_FTOL
     mu = np.full(N, 1e-3)
     eye = np.eye(D)
     active = np.isfinite(q) & (q > 0)
-    for _ in range(max_iter):
+    stage, done = "fixed points (Levenberg–Marquardt iterations)", 0
+    for i in range(max_iter):
         idx = np.flatnonzero(active)
-        progress("fixed points (Levenberg–Marquardt: rows done)", active.size - idx.size, active.size)
+        # how many iterations is not known ahead: a count and a rate, the rows done as the note
+        progress(stage, i, None, note=f"{active.size - idx.size} of {active.size} rows done")
         if idx.size == 0:
             break
+        done = i + 1
         J = system.jac(y[idx], c[idx])
         JT = np.swapaxes(J, 1, 2)
         g = np.einsum("nij,ni->nj", J, F[idx])
@@ -533,4 +536,5 @@ def _levenberg_marquardt(system, c, y, *, max_iter=200, gtol=1e-15, ftol=LM_FTOL
         small = ((np.max(np.abs(g), axis=1) <= gtol) | (q[idx] <= 1e-30) | (mu[idx] > 1e12)
                  | (np.max(np.abs(F[idx]), axis=1) <= ftol))
         active[idx[small]] = False
+    progress(stage, done, done)
     return y, q
