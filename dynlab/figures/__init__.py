@@ -14,9 +14,10 @@ its paper's prefix, ``_`` for ``-``: ``irnn-fig7-eigenvalues`` is ``dynlab.figur
 
 ``recipes()`` returns every recipe in ``ORDER`` (the order of docs/design.md, *Figures*); ``get(name)`` one of them.
 
-The flat module paths of before (``dynlab.figures.irnn.fig7_eigenvalues``, the helpers'
-``dynlab.figures.irnn._training``…) still import, with a DeprecationWarning naming the new path;
-they will be removed in dynlab ``REMOVED_IN``.
+The flat module paths of before (``dynlab.figures.irnn_fig7_eigenvalues``, the helpers'
+``dynlab.figures._irnn_training``…) still import, with a DeprecationWarning naming the new path;
+they will be removed in dynlab ``REMOVED_IN`` (``dynlab._deprecate``: the release every deprecated
+path goes in).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import os
 import pkgutil
 import sys
 
+from .. import _deprecate
 from ._recipe import ORDER, Recipe, run_recipe
 
 #: subpackage → the prefix its figures' names carry (``beyond``'s names carry none)
@@ -35,8 +37,8 @@ PACKAGES = {"irnn": "irnn-", "maso": "maso-", "implicit": "implicit-", "beyond":
 _MOVED_HELPERS = {"_irnn_digits": "irnn._digits", "_irnn_parta": "irnn._parta", "_irnn_tables": "irnn._tables",
                   "_irnn_training": "irnn._training", "_maso_tables": "maso._tables",
                   "_maso_training": "maso._training"}
-#: the release in which the flat module paths (``dynlab.figures.irnn.fig7_eigenvalues``) go
-REMOVED_IN = "0.3.0"
+#: the release in which the flat module paths (``dynlab.figures.irnn_fig7_eigenvalues``) go
+REMOVED_IN = _deprecate.REMOVED_IN
 
 
 def _modules() -> dict:
