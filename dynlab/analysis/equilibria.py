@@ -45,25 +45,24 @@ def _check_irnn(model):
 
 def solve_newton(fmap, c: np.ndarray, s0: np.ndarray, *, tol: float = 1e-12, max_iter: int = 50):
     """Solve F(s) = 0 of the iRNN's fixed-point map ``fmap`` (``dynlab.models.fixed_point``:
-    F(s) = φ(U s + c) − α s) at one c from s0 by damped Newton (backtracking on ‖F‖₂).
-    Returns (s, residual, iterations, converged)."""
+    F(s) = φ(U s + c) − α s, its one-point ``F1``/``jac1``) at one c (D,) from s0 by damped Newton
+    (backtracking on ‖F‖₂).  Returns (s, residual, iterations, converged)."""
     s = np.array(s0, dtype=np.float64)
-    c = np.atleast_2d(c)
-    F = fmap.F(s[None], c)[0]
+    beta = fmap.beta
+    F = fmap.F1(s, c, beta)
     res = float(np.max(np.abs(F)))
     it = 0
     while res > tol and it < max_iter:
         it += 1
-        J = fmap.jac(s[None], c)[0]
         try:
-            step = np.linalg.solve(J, -F)
+            step = np.linalg.solve(fmap.jac1(s, c, beta), -F)
         except np.linalg.LinAlgError:
             step = F  # singular Jacobian: fall back to a residual step (F points along −(α s − φ))
         norm0 = float(np.linalg.norm(F))
         lam = 1.0
         while True:
             s_new = s + lam * step
-            F_new = fmap.F(s_new[None], c)[0]
+            F_new = fmap.F1(s_new, c, beta)
             if np.linalg.norm(F_new) < (1 - 1e-4 * lam) * norm0 or lam < 1e-8:
                 break
             lam *= 0.5
