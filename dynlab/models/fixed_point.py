@@ -23,6 +23,8 @@ The "euler" method of ``dynlab.analysis.equilibria`` is y ← y + η F(y) with �
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..activations import dphi, phi
@@ -55,17 +57,13 @@ def d3phi(name: str, z):
     return np.zeros_like(np.asarray(z, dtype=np.float64))
 
 
-_REFERENCE = []
-
-
+@functools.lru_cache(maxsize=1)
 def _reference():
     """The reference backend, fetched from the registry once per process: the host arithmetic of
     the maps is its role, not a choice of the caller's (which the map's ``backend`` is)."""
-    if not _REFERENCE:
-        from ..backends import get_backend
+    from ..backends import get_backend
 
-        _REFERENCE.append(get_backend("reference"))
-    return _REFERENCE[0]
+    return get_backend("reference")
 
 
 def _state_name(labels) -> str:
